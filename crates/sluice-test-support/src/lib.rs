@@ -1,0 +1,176 @@
+//! Test support: a real `redis-server` on a free loopback port, owned by one test.
+//!
+//! [`RedisServer::start`] spawns `redis-server` with persistence off, waits until it answers
+//! `PING`, and kills it on drop. Tests that need a store fault call [`RedisServer::stop`] and
+//! [`RedisServer::restart`] (same port). A missing `redis-server` is a test failure with a message
+//! saying how to install it, never a silent skip.
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A `redis-server` process started for one test.
+#[derive(Debug)]
+pub struct RedisServer {
+    port: u16,
+    dir: PathBuf,
+    child: Option<Child>,
+}
+
+impl RedisServer {
+    /// Starts a server on a free port and waits until it answers.
+    ///
+    /// # Panics
+    /// If `redis-server` is not installed or does not come up: the test cannot run without it.
+    pub fn start() -> RedisServer {
+        let mut last_error = String::new();
+        // A free port can be taken by someone else between probing and binding; retry.
+        for _ in 0..5 {
+            let port = free_port();
+            let dir =
+                std::env::temp_dir().join(format!("sluice-redis-{}-{port}", std::process::id()));
+            std::fs::create_dir_all(&dir).expect("the temp dir is writable");
+            let mut server = RedisServer {
+                port,
+                dir,
+                child: None,
+            };
+            match server.spawn() {
+                Ok(()) => return server,
+                Err(e) => last_error = e,
+            }
+        }
+        panic!("could not start redis-server: {last_error}");
+    }
+
+    fn spawn(&mut self) -> Result<(), String> {
+        let child = Command::new("redis-server")
+            .args(["--port", &self.port.to_string()])
+            .args(["--bind", "127.0.0.1"])
+            .args(["--save", ""])
+            .args(["--appendonly", "no"])
+            .args(["--protected-mode", "no"])
+            .arg("--dir")
+            .arg(&self.dir)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|e| {
+                if e.kind() == std::io::ErrorKind::NotFound {
+                    panic!(
+                        "redis-server is not installed; tests that need Redis cannot run. \
+                         Run scripts/test (it installs it) or `apt-get install redis-server`."
+                    )
+                }
+                format!("spawning redis-server: {e}")
+            })?;
+        self.child = Some(child);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if let Some(child) = self.child.as_mut() {
+                if let Ok(Some(status)) = child.try_wait() {
+                    self.child = None;
+                    return Err(format!(
+                        "redis-server exited with {status} on port {}",
+                        self.port
+                    ));
+                }
+            }
+            if self.ping() {
+                return Ok(());
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        self.stop();
+        Err(format!(
+            "redis-server did not answer PING on port {} within 10 s",
+            self.port
+        ))
+    }
+
+    /// Whether the server answers `PING` right now.
+    pub fn ping(&self) -> bool {
+        let Ok(mut stream) = TcpStream::connect(("127.0.0.1", self.port)) else {
+            return false;
+        };
+        let _ = stream.set_read_timeout(Some(Duration::from_secs(1)));
+        let mut buf = [0u8; 7];
+        stream.write_all(b"PING\r\n").is_ok()
+            && stream.read_exact(&mut buf).is_ok()
+            && &buf == b"+PONG\r\n"
+    }
+
+    /// The server's port.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// `redis://127.0.0.1:PORT/`.
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/", self.port)
+    }
+
+    /// Kills the server (as a crash would) and waits for it to exit.
+    pub fn stop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Starts the server again on the same port (empty: persistence is off).
+    ///
+    /// # Panics
+    /// If it does not come back within 10 s.
+    pub fn restart(&mut self) {
+        self.stop();
+        if let Err(e) = self.spawn() {
+            panic!("could not restart redis-server: {e}");
+        }
+    }
+
+    /// Runs `redis-cli -p PORT ARGS...` and returns its output, for tests that inspect keys.
+    pub fn cli(&self, args: &[&str]) -> String {
+        let out = Command::new("redis-cli")
+            .args(["-p", &self.port.to_string()])
+            .args(args)
+            .output()
+            .expect("redis-cli is installed with redis-server (package redis-tools)");
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        self.stop();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// A port that was free a moment ago.
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("binding an ephemeral loopback port")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn starts_answers_stops_and_restarts() {
+        let mut server = RedisServer::start();
+        assert_ne!(server.port(), 6379);
+        assert!(server.ping());
+        assert_eq!(server.cli(&["SET", "k", "v"]), "OK");
+        server.stop();
+        assert!(!server.ping());
+        server.restart();
+        assert!(server.ping());
+        assert_eq!(server.cli(&["GET", "k"]), "", "restarted empty");
+    }
+}

@@ -1,0 +1,148 @@
+//! The pure algorithms: state and time in, new state and decision out. No I/O, no async.
+//!
+//! Every store runs these (the memory store directly, the Redis store as Lua that restates the
+//! same arithmetic and is tested against it). Time is microseconds since the Unix epoch.
+//!
+//! Each algorithm exposes `decide(state, now, params, cost, apply) -> Outcome`. With
+//! `apply == false` the call is a peek: the answer is the same, the state is not consumed.
+//! [`step`] combines the algorithms with [`block`] and [`penalty`] into one decision over all
+//! the limits of a request.
+
+pub mod block;
+pub mod fixed_window;
+pub mod gcra;
+pub mod leaky_bucket;
+pub mod penalty;
+pub mod sliding_log;
+pub mod sliding_window;
+pub mod step;
+pub mod token_bucket;
+
+pub use step::{KeyState, LimitOutcome, LimitStep, Mode};
+
+use crate::model::Algorithm;
+
+/// A limit's numbers, in the units the algorithms compute in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Params {
+    /// Units per window (the rate's count).
+    pub limit: u64,
+    /// Window length in µs.
+    pub window_us: u64,
+    /// The most units that may be outstanding at once: `burst` for the bucket algorithms,
+    /// `limit` for the others.
+    pub capacity: u64,
+    /// Whether denied requests are recorded too (counting algorithms only).
+    pub count_denied: bool,
+}
+
+impl Params {
+    /// Params without `count_denied`.
+    pub fn new(limit: u64, window_us: u64, capacity: u64) -> Params {
+        Params {
+            limit,
+            window_us,
+            capacity,
+            count_denied: false,
+        }
+    }
+
+    /// GCRA's spacing between units, rounded up to whole µs.
+    pub fn emission_interval_us(&self) -> u64 {
+        self.window_us.div_ceil(self.limit)
+    }
+
+    /// Time for `units` to drain at the rate, rounded up to whole µs.
+    pub fn time_to_drain(&self, units: f64) -> u64 {
+        (units * self.window_us as f64 / self.limit as f64)
+            .ceil()
+            .max(0.0) as u64
+    }
+}
+
+/// One algorithm's answer for one limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Outcome {
+    /// The units fit.
+    pub allowed: bool,
+    /// Units left after this decision.
+    pub remaining: u64,
+    /// Until the limit is back to full.
+    pub reset_after_us: u64,
+    /// When denied: the earliest wait after which the same request fits.
+    pub retry_after_us: Option<u64>,
+    /// Shaping delay (leaky bucket).
+    pub delay_us: u64,
+    /// How long the state must be kept; after that it is equivalent to no state.
+    pub ttl_us: u64,
+}
+
+/// A level that drains at the rate, for token bucket (units used) and leaky bucket (queue).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Level {
+    /// Units in the bucket at `last_us`, fractions kept.
+    pub level: f64,
+    /// When `level` was computed.
+    pub last_us: u64,
+}
+
+impl Level {
+    /// The level at `now`. A clock that steps back drains nothing rather than filling up.
+    pub fn drained(&self, now: u64, p: &Params) -> f64 {
+        let elapsed = now.saturating_sub(self.last_us) as f64;
+        (self.level - elapsed * p.limit as f64 / p.window_us as f64).max(0.0)
+    }
+}
+
+/// The state of one key for whichever algorithm its limit uses.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub enum AlgoState {
+    /// No history.
+    #[default]
+    Empty,
+    /// See [`sliding_log`].
+    SlidingLog(sliding_log::State),
+    /// See [`sliding_window`].
+    SlidingWindow(sliding_window::State),
+    /// See [`fixed_window`].
+    FixedWindow(fixed_window::State),
+    /// See [`token_bucket`].
+    TokenBucket(Level),
+    /// See [`gcra`].
+    Gcra(gcra::State),
+    /// See [`leaky_bucket`].
+    LeakyBucket(Level),
+}
+
+impl AlgoState {
+    /// Runs `algorithm` on this state. State left by another algorithm (a named limit whose
+    /// algorithm changed) is discarded first.
+    pub fn decide(
+        &mut self,
+        algorithm: Algorithm,
+        now: u64,
+        p: &Params,
+        cost: u64,
+        apply: bool,
+    ) -> Outcome {
+        macro_rules! run {
+            ($variant:ident, $module:ident) => {{
+                if !matches!(self, AlgoState::$variant(_)) {
+                    *self = AlgoState::$variant(Default::default());
+                }
+                let AlgoState::$variant(state) = self else {
+                    unreachable!("the variant was set just above")
+                };
+                $module::decide(state, now, p, cost, apply)
+            }};
+        }
+        match algorithm {
+            Algorithm::SlidingLog => run!(SlidingLog, sliding_log),
+            Algorithm::SlidingWindow => run!(SlidingWindow, sliding_window),
+            Algorithm::FixedWindow => run!(FixedWindow, fixed_window),
+            Algorithm::TokenBucket => run!(TokenBucket, token_bucket),
+            Algorithm::Gcra => run!(Gcra, gcra),
+            Algorithm::LeakyBucket => run!(LeakyBucket, leaky_bucket),
+        }
+    }
+}

@@ -1,0 +1,283 @@
+//! One decision over all the limits of a request: block check → algorithms → all-or-nothing
+//! commit → violations → block/ban. Pure; a store calls it inside one critical section and the
+//! Redis script restates it.
+//!
+//! All-or-nothing: the request passes when every enforcing (non-shadow) limit allows it; only then
+//! does any limit consume. A denied request consumes nothing, except on limits with
+//! `count_denied`, which record their own denial. Each limit that denies by its algorithm (not by
+//! an existing block) records a violation and may set a block or ban.
+
+use super::{AlgoState, Params, block, penalty};
+use crate::model::Algorithm;
+
+/// Consume, or only look.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// Record the request.
+    Apply,
+    /// Answer as if, change nothing.
+    Peek,
+}
+
+/// What to decide for one limit of the request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LimitStep {
+    /// The algorithm.
+    pub algorithm: Algorithm,
+    /// Its numbers.
+    pub params: Params,
+    /// Units requested.
+    pub cost: u64,
+    /// Block length (µs) once the limit denies.
+    pub block_us: Option<u64>,
+    /// Escalating penalty.
+    pub penalty: Option<penalty::Params>,
+    /// False for shadow limits: their denial does not deny the request.
+    pub enforce: bool,
+}
+
+/// Everything a store keeps for one limit and one identity.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct KeyState {
+    /// The algorithm's state.
+    pub algo: AlgoState,
+    /// Block lock / ban.
+    pub block: block::State,
+    /// Remembered violations.
+    pub penalty: penalty::State,
+}
+
+/// One limit's answer, as a store returns it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LimitOutcome {
+    /// This limit allowed the request (not blocked, and the units fit).
+    pub allowed: bool,
+    /// Units left after the decision.
+    pub remaining: u64,
+    /// Until back to full (or until the block ends).
+    pub reset_after_us: u64,
+    /// When denied: the earliest wait after which the request could pass.
+    pub retry_after_us: Option<u64>,
+    /// Shaping delay.
+    pub delay_us: u64,
+    /// End of a block or ban in force after the decision (µs since the epoch).
+    pub blocked_until_us: Option<u64>,
+    /// Violations remembered after the decision.
+    pub violations: u64,
+    /// Past the penalty's warning threshold.
+    pub warning: bool,
+}
+
+impl KeyState {
+    /// How long after `now` this state still matters; 0 means it can be dropped.
+    pub fn ttl_us(&self, algo_ttl_us: u64, now: u64) -> u64 {
+        algo_ttl_us
+            .max(self.block.until_us.saturating_sub(now))
+            .max(self.penalty.expires_us.saturating_sub(now))
+    }
+}
+
+/// Decides one request over its limits. `states[i]` belongs to `steps[i]`. Returns each limit's
+/// outcome and the time each state must be kept (µs from `now`).
+pub fn decide(
+    states: &mut [&mut KeyState],
+    steps: &[LimitStep],
+    now: u64,
+    mode: Mode,
+) -> Vec<(LimitOutcome, u64)> {
+    debug_assert_eq!(states.len(), steps.len());
+    // First pass: look only.
+    let mut results: Vec<(LimitOutcome, u64, bool)> = states
+        .iter_mut()
+        .zip(steps)
+        .map(|(state, step)| {
+            let violations = state.penalty.current(now);
+            let warning = step.penalty.is_some_and(|p| penalty::warns(violations, &p));
+            if let Some(until) = state.block.active(now) {
+                let outcome = LimitOutcome {
+                    allowed: false,
+                    remaining: 0,
+                    reset_after_us: until - now,
+                    retry_after_us: Some(until - now),
+                    delay_us: 0,
+                    blocked_until_us: Some(until),
+                    violations,
+                    warning,
+                };
+                return (outcome, 0, true);
+            }
+            let o = state
+                .algo
+                .decide(step.algorithm, now, &step.params, step.cost, false);
+            (limit_outcome(o, violations, warning), o.ttl_us, false)
+        })
+        .collect();
+    let pass = results
+        .iter()
+        .zip(steps)
+        .all(|((o, _, _), step)| o.allowed || !step.enforce);
+
+    for ((state, step), (outcome, ttl, blocked)) in
+        states.iter_mut().zip(steps).zip(results.iter_mut())
+    {
+        if mode == Mode::Peek || *blocked {
+            *ttl = state.ttl_us(*ttl, now);
+            continue;
+        }
+        let record = if outcome.allowed {
+            pass
+        } else {
+            step.params.count_denied
+        };
+        if record {
+            let o = state
+                .algo
+                .decide(step.algorithm, now, &step.params, step.cost, true);
+            *outcome = LimitOutcome {
+                allowed: outcome.allowed,
+                ..limit_outcome(o, outcome.violations, outcome.warning)
+            };
+            *ttl = o.ttl_us;
+        }
+        if !outcome.allowed {
+            if let Some(p) = &step.penalty {
+                let (violations, ban) = state.penalty.record(now, p);
+                outcome.violations = violations;
+                outcome.warning = penalty::warns(violations, p);
+                if ban {
+                    outcome.blocked_until_us = Some(state.block.impose(now, p.ban_us));
+                }
+            }
+            if let Some(block_us) = step.block_us {
+                outcome.blocked_until_us = Some(state.block.impose(now, block_us));
+            }
+            if let Some(until) = outcome.blocked_until_us {
+                // The request now waits for the block, whatever the algorithm said.
+                let wait = until - now;
+                outcome.retry_after_us = Some(outcome.retry_after_us.unwrap_or(0).max(wait));
+            }
+        }
+        *ttl = state.ttl_us(*ttl, now);
+    }
+    results.into_iter().map(|(o, ttl, _)| (o, ttl)).collect()
+}
+
+fn limit_outcome(o: super::Outcome, violations: u64, warning: bool) -> LimitOutcome {
+    LimitOutcome {
+        allowed: o.allowed,
+        remaining: o.remaining,
+        reset_after_us: o.reset_after_us,
+        retry_after_us: o.retry_after_us,
+        delay_us: o.delay_us,
+        blocked_until_us: None,
+        violations,
+        warning,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const S: u64 = 1_000_000;
+
+    fn step(limit: u64) -> LimitStep {
+        LimitStep {
+            algorithm: Algorithm::SlidingLog,
+            params: Params::new(limit, 10 * S, limit),
+            cost: 1,
+            block_us: None,
+            penalty: None,
+            enforce: true,
+        }
+    }
+
+    fn run(states: &mut [KeyState], steps: &[LimitStep], now: u64) -> Vec<LimitOutcome> {
+        let mut refs: Vec<&mut KeyState> = states.iter_mut().collect();
+        decide(&mut refs, steps, now, Mode::Apply)
+            .into_iter()
+            .map(|(o, _)| o)
+            .collect()
+    }
+
+    #[test]
+    fn a_denial_by_one_limit_consumes_nothing_from_the_others() {
+        let steps = [step(5), step(1)];
+        let mut states = [KeyState::default(), KeyState::default()];
+        assert!(run(&mut states, &steps, 0).iter().all(|o| o.allowed));
+        let second = run(&mut states, &steps, 0);
+        assert!(second[0].allowed && !second[1].allowed);
+        // The first limit still has 4 left: the denied request took nothing from it.
+        assert_eq!(second[0].remaining, 4);
+    }
+
+    #[test]
+    fn shadow_limits_do_not_deny_the_request() {
+        let mut shadow = step(1);
+        shadow.enforce = false;
+        let steps = [step(5), shadow];
+        let mut states = [KeyState::default(), KeyState::default()];
+        run(&mut states, &steps, 0);
+        let o = run(&mut states, &steps, 0);
+        assert!(!o[1].allowed);
+        assert_eq!(o[0].remaining, 3, "the enforcing limit consumed");
+    }
+
+    #[test]
+    fn block_lock_answers_until_its_end() {
+        let mut s = step(1);
+        s.block_us = Some(30 * S);
+        let mut states = [KeyState::default()];
+        assert!(run(&mut states, &[s], 0)[0].allowed);
+        let denied = run(&mut states, &[s], S);
+        assert_eq!(denied[0].blocked_until_us, Some(31 * S));
+        assert_eq!(denied[0].retry_after_us, Some(30 * S));
+        // Long after the window, the block still answers...
+        let blocked = run(&mut states, &[s], 20 * S);
+        assert!(!blocked[0].allowed);
+        assert_eq!(blocked[0].blocked_until_us, Some(31 * S));
+        // ...and a blocked request does not extend it.
+        assert!(run(&mut states, &[s], 31 * S)[0].allowed);
+    }
+
+    #[test]
+    fn penalty_warns_then_bans() {
+        let mut s = step(1);
+        s.penalty = Some(penalty::Params {
+            warn_after: 2,
+            ban_after: 3,
+            ban_us: 60 * S,
+            memory_us: 3600 * S,
+        });
+        let mut states = [KeyState::default()];
+        assert!(run(&mut states, &[s], 0)[0].allowed);
+        let v: Vec<(u64, bool, Option<u64>)> = (1..=3)
+            .map(|i| run(&mut states, &[s], i))
+            .map(|o| (o[0].violations, o[0].warning, o[0].blocked_until_us))
+            .collect();
+        assert_eq!(
+            v,
+            [
+                (1, false, None),
+                (2, true, None),
+                (3, true, Some(3 + 60 * S))
+            ]
+        );
+        // After the window the ban still holds.
+        assert!(!run(&mut states, &[s], 30 * S)[0].allowed);
+        assert!(run(&mut states, &[s], 3 + 60 * S)[0].allowed);
+    }
+
+    #[test]
+    fn peek_records_nothing() {
+        let mut s = step(1);
+        s.block_us = Some(S);
+        let mut states = [KeyState::default()];
+        run(&mut states, &[s], 0);
+        let before = states[0].clone();
+        let mut refs: Vec<&mut KeyState> = states.iter_mut().collect();
+        let peek = decide(&mut refs, &[s], 0, Mode::Peek);
+        assert!(!peek[0].0.allowed);
+        assert_eq!(states[0], before);
+    }
+}

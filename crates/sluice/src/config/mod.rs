@@ -1,0 +1,1 @@
+//! Rule files (YAML, or TOML for `.toml`): parsing and validation into rules.

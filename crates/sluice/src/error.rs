@@ -1,0 +1,63 @@
+//! The library's error type. A denial is not an error: it is a [`Decision`](crate::Decision)
+//! with `allowed: false`. Errors are bad input (a client error) or a store failure outside
+//! `check` (admin operations).
+
+use crate::model::ModelError;
+use crate::store::StoreError;
+
+/// What went wrong.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Error {
+    /// No rule by that name is configured.
+    #[error("unknown rule `{rule}`")]
+    UnknownRule {
+        /// The name asked for.
+        rule: String,
+    },
+    /// A limit counts per an attribute that the request does not carry.
+    #[error("rule `{rule}` needs attribute `{attribute}` (limit `{limit}`)")]
+    MissingAttribute {
+        /// The rule.
+        rule: String,
+        /// The limit's id.
+        limit: String,
+        /// The attribute, or its alternatives (`member|session|ip`).
+        attribute: String,
+    },
+    /// An attribute value is longer than the limiter accepts.
+    #[error("attribute `{attribute}` is {len} bytes long; the maximum is {max}")]
+    AttributeTooLong {
+        /// The attribute.
+        attribute: String,
+        /// Its length.
+        len: usize,
+        /// The maximum.
+        max: usize,
+    },
+    /// A cost that no limit could ever admit and that is surely a bug in the caller.
+    #[error("cost {cost} is above the maximum of {max}")]
+    InvalidCost {
+        /// The cost asked for.
+        cost: u64,
+        /// The maximum accepted.
+        max: u64,
+    },
+    /// A rule failed validation.
+    #[error("rule `{rule}`: {error}")]
+    InvalidRule {
+        /// The rule.
+        rule: String,
+        /// What is wrong.
+        error: ModelError,
+    },
+    /// The store failed during an operation that has no fail policy (admin operations).
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+impl Error {
+    /// Whether the caller is at fault (HTTP 4xx) rather than the infrastructure.
+    pub fn is_client_error(&self) -> bool {
+        !matches!(self, Error::Store(_))
+    }
+}

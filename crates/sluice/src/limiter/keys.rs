@@ -1,0 +1,201 @@
+//! From a request's attributes to store keys: identity fallback and escaping.
+//!
+//! An identity is `name=value` per `by` entry, joined by `,` (`member=m1,promo_code=P7`), or `*`
+//! for a global limit. Values made only of `[A-Za-z0-9._@+-]` and at most [`MAX_PLAIN_LEN`] bytes
+//! are kept as they are (readable keys); any other value is replaced by `~` and the hex SHA-1 of
+//! its bytes. `~` is not a plain character, so a hashed value never equals a plain one, and
+//! neither can contain `{`, `}`, `:`, `,` or `=`: no value can break out of its key or collide
+//! with another identity.
+
+use std::borrow::Cow;
+use std::collections::{BTreeMap, HashMap};
+use std::hash::BuildHasher;
+
+use crate::model::By;
+
+/// Longest value kept readable in keys; longer ones are hashed.
+pub const MAX_PLAIN_LEN: usize = 64;
+
+/// A request's identity values, by attribute name.
+///
+/// Implemented for maps and for slices of pairs, so a check needs no allocation:
+/// ```
+/// use sluice::Attributes;
+/// let attrs = [("ip", "203.0.113.9"), ("member", "m1")];
+/// assert_eq!(attrs.get("member"), Some("m1"));
+/// ```
+pub trait Attributes {
+    /// The value of `name`, if the request carries it.
+    fn get(&self, name: &str) -> Option<&str>;
+}
+
+impl<S: BuildHasher> Attributes for HashMap<String, String, S> {
+    fn get(&self, name: &str) -> Option<&str> {
+        HashMap::get(self, name).map(String::as_str)
+    }
+}
+
+impl Attributes for BTreeMap<String, String> {
+    fn get(&self, name: &str) -> Option<&str> {
+        BTreeMap::get(self, name).map(String::as_str)
+    }
+}
+
+impl<K: AsRef<str>, V: AsRef<str>> Attributes for [(K, V)] {
+    fn get(&self, name: &str) -> Option<&str> {
+        self.iter()
+            .find(|(k, _)| k.as_ref() == name)
+            .map(|(_, v)| v.as_ref())
+    }
+}
+
+impl<K: AsRef<str>, V: AsRef<str>, const N: usize> Attributes for [(K, V); N] {
+    fn get(&self, name: &str) -> Option<&str> {
+        Attributes::get(self.as_slice(), name)
+    }
+}
+
+impl<K: AsRef<str>, V: AsRef<str>> Attributes for Vec<(K, V)> {
+    fn get(&self, name: &str) -> Option<&str> {
+        Attributes::get(self.as_slice(), name)
+    }
+}
+
+/// Why an identity could not be built.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum IdentityError {
+    /// None of a `by` entry's alternatives is present (non-empty).
+    Missing(String),
+    /// A value is longer than allowed.
+    TooLong {
+        /// The attribute.
+        attribute: String,
+        /// Its length.
+        len: usize,
+    },
+}
+
+/// Builds the escaped identity of a limit and the attribute names it used.
+///
+/// An empty value counts as absent, so fallback moves on to the next alternative.
+pub fn identity(
+    by: &[By],
+    attrs: &(impl Attributes + ?Sized),
+    max_len: usize,
+) -> Result<(String, Vec<String>), IdentityError> {
+    if by.is_empty() {
+        return Ok(("*".to_string(), Vec::new()));
+    }
+    let mut identity = String::new();
+    let mut used = Vec::with_capacity(by.len());
+    for entry in by {
+        let (name, value) = entry
+            .alternatives
+            .iter()
+            .find_map(|name| attrs.get(name).filter(|v| !v.is_empty()).map(|v| (name, v)))
+            .ok_or_else(|| IdentityError::Missing(entry.alternatives.join("|")))?;
+        if value.len() > max_len {
+            return Err(IdentityError::TooLong {
+                attribute: name.clone(),
+                len: value.len(),
+            });
+        }
+        if !identity.is_empty() {
+            identity.push(',');
+        }
+        identity.push_str(name);
+        identity.push('=');
+        identity.push_str(&escape(value));
+        used.push(name.clone());
+    }
+    Ok((identity, used))
+}
+
+/// A value as it appears in keys (see the module docs).
+pub fn escape(value: &str) -> Cow<'_, str> {
+    let plain = value.len() <= MAX_PLAIN_LEN
+        && value
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'@' | b'+' | b'-'));
+    if plain {
+        Cow::Borrowed(value)
+    } else {
+        Cow::Owned(format!("~{}", sha1_smol::Sha1::from(value).digest()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn by(spec: &[&str]) -> Vec<By> {
+        spec.iter().map(|s| By::parse(s).unwrap()).collect()
+    }
+
+    #[test]
+    fn falls_back_to_the_first_present_alternative() {
+        let b = by(&["member|session|ip"]);
+        let guest = [("session", "s1"), ("ip", "1.2.3.4")];
+        assert_eq!(
+            identity(&b, &guest, 100).unwrap(),
+            ("session=s1".to_string(), vec!["session".to_string()])
+        );
+        let anonymous = [("member", ""), ("ip", "1.2.3.4")];
+        assert_eq!(identity(&b, &anonymous, 100).unwrap().0, "ip=1.2.3.4");
+        assert_eq!(
+            identity(&b, &[("x", "y")], 100),
+            Err(IdentityError::Missing("member|session|ip".into()))
+        );
+    }
+
+    #[test]
+    fn composite_and_global_identities() {
+        let b = by(&["member", "promo_code"]);
+        let attrs = [("promo_code", "P7"), ("member", "m1")];
+        assert_eq!(
+            identity(&b, &attrs, 100).unwrap().0,
+            "member=m1,promo_code=P7"
+        );
+        assert_eq!(identity(&[], &attrs, 100).unwrap().0, "*");
+    }
+
+    #[test]
+    fn hostile_values_cannot_break_out_or_collide() {
+        let values = [
+            "a:b",
+            "{a}",
+            "a}b{",
+            "a,b",
+            "a=b",
+            "~abc",
+            "a b",
+            "é",
+            "",
+            &"x".repeat(10_240),
+            &"x".repeat(10_241),
+        ];
+        let escaped: Vec<String> = values.iter().map(|v| escape(v).into_owned()).collect();
+        for e in &escaped {
+            assert!(!e.contains([':', '{', '}', ',', '=']), "{e}");
+            assert!(e.len() <= MAX_PLAIN_LEN + 1);
+        }
+        let mut unique = escaped.clone();
+        unique.sort();
+        unique.dedup();
+        assert_eq!(unique.len(), escaped.len());
+        assert_ne!(escape("a,b=c"), escape("a"));
+    }
+
+    #[test]
+    fn too_long_values_are_refused() {
+        let b = by(&["ip"]);
+        let long = "1".repeat(101);
+        assert_eq!(
+            identity(&b, &[("ip", long.as_str())], 100),
+            Err(IdentityError::TooLong {
+                attribute: "ip".into(),
+                len: 101
+            })
+        );
+    }
+}

@@ -1,0 +1,1 @@
+//! tower middleware and identity extractors.

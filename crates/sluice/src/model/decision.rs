@@ -1,0 +1,109 @@
+//! `Decision`: the answer to one check, with everything a caller needs to act and to explain.
+//!
+//! Durations are milliseconds, rounded up so that a client that waits `retry_after_ms` is never
+//! early. `blocked_until_ms` is an epoch timestamp for countdown UIs.
+
+use serde::{Deserialize, Serialize};
+
+use super::Algorithm;
+
+/// The answer to one check of one rule.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Decision {
+    /// Whether the caller may proceed (always true in shadow mode).
+    pub allowed: bool,
+    /// The rule that was checked.
+    pub rule: String,
+    /// The quota of the most restrictive limit.
+    pub limit: u64,
+    /// Units left in the most restrictive limit after this decision.
+    pub remaining: u64,
+    /// Until the most restrictive limit is back to full.
+    pub reset_after_ms: u64,
+    /// When denied: the earliest wait after which the same request could pass.
+    pub retry_after_ms: Option<u64>,
+    /// Epoch milliseconds when a block or ban ends; none if not blocked.
+    pub blocked_until_ms: Option<u64>,
+    /// Violations remembered for the identity (penalty limits only).
+    pub violations: u64,
+    /// The identity has passed a penalty's warning threshold.
+    pub warning: bool,
+    /// The store could not be asked; the fail policy decided.
+    pub degraded: bool,
+    /// Decided in shadow mode: `allowed` is true whatever the limits said.
+    pub shadow: bool,
+    /// Shaping (leaky bucket): how long the caller should wait before acting.
+    pub delay_ms: u64,
+    /// Why a request was refused without counting (cost above capacity, rule disabled...).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// Each limit's own answer.
+    pub limits: Vec<LimitDecision>,
+}
+
+/// One limit's part of a [`Decision`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LimitDecision {
+    /// The limit's id (its name, or by-algorithm-window).
+    pub id: String,
+    /// The attributes that formed the identity (after fallback), e.g. `["session"]`.
+    pub identity: Vec<String>,
+    /// The algorithm.
+    pub algorithm: Algorithm,
+    /// Whether this limit allowed the request.
+    pub allowed: bool,
+    /// The quota (the rate's count, or the burst for bucket algorithms).
+    pub limit: u64,
+    /// The window length in milliseconds.
+    pub window_ms: u64,
+    /// Units left after this decision.
+    pub remaining: u64,
+    /// Until this limit is back to full.
+    pub reset_after_ms: u64,
+    /// When denied: earliest wait after which the request could pass.
+    pub retry_after_ms: Option<u64>,
+    /// Epoch ms when this identity's block or ban ends.
+    pub blocked_until_ms: Option<u64>,
+    /// Violations remembered.
+    pub violations: u64,
+    /// Past the warning threshold.
+    pub warning: bool,
+    /// Shaping delay.
+    pub delay_ms: u64,
+    /// This limit is in shadow mode.
+    pub shadow: bool,
+}
+
+impl Decision {
+    /// An allowed decision that touched no limit (disabled rule or limiter).
+    pub fn pass_through(rule: &str, reason: &str) -> Decision {
+        Decision {
+            allowed: true,
+            rule: rule.to_string(),
+            limit: 0,
+            remaining: 0,
+            reset_after_ms: 0,
+            retry_after_ms: None,
+            blocked_until_ms: None,
+            violations: 0,
+            warning: false,
+            degraded: false,
+            shadow: false,
+            delay_ms: 0,
+            reason: Some(reason.to_string()),
+            limits: Vec::new(),
+        }
+    }
+
+    /// The limit whose numbers the top level reports: when denied, the one with the longest
+    /// wait; when allowed, the one with the fewest units left.
+    pub fn most_restrictive(limits: &[LimitDecision]) -> Option<&LimitDecision> {
+        let denied = limits.iter().filter(|l| !l.allowed && !l.shadow);
+        if let Some(l) = denied.max_by_key(|l| l.retry_after_ms.unwrap_or(u64::MAX)) {
+            return Some(l);
+        }
+        limits
+            .iter()
+            .min_by_key(|l| (l.remaining, std::cmp::Reverse(l.reset_after_ms)))
+    }
+}

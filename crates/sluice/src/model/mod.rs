@@ -1,0 +1,44 @@
+//! The vocabulary of Sluice: rules, limits, rates, decisions.
+//!
+//! Everything here is plain data with validation. A [`Rule`] that passed [`Rule::validate`] can
+//! be handed to the [`Limiter`](crate::Limiter) without further checks.
+
+mod decision;
+mod duration;
+mod rate;
+mod rule;
+
+pub use decision::{Decision, LimitDecision};
+pub(crate) use duration::serde_text;
+pub use duration::{format_duration, parse_duration};
+pub use rate::{MAX_COUNT, MAX_WINDOW, Rate};
+pub use rule::{Algorithm, By, FailPolicy, Limit, Penalty, Rule, validate_rule_name};
+
+/// A value in a rule or rate that is not acceptable, with the field it came from.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{field}: {message}")]
+pub struct ModelError {
+    /// The field, as a path when nested (`limits[1].rate`).
+    pub field: String,
+    /// What is wrong and, where possible, what would be right.
+    pub message: String,
+}
+
+impl ModelError {
+    pub(crate) fn new(field: impl Into<String>, message: impl Into<String>) -> ModelError {
+        ModelError {
+            field: field.into(),
+            message: message.into(),
+        }
+    }
+
+    /// Prefixes the field with its parent, so errors read as paths (`rules.login.limits[0].rate`).
+    pub fn within(mut self, parent: &str) -> ModelError {
+        self.field = if self.field.is_empty() {
+            parent.to_string()
+        } else {
+            format!("{parent}.{}", self.field)
+        };
+        self
+    }
+}

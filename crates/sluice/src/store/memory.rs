@@ -1,0 +1,264 @@
+//! The in-memory store: limit state in this process, for one node or as the `local` fail policy.
+//!
+//! State lives in [`SHARDS`] shards, each a `HashMap` behind its own mutex, picked by the key's
+//! hash. A request's keys are locked in shard order (no deadlock) and decided in one critical
+//! section, so decisions are exact under any number of threads.
+//!
+//! **Memory bound.** An entry is dropped as soon as its state is equivalent to no state (its TTL
+//! is zero after a decision), and every entry carries the time after which it can no longer affect
+//! a decision (`expires_us`: window, block and violation memory). A shard sweeps its expired
+//! entries whenever it has doubled in size since its last sweep, and [`MemoryStore::sweep`] sweeps
+//! every shard (the server calls it periodically). So a shard holds at most twice the number of
+//! keys that were live at its last sweep plus the keys touched since, and memory is proportional
+//! to the keys active within their TTL: about 100 bytes per key plus 8 bytes per entry of a
+//! sliding log (at most `limit`) and 16 per sliding-window bucket (at most 11).
+
+use std::collections::HashMap;
+use std::hash::{BuildHasher, RandomState};
+use std::sync::Arc;
+
+use parking_lot::{Mutex, MutexGuard};
+
+use super::{BlockEntry, BoxFuture, LimitCall, LimitKey, Store, StoreError, StoreReply};
+use crate::algorithm::{KeyState, Mode, step};
+use crate::clock::{Clock, SystemClock};
+
+/// Number of shards; a power of two well above the core count keeps contention low.
+pub const SHARDS: usize = 64;
+
+#[derive(Debug)]
+struct Entry {
+    state: KeyState,
+    expires_us: u64,
+}
+
+#[derive(Debug, Default)]
+struct Shard {
+    map: HashMap<LimitKey, Entry>,
+    sweep_at_len: usize,
+}
+
+impl Shard {
+    fn sweep(&mut self, now: u64) {
+        self.map.retain(|_, e| e.expires_us > now);
+        self.sweep_at_len = (self.map.len() * 2).max(64);
+    }
+
+    /// Removes a key's state, returning it with the time it expires (no state if expired).
+    fn take(&mut self, key: &LimitKey, now: u64) -> (KeyState, u64) {
+        match self.map.remove(key) {
+            Some(e) if e.expires_us > now => (e.state, e.expires_us),
+            _ => (KeyState::default(), now),
+        }
+    }
+
+    fn put(&mut self, key: &LimitKey, state: KeyState, ttl_us: u64, now: u64) {
+        if ttl_us == 0 {
+            return;
+        }
+        self.map.insert(
+            key.clone(),
+            Entry {
+                state,
+                expires_us: now + ttl_us,
+            },
+        );
+        if self.map.len() >= self.sweep_at_len {
+            self.sweep(now);
+        }
+    }
+}
+
+/// Limit state in this process. Cheap to clone (clones share state).
+///
+/// ```
+/// # tokio_test_block_on(async {
+/// use sluice::{Limiter, MemoryStore, Rule, model::{Limit, Algorithm}};
+/// let limiter = Limiter::builder(MemoryStore::new())
+///     .rule("login", Rule::new(vec![Limit::new(&["ip"], "2/1m".parse().unwrap(), Algorithm::Gcra)]))
+///     .build()
+///     .unwrap();
+/// let attrs = [("ip", "203.0.113.9")];
+/// assert!(limiter.check("login", &attrs, 1).await.unwrap().allowed);
+/// assert!(limiter.check("login", &attrs, 1).await.unwrap().allowed);
+/// assert!(!limiter.check("login", &attrs, 1).await.unwrap().allowed);
+/// # });
+/// # fn tokio_test_block_on<F: std::future::Future>(f: F) -> F::Output {
+/// #     tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(f)
+/// # }
+/// ```
+#[derive(Debug, Clone)]
+pub struct MemoryStore {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    shards: Vec<Mutex<Shard>>,
+    hasher: RandomState,
+    clock: Arc<dyn Clock>,
+}
+
+impl Default for MemoryStore {
+    fn default() -> Self {
+        MemoryStore::new()
+    }
+}
+
+impl MemoryStore {
+    /// A store on the system clock.
+    pub fn new() -> MemoryStore {
+        MemoryStore::with_clock(Arc::new(SystemClock))
+    }
+
+    /// A store on the given clock.
+    pub fn with_clock(clock: Arc<dyn Clock>) -> MemoryStore {
+        MemoryStore {
+            inner: Arc::new(Inner {
+                shards: (0..SHARDS).map(|_| Mutex::new(Shard::default())).collect(),
+                hasher: RandomState::new(),
+                clock,
+            }),
+        }
+    }
+
+    fn shard_of(&self, key: &LimitKey) -> usize {
+        (self.inner.hasher.hash_one(key) as usize) & (SHARDS - 1)
+    }
+
+    /// Decides a request synchronously (the [`Store::decide`] future is this, already done).
+    pub fn decide_now(&self, calls: &[LimitCall], mode: Mode) -> StoreReply {
+        let now = self.inner.clock.now_us();
+        let steps: Vec<_> = calls.iter().map(|c| c.step).collect();
+        if let [call] = calls {
+            // Fast path: one key, one shard, state updated in place.
+            let mut shard = self.inner.shards[self.shard_of(&call.key)].lock();
+            let (mut state, _) = shard.take(&call.key, now);
+            let (outcome, ttl) = step::decide(&mut [&mut state], &steps, now, mode)[0];
+            shard.put(&call.key, state, ttl, now);
+            return StoreReply {
+                now_us: now,
+                outcomes: vec![outcome],
+            };
+        }
+        let shard_ids: Vec<usize> = calls.iter().map(|c| self.shard_of(&c.key)).collect();
+        let mut order = shard_ids.clone();
+        order.sort_unstable();
+        order.dedup();
+        let mut guards: Vec<(usize, MutexGuard<'_, Shard>)> = order
+            .iter()
+            .map(|&i| (i, self.inner.shards[i].lock()))
+            .collect();
+        let guard_of = |i: usize| {
+            order
+                .binary_search(&i)
+                .expect("every shard of the calls was locked above")
+        };
+        let mut states: Vec<KeyState> = calls
+            .iter()
+            .zip(&shard_ids)
+            .map(|(c, &s)| guards[guard_of(s)].1.take(&c.key, now).0)
+            .collect();
+        let mut refs: Vec<&mut KeyState> = states.iter_mut().collect();
+        let results = step::decide(&mut refs, &steps, now, mode);
+        for ((call, state), (&s, (_, ttl))) in
+            calls.iter().zip(states).zip(shard_ids.iter().zip(&results))
+        {
+            guards[guard_of(s)].1.put(&call.key, state, *ttl, now);
+        }
+        StoreReply {
+            now_us: now,
+            outcomes: results.into_iter().map(|(o, _)| o).collect(),
+        }
+    }
+
+    /// Drops every entry that can no longer affect a decision.
+    pub fn sweep(&self) {
+        let now = self.inner.clock.now_us();
+        for shard in &self.inner.shards {
+            shard.lock().sweep(now);
+        }
+    }
+
+    /// Number of keys held (live or not yet swept).
+    pub fn len(&self) -> usize {
+        self.inner.shards.iter().map(|s| s.lock().map.len()).sum()
+    }
+
+    /// Whether no key is held.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn with_entry<T>(&self, key: &LimitKey, f: impl FnOnce(&mut KeyState, u64) -> T) -> T {
+        let now = self.inner.clock.now_us();
+        let mut shard = self.inner.shards[self.shard_of(key)].lock();
+        let (mut state, expires_us) = shard.take(key, now);
+        let out = f(&mut state, now);
+        // The algorithm's own TTL is not known here: keep at least the previous expiry.
+        let keep = state.ttl_us(expires_us - now, now);
+        shard.put(key, state, keep, now);
+        out
+    }
+}
+
+impl Store for MemoryStore {
+    fn name(&self) -> &'static str {
+        "memory"
+    }
+
+    fn decide<'a>(
+        &'a self,
+        calls: &'a [LimitCall],
+        mode: Mode,
+    ) -> BoxFuture<'a, Result<StoreReply, StoreError>> {
+        let reply = self.decide_now(calls, mode);
+        Box::pin(async move { Ok(reply) })
+    }
+
+    fn reset<'a>(&'a self, keys: &'a [LimitKey]) -> BoxFuture<'a, Result<(), StoreError>> {
+        for key in keys {
+            self.inner.shards[self.shard_of(key)].lock().map.remove(key);
+        }
+        Box::pin(async { Ok(()) })
+    }
+
+    fn block<'a>(
+        &'a self,
+        key: &'a LimitKey,
+        duration_us: u64,
+    ) -> BoxFuture<'a, Result<u64, StoreError>> {
+        let until = self.with_entry(key, |s, now| s.block.impose(now, duration_us));
+        Box::pin(async move { Ok(until) })
+    }
+
+    fn unblock<'a>(&'a self, key: &'a LimitKey) -> BoxFuture<'a, Result<bool, StoreError>> {
+        let was = self.with_entry(key, |s, now| {
+            let was = s.block.active(now).is_some();
+            s.block = Default::default();
+            s.penalty = Default::default();
+            was
+        });
+        Box::pin(async move { Ok(was) })
+    }
+
+    fn blocks<'a>(&'a self, rule: &'a str) -> BoxFuture<'a, Result<Vec<BlockEntry>, StoreError>> {
+        let now = self.inner.clock.now_us();
+        let mut out: Vec<BlockEntry> = Vec::new();
+        for shard in &self.inner.shards {
+            out.extend(shard.lock().map.iter().filter_map(|(k, e)| {
+                let until = e.state.block.active(now)?;
+                (k.rule == rule).then(|| BlockEntry {
+                    key: k.clone(),
+                    until_us: until,
+                })
+            }));
+        }
+        out.sort_by(|a, b| a.key.cmp(&b.key));
+        Box::pin(async move { Ok(out) })
+    }
+
+    fn ping(&self) -> BoxFuture<'_, Result<(), StoreError>> {
+        Box::pin(async { Ok(()) })
+    }
+}

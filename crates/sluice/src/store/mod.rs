@@ -1,0 +1,136 @@
+//! The `Store` trait: where limit state lives, deciding one request atomically.
+//!
+//! A store holds, per [`LimitKey`], the [`KeyState`](crate::algorithm::KeyState) of the pure
+//! algorithms and runs [`step::decide`](crate::algorithm::step::decide) (or its Lua restatement)
+//! as one atomic step over all the limits of a request. Stores differ only in where state lives
+//! and which clock they read; the semantics are the same, checked by one conformance suite.
+//!
+//! An `Err` from a store is an infrastructure failure (the limiter's fail policy takes over), never
+//! a denial.
+
+pub mod memory;
+#[cfg(feature = "redis")]
+pub mod redis;
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+
+use crate::algorithm::{LimitOutcome, LimitStep, Mode};
+
+/// A boxed future, so that `dyn Store` works.
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// The state of one limit for one identity: rule, limit id, escaped identity.
+///
+/// Every part is made of safe characters (see [`crate::limiter::keys`]), so stores may join them
+/// with `:` without ambiguity.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct LimitKey {
+    /// The rule's name.
+    pub rule: String,
+    /// The limit's id within the rule.
+    pub limit: String,
+    /// The escaped identity, e.g. `member=m1` or `*` for a global limit.
+    pub identity: String,
+}
+
+impl fmt::Display for LimitKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}:{}", self.rule, self.limit, self.identity)
+    }
+}
+
+/// One limit of a request, as handed to a store.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LimitCall {
+    /// Whose state.
+    pub key: LimitKey,
+    /// What to decide.
+    pub step: LimitStep,
+}
+
+/// A store's answer: the time it decided at and each limit's outcome, in call order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoreReply {
+    /// The store's clock at the decision (µs since the epoch).
+    pub now_us: u64,
+    /// One outcome per call.
+    pub outcomes: Vec<LimitOutcome>,
+}
+
+/// An active block or ban.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BlockEntry {
+    /// The blocked key.
+    pub key: LimitKey,
+    /// When it ends (µs since the epoch).
+    pub until_us: u64,
+}
+
+/// Why a store could not answer.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{store} store: {message}")]
+pub struct StoreError {
+    /// Which store.
+    pub store: &'static str,
+    /// What happened.
+    pub message: String,
+    /// Whether retrying later may succeed (connection lost, timeout), as opposed to a bug or a
+    /// misconfiguration (script error, wrong type).
+    pub transient: bool,
+}
+
+impl StoreError {
+    /// A failure that may go away (connection, timeout).
+    pub fn transient(store: &'static str, message: impl Into<String>) -> StoreError {
+        StoreError {
+            store,
+            message: message.into(),
+            transient: true,
+        }
+    }
+
+    /// A failure that will not go away by retrying.
+    pub fn permanent(store: &'static str, message: impl Into<String>) -> StoreError {
+        StoreError {
+            store,
+            message: message.into(),
+            transient: false,
+        }
+    }
+}
+
+/// Where limit state lives. Every method is one atomic step in the store.
+pub trait Store: Send + Sync + fmt::Debug + 'static {
+    /// A short name for logs and metrics (`memory`, `redis`).
+    fn name(&self) -> &'static str;
+
+    /// Decides one request over its limits, atomically (see [`crate::algorithm::step`]).
+    fn decide<'a>(
+        &'a self,
+        calls: &'a [LimitCall],
+        mode: Mode,
+    ) -> BoxFuture<'a, Result<StoreReply, StoreError>>;
+
+    /// Forgets the counters, blocks and violations of these keys.
+    fn reset<'a>(&'a self, keys: &'a [LimitKey]) -> BoxFuture<'a, Result<(), StoreError>>;
+
+    /// Blocks a key for `duration_us` from the store's now (never shortening a longer block).
+    /// Returns the block's end (µs since the epoch).
+    fn block<'a>(
+        &'a self,
+        key: &'a LimitKey,
+        duration_us: u64,
+    ) -> BoxFuture<'a, Result<u64, StoreError>>;
+
+    /// Lifts a block or ban on a key; its violations are forgotten too. Returns whether one was
+    /// in force.
+    fn unblock<'a>(&'a self, key: &'a LimitKey) -> BoxFuture<'a, Result<bool, StoreError>>;
+
+    /// The blocks and bans in force for a rule.
+    fn blocks<'a>(&'a self, rule: &'a str) -> BoxFuture<'a, Result<Vec<BlockEntry>, StoreError>>;
+
+    /// Checks that the store answers (for readiness probes).
+    fn ping(&self) -> BoxFuture<'_, Result<(), StoreError>>;
+}
