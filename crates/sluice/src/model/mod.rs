@@ -5,12 +5,14 @@
 
 mod decision;
 mod duration;
+mod headers;
 mod rate;
 mod rule;
 
 pub use decision::{Decision, LimitDecision};
 pub(crate) use duration::serde_text;
 pub use duration::{format_duration, parse_duration};
+pub use headers::{HeaderStyle, headers, retry_after_secs};
 pub use rate::{MAX_COUNT, MAX_WINDOW, Rate};
 pub use rule::{Algorithm, By, FailPolicy, Limit, Penalty, Rule, validate_rule_name};
 

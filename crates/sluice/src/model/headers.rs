@@ -1,0 +1,156 @@
+//! The HTTP headers that carry a decision, shared by the service and the middleware.
+//!
+//! IETF `RateLimit-Policy` / `RateLimit` (draft-ietf-httpapi-ratelimit-headers-11): one item per
+//! limit, `q` the quota, `w` the window in whole seconds, `r` the units left, `t` whole seconds
+//! until the quota is back. The legacy `X-RateLimit-Limit/-Remaining/-Reset` (reset in seconds)
+//! describe the most restrictive limit. `Retry-After` is added when denied, in whole seconds
+//! rounded up (rounding down would send clients back too early), at least 1.
+
+use serde::{Deserialize, Serialize};
+
+use super::Decision;
+
+/// Which rate-limit headers to send.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HeaderStyle {
+    /// The IETF draft headers only.
+    Ietf,
+    /// The `X-RateLimit-*` headers only.
+    Legacy,
+    /// Both (the default).
+    #[default]
+    Both,
+    /// None (`Retry-After` is still sent on denial).
+    None,
+}
+
+fn secs_up(ms: u64) -> u64 {
+    ms.div_ceil(1000)
+}
+
+/// The headers for a decision, as (name, value) pairs.
+///
+/// ```
+/// use sluice::model::{Decision, HeaderStyle, headers};
+/// let d = Decision::pass_through("login", "example");
+/// assert!(headers(&d, HeaderStyle::Both).iter().all(|(n, _)| *n != "Retry-After"));
+/// ```
+pub fn headers(d: &Decision, style: HeaderStyle) -> Vec<(&'static str, String)> {
+    let mut out = Vec::with_capacity(6);
+    let ietf = matches!(style, HeaderStyle::Ietf | HeaderStyle::Both);
+    let legacy = matches!(style, HeaderStyle::Legacy | HeaderStyle::Both);
+    if ietf && !d.limits.is_empty() {
+        let name = |id: &str| {
+            if d.limits.len() == 1 {
+                d.rule.clone()
+            } else {
+                format!("{}.{id}", d.rule)
+            }
+        };
+        let policy: Vec<String> = d
+            .limits
+            .iter()
+            .map(|l| {
+                format!(
+                    "\"{}\";q={};w={}",
+                    name(&l.id),
+                    l.limit,
+                    secs_up(l.window_ms).max(1)
+                )
+            })
+            .collect();
+        let state: Vec<String> = d
+            .limits
+            .iter()
+            .map(|l| {
+                format!(
+                    "\"{}\";r={};t={}",
+                    name(&l.id),
+                    l.remaining,
+                    secs_up(l.reset_after_ms)
+                )
+            })
+            .collect();
+        out.push(("RateLimit-Policy", policy.join(", ")));
+        out.push(("RateLimit", state.join(", ")));
+    }
+    if legacy && !d.limits.is_empty() {
+        out.push(("X-RateLimit-Limit", d.limit.to_string()));
+        out.push(("X-RateLimit-Remaining", d.remaining.to_string()));
+        out.push(("X-RateLimit-Reset", secs_up(d.reset_after_ms).to_string()));
+    }
+    if !d.allowed {
+        out.push(("Retry-After", retry_after_secs(d).to_string()));
+    }
+    out
+}
+
+/// Whole seconds to wait before retrying a denied request, rounded up, at least 1.
+pub fn retry_after_secs(d: &Decision) -> u64 {
+    secs_up(d.retry_after_ms.unwrap_or(1000)).max(1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{Algorithm, LimitDecision};
+
+    fn decision(allowed: bool, retry_ms: Option<u64>) -> Decision {
+        let limit = LimitDecision {
+            id: "ip-gcra-1m".into(),
+            identity: vec!["ip".into()],
+            algorithm: Algorithm::Gcra,
+            allowed,
+            limit: 5,
+            window_ms: 60_000,
+            remaining: 3,
+            reset_after_ms: 24_001,
+            retry_after_ms: retry_ms,
+            blocked_until_ms: None,
+            violations: 0,
+            warning: false,
+            delay_ms: 0,
+            shadow: false,
+        };
+        Decision {
+            allowed,
+            rule: "login".into(),
+            limit: 5,
+            remaining: 3,
+            reset_after_ms: 24_001,
+            retry_after_ms: retry_ms,
+            blocked_until_ms: None,
+            violations: 0,
+            warning: false,
+            degraded: false,
+            shadow: false,
+            delay_ms: 0,
+            reason: None,
+            limits: vec![limit],
+        }
+    }
+
+    #[test]
+    fn ietf_and_legacy_headers() {
+        let h = headers(&decision(true, None), HeaderStyle::Both);
+        assert_eq!(
+            h,
+            [
+                ("RateLimit-Policy", "\"login\";q=5;w=60".to_string()),
+                ("RateLimit", "\"login\";r=3;t=25".to_string()),
+                ("X-RateLimit-Limit", "5".to_string()),
+                ("X-RateLimit-Remaining", "3".to_string()),
+                ("X-RateLimit-Reset", "25".to_string()),
+            ]
+        );
+    }
+
+    #[test]
+    fn retry_after_rounds_up() {
+        let h = headers(&decision(false, Some(1_001)), HeaderStyle::None);
+        assert_eq!(h, [("Retry-After", "2".to_string())]);
+        let h = headers(&decision(false, Some(0)), HeaderStyle::None);
+        assert_eq!(h, [("Retry-After", "1".to_string())]);
+    }
+}
