@@ -6,12 +6,12 @@
 //! level drains continuously and the fraction is kept: flooring the drained amount and resetting
 //! the timestamp (seed 004) would drain slower than configured.
 
-use super::{Level, Outcome, Params};
+use super::{LEVEL_EPSILON, Level, Outcome, Params};
 
 /// Decides `cost` units at `now`.
 pub fn decide(state: &mut Level, now: u64, p: &Params, cost: u64, apply: bool) -> Outcome {
     let mut level = state.drained(now, p);
-    let allowed = level + cost as f64 <= p.capacity as f64;
+    let allowed = level + cost as f64 <= p.capacity as f64 + LEVEL_EPSILON;
     let delay_us = if allowed { p.time_to_drain(level) } else { 0 };
     let retry_after_us =
         (!allowed).then(|| p.time_to_drain(level + cost as f64 - p.capacity as f64));
@@ -25,7 +25,7 @@ pub fn decide(state: &mut Level, now: u64, p: &Params, cost: u64, apply: bool) -
     let reset_after_us = p.time_to_drain(level);
     Outcome {
         allowed,
-        remaining: (p.capacity as f64 - level).floor().max(0.0) as u64,
+        remaining: (p.capacity as f64 - level + LEVEL_EPSILON).floor().max(0.0) as u64,
         reset_after_us,
         retry_after_us,
         delay_us,

@@ -77,6 +77,11 @@ pub struct Outcome {
     pub ttl_us: u64,
 }
 
+/// Float tolerance (in units) for the level comparisons of token and leaky bucket. Draining by
+/// fractions (`elapsed * limit / window`) leaves rounding noise of a few ulps; without it a
+/// request retried exactly after `retry_after` could be denied by 1e-15 of a unit.
+pub const LEVEL_EPSILON: f64 = 1e-6;
+
 /// A level that drains at the rate, for token bucket (units used) and leaky bucket (queue).
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct Level {

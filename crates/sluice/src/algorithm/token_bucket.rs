@@ -5,12 +5,12 @@
 //! is admitted when `used + cost <= capacity`. State is written only when a request is admitted,
 //! so a denied flood changes nothing.
 
-use super::{Level, Outcome, Params};
+use super::{LEVEL_EPSILON, Level, Outcome, Params};
 
 /// Decides `cost` units at `now`.
 pub fn decide(state: &mut Level, now: u64, p: &Params, cost: u64, apply: bool) -> Outcome {
     let mut used = state.drained(now, p);
-    let allowed = used + cost as f64 <= p.capacity as f64;
+    let allowed = used + cost as f64 <= p.capacity as f64 + LEVEL_EPSILON;
     let retry_after_us =
         (!allowed).then(|| p.time_to_drain(used + cost as f64 - p.capacity as f64));
     if apply && allowed {
@@ -23,7 +23,7 @@ pub fn decide(state: &mut Level, now: u64, p: &Params, cost: u64, apply: bool) -
     let reset_after_us = p.time_to_drain(used);
     Outcome {
         allowed,
-        remaining: (p.capacity as f64 - used).floor().max(0.0) as u64,
+        remaining: (p.capacity as f64 - used + LEVEL_EPSILON).floor().max(0.0) as u64,
         reset_after_us,
         retry_after_us,
         delay_us: 0,

@@ -410,6 +410,9 @@ impl Limiter {
     /// One store call under the deadline and the breaker.
     async fn call_store(&self, calls: &[LimitCall], mode: Mode) -> Result<StoreReply, StoreError> {
         let inner = &self.inner;
+        if inner.store.in_process() {
+            return inner.store.decide(calls, mode).await;
+        }
         if !inner.breaker.allow() {
             return Err(StoreError::transient(
                 inner.store.name(),

@@ -207,6 +207,10 @@ impl Store for MemoryStore {
         "memory"
     }
 
+    fn in_process(&self) -> bool {
+        true
+    }
+
     fn decide<'a>(
         &'a self,
         calls: &'a [LimitCall],

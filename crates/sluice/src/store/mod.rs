@@ -106,6 +106,12 @@ pub trait Store: Send + Sync + fmt::Debug + 'static {
     /// A short name for logs and metrics (`memory`, `redis`).
     fn name(&self) -> &'static str;
 
+    /// Whether the store lives in this process and answers at once. The limiter then calls it
+    /// without a deadline or breaker (no timer per decision, no Tokio timer needed).
+    fn in_process(&self) -> bool {
+        false
+    }
+
     /// Decides one request over its limits, atomically (see [`crate::algorithm::step`]).
     fn decide<'a>(
         &'a self,
