@@ -77,6 +77,110 @@ impl KeyState {
     }
 }
 
+/// The first pass over one limit: what it would answer, changing nothing.
+struct Look {
+    outcome: LimitOutcome,
+    ttl_us: u64,
+    blocked: bool,
+}
+
+fn look(state: &mut KeyState, step: &LimitStep, now: u64) -> Look {
+    let violations = state.penalty.current(now);
+    let warning = step
+        .penalty
+        .is_some_and(|p| penalty::warns(violations, &p));
+    if let Some(until) = state.block.active(now) {
+        return Look {
+            outcome: LimitOutcome {
+                allowed: false,
+                remaining: 0,
+                reset_after_us: until - now,
+                retry_after_us: Some(until - now),
+                delay_us: 0,
+                blocked_until_us: Some(until),
+                violations,
+                warning,
+            },
+            ttl_us: 0,
+            blocked: true,
+        };
+    }
+    let o = state
+        .algo
+        .decide(step.algorithm, now, &step.params, step.cost, false);
+    Look {
+        outcome: limit_outcome(o, violations, warning),
+        ttl_us: o.ttl_us,
+        blocked: false,
+    }
+}
+
+/// The second pass over one limit, once it is known whether the request passes: consume or
+/// count, record a violation, set a block or ban. Returns the outcome and the state's TTL.
+fn commit(
+    state: &mut KeyState,
+    step: &LimitStep,
+    now: u64,
+    mode: Mode,
+    look: Look,
+    pass: bool,
+) -> (LimitOutcome, u64) {
+    let Look {
+        mut outcome,
+        mut ttl_us,
+        blocked,
+    } = look;
+    if mode == Mode::Peek || blocked {
+        return (outcome, state.ttl_us(ttl_us, now));
+    }
+    let record = if outcome.allowed {
+        pass
+    } else {
+        step.params.count_denied
+    };
+    if record {
+        let o = state
+            .algo
+            .decide(step.algorithm, now, &step.params, step.cost, true);
+        outcome = LimitOutcome {
+            allowed: outcome.allowed,
+            ..limit_outcome(o, outcome.violations, outcome.warning)
+        };
+        ttl_us = o.ttl_us;
+    }
+    if !outcome.allowed {
+        if let Some(p) = &step.penalty {
+            let (violations, ban) = state.penalty.record(now, p);
+            outcome.violations = violations;
+            outcome.warning = penalty::warns(violations, p);
+            if ban {
+                outcome.blocked_until_us = Some(state.block.impose(now, p.ban_us));
+            }
+        }
+        if let Some(block_us) = step.block_us {
+            outcome.blocked_until_us = Some(state.block.impose(now, block_us));
+        }
+        if let Some(until) = outcome.blocked_until_us {
+            // The request now waits for the block, whatever the algorithm said.
+            let wait = until - now;
+            outcome.retry_after_us = Some(outcome.retry_after_us.unwrap_or(0).max(wait));
+        }
+    }
+    (outcome, state.ttl_us(ttl_us, now))
+}
+
+/// Decides a request with a single limit (the common case, without allocation).
+pub fn decide_one(
+    state: &mut KeyState,
+    step: &LimitStep,
+    now: u64,
+    mode: Mode,
+) -> (LimitOutcome, u64) {
+    let first = look(state, step, now);
+    let pass = first.outcome.allowed || !step.enforce;
+    commit(state, step, now, mode, first, pass)
+}
+
 /// Decides one request over its limits. `states[i]` belongs to `steps[i]`. Returns each limit's
 /// outcome and the time each state must be kept (µs from `now`).
 pub fn decide(
@@ -86,80 +190,21 @@ pub fn decide(
     mode: Mode,
 ) -> Vec<(LimitOutcome, u64)> {
     debug_assert_eq!(states.len(), steps.len());
-    // First pass: look only.
-    let mut results: Vec<(LimitOutcome, u64, bool)> = states
+    let looks: Vec<Look> = states
         .iter_mut()
         .zip(steps)
-        .map(|(state, step)| {
-            let violations = state.penalty.current(now);
-            let warning = step.penalty.is_some_and(|p| penalty::warns(violations, &p));
-            if let Some(until) = state.block.active(now) {
-                let outcome = LimitOutcome {
-                    allowed: false,
-                    remaining: 0,
-                    reset_after_us: until - now,
-                    retry_after_us: Some(until - now),
-                    delay_us: 0,
-                    blocked_until_us: Some(until),
-                    violations,
-                    warning,
-                };
-                return (outcome, 0, true);
-            }
-            let o = state
-                .algo
-                .decide(step.algorithm, now, &step.params, step.cost, false);
-            (limit_outcome(o, violations, warning), o.ttl_us, false)
-        })
+        .map(|(state, step)| look(state, step, now))
         .collect();
-    let pass = results
+    let pass = looks
         .iter()
         .zip(steps)
-        .all(|((o, _, _), step)| o.allowed || !step.enforce);
-
-    for ((state, step), (outcome, ttl, blocked)) in
-        states.iter_mut().zip(steps).zip(results.iter_mut())
-    {
-        if mode == Mode::Peek || *blocked {
-            *ttl = state.ttl_us(*ttl, now);
-            continue;
-        }
-        let record = if outcome.allowed {
-            pass
-        } else {
-            step.params.count_denied
-        };
-        if record {
-            let o = state
-                .algo
-                .decide(step.algorithm, now, &step.params, step.cost, true);
-            *outcome = LimitOutcome {
-                allowed: outcome.allowed,
-                ..limit_outcome(o, outcome.violations, outcome.warning)
-            };
-            *ttl = o.ttl_us;
-        }
-        if !outcome.allowed {
-            if let Some(p) = &step.penalty {
-                let (violations, ban) = state.penalty.record(now, p);
-                outcome.violations = violations;
-                outcome.warning = penalty::warns(violations, p);
-                if ban {
-                    outcome.blocked_until_us = Some(state.block.impose(now, p.ban_us));
-                }
-            }
-            if let Some(block_us) = step.block_us {
-                outcome.blocked_until_us = Some(state.block.impose(now, block_us));
-            }
-            if let Some(until) = outcome.blocked_until_us {
-                // The request now waits for the block, whatever the algorithm said.
-                let wait = until - now;
-                outcome.retry_after_us = Some(outcome.retry_after_us.unwrap_or(0).max(wait));
-            }
-        }
-        *ttl = state.ttl_us(*ttl, now);
-    }
-    results.into_iter().map(|(o, ttl, _)| (o, ttl)).collect()
+        .all(|(l, step)| l.outcome.allowed || !step.enforce);
+    states
+        .iter_mut()
+        .zip(steps)
+        .zip(looks)
+        .map(|((state, step), first)| commit(state, step, now, mode, first, pass))
+        .collect()
 }
 
 fn limit_outcome(o: super::Outcome, violations: u64, warning: bool) -> LimitOutcome {

@@ -14,7 +14,9 @@
 //! sliding log (at most `limit`) and 16 per sliding-window bucket (at most 11).
 
 use std::collections::HashMap;
-use std::hash::{BuildHasher, RandomState};
+use std::hash::BuildHasher;
+
+use foldhash::fast::RandomState;
 use std::sync::Arc;
 
 use parking_lot::{Mutex, MutexGuard};
@@ -34,7 +36,7 @@ struct Entry {
 
 #[derive(Debug, Default)]
 struct Shard {
-    map: HashMap<LimitKey, Entry>,
+    map: HashMap<LimitKey, Entry, RandomState>,
     sweep_at_len: usize,
 }
 
@@ -116,7 +118,7 @@ impl MemoryStore {
         MemoryStore {
             inner: Arc::new(Inner {
                 shards: (0..SHARDS).map(|_| Mutex::new(Shard::default())).collect(),
-                hasher: RandomState::new(),
+                hasher: RandomState::default(),
                 clock,
             }),
         }
@@ -129,18 +131,29 @@ impl MemoryStore {
     /// Decides a request synchronously (the [`Store::decide`] future is this, already done).
     pub fn decide_now(&self, calls: &[LimitCall], mode: Mode) -> StoreReply {
         let now = self.inner.clock.now_us();
-        let steps: Vec<_> = calls.iter().map(|c| c.step).collect();
         if let [call] = calls {
             // Fast path: one key, one shard, state updated in place.
             let mut shard = self.inner.shards[self.shard_of(&call.key)].lock();
-            let (mut state, _) = shard.take(&call.key, now);
-            let (outcome, ttl) = step::decide(&mut [&mut state], &steps, now, mode)[0];
-            shard.put(&call.key, state, ttl, now);
+            let outcome = match shard.map.get_mut(&call.key) {
+                Some(entry) if entry.expires_us > now => {
+                    let (outcome, ttl) = step::decide_one(&mut entry.state, &call.step, now, mode);
+                    entry.expires_us = now + ttl;
+                    outcome
+                }
+                _ => {
+                    let mut state = KeyState::default();
+                    let (outcome, ttl) = step::decide_one(&mut state, &call.step, now, mode);
+                    shard.map.remove(&call.key);
+                    shard.put(&call.key, state, ttl, now);
+                    outcome
+                }
+            };
             return StoreReply {
                 now_us: now,
                 outcomes: vec![outcome],
             };
         }
+        let steps: Vec<_> = calls.iter().map(|c| c.step).collect();
         let shard_ids: Vec<usize> = calls.iter().map(|c| self.shard_of(&c.key)).collect();
         let mut order = shard_ids.clone();
         order.sort_unstable();

@@ -1,0 +1,137 @@
+//! In-memory decision cost per algorithm, side by side with `governor`'s keyed GCRA, in one run.
+//!
+//! Workloads: one hot key, and 100k keys visited in turn; each on 1 and 2 threads. The default
+//! limit lets nearly every decision through, as in production where most requests pass.
+//! `sluice/*/store` calls the memory store directly with a prepared request (the algorithm, state
+//! lookup and locking); `sluice/*/limiter` goes through `Limiter::check` (rule lookup, key
+//! building, decision assembly) on a current-thread runtime.
+
+use std::hint::black_box;
+use std::num::NonZeroU32;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use governor::{Quota, RateLimiter};
+use sluice::algorithm::{LimitStep, Mode, Params};
+use sluice::model::{Algorithm, Limit, Rule};
+use sluice::store::{LimitCall, LimitKey};
+use sluice::{Limiter, MemoryStore};
+
+const KEYS: usize = 100_000;
+/// 10 million per second: effectively always allowed.
+const RATE: u64 = 10_000_000;
+
+fn call(algorithm: Algorithm, identity: String) -> LimitCall {
+    LimitCall {
+        key: LimitKey {
+            rule: "bench".into(),
+            limit: "user".into(),
+            identity,
+        },
+        step: LimitStep {
+            algorithm,
+            params: Params::new(RATE, 1_000_000, RATE),
+            cost: 1,
+            block_us: None,
+            penalty: None,
+            enforce: true,
+        },
+    }
+}
+
+/// Runs `f(i)` for `iters` iterations split over `threads` threads; returns the wall time.
+fn run_threads(iters: u64, threads: u64, f: &(dyn Fn(u64) + Sync)) -> Duration {
+    let start = Instant::now();
+    std::thread::scope(|s| {
+        for t in 0..threads {
+            s.spawn(move || {
+                for i in 0..iters / threads {
+                    f(i * threads + t);
+                }
+            });
+        }
+    });
+    start.elapsed()
+}
+
+fn store_vs_governor(c: &mut Criterion) {
+    for (workload, keys) in [("hot_key", 1usize), ("100k_keys", KEYS)] {
+        for threads in [1u64, 2] {
+            let mut group = c.benchmark_group(format!("{workload}/{threads}_threads"));
+            group.throughput(Throughput::Elements(1));
+            let ids: Vec<String> = (0..keys).map(|i| format!("user={i}")).collect();
+
+            let governor = RateLimiter::keyed(Quota::per_second(
+                NonZeroU32::new(RATE as u32).expect("RATE is not zero"),
+            ));
+            group.bench_function("governor_keyed_gcra", |b| {
+                b.iter_custom(|iters| {
+                    run_threads(iters, threads, &|i| {
+                        black_box(governor.check_key(&ids[i as usize % keys]).is_ok());
+                    })
+                })
+            });
+
+            for algorithm in Algorithm::ALL {
+                if algorithm == Algorithm::SlidingLog && keys == 1 {
+                    // One hot key would hold millions of entries per second: measured per key
+                    // spread only (its cost is O(log of live entries) anyway).
+                    continue;
+                }
+                let store = MemoryStore::new();
+                let calls: Vec<[LimitCall; 1]> =
+                    ids.iter().map(|id| [call(algorithm, id.clone())]).collect();
+                group.bench_function(BenchmarkId::new("sluice_store", algorithm), |b| {
+                    b.iter_custom(|iters| {
+                        run_threads(iters, threads, &|i| {
+                            black_box(store.decide_now(&calls[i as usize % keys], Mode::Apply));
+                        })
+                    })
+                });
+            }
+            group.finish();
+        }
+    }
+}
+
+fn limiter_check(c: &mut Criterion) {
+    let mut group = c.benchmark_group("limiter_check/1_thread");
+    group.throughput(Throughput::Elements(1));
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .expect("a current-thread runtime builds");
+    let rate = format!("{RATE}/1s").parse().expect("a valid rate");
+    for algorithm in [Algorithm::Gcra, Algorithm::TokenBucket, Algorithm::FixedWindow] {
+        let limiter = Limiter::builder(MemoryStore::new())
+            .rule("bench", Rule::new(vec![Limit::new(&["user"], rate, algorithm)]))
+            .build()
+            .expect("valid rule");
+        let ids: Vec<String> = (0..1000).map(|i| i.to_string()).collect();
+        group.bench_function(BenchmarkId::new("sluice_limiter", algorithm), |b| {
+            let mut i = 0usize;
+            b.iter(|| {
+                i = (i + 1) % ids.len();
+                let attrs = [("user", ids[i].as_str())];
+                black_box(
+                    runtime
+                        .block_on(limiter.check("bench", &attrs, 1))
+                        .expect("valid request")
+                        .allowed,
+                )
+            })
+        });
+    }
+    group.finish();
+    drop(Arc::new(()));
+}
+
+criterion_group! {
+    name = benches;
+    config = Criterion::default()
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(2))
+        .sample_size(20);
+    targets = store_vs_governor, limiter_check
+}
+criterion_main!(benches);
