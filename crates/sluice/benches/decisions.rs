@@ -80,12 +80,11 @@ fn store_vs_governor(c: &mut Criterion) {
                     continue;
                 }
                 let store = MemoryStore::new();
-                let calls: Vec<[LimitCall; 1]> =
-                    ids.iter().map(|id| [call(algorithm, id.clone())]).collect();
+                let calls: Vec<LimitCall> = ids.iter().map(|id| call(algorithm, id.clone())).collect();
                 group.bench_function(BenchmarkId::new("sluice_store", algorithm), |b| {
                     b.iter_custom(|iters| {
                         run_threads(iters, threads, &|i| {
-                            black_box(store.decide_now(&calls[i as usize % keys], Mode::Apply));
+                            black_box(store.decide_one(&calls[i as usize % keys], Mode::Apply));
                         })
                     })
                 });

@@ -13,16 +13,72 @@ pub trait Clock: Send + Sync + std::fmt::Debug {
     fn now_us(&self) -> u64;
 }
 
-/// The operating system's wall clock.
+/// The wall clock, read cheaply and never stepping back.
+///
+/// Reading the OS wall clock costs more than a whole in-memory decision on some virtual
+/// machines, so this clock reads the wall clock once a second (the anchor) and advances from it
+/// with the CPU's monotonic counter ([`quanta`]) in between. Successive readings never decrease,
+/// even across threads or when NTP steps the wall clock back, because the algorithms assume
+/// time moves forward; a re-anchor that lands earlier holds time still until it catches up.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct SystemClock;
 
+/// Wall-clock anchors are at most this old.
+const REANCHOR_NS: u64 = 1_000_000_000;
+
+#[derive(Debug)]
+struct Anchor {
+    epoch_us: u64,
+    raw: u64,
+}
+
+struct Fast {
+    counter: quanta::Clock,
+    anchor: arc_swap::ArcSwap<Anchor>,
+    last_us: AtomicU64,
+}
+
+fn wall_us() -> u64 {
+    // A clock before 1970 is a broken host; treat it as the epoch rather than panic.
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_micros() as u64)
+}
+
+fn fast() -> &'static Fast {
+    static FAST: std::sync::OnceLock<Fast> = std::sync::OnceLock::new();
+    FAST.get_or_init(|| {
+        let counter = quanta::Clock::new();
+        let anchor = Anchor {
+            epoch_us: wall_us(),
+            raw: counter.raw(),
+        };
+        Fast {
+            counter,
+            anchor: arc_swap::ArcSwap::from_pointee(anchor),
+            last_us: AtomicU64::new(0),
+        }
+    })
+}
+
 impl Clock for SystemClock {
     fn now_us(&self) -> u64 {
-        // A clock before 1970 is a broken host; treat it as the epoch rather than panic.
-        SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_micros() as u64)
+        let fast = fast();
+        let raw = fast.counter.raw();
+        let anchor = fast.anchor.load();
+        let elapsed_ns = fast.counter.delta_as_nanos(anchor.raw, raw);
+        let now = if elapsed_ns > REANCHOR_NS {
+            let fresh = Anchor {
+                epoch_us: wall_us(),
+                raw: fast.counter.raw(),
+            };
+            let now = fresh.epoch_us;
+            fast.anchor.store(Arc::new(fresh));
+            now
+        } else {
+            anchor.epoch_us + elapsed_ns / 1_000
+        };
+        fast.last_us.fetch_max(now, Ordering::Relaxed).max(now)
     }
 }
 
@@ -69,5 +125,23 @@ impl ManualClock {
 impl Clock for ManualClock {
     fn now_us(&self) -> u64 {
         self.now_us.load(Ordering::SeqCst)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn system_clock_tracks_the_wall_clock_and_never_steps_back() {
+        let before = wall_us();
+        let mut last = 0;
+        for _ in 0..10_000 {
+            let now = SystemClock.now_us();
+            assert!(now >= last);
+            last = now;
+        }
+        let after = wall_us();
+        assert!(last + 1_000 >= before && last <= after + 1_000, "{before} <= {last} <= {after}");
     }
 }

@@ -22,7 +22,7 @@ use std::sync::Arc;
 use parking_lot::{Mutex, MutexGuard};
 
 use super::{BlockEntry, BoxFuture, LimitCall, LimitKey, Store, StoreError, StoreReply};
-use crate::algorithm::{KeyState, Mode, step};
+use crate::algorithm::{KeyState, LimitOutcome, Mode, step};
 use crate::clock::{Clock, SystemClock};
 
 /// Number of shards; a power of two well above the core count keeps contention low.
@@ -128,31 +128,38 @@ impl MemoryStore {
         (self.inner.hasher.hash_one(key) as usize) & (SHARDS - 1)
     }
 
+    /// Decides a single-limit request synchronously, without allocating. Returns the time used
+    /// and the outcome.
+    pub fn decide_one(&self, call: &LimitCall, mode: Mode) -> (u64, LimitOutcome) {
+        let now = self.inner.clock.now_us();
+        let mut shard = self.inner.shards[self.shard_of(&call.key)].lock();
+        let outcome = match shard.map.get_mut(&call.key) {
+            Some(entry) if entry.expires_us > now => {
+                let (outcome, ttl) = step::decide_one(&mut entry.state, &call.step, now, mode);
+                entry.expires_us = now + ttl;
+                outcome
+            }
+            _ => {
+                let mut state = KeyState::default();
+                let (outcome, ttl) = step::decide_one(&mut state, &call.step, now, mode);
+                shard.map.remove(&call.key);
+                shard.put(&call.key, state, ttl, now);
+                outcome
+            }
+        };
+        (now, outcome)
+    }
+
     /// Decides a request synchronously (the [`Store::decide`] future is this, already done).
     pub fn decide_now(&self, calls: &[LimitCall], mode: Mode) -> StoreReply {
-        let now = self.inner.clock.now_us();
         if let [call] = calls {
-            // Fast path: one key, one shard, state updated in place.
-            let mut shard = self.inner.shards[self.shard_of(&call.key)].lock();
-            let outcome = match shard.map.get_mut(&call.key) {
-                Some(entry) if entry.expires_us > now => {
-                    let (outcome, ttl) = step::decide_one(&mut entry.state, &call.step, now, mode);
-                    entry.expires_us = now + ttl;
-                    outcome
-                }
-                _ => {
-                    let mut state = KeyState::default();
-                    let (outcome, ttl) = step::decide_one(&mut state, &call.step, now, mode);
-                    shard.map.remove(&call.key);
-                    shard.put(&call.key, state, ttl, now);
-                    outcome
-                }
-            };
+            let (now_us, outcome) = self.decide_one(call, mode);
             return StoreReply {
-                now_us: now,
+                now_us,
                 outcomes: vec![outcome],
             };
         }
+        let now = self.inner.clock.now_us();
         let steps: Vec<_> = calls.iter().map(|c| c.step).collect();
         let shard_ids: Vec<usize> = calls.iter().map(|c| self.shard_of(&c.key)).collect();
         let mut order = shard_ids.clone();
