@@ -80,7 +80,8 @@ fn store_vs_governor(c: &mut Criterion) {
                     continue;
                 }
                 let store = MemoryStore::new();
-                let calls: Vec<LimitCall> = ids.iter().map(|id| call(algorithm, id.clone())).collect();
+                let calls: Vec<LimitCall> =
+                    ids.iter().map(|id| call(algorithm, id.clone())).collect();
                 group.bench_function(BenchmarkId::new("sluice_store", algorithm), |b| {
                     b.iter_custom(|iters| {
                         run_threads(iters, threads, &|i| {
@@ -101,9 +102,16 @@ fn limiter_check(c: &mut Criterion) {
         .build()
         .expect("a current-thread runtime builds");
     let rate = format!("{RATE}/1s").parse().expect("a valid rate");
-    for algorithm in [Algorithm::Gcra, Algorithm::TokenBucket, Algorithm::FixedWindow] {
+    for algorithm in [
+        Algorithm::Gcra,
+        Algorithm::TokenBucket,
+        Algorithm::FixedWindow,
+    ] {
         let limiter = Limiter::builder(MemoryStore::new())
-            .rule("bench", Rule::new(vec![Limit::new(&["user"], rate, algorithm)]))
+            .rule(
+                "bench",
+                Rule::new(vec![Limit::new(&["user"], rate, algorithm)]),
+            )
             .build()
             .expect("valid rule");
         let ids: Vec<String> = (0..1000).map(|i| i.to_string()).collect();

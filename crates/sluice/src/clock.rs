@@ -142,6 +142,9 @@ mod tests {
             last = now;
         }
         let after = wall_us();
-        assert!(last + 1_000 >= before && last <= after + 1_000, "{before} <= {last} <= {after}");
+        assert!(
+            last + 1_000 >= before && last <= after + 1_000,
+            "{before} <= {last} <= {after}"
+        );
     }
 }

@@ -86,9 +86,7 @@ struct Look {
 
 fn look(state: &mut KeyState, step: &LimitStep, now: u64) -> Look {
     let violations = state.penalty.current(now);
-    let warning = step
-        .penalty
-        .is_some_and(|p| penalty::warns(violations, &p));
+    let warning = step.penalty.is_some_and(|p| penalty::warns(violations, &p));
     if let Some(until) = state.block.active(now) {
         return Look {
             outcome: LimitOutcome {

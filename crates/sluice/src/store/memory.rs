@@ -13,10 +13,10 @@
 //! to the keys active within their TTL: about 100 bytes per key plus 8 bytes per entry of a
 //! sliding log (at most `limit`) and 16 per sliding-window bucket (at most 11).
 
-use std::collections::HashMap;
 use std::hash::BuildHasher;
 
 use foldhash::fast::RandomState;
+use hashbrown::HashTable;
 use std::sync::Arc;
 
 use parking_lot::{Mutex, MutexGuard};
@@ -30,42 +30,64 @@ pub const SHARDS: usize = 64;
 
 #[derive(Debug)]
 struct Entry {
+    key: LimitKey,
     state: KeyState,
     expires_us: u64,
 }
 
+/// One shard: entries found by a hash computed once per request (it also picks the shard).
 #[derive(Debug, Default)]
 struct Shard {
-    map: HashMap<LimitKey, Entry, RandomState>,
+    table: HashTable<Entry>,
     sweep_at_len: usize,
 }
 
 impl Shard {
     fn sweep(&mut self, now: u64) {
-        self.map.retain(|_, e| e.expires_us > now);
-        self.sweep_at_len = (self.map.len() * 2).max(64);
+        self.table.retain(|e| e.expires_us > now);
+        self.sweep_at_len = (self.table.len() * 2).max(64);
+    }
+
+    fn find(&mut self, hash: u64, key: &LimitKey) -> Option<&mut Entry> {
+        self.table.find_mut(hash, |e| e.key == *key)
     }
 
     /// Removes a key's state, returning it with the time it expires (no state if expired).
-    fn take(&mut self, key: &LimitKey, now: u64) -> (KeyState, u64) {
-        match self.map.remove(key) {
-            Some(e) if e.expires_us > now => (e.state, e.expires_us),
-            _ => (KeyState::default(), now),
+    fn take(&mut self, hash: u64, key: &LimitKey, now: u64) -> (KeyState, u64) {
+        match self.table.find_entry(hash, |e| e.key == *key) {
+            Ok(found) => {
+                let (e, _) = found.remove();
+                if e.expires_us > now {
+                    (e.state, e.expires_us)
+                } else {
+                    (KeyState::default(), now)
+                }
+            }
+            Err(_) => (KeyState::default(), now),
         }
     }
 
-    fn put(&mut self, key: &LimitKey, state: KeyState, ttl_us: u64, now: u64) {
+    /// Stores a key's state for `ttl_us` (not at all when 0). The key must not be present.
+    fn put(
+        &mut self,
+        hasher: &RandomState,
+        hash: u64,
+        key: &LimitKey,
+        state: KeyState,
+        ttl_us: u64,
+        now: u64,
+    ) {
         if ttl_us == 0 {
             return;
         }
-        self.map.insert(
-            key.clone(),
-            Entry {
-                state,
-                expires_us: now + ttl_us,
-            },
-        );
-        if self.map.len() >= self.sweep_at_len {
+        let entry = Entry {
+            key: key.clone(),
+            state,
+            expires_us: now + ttl_us,
+        };
+        self.table
+            .insert_unique(hash, entry, |e| hasher.hash_one(&e.key));
+        if self.table.len() >= self.sweep_at_len {
             self.sweep(now);
         }
     }
@@ -124,29 +146,30 @@ impl MemoryStore {
         }
     }
 
-    fn shard_of(&self, key: &LimitKey) -> usize {
-        (self.inner.hasher.hash_one(key) as usize) & (SHARDS - 1)
+    /// The key's hash, and its shard (from the top bits: the table uses the low ones).
+    fn locate(&self, key: &LimitKey) -> (u64, usize) {
+        let hash = self.inner.hasher.hash_one(key);
+        (hash, (hash >> 58) as usize & (SHARDS - 1))
     }
 
     /// Decides a single-limit request synchronously, without allocating. Returns the time used
     /// and the outcome.
     pub fn decide_one(&self, call: &LimitCall, mode: Mode) -> (u64, LimitOutcome) {
         let now = self.inner.clock.now_us();
-        let mut shard = self.inner.shards[self.shard_of(&call.key)].lock();
-        let outcome = match shard.map.get_mut(&call.key) {
-            Some(entry) if entry.expires_us > now => {
-                let (outcome, ttl) = step::decide_one(&mut entry.state, &call.step, now, mode);
-                entry.expires_us = now + ttl;
-                outcome
+        let (hash, shard) = self.locate(&call.key);
+        let mut shard = self.inner.shards[shard].lock();
+        if let Some(entry) = shard.find(hash, &call.key) {
+            if entry.expires_us <= now {
+                entry.state = KeyState::default();
             }
-            _ => {
-                let mut state = KeyState::default();
-                let (outcome, ttl) = step::decide_one(&mut state, &call.step, now, mode);
-                shard.map.remove(&call.key);
-                shard.put(&call.key, state, ttl, now);
-                outcome
-            }
-        };
+            let (outcome, ttl) = step::decide_one(&mut entry.state, &call.step, now, mode);
+            // An entry whose TTL is 0 stays until swept or reused: it equals no state.
+            entry.expires_us = now + ttl;
+            return (now, outcome);
+        }
+        let mut state = KeyState::default();
+        let (outcome, ttl) = step::decide_one(&mut state, &call.step, now, mode);
+        shard.put(&self.inner.hasher, hash, &call.key, state, ttl, now);
         (now, outcome)
     }
 
@@ -161,8 +184,8 @@ impl MemoryStore {
         }
         let now = self.inner.clock.now_us();
         let steps: Vec<_> = calls.iter().map(|c| c.step).collect();
-        let shard_ids: Vec<usize> = calls.iter().map(|c| self.shard_of(&c.key)).collect();
-        let mut order = shard_ids.clone();
+        let located: Vec<(u64, usize)> = calls.iter().map(|c| self.locate(&c.key)).collect();
+        let mut order: Vec<usize> = located.iter().map(|&(_, s)| s).collect();
         order.sort_unstable();
         order.dedup();
         let mut guards: Vec<(usize, MutexGuard<'_, Shard>)> = order
@@ -176,15 +199,17 @@ impl MemoryStore {
         };
         let mut states: Vec<KeyState> = calls
             .iter()
-            .zip(&shard_ids)
-            .map(|(c, &s)| guards[guard_of(s)].1.take(&c.key, now).0)
+            .zip(&located)
+            .map(|(c, &(h, s))| guards[guard_of(s)].1.take(h, &c.key, now).0)
             .collect();
         let mut refs: Vec<&mut KeyState> = states.iter_mut().collect();
         let results = step::decide(&mut refs, &steps, now, mode);
-        for ((call, state), (&s, (_, ttl))) in
-            calls.iter().zip(states).zip(shard_ids.iter().zip(&results))
+        for ((call, state), (&(h, s), (_, ttl))) in
+            calls.iter().zip(states).zip(located.iter().zip(&results))
         {
-            guards[guard_of(s)].1.put(&call.key, state, *ttl, now);
+            guards[guard_of(s)]
+                .1
+                .put(&self.inner.hasher, h, &call.key, state, *ttl, now);
         }
         StoreReply {
             now_us: now,
@@ -202,7 +227,7 @@ impl MemoryStore {
 
     /// Number of keys held (live or not yet swept).
     pub fn len(&self) -> usize {
-        self.inner.shards.iter().map(|s| s.lock().map.len()).sum()
+        self.inner.shards.iter().map(|s| s.lock().table.len()).sum()
     }
 
     /// Whether no key is held.
@@ -212,12 +237,13 @@ impl MemoryStore {
 
     fn with_entry<T>(&self, key: &LimitKey, f: impl FnOnce(&mut KeyState, u64) -> T) -> T {
         let now = self.inner.clock.now_us();
-        let mut shard = self.inner.shards[self.shard_of(key)].lock();
-        let (mut state, expires_us) = shard.take(key, now);
+        let (hash, shard) = self.locate(key);
+        let mut shard = self.inner.shards[shard].lock();
+        let (mut state, expires_us) = shard.take(hash, key, now);
         let out = f(&mut state, now);
         // The algorithm's own TTL is not known here: keep at least the previous expiry.
         let keep = state.ttl_us(expires_us - now, now);
-        shard.put(key, state, keep, now);
+        shard.put(&self.inner.hasher, hash, key, state, keep, now);
         out
     }
 }
@@ -241,8 +267,10 @@ impl Store for MemoryStore {
     }
 
     fn reset<'a>(&'a self, keys: &'a [LimitKey]) -> BoxFuture<'a, Result<(), StoreError>> {
+        let now = self.inner.clock.now_us();
         for key in keys {
-            self.inner.shards[self.shard_of(key)].lock().map.remove(key);
+            let (hash, shard) = self.locate(key);
+            self.inner.shards[shard].lock().take(hash, key, now);
         }
         Box::pin(async { Ok(()) })
     }
@@ -270,10 +298,10 @@ impl Store for MemoryStore {
         let now = self.inner.clock.now_us();
         let mut out: Vec<BlockEntry> = Vec::new();
         for shard in &self.inner.shards {
-            out.extend(shard.lock().map.iter().filter_map(|(k, e)| {
+            out.extend(shard.lock().table.iter().filter_map(|e| {
                 let until = e.state.block.active(now)?;
-                (k.rule == rule).then(|| BlockEntry {
-                    key: k.clone(),
+                (e.key.rule == rule).then(|| BlockEntry {
+                    key: e.key.clone(),
                     until_us: until,
                 })
             }));
@@ -284,5 +312,64 @@ impl Store for MemoryStore {
 
     fn ping(&self) -> BoxFuture<'_, Result<(), StoreError>> {
         Box::pin(async { Ok(()) })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::algorithm::{LimitStep, Params};
+    use crate::clock::ManualClock;
+    use crate::model::Algorithm;
+
+    fn call(i: usize, block_us: Option<u64>) -> LimitCall {
+        LimitCall {
+            key: LimitKey {
+                rule: "r".into(),
+                limit: "l".into(),
+                identity: format!("ip={i}"),
+            },
+            step: LimitStep {
+                algorithm: Algorithm::Gcra,
+                params: Params::new(1, 1_000_000, 1),
+                cost: 1,
+                block_us,
+                penalty: None,
+                enforce: true,
+            },
+        }
+    }
+
+    #[test]
+    fn idle_keys_are_evicted_once_they_cannot_matter() {
+        let clock = ManualClock::at_2026();
+        let store = MemoryStore::with_clock(Arc::new(clock.clone()));
+        // 10k keys each touched once; every state lasts one second.
+        for round in 0..10 {
+            for i in 0..10_000 {
+                store.decide_now(&[call(round * 10_000 + i, None)], Mode::Apply);
+            }
+            clock.advance(std::time::Duration::from_secs(2));
+        }
+        // Growth-triggered sweeps keep at most about twice the live keys per shard.
+        assert!(store.len() <= 2 * 10_000 + SHARDS * 64, "{}", store.len());
+        store.sweep();
+        assert_eq!(store.len(), 0);
+    }
+
+    #[test]
+    fn a_block_keeps_its_key_until_it_ends() {
+        let clock = ManualClock::at_2026();
+        let store = MemoryStore::with_clock(Arc::new(clock.clone()));
+        let c = call(1, Some(60_000_000));
+        store.decide_now(std::slice::from_ref(&c), Mode::Apply);
+        let denied = store.decide_now(std::slice::from_ref(&c), Mode::Apply);
+        assert!(denied.outcomes[0].blocked_until_us.is_some());
+        clock.advance(std::time::Duration::from_secs(30));
+        store.sweep();
+        assert_eq!(store.len(), 1, "the block still matters");
+        clock.advance(std::time::Duration::from_secs(31));
+        store.sweep();
+        assert!(store.is_empty());
     }
 }
