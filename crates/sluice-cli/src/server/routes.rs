@@ -107,7 +107,15 @@ async fn check(
     } else {
         StatusCode::TOO_MANY_REQUESTS
     };
-    Ok(decision_response(status, &decision, state.live.load().headers))
+    let message = (!decision.allowed)
+        .then(|| state.limiter.rules().get(&decision.rule)?.rule.message.clone())
+        .flatten();
+    Ok(decision_response(
+        status,
+        &decision,
+        state.live.load().headers,
+        message.as_deref(),
+    ))
 }
 
 async fn peek(
@@ -124,12 +132,22 @@ async fn peek(
         StatusCode::OK,
         &decision,
         state.live.load().headers,
+        None,
     ))
 }
 
-/// The decision as JSON with its rate-limit headers.
-pub fn decision_response(status: StatusCode, decision: &Decision, style: HeaderStyle) -> Response {
-    let mut response = (status, Json(decision)).into_response();
+/// The decision as JSON with its rate-limit headers, and the rule's `message` when denied.
+pub fn decision_response(
+    status: StatusCode,
+    decision: &Decision,
+    style: HeaderStyle,
+    message: Option<&str>,
+) -> Response {
+    let mut body = serde_json::to_value(decision).unwrap_or(Value::Null);
+    if let (Value::Object(fields), Some(message)) = (&mut body, message) {
+        fields.insert("message".into(), Value::String(message.to_string()));
+    }
+    let mut response = (status, Json(body)).into_response();
     for (name, value) in headers(decision, style) {
         // Rule names and numbers are plain ASCII, so both conversions hold; a header that
         // somehow does not convert is left out rather than failing the decision.
