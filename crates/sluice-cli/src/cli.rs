@@ -111,7 +111,14 @@ mod tests {
     #[test]
     fn check_takes_pairs() {
         let cli = Cli::try_parse_from([
-            "sluice", "check", "--config", "s.yaml", "login", "ip=1.2.3.4", "--cost", "3",
+            "sluice",
+            "check",
+            "--config",
+            "s.yaml",
+            "login",
+            "ip=1.2.3.4",
+            "--cost",
+            "3",
         ])
         .unwrap();
         let Command::Check(args) = cli.command else {

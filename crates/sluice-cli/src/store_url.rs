@@ -87,7 +87,9 @@ mod tests {
         let opened = open("memory://", &StoreConfig::default()).await.unwrap();
         assert_eq!(opened.store.name(), "memory");
         assert!(opened.memory.is_some());
-        let error = open("mongodb://x", &StoreConfig::default()).await.unwrap_err();
+        let error = open("mongodb://x", &StoreConfig::default())
+            .await
+            .unwrap_err();
         assert!(error.to_string().contains("expected memory://"), "{error}");
     }
 }

@@ -83,9 +83,10 @@ async fn guard(State(state): State<Arc<AppState>>, request: Request, next: Next)
 
 fn unauthorized(message: &str) -> Response {
     let mut response = ApiError::new(StatusCode::UNAUTHORIZED, message).into_response();
-    response
-        .headers_mut()
-        .insert(header::WWW_AUTHENTICATE, header::HeaderValue::from_static("Bearer"));
+    response.headers_mut().insert(
+        header::WWW_AUTHENTICATE,
+        header::HeaderValue::from_static("Bearer"),
+    );
     response
 }
 
@@ -93,7 +94,10 @@ fn unauthorized(message: &str) -> Response {
 fn same_secret(a: &[u8], b: &[u8]) -> bool {
     let a = sha1_smol::Sha1::from(a).digest().bytes();
     let b = sha1_smol::Sha1::from(b).digest().bytes();
-    a.iter().zip(b.iter()).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+    a.iter()
+        .zip(b.iter())
+        .fold(0u8, |acc, (x, y)| acc | (x ^ y))
+        == 0
 }
 
 async fn reset(

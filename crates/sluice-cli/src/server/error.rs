@@ -81,7 +81,10 @@ pub fn json_body<T: DeserializeOwned>(body: Result<Bytes, BytesRejection>) -> Re
 
 /// The 404 for paths the API does not have.
 pub async fn no_route(uri: axum::http::Uri) -> ApiError {
-    ApiError::new(StatusCode::NOT_FOUND, format!("no endpoint at {}", uri.path()))
+    ApiError::new(
+        StatusCode::NOT_FOUND,
+        format!("no endpoint at {}", uri.path()),
+    )
 }
 
 /// The 405 for a known path with a method it does not take.

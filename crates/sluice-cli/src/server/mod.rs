@@ -139,7 +139,10 @@ pub async fn serve(
 pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let prometheus = metrics::install();
     let config = Config::load(&args.config)?;
-    let url = args.store.clone().unwrap_or_else(|| config.store.url.clone());
+    let url = args
+        .store
+        .clone()
+        .unwrap_or_else(|| config.store.url.clone());
     let store = store_url::open(&url, &config.store).await?;
     let admin_token = config
         .admin_token_env

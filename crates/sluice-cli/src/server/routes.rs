@@ -10,9 +10,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::Bytes;
+use axum::extract::DefaultBodyLimit;
 use axum::extract::State;
 use axum::extract::rejection::BytesRejection;
-use axum::extract::DefaultBodyLimit;
 use axum::http::{HeaderName, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -108,7 +108,15 @@ async fn check(
         StatusCode::TOO_MANY_REQUESTS
     };
     let message = (!decision.allowed)
-        .then(|| state.limiter.rules().get(&decision.rule)?.rule.message.clone())
+        .then(|| {
+            state
+                .limiter
+                .rules()
+                .get(&decision.rule)?
+                .rule
+                .message
+                .clone()
+        })
         .flatten();
     Ok(decision_response(
         status,
@@ -190,14 +198,15 @@ async fn healthz() -> Json<Value> {
 
 async fn readyz(State(state): State<Arc<AppState>>) -> Response {
     let store = state.limiter.store();
-    let deadline = (state.limiter.options().timeout * 4).clamp(
-        Duration::from_millis(100),
-        Duration::from_secs(2),
-    );
+    let deadline = (state.limiter.options().timeout * 4)
+        .clamp(Duration::from_millis(100), Duration::from_secs(2));
     let answer = match tokio::time::timeout(deadline, store.ping()).await {
         Ok(Ok(())) => Ok(()),
         Ok(Err(error)) => Err(error.to_string()),
-        Err(_) => Err(format!("{} store: no answer within {deadline:?}", store.name())),
+        Err(_) => Err(format!(
+            "{} store: no answer within {deadline:?}",
+            store.name()
+        )),
     };
     match answer {
         Ok(()) => Json(json!({ "status": "ready", "store": store.name() })).into_response(),
@@ -213,7 +222,10 @@ async fn prometheus(State(state): State<Arc<AppState>>) -> Response {
     let mut text = metrics::render();
     state.top_denied.render_into(&mut text);
     (
-        [(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")],
+        [(
+            header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
         text,
     )
         .into_response()

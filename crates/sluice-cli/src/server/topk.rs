@@ -206,7 +206,11 @@ mod tests {
     fn heavy_hitters_stay_and_cardinality_is_bounded() {
         let top = TopDenied::new(3);
         for i in 0..1000 {
-            let ip = if i % 2 == 0 { "1.1.1.1".to_string() } else { format!("10.0.0.{i}") };
+            let ip = if i % 2 == 0 {
+                "1.1.1.1".to_string()
+            } else {
+                format!("10.0.0.{i}")
+            };
             top.record(&denied("login", &["ip"]), &[("ip", ip)]);
         }
         let best = top.top("login");
@@ -216,8 +220,13 @@ mod tests {
         assert!(top.lock()["login"].counters.len() <= 6);
         let mut text = String::new();
         top.render_into(&mut text);
-        assert_eq!(text.lines().filter(|l| l.starts_with("sluice_top")).count(), 3);
-        assert!(text.contains("sluice_top_denied_identities{rule=\"login\",identity=\"ip=1.1.1.1\"}"));
+        assert_eq!(
+            text.lines().filter(|l| l.starts_with("sluice_top")).count(),
+            3
+        );
+        assert!(
+            text.contains("sluice_top_denied_identities{rule=\"login\",identity=\"ip=1.1.1.1\"}")
+        );
     }
 
     #[test]

@@ -91,7 +91,14 @@ impl Server {
         let path = dir.write(file_name, config);
         let mut command = sluice();
         command
-            .args(["serve", "--listen", "127.0.0.1:0", "--log-level", "info", "--config"])
+            .args([
+                "serve",
+                "--listen",
+                "127.0.0.1:0",
+                "--log-level",
+                "info",
+                "--config",
+            ])
             .arg(&path)
             .env_remove("RUST_LOG")
             .env_remove("SLUICE_ADMIN_TOKEN")
@@ -111,7 +118,11 @@ impl Server {
         std::thread::spawn(move || {
             for line in BufReader::new(stderr).lines().map_while(Result::ok) {
                 if let Some(rest) = line.split("listening on http://").nth(1) {
-                    let addr = rest.split_whitespace().next().unwrap_or_default().to_string();
+                    let addr = rest
+                        .split_whitespace()
+                        .next()
+                        .unwrap_or_default()
+                        .to_string();
                     let _ = tx.send(addr);
                 }
                 lines.lock().unwrap().push(line);
@@ -249,7 +260,9 @@ impl Answer {
 
     /// The `error` message of a JSON error answer.
     pub fn error(&self) -> &str {
-        self.json["error"].as_str().unwrap_or_else(|| panic!("no JSON error in {self:?}"))
+        self.json["error"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no JSON error in {self:?}"))
     }
 }
 
