@@ -351,3 +351,23 @@ async fn bad_input_is_a_json_4xx_naming_the_problem() {
         200
     );
 }
+
+#[tokio::test]
+async fn header_style_and_the_global_switch_come_from_the_file() {
+    let legacy = format!("headers: legacy\n{CONFIG}");
+    let server = Server::start(&legacy);
+    let a = server.check("employee", json!({ "id": "1" })).await;
+    assert_eq!(a.header("ratelimit"), None);
+    assert_eq!(a.header("ratelimit-policy"), None);
+    assert_eq!(a.header("x-ratelimit-limit"), Some("5"));
+
+    let off = format!("headers: none\nenabled: false\n{CONFIG}");
+    let server = Server::start(&off);
+    for _ in 0..10 {
+        let a = server.check("employee", json!({ "id": "1" })).await;
+        assert_eq!(a.status, 200);
+        assert_eq!(a.json["reason"], "limiter disabled");
+        assert_eq!(a.header("x-ratelimit-limit"), None);
+    }
+    assert_eq!(server.get("/v1/rules").await.json["enabled"], false);
+}
