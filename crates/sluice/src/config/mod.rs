@@ -1,1 +1,275 @@
 //! Rule files (YAML, or TOML for `.toml`): parsing and validation into rules.
+//!
+//! ```
+//! use sluice::config::{Config, Format};
+//! let config = Config::parse(
+//!     "rules:\n  login:\n    limits:\n      - { by: [ip], rate: 5/1m, algorithm: sliding_log }\n",
+//!     Format::Yaml,
+//! )
+//! .unwrap();
+//! assert_eq!(config.rules[0].0, "login");
+//! assert_eq!(config.store.url, "memory://");
+//!
+//! let error = Config::parse(
+//!     "rules:\n  login:\n    limits:\n      - { by: [ip], rate: 5/1m, burst: 3, algorithm: sliding_log }\n",
+//!     Format::Yaml,
+//! )
+//! .unwrap_err();
+//! assert_eq!((error.rule.as_deref(), error.field.as_str(), error.line), (Some("login"), "limits[0].burst", Some(4)));
+//! ```
+//!
+//! A [`Config`] that parsed is valid as a whole: every rule passed [`Rule::validate`], the store
+//! URL has a known scheme, the prefix is safe in keys. Its `rules` go to
+//! [`Limiter::set_rules`](crate::Limiter::set_rules) unchanged; its `version` (SHA-1 of the text)
+//! identifies the file in force.
+//!
+//! # Layout
+//! - `file`: the serde shape of the file and its defaults;
+//! - `locate`: lines of rules and limits in the text, for errors found after parsing;
+//! - `error`: [`ConfigError`], naming file, line, rule and field.
+
+mod error;
+mod file;
+mod locate;
+
+use std::net::SocketAddr;
+use std::path::Path;
+
+pub use error::ConfigError;
+pub use file::{ClockSource, StoreConfig};
+
+use crate::limiter::Options;
+use crate::model::{FailPolicy, HeaderStyle, Rule, validate_rule_name};
+use file::ConfigFile;
+use locate::SourceMap;
+
+/// Rule files larger than this are refused: a real one is a few kilobytes.
+pub const MAX_FILE_BYTES: u64 = 4 * 1024 * 1024;
+
+/// The syntax of a rule file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    /// YAML (`.yaml`, `.yml`).
+    Yaml,
+    /// TOML (`.toml`).
+    Toml,
+}
+
+impl Format {
+    /// The format a file's extension says.
+    pub fn from_path(path: &Path) -> Result<Format, ConfigError> {
+        match path.extension().and_then(|e| e.to_str()) {
+            Some("yaml" | "yml") => Ok(Format::Yaml),
+            Some("toml") => Ok(Format::Toml),
+            _ => Err(ConfigError {
+                path: Some(path.to_path_buf()),
+                ..ConfigError::new("", "unknown file type; name the file .yaml, .yml or .toml")
+            }),
+        }
+    }
+}
+
+/// A validated rule file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Config {
+    /// Address to listen on, if the file sets one.
+    pub listen: Option<SocketAddr>,
+    /// Name of the environment variable holding the admin bearer token; admin endpoints are off
+    /// without one.
+    pub admin_token_env: Option<String>,
+    /// The store.
+    pub store: StoreConfig,
+    /// Fail policy of rules that set none.
+    pub fail: FailPolicy,
+    /// Which rate-limit headers the service sends.
+    pub headers: HeaderStyle,
+    /// Off switch for the whole limiter.
+    pub enabled: bool,
+    /// The rules, by name, in name order.
+    pub rules: Vec<(String, Rule)>,
+    /// Hex SHA-1 of the file's text: which version is in force.
+    pub version: String,
+}
+
+impl Config {
+    /// Reads and validates a file; its extension gives the format.
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let with_path = |e: ConfigError| ConfigError {
+            path: Some(path.to_path_buf()),
+            ..e
+        };
+        let format = Format::from_path(path)?;
+        let unreadable =
+            |e: std::io::Error| with_path(ConfigError::new("", format!("cannot read: {e}")));
+        let size = std::fs::metadata(path).map_err(unreadable)?.len();
+        if size > MAX_FILE_BYTES {
+            return Err(with_path(ConfigError::new(
+                "",
+                format!("{size} bytes is more than the {MAX_FILE_BYTES} a rule file may have"),
+            )));
+        }
+        let text = std::fs::read_to_string(path).map_err(unreadable)?;
+        Config::parse(&text, format).map_err(with_path)
+    }
+
+    /// Parses and validates a file's text.
+    pub fn parse(text: &str, format: Format) -> Result<Config, ConfigError> {
+        let map = SourceMap::new(text, format);
+        let file: ConfigFile = match format {
+            Format::Yaml => serde_saphyr::from_str(text).map_err(|e| {
+                let line = e.location().map(|l| l.line());
+                parse_error(yaml_message(&e), line, text, &map)
+            })?,
+            Format::Toml => toml::from_str(text).map_err(|e| {
+                let line = e.span().map(|span| {
+                    text[..span.start.min(text.len())].matches('\n').count() as u64 + 1
+                });
+                parse_error(e.message().to_string(), line, text, &map)
+            })?,
+        };
+        for (name, rule) in &file.rules {
+            let invalid = |e: crate::model::ModelError| {
+                let line = map.line_for(name, &e.field);
+                ConfigError::new(e.field, e.message)
+                    .at_line(line)
+                    .in_rule(Some(name.clone()))
+            };
+            validate_rule_name(name).map_err(|e| ConfigError {
+                field: String::new(),
+                ..invalid(e)
+            })?;
+            rule.validate().map_err(invalid)?;
+        }
+        check_store(&file.store, text)?;
+        if let Some(var) = &file.admin_token_env {
+            if var.is_empty() || var.contains('=') || var.contains('\0') {
+                return Err(ConfigError::new(
+                    "admin_token_env",
+                    format!("`{var}` is not an environment variable name"),
+                )
+                .at_line(key_line(text, "admin_token_env")));
+            }
+        }
+        Ok(Config {
+            listen: file.listen,
+            admin_token_env: file.admin_token_env,
+            store: file.store,
+            fail: file.fail,
+            headers: file.headers,
+            enabled: file.enabled,
+            rules: file.rules.into_iter().collect(),
+            version: sha1_smol::Sha1::from(text.as_bytes()).digest().to_string(),
+        })
+    }
+
+    /// The limiter settings this file asks for.
+    pub fn limiter_options(&self) -> Options {
+        Options {
+            timeout: self.store.timeout,
+            fail: self.fail,
+            ..Options::default()
+        }
+    }
+}
+
+/// A parser's error, attributed to the rule whose block holds its line.
+fn parse_error(message: String, line: Option<u64>, text: &str, map: &SourceMap) -> ConfigError {
+    let rule = line.and_then(|l| map.rule_at(l)).map(str::to_string);
+    let mut field = field_of(&message);
+    if field.is_empty() {
+        field = line.and_then(|l| key_at(text, l)).unwrap_or_default();
+    }
+    ConfigError::new(field, message).at_line(line).in_rule(rule)
+}
+
+/// The plain message of a YAML error, without the source snippet some variants render.
+fn yaml_message(error: &serde_saphyr::Error) -> String {
+    let text = error.to_string();
+    let first = text.lines().next().unwrap_or_default().trim();
+    let first = first.strip_prefix("error: ").unwrap_or(first);
+    // The position is reported separately, as the line.
+    let first = match first.strip_prefix("line ") {
+        Some(rest) => rest.split_once(": ").map_or(first, |(_, message)| message),
+        None => first,
+    };
+    first.to_string()
+}
+
+/// The field a parser's message is about: serde says "unknown field `x`" or "missing field `x`";
+/// values checked while parsing (rates, durations) say "x: ...".
+fn field_of(message: &str) -> String {
+    if let Some(rest) = message.split("field `").nth(1) {
+        if let Some((name, _)) = rest.split_once('`') {
+            return name.to_string();
+        }
+    }
+    match message.split_once(": ") {
+        Some((head, _))
+            if !head.is_empty()
+                && head
+                    .bytes()
+                    .all(|b| b.is_ascii_lowercase() || b == b'_' || b == b'.') =>
+        {
+            head.to_string()
+        }
+        _ => String::new(),
+    }
+}
+
+/// The key written on a line (`rate: x` or `rate = x`), when it is a plain name.
+fn key_at(text: &str, line: u64) -> Option<String> {
+    let content = text
+        .lines()
+        .nth(usize::try_from(line).ok()?.checked_sub(1)?)?;
+    let (key, _) = content.trim_start().split_once([':', '='])?;
+    let key = key.trim();
+    (!key.is_empty() && key.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_'))
+        .then(|| key.to_string())
+}
+
+/// The first line whose key is `key` (for errors outside rules, where the parser gave none).
+fn key_line(text: &str, key: &str) -> Option<u64> {
+    text.lines()
+        .position(|line| {
+            let t = line.trim_start();
+            t.strip_prefix(key)
+                .is_some_and(|rest| rest.trim_start().starts_with([':', '=']))
+        })
+        .map(|i| i as u64 + 1)
+}
+
+fn check_store(store: &StoreConfig, text: &str) -> Result<(), ConfigError> {
+    let scheme = store.url.split_once("://").map(|(s, _)| s);
+    let known = matches!(scheme, Some("memory"))
+        || scheme.is_some_and(|s| s == "redis" || s == "rediss" || s.starts_with("redis+"));
+    if !known {
+        return Err(ConfigError::new(
+            "store.url",
+            format!(
+                "`{}`: expected memory://, redis://host:port/db or rediss://host:port/db",
+                store.url
+            ),
+        )
+        .at_line(key_line(text, "url")));
+    }
+    let prefix_ok = !store.prefix.is_empty()
+        && store.prefix.len() <= 64
+        && store
+            .prefix
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'));
+    if !prefix_ok {
+        return Err(ConfigError::new(
+            "store.prefix",
+            format!(
+                "`{}`: 1 to 64 characters of a-z, A-Z, 0-9, _, - and .",
+                store.prefix
+            ),
+        )
+        .at_line(key_line(text, "prefix")));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests;

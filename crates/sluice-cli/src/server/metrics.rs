@@ -1,0 +1,50 @@
+//! The Prometheus recorder behind `/metrics`.
+//!
+//! The library emits its metrics through the `metrics` facade (`sluice_decisions_total`,
+//! `sluice_store_latency_seconds`, `sluice_store_errors_total`,
+//! `sluice_degraded_decisions_total`); the service adds `sluice_config_reloads_total{result}` and,
+//! rendered separately for bounded cardinality, the top denied identities (see `topk`). The
+//! recorder is process-global and installed once; a second install (several servers in one test
+//! process) reuses the first.
+
+use std::sync::OnceLock;
+
+use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
+
+/// A handle to render and maintain the recorder.
+pub type Handle = PrometheusHandle;
+
+static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
+
+/// Installs the global recorder (once) and returns its handle.
+pub fn install() -> Handle {
+    HANDLE
+        .get_or_init(|| {
+            let recorder = PrometheusBuilder::new().build_recorder();
+            let handle = recorder.handle();
+            if let Err(error) = metrics::set_global_recorder(recorder) {
+                tracing::warn!(%error, "another metrics recorder is installed; /metrics will miss its metrics");
+            }
+            metrics::describe_counter!(
+                "sluice_config_reloads_total",
+                "Config reloads by result (ok: rules swapped; error: file refused, old rules kept)"
+            );
+            // Registered at zero so that dashboards and alerts see the series before any reload.
+            for result in ["ok", "error"] {
+                metrics::counter!("sluice_config_reloads_total", "result" => result).increment(0);
+            }
+            handle
+        })
+        .clone()
+}
+
+/// Counts one reload.
+pub fn reload(ok: bool) {
+    let result = if ok { "ok" } else { "error" };
+    metrics::counter!("sluice_config_reloads_total", "result" => result).increment(1);
+}
+
+/// The Prometheus text of every metric recorded through the facade.
+pub fn render() -> String {
+    install().render()
+}

@@ -1,0 +1,212 @@
+//! Hot reload: parse → validate → compile → swap, on a change of the file or on SIGHUP.
+//!
+//! The file's *directory* is watched (debounced), so replacing the file by rename, as editors and
+//! Kubernetes ConfigMaps do, is seen as well as an in-place write. Any change in the directory
+//! re-reads the file; only a different text (by SHA-1) is applied, so unrelated files cost one
+//! read. SIGHUP reloads even when the text is unchanged. A file that does not validate is logged
+//! with its reason, counted as `sluice_config_reloads_total{result="error"}`, and the rules in
+//! force stay. Counters survive a reload because store keys are by rule and limit id, not by
+//! the rule's version. Listen address, store and admin settings are fixed at start: a change to
+//! them is logged as needing a restart.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use notify::{EventKind, RecursiveMode};
+use notify_debouncer_full::{DebounceEventResult, Debouncer, RecommendedCache, new_debouncer};
+use sluice::Rule;
+use sluice::config::Config;
+use tokio::sync::Notify;
+
+use super::{AppState, Live, metrics, now_ms};
+
+/// How long file events are gathered before one reload (well under the 1 s promise).
+const DEBOUNCE: Duration = Duration::from_millis(150);
+
+/// The rules to hand to the limiter: as configured, with the file's default `fail` written into
+/// rules that set none, so a change of the default applies on reload too.
+pub fn rules_in_force(config: &Config) -> Vec<(String, Rule)> {
+    config
+        .rules
+        .iter()
+        .map(|(name, rule)| {
+            let mut rule = rule.clone();
+            rule.fail.get_or_insert(config.fail);
+            (name.clone(), rule)
+        })
+        .collect()
+}
+
+/// What a reload did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// New rules are in force.
+    Applied,
+    /// The file is the one in force; nothing to do.
+    Unchanged,
+    /// The file was refused; the old rules stay. Carries the reason.
+    Refused(String),
+}
+
+/// Reloads the rule file. With `force`, applies it even if its text is unchanged.
+pub fn reload(state: &AppState, force: bool) -> Outcome {
+    let Some(path) = &state.config_path else {
+        return Outcome::Unchanged;
+    };
+    let config = match Config::load(path) {
+        Ok(config) => config,
+        Err(error) => return refuse(error.to_string()),
+    };
+    let current = state.live.load();
+    if !force && config.version == current.version {
+        return Outcome::Unchanged;
+    }
+    if let Err(error) = state.limiter.set_rules(rules_in_force(&config)) {
+        return refuse(format!("{}: {error}", path.display()));
+    }
+    state.limiter.set_enabled(config.enabled);
+    let book = state.limiter.rules();
+    state.top_denied.retain(|rule| book.contains_key(rule));
+    let restart = needs_restart(&state.startup, &config);
+    if !restart.is_empty() {
+        tracing::warn!(
+            settings = %restart.join(", "),
+            "config changes that need a restart to apply; the rest is in force"
+        );
+    }
+    tracing::info!(
+        version = %config.version,
+        previous = %current.version,
+        rules = config.rules.len(),
+        "config reloaded"
+    );
+    state.live.store(Arc::new(Live {
+        version: config.version.clone(),
+        loaded_at_ms: now_ms(),
+        headers: config.headers,
+        config,
+    }));
+    metrics::reload(true);
+    Outcome::Applied
+}
+
+fn refuse(reason: String) -> Outcome {
+    tracing::error!(error = %reason, "config reload refused; the previous rules stay in force");
+    metrics::reload(false);
+    Outcome::Refused(reason)
+}
+
+/// The settings that differ from those the server started with and that only a restart applies.
+fn needs_restart(started: &Config, now: &Config) -> Vec<&'static str> {
+    let mut out = Vec::new();
+    if started.listen != now.listen {
+        out.push("listen");
+    }
+    if started.store.url != now.store.url {
+        out.push("store.url");
+    }
+    if started.store.prefix != now.store.prefix {
+        out.push("store.prefix");
+    }
+    if started.store.clock != now.store.clock {
+        out.push("store.clock");
+    }
+    if started.store.timeout != now.store.timeout {
+        out.push("store.timeout");
+    }
+    if started.admin_token_env != now.admin_token_env {
+        out.push("admin_token_env");
+    }
+    out
+}
+
+/// Keeps the file watcher alive; dropping it stops watching (SIGHUP handling stops with the
+/// runtime).
+pub struct Watch {
+    _debouncer: Debouncer<notify::RecommendedWatcher, RecommendedCache>,
+}
+
+impl std::fmt::Debug for Watch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Watch")
+    }
+}
+
+fn directory_of(path: &Path) -> PathBuf {
+    match path.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir.to_path_buf(),
+        _ => PathBuf::from("."),
+    }
+}
+
+/// Starts watching the state's rule file and listening for SIGHUP.
+pub fn watch(state: Arc<AppState>) -> anyhow::Result<Option<Watch>> {
+    let Some(path) = state.config_path.clone() else {
+        return Ok(None);
+    };
+    let changed = Arc::new(Notify::new());
+    let signal = changed.clone();
+    let mut debouncer = new_debouncer(DEBOUNCE, None, move |result: DebounceEventResult| {
+        match result {
+            // Reads (ours included) are not changes; reacting to them would loop.
+            Ok(events) => {
+                if events
+                    .iter()
+                    .any(|e| !matches!(e.event.kind, EventKind::Access(_)))
+                {
+                    signal.notify_one();
+                }
+            }
+            Err(errors) => {
+                for error in errors {
+                    tracing::warn!(%error, "watching the config file");
+                }
+            }
+        }
+    })
+    .context("cannot start watching the config file")?;
+    let dir = directory_of(&path);
+    debouncer
+        .watch(&dir, RecursiveMode::NonRecursive)
+        .with_context(|| format!("cannot watch {}", dir.display()))?;
+    tokio::spawn(reload_loop(state, changed));
+    Ok(Some(Watch {
+        _debouncer: debouncer,
+    }))
+}
+
+async fn reload_loop(state: Arc<AppState>, changed: Arc<Notify>) {
+    #[cfg(unix)]
+    let mut hangup = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) {
+        Ok(signal) => Some(signal),
+        Err(error) => {
+            tracing::warn!(%error, "cannot listen for SIGHUP; reload on file change only");
+            None
+        }
+    };
+    loop {
+        #[cfg(unix)]
+        let force = tokio::select! {
+            () = changed.notified() => false,
+            Some(()) = async {
+                match hangup.as_mut() {
+                    Some(signal) => signal.recv().await,
+                    None => std::future::pending().await,
+                }
+            } => true,
+        };
+        #[cfg(not(unix))]
+        let force = {
+            changed.notified().await;
+            false
+        };
+        if force {
+            tracing::info!("SIGHUP: reloading the config");
+        }
+        let state = state.clone();
+        // File reads block; keep them off the request threads.
+        let _ = tokio::task::spawn_blocking(move || reload(&state, force)).await;
+    }
+}

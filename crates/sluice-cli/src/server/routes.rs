@@ -1,0 +1,232 @@
+//! The public routes: decisions (`/v1/check`, `/v1/peek`), the rules in force (`/v1/rules`),
+//! health (`/healthz`, `/readyz`) and metrics (`/metrics`).
+//!
+//! Decision responses carry the decision as JSON and the rate-limit headers of
+//! [`sluice::model::headers`]; `/v1/check` answers 429 when denied, `/v1/peek` always 200 (it
+//! consumed nothing, so nothing was limited; `allowed` says what a check would do).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Bytes;
+use axum::extract::DefaultBodyLimit;
+use axum::extract::State;
+use axum::extract::rejection::BytesRejection;
+use axum::http::{HeaderName, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use sluice::Decision;
+use sluice::limiter::MAX_COST;
+use sluice::model::{HeaderStyle, headers};
+
+use super::error::{ApiError, json_body, no_route, wrong_method};
+use super::{AppState, MAX_BODY_BYTES, metrics};
+
+/// The body of `/v1/check` and `/v1/peek` (and, without `cost`, of the admin endpoints).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DecisionRequest {
+    /// The rule to check.
+    pub rule: String,
+    /// The request's identity values; strings, or numbers taken as their decimal text.
+    #[serde(default)]
+    pub attributes: BTreeMap<String, Value>,
+    /// Units to consume (default 1; 0 peeks).
+    #[serde(default)]
+    pub cost: Option<Value>,
+}
+
+impl DecisionRequest {
+    /// The attributes as text, refusing values that are not strings or numbers.
+    pub fn attributes(&self) -> Result<Vec<(&str, String)>, ApiError> {
+        attributes(&self.attributes)
+    }
+
+    /// The cost, refusing anything but a whole number in range.
+    pub fn cost(&self) -> Result<u64, ApiError> {
+        let refuse = |value: &Value| {
+            ApiError::bad_request(format!(
+                "`cost` must be a whole number from 0 to {MAX_COST}, not {value}"
+            ))
+        };
+        match &self.cost {
+            None | Some(Value::Null) => Ok(1),
+            Some(value @ Value::Number(n)) => n.as_u64().ok_or_else(|| refuse(value)),
+            Some(other) => Err(refuse(other)),
+        }
+    }
+}
+
+/// Attribute values as text: strings as they are, numbers in decimal; anything else is refused.
+pub fn attributes(values: &BTreeMap<String, Value>) -> Result<Vec<(&str, String)>, ApiError> {
+    values
+        .iter()
+        .map(|(name, value)| match value {
+            Value::String(s) => Ok((name.as_str(), s.clone())),
+            Value::Number(n) => Ok((name.as_str(), n.to_string())),
+            other => Err(ApiError::bad_request(format!(
+                "attribute `{name}` must be a string or a number, not {other}"
+            ))),
+        })
+        .collect()
+}
+
+pub(super) fn router(state: Arc<AppState>) -> Router {
+    Router::new()
+        .route("/v1/check", post(check))
+        .route("/v1/peek", post(peek))
+        .route("/v1/rules", get(rules))
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
+        .route("/metrics", get(prometheus))
+        .fallback(no_route)
+        .method_not_allowed_fallback(wrong_method)
+        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .with_state(state)
+}
+
+async fn check(
+    State(state): State<Arc<AppState>>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    let request: DecisionRequest = json_body(body)?;
+    let attributes = request.attributes()?;
+    let decision = state
+        .limiter
+        .check(&request.rule, &attributes, request.cost()?)
+        .await?;
+    if decision.limits.iter().any(|l| !l.allowed) {
+        state.top_denied.record(&decision, &attributes);
+    }
+    let status = if decision.allowed {
+        StatusCode::OK
+    } else {
+        StatusCode::TOO_MANY_REQUESTS
+    };
+    let message = (!decision.allowed)
+        .then(|| {
+            state
+                .limiter
+                .rules()
+                .get(&decision.rule)?
+                .rule
+                .message
+                .clone()
+        })
+        .flatten();
+    Ok(decision_response(
+        status,
+        &decision,
+        state.live.load().headers,
+        message.as_deref(),
+    ))
+}
+
+async fn peek(
+    State(state): State<Arc<AppState>>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    let request: DecisionRequest = json_body(body)?;
+    let attributes = request.attributes()?;
+    let decision = state
+        .limiter
+        .peek(&request.rule, &attributes, request.cost()?)
+        .await?;
+    Ok(decision_response(
+        StatusCode::OK,
+        &decision,
+        state.live.load().headers,
+        None,
+    ))
+}
+
+/// The decision as JSON with its rate-limit headers, and the rule's `message` when denied.
+pub fn decision_response(
+    status: StatusCode,
+    decision: &Decision,
+    style: HeaderStyle,
+    message: Option<&str>,
+) -> Response {
+    let mut body = serde_json::to_value(decision).unwrap_or(Value::Null);
+    if let (Value::Object(fields), Some(message)) = (&mut body, message) {
+        fields.insert("message".into(), Value::String(message.to_string()));
+    }
+    let mut response = (status, Json(body)).into_response();
+    for (name, value) in headers(decision, style) {
+        // Rule names and numbers are plain ASCII, so both conversions hold; a header that
+        // somehow does not convert is left out rather than failing the decision.
+        if let (Ok(name), Ok(value)) = (
+            HeaderName::from_bytes(name.as_bytes()),
+            HeaderValue::from_str(&value),
+        ) {
+            response.headers_mut().insert(name, value);
+        }
+    }
+    response
+}
+
+async fn rules(State(state): State<Arc<AppState>>) -> Json<Value> {
+    let live = state.live.load();
+    let book = state.limiter.rules();
+    let rules: serde_json::Map<String, Value> = book
+        .iter()
+        .map(|(name, compiled)| {
+            let mut rule = serde_json::to_value(&compiled.rule).unwrap_or(Value::Null);
+            if let Value::Object(fields) = &mut rule {
+                let ids: Vec<String> = compiled.rule.limits.iter().map(|l| l.id()).collect();
+                fields.insert("limit_ids".into(), json!(ids));
+            }
+            (name.clone(), rule)
+        })
+        .collect();
+    Json(json!({
+        "version": live.version,
+        "loaded_at_ms": live.loaded_at_ms,
+        "source": state.config_path.as_ref().map(|p| p.display().to_string()),
+        "enabled": live.config.enabled,
+        "rules": rules,
+    }))
+}
+
+async fn healthz() -> Json<Value> {
+    Json(json!({ "status": "ok" }))
+}
+
+async fn readyz(State(state): State<Arc<AppState>>) -> Response {
+    let store = state.limiter.store();
+    let deadline = (state.limiter.options().timeout * 4)
+        .clamp(Duration::from_millis(100), Duration::from_secs(2));
+    let answer = match tokio::time::timeout(deadline, store.ping()).await {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(error)) => Err(error.to_string()),
+        Err(_) => Err(format!(
+            "{} store: no answer within {deadline:?}",
+            store.name()
+        )),
+    };
+    match answer {
+        Ok(()) => Json(json!({ "status": "ready", "store": store.name() })).into_response(),
+        Err(error) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            Json(json!({ "status": "unavailable", "store": store.name(), "error": error })),
+        )
+            .into_response(),
+    }
+}
+
+async fn prometheus(State(state): State<Arc<AppState>>) -> Response {
+    let mut text = metrics::render();
+    state.top_denied.render_into(&mut text);
+    (
+        [(
+            header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
+        text,
+    )
+        .into_response()
+}

@@ -1,0 +1,247 @@
+//! The most denied identities per rule, with bounded memory and bounded metric cardinality.
+//!
+//! Each rule keeps a Space-Saving summary of `2K` counters: an identity already tracked is
+//! incremented; a new one replaces the smallest counter and inherits its count (so counts are
+//! upper bounds, overestimated by at most the inherited `error`). Any identity denied more than
+//! `total / 2K` times is guaranteed to be tracked. `/metrics` exports the `K` largest per rule as
+//! the gauge `sluice_top_denied_identities{rule, identity}`, rendered fresh on every scrape so
+//! identities that drop out of the top leave no stale series behind. Rules removed by a reload
+//! are forgotten ([`TopDenied::retain`]).
+
+use std::collections::{BTreeSet, HashMap};
+use std::fmt::Write;
+use std::sync::Mutex;
+
+use sluice::Decision;
+
+/// How many identities per rule `/metrics` shows.
+pub const K: usize = 10;
+
+/// Longest identity label kept (longer ones are cut at a character boundary and marked `…`).
+const MAX_LABEL: usize = 128;
+
+/// Space-Saving counters for one rule.
+#[derive(Debug, Default)]
+struct Summary {
+    /// identity → (count, overestimate)
+    counters: HashMap<String, (u64, u64)>,
+}
+
+impl Summary {
+    fn add(&mut self, identity: &str, capacity: usize) {
+        if let Some((count, _)) = self.counters.get_mut(identity) {
+            *count += 1;
+            return;
+        }
+        if self.counters.len() < capacity {
+            self.counters.insert(identity.to_string(), (1, 0));
+            return;
+        }
+        let smallest = self
+            .counters
+            .iter()
+            .min_by(|a, b| a.1.0.cmp(&b.1.0).then_with(|| a.0.cmp(b.0)))
+            .map(|(k, v)| (k.clone(), v.0));
+        if let Some((evicted, min)) = smallest {
+            self.counters.remove(&evicted);
+            self.counters.insert(identity.to_string(), (min + 1, min));
+        }
+    }
+
+    /// The `k` largest, largest first (ties by identity, for stable output).
+    fn top(&self, k: usize) -> Vec<(&str, u64)> {
+        let mut all: Vec<(&str, u64)> = self
+            .counters
+            .iter()
+            .map(|(id, (count, _))| (id.as_str(), *count))
+            .collect();
+        all.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(b.0)));
+        all.truncate(k);
+        all
+    }
+}
+
+/// Top denied identities of every rule.
+#[derive(Debug)]
+pub struct TopDenied {
+    k: usize,
+    rules: Mutex<HashMap<String, Summary>>,
+}
+
+impl TopDenied {
+    /// Tracks the `k` most denied identities per rule.
+    pub fn new(k: usize) -> TopDenied {
+        TopDenied {
+            k,
+            rules: Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Summary>> {
+        // A panic while holding the lock cannot leave a summary inconsistent (each update is
+        // one map operation), so a poisoned lock is still usable.
+        self.rules.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Counts the identities of the limits that denied this decision (once each).
+    pub fn record(&self, decision: &Decision, attributes: &[(&str, String)]) {
+        let identities: BTreeSet<String> = decision
+            .limits
+            .iter()
+            .filter(|l| !l.allowed)
+            .map(|l| identity_label(&l.identity, attributes))
+            .collect();
+        if identities.is_empty() {
+            return;
+        }
+        let mut rules = self.lock();
+        let summary = rules.entry(decision.rule.clone()).or_default();
+        for identity in &identities {
+            summary.add(identity, 2 * self.k);
+        }
+    }
+
+    /// Forgets rules that are no longer in force.
+    pub fn retain(&self, in_force: impl Fn(&str) -> bool) {
+        self.lock().retain(|rule, _| in_force(rule));
+    }
+
+    /// The `k` most denied identities of a rule, largest first.
+    pub fn top(&self, rule: &str) -> Vec<(String, u64)> {
+        self.lock().get(rule).map_or_else(Vec::new, |s| {
+            s.top(self.k)
+                .into_iter()
+                .map(|(id, n)| (id.to_string(), n))
+                .collect()
+        })
+    }
+
+    /// Appends the gauge in Prometheus text format.
+    pub fn render_into(&self, out: &mut String) {
+        let rules = self.lock();
+        let mut names: Vec<&String> = rules.keys().collect();
+        names.sort();
+        let _ = writeln!(
+            out,
+            "# HELP sluice_top_denied_identities Denials of the {} most denied identities per rule (Space-Saving estimate, an upper bound).",
+            self.k
+        );
+        let _ = writeln!(out, "# TYPE sluice_top_denied_identities gauge");
+        for rule in names {
+            for (identity, count) in rules[rule].top(self.k) {
+                let _ = writeln!(
+                    out,
+                    "sluice_top_denied_identities{{rule=\"{}\",identity=\"{}\"}} {count}",
+                    escape(rule),
+                    escape(identity)
+                );
+            }
+        }
+    }
+}
+
+/// `name=value,...` of the attributes a limit counted by; `*` for a global limit.
+fn identity_label(names: &[String], attributes: &[(&str, String)]) -> String {
+    if names.is_empty() {
+        return "*".to_string();
+    }
+    let mut label = names
+        .iter()
+        .map(|name| {
+            let value = attributes
+                .iter()
+                .find(|(n, _)| n == name)
+                .map_or("", |(_, v)| v.as_str());
+            format!("{name}={value}")
+        })
+        .collect::<Vec<_>>()
+        .join(",");
+    if label.len() > MAX_LABEL {
+        let mut cut = MAX_LABEL;
+        while !label.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        label.truncate(cut);
+        label.push('…');
+    }
+    label
+}
+
+/// Escapes a Prometheus label value.
+fn escape(value: &str) -> String {
+    value
+        .replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sluice::{Algorithm, LimitDecision};
+
+    fn denied(rule: &str, identity: &[&str]) -> Decision {
+        let mut d = Decision::pass_through(rule, "test");
+        d.allowed = false;
+        d.limits.push(LimitDecision {
+            id: "l".into(),
+            identity: identity.iter().map(|s| s.to_string()).collect(),
+            algorithm: Algorithm::Gcra,
+            allowed: false,
+            limit: 1,
+            window_ms: 1000,
+            remaining: 0,
+            reset_after_ms: 0,
+            retry_after_ms: Some(1),
+            blocked_until_ms: None,
+            violations: 0,
+            warning: false,
+            delay_ms: 0,
+            shadow: false,
+        });
+        d
+    }
+
+    #[test]
+    fn heavy_hitters_stay_and_cardinality_is_bounded() {
+        let top = TopDenied::new(3);
+        for i in 0..1000 {
+            let ip = if i % 2 == 0 {
+                "1.1.1.1".to_string()
+            } else {
+                format!("10.0.0.{i}")
+            };
+            top.record(&denied("login", &["ip"]), &[("ip", ip)]);
+        }
+        let best = top.top("login");
+        assert_eq!(best.len(), 3);
+        assert_eq!(best[0].0, "ip=1.1.1.1");
+        assert!(best[0].1 >= 500);
+        assert!(top.lock()["login"].counters.len() <= 6);
+        let mut text = String::new();
+        top.render_into(&mut text);
+        assert_eq!(
+            text.lines().filter(|l| l.starts_with("sluice_top")).count(),
+            3
+        );
+        assert!(
+            text.contains("sluice_top_denied_identities{rule=\"login\",identity=\"ip=1.1.1.1\"}")
+        );
+    }
+
+    #[test]
+    fn labels_are_escaped_cut_and_rules_forgotten() {
+        let top = TopDenied::new(2);
+        top.record(&denied("a", &["id"]), &[("id", "x\"y\\z\n".to_string())]);
+        top.record(&denied("b", &[]), &[]);
+        top.record(&denied("c", &["id"]), &[("id", "é".repeat(100))]);
+        let mut text = String::new();
+        top.render_into(&mut text);
+        assert!(text.contains("identity=\"id=x\\\"y\\\\z\\n\""), "{text}");
+        assert!(text.contains("rule=\"b\",identity=\"*\""));
+        assert!(top.top("c")[0].0.ends_with('…'));
+        top.retain(|rule| rule == "a");
+        assert!(top.top("b").is_empty());
+        assert_eq!(top.top("a").len(), 1);
+    }
+}

@@ -1,0 +1,89 @@
+//! The serde shape of a rule file, exactly as documented in the design's "Config" section.
+//!
+//! Every struct denies unknown fields, so a misspelt key is an error with its line rather than a
+//! setting silently ignored. Defaults are those of the documentation: memory store, 50ms store
+//! deadline, store clock, prefix `sluice`, fail open, both header styles.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::model::{FailPolicy, HeaderStyle, Rule, serde_text};
+
+/// Where a store reads the time from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ClockSource {
+    /// The store's own clock (Redis `TIME`): every node agrees, whatever its local clock says.
+    #[default]
+    Store,
+    /// This process's clock.
+    Local,
+}
+
+/// The `store` section.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StoreConfig {
+    /// `memory://`, `redis://host:port/db`, `rediss://...`.
+    #[serde(default = "default_url")]
+    pub url: String,
+    /// Deadline for one store call; past it the fail policy decides.
+    #[serde(default = "default_timeout", with = "serde_text")]
+    pub timeout: Duration,
+    /// Where time comes from.
+    #[serde(default)]
+    pub clock: ClockSource,
+    /// First part of every store key, so several deployments can share one Redis.
+    #[serde(default = "default_prefix")]
+    pub prefix: String,
+}
+
+impl Default for StoreConfig {
+    fn default() -> StoreConfig {
+        StoreConfig {
+            url: default_url(),
+            timeout: default_timeout(),
+            clock: ClockSource::default(),
+            prefix: default_prefix(),
+        }
+    }
+}
+
+fn default_url() -> String {
+    "memory://".to_string()
+}
+
+fn default_timeout() -> Duration {
+    Duration::from_millis(50)
+}
+
+fn default_prefix() -> String {
+    "sluice".to_string()
+}
+
+fn default_true() -> bool {
+    true
+}
+
+/// A whole rule file, before semantic validation.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ConfigFile {
+    #[serde(default)]
+    pub listen: Option<SocketAddr>,
+    #[serde(default)]
+    pub admin_token_env: Option<String>,
+    #[serde(default)]
+    pub store: StoreConfig,
+    #[serde(default)]
+    pub fail: FailPolicy,
+    #[serde(default)]
+    pub headers: HeaderStyle,
+    #[serde(default = "default_true")]
+    pub enabled: bool,
+    #[serde(default)]
+    pub rules: BTreeMap<String, Rule>,
+}
