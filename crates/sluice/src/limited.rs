@@ -97,3 +97,16 @@ pub async fn check_call(
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn without_a_limiter_the_call_fails_clearly() {
+        // No unit test sets the global limiter, so this process has none.
+        let e = check_call(None, "any", &[("id", "1")], 1).await.unwrap_err();
+        assert_eq!(e, Limited::NoLimiter);
+        assert!(e.to_string().contains("set_global_limiter"));
+    }
+}
