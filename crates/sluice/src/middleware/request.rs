@@ -8,7 +8,7 @@ use std::fmt;
 use std::pin::pin;
 use std::task::{Context, Poll, Waker};
 
-use axum::extract::{FromRequestParts, Query, RawPathParams};
+use axum::extract::{FromRequestParts, MatchedPath, Query, RawPathParams};
 use http::header::HeaderName;
 use http::request::Parts;
 
@@ -45,9 +45,9 @@ impl Extract for Header {
 
 /// A path parameter of the matched route (`/employees/{id}` → `id`), percent-decoded.
 ///
-/// axum records path parameters when it routes, so the layer must sit on the route
-/// (`.route("/x/{id}", get(h).layer(...))` or `Router::route_layer`), not around the whole
-/// router; otherwise the request answers 500 saying so.
+/// axum records path parameters when it routes, so the layer must sit inside the router (on a
+/// route, or through `Router::layer` / `Router::route_layer`, which wrap each route), not wrap a
+/// router from outside; otherwise the request answers 500 saying so.
 #[derive(Debug, Clone)]
 pub struct PathParam {
     name: String,
@@ -76,8 +76,11 @@ impl Extract for PathParam {
         // axum exposes path parameters only through its async extractor. That extractor reads
         // the request's extensions and is ready at once; it is polled a single time, and were
         // it ever pending the request fails with a clear error instead of waiting.
-        let future = pin!(RawPathParams::from_request_parts(parts, &()));
-        let params = match future.poll(&mut Context::from_waker(Waker::noop())) {
+        let polled = {
+            let future = pin!(RawPathParams::from_request_parts(parts, &()));
+            future.poll(&mut Context::from_waker(Waker::noop()))
+        };
+        let params = match polled {
             Poll::Ready(Ok(params)) => params,
             Poll::Ready(Err(rejection)) => {
                 let message = rejection.body_text();
@@ -85,8 +88,7 @@ impl Extract for PathParam {
                     ExtractError::bad_request(message)
                 } else {
                     ExtractError::misconfigured(format!(
-                        "path parameter `{}`: {message}; put the layer on the route, not \
-                         around the router",
+                        "path parameter `{}`: {message}; apply the layer inside the router",
                         self.param
                     ))
                 });
@@ -97,10 +99,28 @@ impl Extract for PathParam {
                 ));
             }
         };
-        if let Some((_, value)) = params.iter().find(|(k, _)| *k == self.param) {
-            out.push((self.name.clone(), value.to_string()));
+        match params.iter().find(|(k, _)| *k == self.param) {
+            Some((_, value)) => {
+                out.push((self.name.clone(), value.to_string()));
+                Ok(())
+            }
+            // A route that matched has every parameter it declares, so an absent one means the
+            // route does not declare it or the layer runs before routing: wiring, not input.
+            None => Err(ExtractError::misconfigured(
+                match parts.extensions.get::<MatchedPath>() {
+                    Some(route) => format!(
+                        "path parameter `{}` is not in the route `{}`",
+                        self.param,
+                        route.as_str()
+                    ),
+                    None => format!(
+                        "path parameter `{}`: no route has matched yet; apply the layer inside \
+                         the router (on the route or with `Router::layer`), not around it",
+                        self.param
+                    ),
+                },
+            )),
         }
-        Ok(())
     }
 }
 
