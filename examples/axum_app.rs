@@ -69,7 +69,8 @@ pub fn app(limiter: &Limiter, trusted_proxies: Vec<IpNet>) -> Router {
         )
         .route(
             "/employees/{id}",
-            get(employee).layer(SluiceLayer::new(limiter, "employee").extract(PathParam::new("id"))),
+            get(employee)
+                .layer(SluiceLayer::new(limiter, "employee").extract(PathParam::new("id"))),
         )
         .route(
             "/api",

@@ -85,12 +85,20 @@ impl Args {
                     push_key(&mut keys, attribute, nv.value, nv.path.span())?;
                 }
                 ("key", Meta::List(list)) => {
-                    let pairs = list
-                        .parse_args_with(Punctuated::<MetaNameValue, Token![,]>::parse_terminated)?;
+                    let pairs = list.parse_args_with(
+                        Punctuated::<MetaNameValue, Token![,]>::parse_terminated,
+                    )?;
                     for nv in pairs {
-                        let attribute = nv.path.get_ident().map(ToString::to_string).ok_or_else(
-                            || syn::Error::new(nv.path.span(), "an attribute name is one identifier"),
-                        )?;
+                        let attribute =
+                            nv.path
+                                .get_ident()
+                                .map(ToString::to_string)
+                                .ok_or_else(|| {
+                                    syn::Error::new(
+                                        nv.path.span(),
+                                        "an attribute name is one identifier",
+                                    )
+                                })?;
                         push_key(&mut keys, attribute, nv.value, nv.path.span())?;
                     }
                 }
@@ -278,9 +286,21 @@ mod tests {
 
     #[test]
     fn only_async_functions_returning_results() {
-        let e = error(quote!(rule = "r"), quote!(fn f() -> Result<(), E> { Ok(()) }));
+        let e = error(
+            quote!(rule = "r"),
+            quote!(
+                fn f() -> Result<(), E> {
+                    Ok(())
+                }
+            ),
+        );
         assert!(e.contains("async fn"), "{e}");
-        let e = error(quote!(rule = "r"), quote!(async fn f() {}));
+        let e = error(
+            quote!(rule = "r"),
+            quote!(
+                async fn f() {}
+            ),
+        );
         assert!(e.contains("Result<T, E>"), "{e}");
     }
 
@@ -295,8 +315,16 @@ mod tests {
     #[test]
     fn expansion_checks_before_the_body() {
         let out = expand(
-            quote!(rule = "emp", key(member = user.id, ip = addr), limiter = self.limiter),
-            quote!(async fn f(&self, user: U, addr: A) -> Result<u8, E> { Ok(1) }),
+            quote!(
+                rule = "emp",
+                key(member = user.id, ip = addr),
+                limiter = self.limiter
+            ),
+            quote!(
+                async fn f(&self, user: U, addr: A) -> Result<u8, E> {
+                    Ok(1)
+                }
+            ),
         )
         .unwrap()
         .to_string();

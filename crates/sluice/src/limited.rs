@@ -30,7 +30,9 @@ pub enum Limited {
     #[error("rate limit check failed: {0}")]
     Check(#[from] Error),
     /// No limiter was given and none was set with [`set_global_limiter`].
-    #[error("no limiter: pass `limiter = ...` to #[sluice::limit] or call sluice::set_global_limiter")]
+    #[error(
+        "no limiter: pass `limiter = ...` to #[sluice::limit] or call sluice::set_global_limiter"
+    )]
     NoLimiter,
 }
 
@@ -105,7 +107,9 @@ mod tests {
     #[tokio::test]
     async fn without_a_limiter_the_call_fails_clearly() {
         // No unit test sets the global limiter, so this process has none.
-        let e = check_call(None, "any", &[("id", "1")], 1).await.unwrap_err();
+        let e = check_call(None, "any", &[("id", "1")], 1)
+            .await
+            .unwrap_err();
         assert_eq!(e, Limited::NoLimiter);
         assert!(e.to_string().contains("set_global_limiter"));
     }

@@ -104,9 +104,17 @@ async fn a_method_runs_five_times_then_is_denied_with_the_rules_message() {
     };
     assert_eq!(message.as_deref(), Some(TEA));
     assert!(!decision.allowed);
-    assert!(decision.retry_after_ms.is_some_and(|ms| ms > 0 && ms <= 10_000));
+    assert!(
+        decision
+            .retry_after_ms
+            .is_some_and(|ms| ms > 0 && ms <= 10_000)
+    );
     assert!(limited.to_string().contains(TEA));
-    assert_eq!(dir.calls.load(Ordering::SeqCst), 5, "a denied call must not run");
+    assert_eq!(
+        dir.calls.load(Ordering::SeqCst),
+        5,
+        "a denied call must not run"
+    );
     // Another identity has its own window.
     assert!(dir.employee(8).await.is_ok());
     clock.advance(Duration::from_secs(10));
@@ -145,7 +153,10 @@ async fn cost_and_check_errors() {
         "4",
         "6 + 4 units fit in 10"
     );
-    assert!(dir.report(&alice, 1).await.is_err(), "the 11th unit is denied");
+    assert!(
+        dir.report(&alice, 1).await.is_err(),
+        "the 11th unit is denied"
+    );
     match dir.report_by_wrong_key(1).await {
         Err(Limited::Check(e)) => assert!(e.to_string().contains("member"), "{e}"),
         other => panic!("expected a check error naming `member`, got {other:?}"),

@@ -68,7 +68,10 @@ fn a_forged_leftmost_entry_behind_a_trusted_proxy_changes_nothing() {
     let h = headers(&[("x-forwarded-for", "1.1.1.1, 203.0.113.9")]);
     assert_eq!(x.resolve(ip("10.0.0.2"), &h), ip("203.0.113.9"));
     // Several trusted hops are skipped, right to left.
-    let h = headers(&[("x-forwarded-for", "1.1.1.1, 203.0.113.9, 10.1.0.1, 10.2.0.1")]);
+    let h = headers(&[(
+        "x-forwarded-for",
+        "1.1.1.1, 203.0.113.9, 10.1.0.1, 10.2.0.1",
+    )]);
     assert_eq!(x.resolve(ip("10.0.0.2"), &h), ip("203.0.113.9"));
     // Separate header lines are one list, in order.
     let h = headers(&[
@@ -109,10 +112,7 @@ fn ipv4_mapped_ipv6_is_the_ipv4_address() {
     let h = headers(&[("x-forwarded-for", "1.1.1.1, ::ffff:203.0.113.9")]);
     assert_eq!(x.resolve(ip("::ffff:10.0.0.2"), &h), ip("203.0.113.9"));
     // A mapped untrusted peer is itself, canonical, so it has one identity on either stack.
-    assert_eq!(
-        x.resolve(ip("::ffff:198.51.100.7"), &h),
-        ip("198.51.100.7")
-    );
+    assert_eq!(x.resolve(ip("::ffff:198.51.100.7"), &h), ip("198.51.100.7"));
     // A network written in mapped form trusts the IPv4 addresses.
     let x = ClientIp::new("ip").trust(["::ffff:10.0.0.0/104".parse().unwrap()]);
     assert_eq!(x.trusted(), ["10.0.0.0/8".parse::<ipnet::IpNet>().unwrap()]);
@@ -197,9 +197,11 @@ async fn serve(client_ip: ClientIp) -> String {
         .unwrap();
     let app = Router::new().route(
         "/login",
-        get(|Extension(RequestAttributes(a)): Extension<RequestAttributes>| async move {
-            a[0].1.clone()
-        })
+        get(
+            |Extension(RequestAttributes(a)): Extension<RequestAttributes>| async move {
+                a[0].1.clone()
+            },
+        )
         .layer(SluiceLayer::new(&limiter, "login").extract(client_ip)),
     );
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -227,7 +229,10 @@ async fn get_with(url: &str, xff: &str) -> (u16, String) {
 #[tokio::test]
 async fn over_http_without_trusted_proxies_headers_are_ignored() {
     let url = serve(ClientIp::new("ip")).await;
-    assert_eq!(get_with(&url, "203.0.113.1").await, (200, "127.0.0.1".into()));
+    assert_eq!(
+        get_with(&url, "203.0.113.1").await,
+        (200, "127.0.0.1".into())
+    );
     let (status, _) = get_with(&url, "203.0.113.2").await;
     assert_eq!(status, 429, "a new forged address does not buy a new quota");
 }
@@ -240,7 +245,10 @@ async fn over_http_behind_a_trusted_proxy_the_nearest_untrusted_hop_counts() {
         (200, "203.0.113.9".into())
     );
     let (status, _) = get_with(&url, "7.7.7.7, 203.0.113.9").await;
-    assert_eq!(status, 429, "a forged leftmost entry does not change the identity");
+    assert_eq!(
+        status, 429,
+        "a forged leftmost entry does not change the identity"
+    );
     assert_eq!(
         get_with(&url, "203.0.113.10").await,
         (200, "203.0.113.10".into())

@@ -82,6 +82,10 @@ async fn the_api_allows_a_burst_then_refills() {
     assert_eq!(r.status(), 429);
     assert_eq!(r.headers()["retry-after"], "1");
     clock.advance(Duration::from_millis(100));
-    assert_eq!(reqwest::get(&url).await.unwrap().status(), 200, "one token back after 100 ms");
+    assert_eq!(
+        reqwest::get(&url).await.unwrap().status(),
+        200,
+        "one token back after 100 ms"
+    );
     assert_eq!(reqwest::get(&url).await.unwrap().status(), 429);
 }

@@ -172,7 +172,11 @@ async fn seed_000_five_allowed_then_the_sixth_rejected_with_its_message() {
     assert_eq!(body["blocked_until_ms"], serde_json::Value::Null);
     assert_eq!(body["warning"], false);
     // Another employee is counted apart.
-    let r = client.get(format!("{base}/employees/43")).send().await.unwrap();
+    let r = client
+        .get(format!("{base}/employees/43"))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), 200);
     clock.advance(Duration::from_secs(7));
     let r = client.get(&url).send().await.unwrap();
@@ -249,20 +253,30 @@ async fn member_from_auth_and_ip_together_with_the_layers_message() {
     let error = body["error"].as_str().unwrap();
     assert!(error.contains("`member`"), "{error}");
     for _ in 0..2 {
-        let r = client.get(&url).header("x-user", "m1").send().await.unwrap();
+        let r = client
+            .get(&url)
+            .header("x-user", "m1")
+            .send()
+            .await
+            .unwrap();
         assert_eq!(r.status(), 200);
-        assert!(
-            r.text()
-                .await
-                .unwrap()
-                .ends_with("member=m1,ip=127.0.0.1")
-        );
+        assert!(r.text().await.unwrap().ends_with("member=m1,ip=127.0.0.1"));
     }
-    let r = client.get(&url).header("x-user", "m1").send().await.unwrap();
+    let r = client
+        .get(&url)
+        .header("x-user", "m1")
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), 429);
     let body: serde_json::Value = r.json().await.unwrap();
     assert_eq!(body["error"], "too many transfers", "the layer's message");
-    let r = client.get(&url).header("x-user", "m2").send().await.unwrap();
+    let r = client
+        .get(&url)
+        .header("x-user", "m2")
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), 200);
 }
 
@@ -293,11 +307,26 @@ async fn query_and_header_attributes() {
     assert_eq!(r.status(), 400);
 
     let keyed = format!("{base}/keyed");
-    let r = client.get(&keyed).header("x-api-key", "k1").send().await.unwrap();
+    let r = client
+        .get(&keyed)
+        .header("x-api-key", "k1")
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), 200);
-    let r = client.get(&keyed).header("x-api-key", "k1").send().await.unwrap();
+    let r = client
+        .get(&keyed)
+        .header("x-api-key", "k1")
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), 429);
-    let r = client.get(&keyed).header("x-api-key", "k2").send().await.unwrap();
+    let r = client
+        .get(&keyed)
+        .header("x-api-key", "k2")
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), 200);
     let r = client
         .get(&keyed)
@@ -305,7 +334,11 @@ async fn query_and_header_attributes() {
         .send()
         .await
         .unwrap();
-    assert_eq!(r.status(), 400, "a header that is not text is the client's fault");
+    assert_eq!(
+        r.status(),
+        400,
+        "a header that is not text is the client's fault"
+    );
 }
 
 #[tokio::test]
@@ -353,7 +386,10 @@ async fn path_parameters_need_the_layer_inside_the_router() {
     assert_eq!(r.status(), 500);
     let body: serde_json::Value = r.json().await.unwrap();
     assert!(
-        body["error"].as_str().unwrap().contains("inside the router"),
+        body["error"]
+            .as_str()
+            .unwrap()
+            .contains("inside the router"),
         "{body}"
     );
 }

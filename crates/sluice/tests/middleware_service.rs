@@ -59,13 +59,14 @@ async fn a_shaping_delay_is_waited_out_before_the_handler() {
     );
     let reached = Arc::new(parking_lot::Mutex::new(Vec::new()));
     let seen = reached.clone();
-    let service = SluiceLayer::new(&limiter, "r").layer(service_fn(move |_req: Request<String>| {
-        let seen = seen.clone();
-        async move {
-            seen.lock().push(tokio::time::Instant::now());
-            Ok::<_, Infallible>(Response::new(String::new()))
-        }
-    }));
+    let service =
+        SluiceLayer::new(&limiter, "r").layer(service_fn(move |_req: Request<String>| {
+            let seen = seen.clone();
+            async move {
+                seen.lock().push(tokio::time::Instant::now());
+                Ok::<_, Infallible>(Response::new(String::new()))
+            }
+        }));
     let start = tokio::time::Instant::now();
     for _ in 0..3 {
         let r = service

@@ -24,9 +24,7 @@ use http::{Request, Response, StatusCode};
 use tower::{Layer, Service};
 
 use super::extract::{AttributeList, Extract};
-use super::response::{
-    DEFAULT_MESSAGE, DELAY_HEADER, apply_headers, check_error, denied, error,
-};
+use super::response::{DEFAULT_MESSAGE, DELAY_HEADER, apply_headers, check_error, denied, error};
 use crate::limiter::Limiter;
 use crate::model::HeaderStyle;
 
@@ -211,7 +209,11 @@ where
             return Ok(error(e.status(), &e.message));
         }
     }
-    let decision = match config.limiter.check(&config.rule, &attrs, config.cost).await {
+    let decision = match config
+        .limiter
+        .check(&config.rule, &attrs, config.cost)
+        .await
+    {
         Ok(d) => d,
         Err(e) => return Ok(check_error(&e)),
     };

@@ -77,8 +77,7 @@ pub(crate) fn error<B: From<String>>(status: StatusCode, message: &str) -> Respo
 
 /// The answer to a failed check: the caller's fault is a 400, anything else is logged and 500.
 pub(crate) fn check_error<B: From<String>>(e: &Error) -> Response<B> {
-    if e.is_client_error() && !matches!(e, Error::UnknownRule { .. } | Error::InvalidRule { .. })
-    {
+    if e.is_client_error() && !matches!(e, Error::UnknownRule { .. } | Error::InvalidRule { .. }) {
         error(StatusCode::BAD_REQUEST, &e.to_string())
     } else {
         // An unknown rule here is the route naming a rule that is not configured: a server bug.
