@@ -339,6 +339,18 @@ async fn query_and_header_attributes() {
         400,
         "a header that is not text is the client's fault"
     );
+    let r = client
+        .get(&keyed)
+        .header("x-api-key", "k".repeat(2000))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 400, "an oversized identity is refused");
+    let body: serde_json::Value = r.json().await.unwrap();
+    assert!(
+        body["error"].as_str().unwrap().contains("api_key"),
+        "{body}"
+    );
 }
 
 #[tokio::test]
@@ -392,4 +404,39 @@ async fn path_parameters_need_the_layer_inside_the_router() {
             .contains("inside the router"),
         "{body}"
     );
+}
+
+#[cfg(feature = "macros")]
+#[sluice::limit(rule = "employee", key = id, limiter = limiter)]
+async fn lookup(limiter: &Limiter, id: u32) -> Result<String, sluice::Limited> {
+    Ok(format!("employee {id}"))
+}
+
+/// A handler that calls a `#[sluice::limit]` function answers like the middleware when denied.
+#[cfg(feature = "macros")]
+#[tokio::test]
+async fn limited_from_the_attribute_is_an_axum_response() {
+    use axum::extract::{Path, State};
+    let clock = ManualClock::at_2026();
+    let app = Router::new()
+        .route(
+            "/lookup/{id}",
+            get(
+                |State(limiter): State<Limiter>, Path(id): Path<u32>| async move {
+                    lookup(&limiter, id).await
+                },
+            ),
+        )
+        .with_state(limiter(&clock));
+    let base = serve(app).await;
+    for _ in 0..5 {
+        let r = reqwest::get(format!("{base}/lookup/3")).await.unwrap();
+        assert_eq!(r.text().await.unwrap(), "employee 3");
+    }
+    let r = reqwest::get(format!("{base}/lookup/3")).await.unwrap();
+    assert_eq!(r.status(), 429);
+    assert_eq!(header(&r, "retry-after"), Some("10"));
+    assert_eq!(header(&r, "x-ratelimit-limit"), Some("5"));
+    let body: serde_json::Value = r.json().await.unwrap();
+    assert_eq!(body["error"], TEA);
 }
