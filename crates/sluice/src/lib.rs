@@ -25,6 +25,8 @@
 //! # Layout
 //! Dependencies point one way, from top to bottom:
 //! - [`middleware`] (feature `tower`): tower/axum integration and identity extractors;
+//! - [`limited`]: the [`Limited`] error and the global limiter behind `#[sluice::limit]`
+//!   (the attribute itself is feature `macros`);
 //! - [`limiter`]: rules → keys → store, fail policy and breaker; [`config`] (feature `config`)
 //!   reads rule files;
 //! - [`store`]: the [`Store`] trait, [`MemoryStore`], and `store::redis` (feature `redis`);
@@ -38,6 +40,7 @@ pub mod clock;
 #[cfg(feature = "config")]
 pub mod config;
 mod error;
+pub mod limited;
 pub mod limiter;
 #[cfg(feature = "tower")]
 pub mod middleware;
@@ -46,6 +49,7 @@ pub mod store;
 
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use error::Error;
+pub use limited::{Limited, check_call, global_limiter, set_global_limiter};
 pub use limiter::{Attributes, Limiter, LimiterBuilder, Options};
 pub use model::{Algorithm, Decision, FailPolicy, Limit, LimitDecision, Rate, Rule};
 #[cfg(feature = "macros")]

@@ -1,0 +1,116 @@
+//! `Limited`: the error a rate-limited function returns, and the process-wide limiter that
+//! `#[sluice::limit]` uses when it is given none.
+//!
+//! A denial is a value inside the limiter ([`Decision`]); it becomes an error only at the edge
+//! of a function that must not run when denied. [`Limited`] carries the whole decision, so the
+//! caller can still tell when to retry or show a countdown. Bad input to the check (a missing
+//! attribute, an unknown rule) is [`Limited::Check`], never a panic.
+//!
+//! The global limiter is set at most once ([`set_global_limiter`]); setting it again is refused
+//! rather than silently swapping the limiter under running code.
+
+use std::sync::OnceLock;
+
+use crate::error::Error;
+use crate::limiter::{Attributes, Limiter};
+use crate::model::Decision;
+
+/// Why a rate-limited function did not run.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Limited {
+    /// The rule denied the call; the decision says when to retry.
+    #[error("{}", denial_text(decision, message.as_deref()))]
+    Denied {
+        /// The limiter's answer.
+        decision: Box<Decision>,
+        /// The rule's message for denied requests, if it has one.
+        message: Option<String>,
+    },
+    /// The check itself failed: unknown rule, missing attribute, absurd cost.
+    #[error("rate limit check failed: {0}")]
+    Check(#[from] Error),
+    /// No limiter was given and none was set with [`set_global_limiter`].
+    #[error(
+        "no limiter: pass `limiter = ...` to #[sluice::limit] or call sluice::set_global_limiter"
+    )]
+    NoLimiter,
+}
+
+fn denial_text(d: &Decision, message: Option<&str>) -> String {
+    let retry = d
+        .retry_after_ms
+        .map(|ms| format!("; retry after {ms} ms"))
+        .unwrap_or_default();
+    match message {
+        Some(m) => format!("{m} (rule `{}`{retry})", d.rule),
+        None => format!("rate limited by rule `{}`{retry}", d.rule),
+    }
+}
+
+impl Limited {
+    /// The decision, when the call was denied.
+    pub fn decision(&self) -> Option<&Decision> {
+        match self {
+            Limited::Denied { decision, .. } => Some(decision),
+            _ => None,
+        }
+    }
+}
+
+static GLOBAL: OnceLock<Limiter> = OnceLock::new();
+
+/// Sets the limiter that `#[sluice::limit]` uses when it has no `limiter = ...` argument.
+///
+/// It can be set once per process; a second call returns the limiter it was given back.
+pub fn set_global_limiter(limiter: Limiter) -> Result<(), Limiter> {
+    GLOBAL.set(limiter)
+}
+
+/// The limiter set with [`set_global_limiter`], if any.
+pub fn global_limiter() -> Option<&'static Limiter> {
+    GLOBAL.get()
+}
+
+/// Checks one call of `cost` units against `rule`: `Ok` with the decision when allowed.
+///
+/// `limiter` `None` means the global limiter. This is what `#[sluice::limit]` expands to, and is
+/// usable by hand where an attribute does not fit.
+pub async fn check_call(
+    limiter: Option<&Limiter>,
+    rule: &str,
+    attrs: &(impl Attributes + ?Sized),
+    cost: u64,
+) -> Result<Decision, Limited> {
+    let limiter = match limiter {
+        Some(l) => l,
+        None => global_limiter().ok_or(Limited::NoLimiter)?,
+    };
+    let decision = limiter.check(rule, attrs, cost).await?;
+    if decision.allowed {
+        Ok(decision)
+    } else {
+        let message = limiter
+            .rules()
+            .get(rule)
+            .and_then(|r| r.rule.message.clone());
+        Err(Limited::Denied {
+            decision: Box::new(decision),
+            message,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn without_a_limiter_the_call_fails_clearly() {
+        // No unit test sets the global limiter, so this process has none.
+        let e = check_call(None, "any", &[("id", "1")], 1)
+            .await
+            .unwrap_err();
+        assert_eq!(e, Limited::NoLimiter);
+        assert!(e.to_string().contains("set_global_limiter"));
+    }
+}
