@@ -50,6 +50,7 @@ conformance!(
     admin_block_unblock_blocks_and_reset,
     a_named_limit_that_changes_algorithm_starts_fresh,
     identities_are_counted_separately,
+    a_block_shorter_than_the_window_keeps_the_count,
 );
 
 async fn sliding_log_admits_limit_then_slides(h: Harness) {
@@ -567,4 +568,19 @@ async fn identities_are_counted_separately(h: Harness) {
         })
         .collect();
     assert!(h.decide(&direct, Mode::Apply).await.outcomes.iter().all(|o| o.allowed));
+}
+
+async fn a_block_shorter_than_the_window_keeps_the_count(h: Harness) {
+    let mut s = step(Algorithm::SlidingWindow, 2, 3600 * S);
+    s.block_us = Some(S);
+    let c = call("short-block", s);
+    assert!(h.one(&c).await.allowed);
+    assert!(h.one(&c).await.allowed);
+    assert!(h.one(&c).await.blocked_until_us.is_some());
+    h.advance_us(S / 2);
+    assert!(!h.one(&c).await.allowed, "blocked");
+    h.advance_us(S);
+    let o = h.one(&c).await;
+    assert!(!o.allowed, "the block is over but the window is still full");
+    assert_eq!(o.remaining, 0);
 }

@@ -99,17 +99,24 @@ impl Harness {
     }
 }
 
-/// A Redis store on `server` with an optional client clock.
+/// A Redis store on `server` with an optional client clock. With a manual clock, keys live at
+/// least an hour of real time, so Redis never expires a key the manual clock still needs.
 #[cfg(feature = "redis")]
 pub async fn redis_store(
     server: &RedisServer,
     clock: Option<ManualClock>,
 ) -> sluice::store::redis::RedisStore {
     use sluice::store::redis::{RedisOptions, RedisStore};
+    let min_ttl = if clock.is_some() {
+        Duration::from_secs(3600)
+    } else {
+        Duration::ZERO
+    };
     RedisStore::connect(
         &server.url(),
         RedisOptions {
             clock: clock.map(|c| Arc::new(c) as Arc<dyn sluice::Clock>),
+            min_ttl,
             ..RedisOptions::default()
         },
     )

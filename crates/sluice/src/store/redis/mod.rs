@@ -103,6 +103,11 @@ pub struct RedisOptions {
     /// Deadline for one reply. The limiter's own timeout is usually shorter; this one bounds calls
     /// made outside it (admin operations) and lets the connection notice a silent server.
     pub response_timeout: Duration,
+    /// The shortest expiry written to Redis. Keep it zero (every key then lives exactly as long
+    /// as it can affect a decision). Only a client [`clock`](Self::clock) that runs slower than
+    /// real time — a test's manual clock — needs it: Redis expires keys in real time, so without
+    /// it a key could vanish while the slow clock says it still matters.
+    pub min_ttl: Duration,
 }
 
 impl Default for RedisOptions {
@@ -112,6 +117,7 @@ impl Default for RedisOptions {
             clock: None,
             connect_timeout: Duration::from_secs(1),
             response_timeout: Duration::from_secs(1),
+            min_ttl: Duration::ZERO,
         }
     }
 }
@@ -127,6 +133,7 @@ struct Inner {
     conn: ConnectionManager,
     prefix: String,
     clock: Option<Arc<dyn Clock>>,
+    min_ttl_us: u64,
     scripts: Scripts,
 }
 
@@ -178,6 +185,7 @@ impl RedisStore {
                 conn,
                 prefix: options.prefix,
                 clock: options.clock,
+                min_ttl_us: options.min_ttl.as_micros() as u64,
                 scripts: Scripts::new(),
             }),
         };
@@ -235,7 +243,7 @@ impl RedisStore {
     }
 
     async fn decide_calls(&self, calls: &[LimitCall], mode: Mode) -> Result<StoreReply, StoreError> {
-        let args = script::decide_args(calls, mode, self.client_now())?;
+        let args = script::decide_args(calls, mode, self.client_now(), self.inner.min_ttl_us)?;
         let mut invocation = self.inner.scripts.decide.prepare_invoke();
         for call in calls {
             for key in keys::triple(&self.inner.prefix, &call.key) {
@@ -349,6 +357,7 @@ impl Store for RedisStore {
                 .key(self.key(key, Part::Block))
                 .arg(self.client_now().map_or_else(String::new, |n| n.to_string()))
                 .arg(duration_us)
+                .arg(self.inner.min_ttl_us)
                 .invoke_async(&mut conn)
                 .await
                 .map_err(store_error)

@@ -79,10 +79,12 @@ pub fn decide_args(
     calls: &[LimitCall],
     mode: Mode,
     now_us: Option<u64>,
+    min_ttl_us: u64,
 ) -> Result<Vec<String>, StoreError> {
-    let mut args = Vec::with_capacity(2 + calls.len() * ARGS_PER_LIMIT);
+    let mut args = Vec::with_capacity(3 + calls.len() * ARGS_PER_LIMIT);
     args.push(if mode == Mode::Peek { "peek" } else { "apply" }.to_string());
     args.push(now_us.map_or_else(String::new, |n| n.to_string()));
+    args.push(min_ttl_us.to_string());
     for call in calls {
         let s = &call.step;
         let p = &s.params;
@@ -185,6 +187,6 @@ mod tests {
         for s in [DECIDE, BLOCK, UNBLOCK] {
             assert!(s.starts_with("-- Sluice scripts, shared prelude"));
         }
-        assert!(DECIDE.contains("local ARGS_PER_LIMIT = 13"));
+        assert!(DECIDE.contains(&format!("local ARGS_PER_LIMIT = {ARGS_PER_LIMIT}")));
     }
 }

@@ -5,7 +5,8 @@
 --   (string: block end µs), KEYS[3i] the violations (string "<count>:<forgotten at µs>").
 -- ARGV[1]: 'apply' or 'peek' (peek writes nothing).
 -- ARGV[2]: now in µs from the client's clock, or '' to read Redis TIME.
--- ARGV[3..]: 13 per limit: algorithm (1 sliding_log, 2 sliding_window, 3 fixed_window,
+-- ARGV[3]: the shortest expiry to write, µs (0 in production; see RedisOptions::min_ttl).
+-- ARGV[4..]: 13 per limit: algorithm (1 sliding_log, 2 sliding_window, 3 fixed_window,
 --   4 token_bucket, 5 gcra, 6 leaky_bucket), limit, window_us, capacity, count_denied (0/1),
 --   cost, block_us ('': none), enforce (0: shadow), has_penalty (0/1), warn_after, ban_after,
 --   ban_us, memory_us.
@@ -17,6 +18,7 @@ local ARGS_PER_LIMIT = 13
 
 local peek = ARGV[1] == 'peek'
 local now = read_now(ARGV[2])
+min_ttl_us = tonumber(ARGV[3])
 local n = #KEYS / 3
 
 local function warns(violations, penalty)
@@ -27,7 +29,7 @@ end
 local steps = {}
 local results = {}
 for i = 1, n do
-  local a = 3 + (i - 1) * ARGS_PER_LIMIT
+  local a = 4 + (i - 1) * ARGS_PER_LIMIT
   local step = {
     algorithm = ALGORITHMS[tonumber(ARGV[a])],
     p = {
