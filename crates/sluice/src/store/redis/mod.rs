@@ -50,20 +50,21 @@
 //! same identity.
 //!
 //! # Memory per key
-//! Measured with `MEMORY USAGE <key> SAMPLES 0` on Redis 7.0.15 (Debian's `redis-server`), key
-//! names of the shape `sluice:login:ip-<algorithm>-1m:{ip=203.0.113.9}:c`, by the ignored test
-//! `memory_usage_per_algorithm` (`cargo test -p sluice --features redis --test redis_memory --
-//! --ignored --nocapture`):
+//! Measured with `MEMORY USAGE <key> SAMPLES 0` on Redis 7.0.15 (Debian's `redis-server`, 64-bit,
+//! jemalloc), key names of the shape `sluice:login:ip-<algorithm>-1m:{ip=203.0.113.9}:c`, by the
+//! ignored test `memory_usage_per_algorithm`
+//! (`cargo test -p sluice --features redis --test redis_memory -- --ignored --nocapture`); the
+//! figures include the key name and Redis's per-key overhead:
 //!
 //! | state | bytes |
 //! | --- | --- |
-//! | `sliding_log`, 1 unit / 100 units / 1,000 units | 144 / 1,648 / 82,648 |
-//! | `sliding_window`, 1 bucket / 11 buckets | 104 / 176 |
-//! | `fixed_window` | 104 |
-//! | `token_bucket` | 112 |
-//! | `gcra` | 96 |
-//! | `leaky_bucket` | 112 |
-//! | block (`:b`) / violations (`:v`) | 88 / 96 |
+//! | `sliding_log`, 1 / 11 / 100 / 1,000 units in the window | 152 / 488 / 3,688 / 118,864 |
+//! | `sliding_window`, 1 bucket / 11 buckets (the most it keeps) | 120 / 200 |
+//! | `fixed_window`, `token_bucket`, `gcra`, `leaky_bucket` | 136 each |
+//! | block (`:b`) / violations (`:v`) | 88 / 136 |
+//!
+//! A sliding log costs about 35 bytes per unit while it is a listpack (up to 128 members) and about
+//! 120 bytes per unit as a skiplist beyond; prefer `gcra` or `sliding_window` for large limits.
 //!
 //! # Failures
 //! One multiplexed connection ([`ConnectionManager`]) carries every call, pipelining concurrent
