@@ -64,7 +64,11 @@ async fn sliding_log_admits_limit_then_slides(h: Harness) {
     }
     let denied = h.one(&c).await;
     assert!(!denied.allowed);
-    assert_eq!(denied.retry_after_us, Some(5 * S), "the first unit leaves at 10 s");
+    assert_eq!(
+        denied.retry_after_us,
+        Some(5 * S),
+        "the first unit leaves at 10 s"
+    );
     assert_eq!(denied.reset_after_us, 9 * S);
     assert_eq!(denied.remaining, 0);
     h.advance_us(5 * S - 1);
@@ -290,8 +294,12 @@ async fn block_lock_answers_until_its_end(h: Harness) {
     let limiter = h.limiter(vec![(
         "forgot",
         Rule::new(vec![
-            Limit::new(&["login_id"], "3/30m".parse().unwrap(), Algorithm::SlidingLog)
-                .with_block(Duration::from_secs(1800)),
+            Limit::new(
+                &["login_id"],
+                "3/30m".parse().unwrap(),
+                Algorithm::SlidingLog,
+            )
+            .with_block(Duration::from_secs(1800)),
         ]),
     )]);
     let attrs = [("login_id", "alice")];
@@ -358,7 +366,11 @@ async fn penalty_warns_then_bans(h: Harness) {
     h.clock.set_us(banned_until * 1000);
     let d = limiter.check("game", &attrs, 1).await.unwrap();
     assert!(d.allowed);
-    assert_eq!((d.violations, d.warning), (3, true), "violations outlive the ban");
+    assert_eq!(
+        (d.violations, d.warning),
+        (3, true),
+        "violations outlive the ban"
+    );
     // The next violation bans again at once (still remembered).
     let d = limiter.check("game", &attrs, 1).await.unwrap();
     assert_eq!(d.violations, 4);
@@ -405,7 +417,10 @@ async fn peek_consumes_nothing(h: Harness) {
             assert_eq!((p.violations, p.blocked_until_us), (0, None), "{algorithm}");
         }
         let denied = h.decide(&c, Mode::Apply).await.outcomes[0];
-        assert_eq!(denied.violations, 1, "{algorithm}: peeks recorded no violation");
+        assert_eq!(
+            denied.violations, 1,
+            "{algorithm}: peeks recorded no violation"
+        );
         assert_eq!(denied.blocked_until_us, Some(h.now_us() + 120 * S));
     }
 }
@@ -476,11 +491,17 @@ async fn admin_block_unblock_blocks_and_reset(h: Harness) {
     let a = [("ip", "1.2.3.4")];
     let b = [("ip", "5.6.7.8")];
     assert!(limiter.blocks("login").await.unwrap().is_empty());
-    let until = limiter.block("login", &a, Duration::from_secs(600)).await.unwrap();
+    let until = limiter
+        .block("login", &a, Duration::from_secs(600))
+        .await
+        .unwrap();
     assert_eq!(until, h.now_us() / 1000 + 600_000);
     // A shorter block never shortens a longer one.
     assert_eq!(
-        limiter.block("login", &a, Duration::from_secs(60)).await.unwrap(),
+        limiter
+            .block("login", &a, Duration::from_secs(60))
+            .await
+            .unwrap(),
         until
     );
     let d = limiter.check("login", &a, 1).await.unwrap();
@@ -505,7 +526,10 @@ async fn admin_block_unblock_blocks_and_reset(h: Harness) {
     assert_eq!(d.remaining, 1);
     assert_eq!(limiter.blocks("login").await.unwrap().len(), 0);
     // Blocks end by themselves.
-    limiter.block("login", &a, Duration::from_secs(1)).await.unwrap();
+    limiter
+        .block("login", &a, Duration::from_secs(1))
+        .await
+        .unwrap();
     assert_eq!(limiter.blocks("login").await.unwrap().len(), 1);
     h.advance_us(S);
     assert!(limiter.blocks("login").await.unwrap().is_empty());
@@ -567,7 +591,13 @@ async fn identities_are_counted_separately(h: Harness) {
             step: step(Algorithm::FixedWindow, 1, S),
         })
         .collect();
-    assert!(h.decide(&direct, Mode::Apply).await.outcomes.iter().all(|o| o.allowed));
+    assert!(
+        h.decide(&direct, Mode::Apply)
+            .await
+            .outcomes
+            .iter()
+            .all(|o| o.allowed)
+    );
 }
 
 async fn a_block_shorter_than_the_window_keeps_the_count(h: Harness) {

@@ -82,7 +82,9 @@ async fn random_timelines_give_identical_replies() {
         let memory = MemoryStore::with_clock(Arc::new(clock.clone()));
         let redis = redis_store(&server, Some(clock.clone())).await;
         let rule = format!("case{case}");
-        let steps: Vec<LimitStep> = (0..1 + rng.below(3)).map(|_| random_step(&mut rng)).collect();
+        let steps: Vec<LimitStep> = (0..1 + rng.below(3))
+            .map(|_| random_step(&mut rng))
+            .collect();
         let key = |i: usize, who: &str| LimitKey {
             rule: rule.clone(),
             limit: format!("l{i}"),
@@ -118,7 +120,11 @@ async fn random_timelines_give_identical_replies() {
                 }
                 _ => {
                     let cost = rng.pick(&[1, 1, 1, 2, 3, 7]);
-                    let mode = if rng.chance(20) { Mode::Peek } else { Mode::Apply };
+                    let mode = if rng.chance(20) {
+                        Mode::Peek
+                    } else {
+                        Mode::Apply
+                    };
                     let calls: Vec<LimitCall> = steps
                         .iter()
                         .enumerate()

@@ -36,7 +36,11 @@ async fn four_processes_admit_exactly_the_limit() {
         for worker in workers {
             let out = worker.expect("the worker process runs");
             let stdout = String::from_utf8_lossy(&out.stdout);
-            assert!(out.status.success(), "worker failed: {stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+            assert!(
+                out.status.success(),
+                "worker failed: {stdout}\n{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
             let count: u64 = stdout
                 .lines()
                 .find_map(|l| l.strip_prefix("admitted="))

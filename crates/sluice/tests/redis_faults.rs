@@ -72,9 +72,15 @@ async fn a_paused_redis_times_out_into_the_fail_policy() {
     // Redis holds every client's commands for 3 s: the calls time out.
     assert_eq!(server.cli(&["CLIENT", "PAUSE", "3000", "ALL"]), "OK");
     assert_policies(&limiter, "9.9.9.9").await;
-    assert!(limiter.store_skipped(), "repeated timeouts open the breaker");
+    assert!(
+        limiter.store_skipped(),
+        "repeated timeouts open the breaker"
+    );
     let started = Instant::now();
-    let d = limiter.check("open", &[("ip", "1.1.1.1")], 1).await.unwrap();
+    let d = limiter
+        .check("open", &[("ip", "1.1.1.1")], 1)
+        .await
+        .unwrap();
     assert!(d.degraded);
     assert!(started.elapsed() < TIMEOUT / 2, "skipped, not waited on");
 }
@@ -122,14 +128,27 @@ async fn killed_mid_traffic_then_restarted_redis_degrades_and_recovers() {
         total += n;
         degraded += d;
     }
-    assert!(total > degraded && degraded > 0, "{total} checks, {degraded} degraded");
+    assert!(
+        total > degraded && degraded > 0,
+        "{total} checks, {degraded} degraded"
+    );
     // The breaker is open by now: answers are immediate.
     assert!(limiter.store_skipped());
     let started = Instant::now();
     for _ in 0..100 {
-        assert!(limiter.check("open", &[("ip", "1.1.1.1")], 1).await.unwrap().degraded);
+        assert!(
+            limiter
+                .check("open", &[("ip", "1.1.1.1")], 1)
+                .await
+                .unwrap()
+                .degraded
+        );
     }
-    assert!(started.elapsed() < TIMEOUT, "100 skipped checks took {:?}", started.elapsed());
+    assert!(
+        started.elapsed() < TIMEOUT,
+        "100 skipped checks took {:?}",
+        started.elapsed()
+    );
 
     server.restart();
     // The breaker's back-off is at most 5 s; service resumes without intervention.
@@ -141,7 +160,10 @@ async fn killed_mid_traffic_then_restarted_redis_degrades_and_recovers() {
         if !d.degraded {
             break d;
         }
-        assert!(Instant::now() < deadline, "Redis is back but decisions still degrade");
+        assert!(
+            Instant::now() < deadline,
+            "Redis is back but decisions still degrade"
+        );
         // Poll interval while the breaker backs off, not a wait for the decision's time.
         tokio::time::sleep(Duration::from_millis(10)).await;
     };

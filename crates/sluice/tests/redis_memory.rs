@@ -42,7 +42,14 @@ async fn memory_usage_per_algorithm() {
             ]),
         ));
     }
-    println!("{}", server.cli(&["INFO", "server"]).lines().find(|l| l.starts_with("redis_version")).unwrap());
+    println!(
+        "{}",
+        server
+            .cli(&["INFO", "server"])
+            .lines()
+            .find(|l| l.starts_with("redis_version"))
+            .unwrap()
+    );
     let usage = |key: &str| server.cli(&["MEMORY", "USAGE", key, "SAMPLES", "0"]);
     for (_, rule) in rules {
         let algorithm = rule.limits[0].algorithm;
@@ -72,7 +79,11 @@ async fn memory_usage_per_algorithm() {
             // A denial records a violation and bans.
             limiter.check("login", &attrs, 1).await.unwrap();
             let base = key.trim_end_matches(":c");
-            println!("block: {} B, violations: {} B", usage(&format!("{base}:b")), usage(&format!("{base}:v")));
+            println!(
+                "block: {} B, violations: {} B",
+                usage(&format!("{base}:b")),
+                usage(&format!("{base}:v"))
+            );
         }
     }
 }

@@ -131,7 +131,10 @@ async fn every_key_expires_exactly_when_it_stops_mattering() {
             "v" => penalty.memory,
             _ => panic!("unexpected key {key}"),
         };
-        assert!(*pttl as u128 <= bound.as_millis(), "{key}: {pttl} ms > {bound:?}");
+        assert!(
+            *pttl as u128 <= bound.as_millis(),
+            "{key}: {pttl} ms > {bound:?}"
+        );
         // The key expires when its own content says it stops mattering, to the millisecond
         // (less the real time spent since it was written).
         let value = server.cli(&["GET", key]);
@@ -157,22 +160,38 @@ async fn every_key_expires_exactly_when_it_stops_mattering() {
             }
             (_, r) if r.ends_with("sliding_window") => {
                 let fields = server.cli(&["HKEYS", key]);
-                let newest: u64 = fields.lines().map(|f| f.parse::<u64>().unwrap()).max().unwrap();
+                let newest: u64 = fields
+                    .lines()
+                    .map(|f| f.parse::<u64>().unwrap())
+                    .max()
+                    .unwrap();
                 (newest + 11) * (window_us / 10)
             }
             _ => panic!("unexpected key {key}"),
         };
         let exact_ms = (deadline_us - now).div_ceil(1000) as i64;
         assert!(*pttl <= exact_ms, "{key}: {pttl} ms > {exact_ms} ms");
-        assert!(*pttl >= exact_ms - 5_000, "{key}: {pttl} ms, expected {exact_ms} ms");
+        assert!(
+            *pttl >= exact_ms - 5_000,
+            "{key}: {pttl} ms, expected {exact_ms} ms"
+        );
     }
     assert_eq!(parts.into_iter().collect::<Vec<_>>(), ["b", "c", "v"]);
     // Lifting a block deletes it and the violations; a reset deletes everything of an identity.
     let blocked = limiter.blocks("b-gcra").await.unwrap();
     assert_eq!(blocked.len(), 4, "{blocked:?}");
-    assert!(limiter.unblock("b-gcra", &[("ip", "1.1.1.1")]).await.unwrap());
+    assert!(
+        limiter
+            .unblock("b-gcra", &[("ip", "1.1.1.1")])
+            .await
+            .unwrap()
+    );
     let left = server.cli(&["--scan", "--pattern", "sluice:b-gcra:*:{ip=1.1.1.1}:*"]);
-    assert_eq!(left.lines().filter(|k| !k.ends_with(":c")).count(), 0, "{left}");
+    assert_eq!(
+        left.lines().filter(|k| !k.ends_with(":c")).count(),
+        0,
+        "{left}"
+    );
     limiter.reset("b-gcra", &[("ip", "2.2.2.2")]).await.unwrap();
     let left = server.cli(&["--scan", "--pattern", "sluice:b-gcra:*:{ip=2.2.2.2}:*"]);
     assert_eq!(left, "");
@@ -194,8 +213,15 @@ async fn expiries_are_whole_milliseconds_rounded_up() {
     .unwrap();
     // 3 per 10 s: GCRA's tat is 3,333,334 µs ahead, which is kept 3,334 ms (rounded up).
     let c = call("g", step(Algorithm::Gcra, 3, 10 * S));
-    store.decide(std::slice::from_ref(&c), Mode::Apply).await.unwrap();
-    let pttl: i64 = h.server().cli(&["PTTL", "exact:r:g:{ip=1}:c"]).parse().unwrap();
+    store
+        .decide(std::slice::from_ref(&c), Mode::Apply)
+        .await
+        .unwrap();
+    let pttl: i64 = h
+        .server()
+        .cli(&["PTTL", "exact:r:g:{ip=1}:c"])
+        .parse()
+        .unwrap();
     assert!((3000..=3334).contains(&pttl), "{pttl}");
 }
 
@@ -217,7 +243,10 @@ async fn hostile_identities_cannot_break_their_key_or_collide() {
     ];
     for v in values {
         let attrs = [("user", v)];
-        assert!(limiter.check("login", &attrs, 1).await.unwrap().allowed, "{v:.20}");
+        assert!(
+            limiter.check("login", &attrs, 1).await.unwrap().allowed,
+            "{v:.20}"
+        );
     }
     for v in values {
         let attrs = [("user", v)];
@@ -226,7 +255,11 @@ async fn hostile_identities_cannot_break_their_key_or_collide() {
     }
     let keys = h.server().cli(&["--scan", "--pattern", "*"]);
     let keys: Vec<&str> = keys.lines().collect();
-    assert_eq!(keys.len(), values.len() * 2, "one counter and one block each");
+    assert_eq!(
+        keys.len(),
+        values.len() * 2,
+        "one counter and one block each"
+    );
     for key in &keys {
         assert!(key.len() < 120, "{key}");
         assert_eq!(key.matches('{').count(), 1, "{key}");
@@ -286,9 +319,12 @@ async fn peek_writes_nothing() {
 async fn connect_returns_at_once_when_redis_is_down() {
     let port = sluice_test_support::free_port();
     let started = Instant::now();
-    let store = RedisStore::connect(&format!("redis://127.0.0.1:{port}/"), RedisOptions::default())
-        .await
-        .expect("connecting does not wait for Redis");
+    let store = RedisStore::connect(
+        &format!("redis://127.0.0.1:{port}/"),
+        RedisOptions::default(),
+    )
+    .await
+    .expect("connecting does not wait for Redis");
     assert!(started.elapsed() < Duration::from_millis(200));
     let c = call("x", step(Algorithm::Gcra, 1, S));
     let err = store
@@ -299,7 +335,11 @@ async fn connect_returns_at_once_when_redis_is_down() {
     assert!(store.ping().await.is_err());
     let bad = RedisStore::connect("redis+cluster://127.0.0.1:7000/", RedisOptions::default()).await;
     assert!(!bad.expect_err("cluster is refused").transient);
-    assert!(RedisStore::connect("nonsense", RedisOptions::default()).await.is_err());
+    assert!(
+        RedisStore::connect("nonsense", RedisOptions::default())
+            .await
+            .is_err()
+    );
 }
 
 #[tokio::test]
@@ -318,9 +358,16 @@ async fn time_comes_from_redis_by_default() {
     let server = RedisServer::start();
     let store = redis_store(&server, None).await;
     let c = call("t", step(Algorithm::TokenBucket, 5, S));
-    let reply = store.decide(std::slice::from_ref(&c), Mode::Apply).await.unwrap();
+    let reply = store
+        .decide(std::slice::from_ref(&c), Mode::Apply)
+        .await
+        .unwrap();
     let local = SystemClock.now_us();
-    assert!(reply.now_us.abs_diff(local) < 5 * S, "{} vs {local}", reply.now_us);
+    assert!(
+        reply.now_us.abs_diff(local) < 5 * S,
+        "{} vs {local}",
+        reply.now_us
+    );
     let until = store.block(&c.key, 10 * S).await.unwrap();
     assert!(until.abs_diff(local + 10 * S) < 5 * S);
     assert_eq!(store.blocks("r").await.unwrap()[0].until_us, until);

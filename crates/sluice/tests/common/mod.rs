@@ -61,11 +61,14 @@ impl Harness {
 
     /// A limiter over the store with a generous timeout (decisions must not degrade here).
     pub fn limiter(&self, rules: Vec<(&str, Rule)>) -> Limiter {
-        self.limiter_with(rules, Options {
-            timeout: Duration::from_secs(5),
-            max_attribute_len: 16 * 1024,
-            ..Options::default()
-        })
+        self.limiter_with(
+            rules,
+            Options {
+                timeout: Duration::from_secs(5),
+                max_attribute_len: 16 * 1024,
+                ..Options::default()
+            },
+        )
     }
 
     /// A limiter over the store with these options.
@@ -90,12 +93,17 @@ impl Harness {
 
     /// Decides through the store directly.
     pub async fn decide(&self, calls: &[LimitCall], mode: Mode) -> StoreReply {
-        self.store.decide(calls, mode).await.expect("the store answers")
+        self.store
+            .decide(calls, mode)
+            .await
+            .expect("the store answers")
     }
 
     /// Decides one call through the store directly and returns its outcome.
     pub async fn one(&self, call: &LimitCall) -> LimitOutcome {
-        self.decide(std::slice::from_ref(call), Mode::Apply).await.outcomes[0]
+        self.decide(std::slice::from_ref(call), Mode::Apply)
+            .await
+            .outcomes[0]
     }
 }
 

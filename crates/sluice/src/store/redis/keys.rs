@@ -115,7 +115,10 @@ mod tests {
             parse_block_key("sluice", "logins", "sluice:login:x:{a}:b"),
             None
         );
-        assert_eq!(parse_block_key("sluice", "login", "sluice:login:x:y:{a}:b"), None);
+        assert_eq!(
+            parse_block_key("sluice", "login", "sluice:login:x:y:{a}:b"),
+            None
+        );
     }
 
     #[test]

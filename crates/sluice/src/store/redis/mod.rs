@@ -187,7 +187,7 @@ impl RedisStore {
                 prefix: options.prefix,
                 clock: options.clock,
                 min_ttl_us: options.min_ttl.as_micros() as u64,
-                scripts: Scripts::new(),
+                scripts: Scripts::default(),
             }),
         };
         // Connect and load the scripts in the background; the first decisions need not wait.
@@ -243,7 +243,11 @@ impl RedisStore {
         Ok(secs * 1_000_000 + micros)
     }
 
-    async fn decide_calls(&self, calls: &[LimitCall], mode: Mode) -> Result<StoreReply, StoreError> {
+    async fn decide_calls(
+        &self,
+        calls: &[LimitCall],
+        mode: Mode,
+    ) -> Result<StoreReply, StoreError> {
         let args = script::decide_args(calls, mode, self.client_now(), self.inner.min_ttl_us)?;
         let mut invocation = self.inner.scripts.decide.prepare_invoke();
         for call in calls {
@@ -293,16 +297,19 @@ impl RedisStore {
             for key in chunk {
                 pipe.get(key);
             }
-            let values: Vec<Option<u64>> = pipe.query_async(&mut conn).await.map_err(store_error)?;
+            let values: Vec<Option<u64>> =
+                pipe.query_async(&mut conn).await.map_err(store_error)?;
             for (key, until) in chunk.iter().zip(values) {
-                let (Some(until), Some(k)) = (
-                    until,
-                    keys::parse_block_key(&self.inner.prefix, rule, key),
-                ) else {
+                let (Some(until), Some(k)) =
+                    (until, keys::parse_block_key(&self.inner.prefix, rule, key))
+                else {
                     continue;
                 };
                 if until > now {
-                    out.push(BlockEntry { key: k, until_us: until });
+                    out.push(BlockEntry {
+                        key: k,
+                        until_us: until,
+                    });
                 }
             }
         }
@@ -339,9 +346,7 @@ impl Store for RedisStore {
             for triple in names.chunks(3) {
                 pipe.del(triple).ignore();
             }
-            pipe.query_async::<()>(&mut conn)
-                .await
-                .map_err(store_error)
+            pipe.query_async::<()>(&mut conn).await.map_err(store_error)
         })
     }
 
@@ -356,7 +361,10 @@ impl Store for RedisStore {
                 .scripts
                 .block
                 .key(self.key(key, Part::Block))
-                .arg(self.client_now().map_or_else(String::new, |n| n.to_string()))
+                .arg(
+                    self.client_now()
+                        .map_or_else(String::new, |n| n.to_string()),
+                )
                 .arg(duration_us)
                 .arg(self.inner.min_ttl_us)
                 .invoke_async(&mut conn)
@@ -374,7 +382,10 @@ impl Store for RedisStore {
                 .unblock
                 .key(self.key(key, Part::Block))
                 .key(self.key(key, Part::Violations))
-                .arg(self.client_now().map_or_else(String::new, |n| n.to_string()))
+                .arg(
+                    self.client_now()
+                        .map_or_else(String::new, |n| n.to_string()),
+                )
                 .invoke_async(&mut conn)
                 .await
                 .map_err(store_error)?;

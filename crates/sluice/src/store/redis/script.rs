@@ -24,7 +24,10 @@ pub const DECIDE: &str = concat!(
 );
 
 /// The admin block script.
-pub const BLOCK: &str = concat!(include_str!("lua/prelude.lua"), include_str!("lua/block.lua"));
+pub const BLOCK: &str = concat!(
+    include_str!("lua/prelude.lua"),
+    include_str!("lua/block.lua")
+);
 
 /// The admin unblock script.
 pub const UNBLOCK: &str = concat!(
@@ -43,9 +46,9 @@ pub struct Scripts {
     pub unblock: Script,
 }
 
-impl Scripts {
+impl Default for Scripts {
     /// Hashes the scripts.
-    pub fn new() -> Scripts {
+    fn default() -> Scripts {
         Scripts {
             decide: Script::new(DECIDE),
             block: Script::new(BLOCK),
@@ -137,15 +140,19 @@ pub fn decide_args(
 
 /// Decodes the decision script's reply for `limits` limits: the time and one outcome each.
 pub fn parse_reply(reply: &[i64], limits: usize) -> Result<(u64, Vec<LimitOutcome>), StoreError> {
-    let bad = |what: &str| StoreError::permanent("redis", format!("unexpected script reply: {what}"));
+    let bad =
+        |what: &str| StoreError::permanent("redis", format!("unexpected script reply: {what}"));
     if reply.len() != 1 + limits * REPLY_PER_LIMIT {
-        return Err(bad(&format!(
-            "{} values for {limits} limits",
-            reply.len()
-        )));
+        return Err(bad(&format!("{} values for {limits} limits", reply.len())));
     }
     let unsigned = |v: i64| u64::try_from(v).map_err(|_| bad(&format!("negative value {v}")));
-    let optional = |v: i64| if v == -1 { Ok(None) } else { unsigned(v).map(Some) };
+    let optional = |v: i64| {
+        if v == -1 {
+            Ok(None)
+        } else {
+            unsigned(v).map(Some)
+        }
+    };
     let now_us = unsigned(reply[0])?;
     let outcomes = reply[1..]
         .chunks_exact(REPLY_PER_LIMIT)
