@@ -88,6 +88,11 @@ fn look(state: &mut KeyState, step: &LimitStep, now: u64) -> Look {
     let violations = state.penalty.current(now);
     let warning = step.penalty.is_some_and(|p| penalty::warns(violations, &p));
     if let Some(until) = state.block.active(now) {
+        // The block answers, but the algorithm's state must outlive it: once the block ends,
+        // the counts still decide.
+        let algo = state
+            .algo
+            .decide(step.algorithm, now, &step.params, step.cost, false);
         return Look {
             outcome: LimitOutcome {
                 allowed: false,
@@ -99,7 +104,7 @@ fn look(state: &mut KeyState, step: &LimitStep, now: u64) -> Look {
                 violations,
                 warning,
             },
-            ttl_us: 0,
+            ttl_us: algo.ttl_us,
             blocked: true,
         };
     }
@@ -281,6 +286,21 @@ mod tests {
         assert_eq!(blocked[0].blocked_until_us, Some(31 * S));
         // ...and a blocked request does not extend it.
         assert!(run(&mut states, &[s], 31 * S)[0].allowed);
+    }
+
+    #[test]
+    fn a_blocked_check_keeps_the_algorithm_state_alive() {
+        let mut s = step(1);
+        s.params.window_us = 100 * S;
+        s.block_us = Some(S);
+        let mut states = [KeyState::default()];
+        run(&mut states, &[s], 0);
+        run(&mut states, &[s], 0);
+        let mut refs: Vec<&mut KeyState> = states.iter_mut().collect();
+        let (blocked, ttl) = decide(&mut refs, &[s], S / 2, Mode::Apply)[0];
+        assert!(!blocked.allowed);
+        // The unit admitted at 0 counts until 100 s, long after the block.
+        assert_eq!(ttl, 100 * S - S / 2);
     }
 
     #[test]

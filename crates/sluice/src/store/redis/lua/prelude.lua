@@ -1,0 +1,109 @@
+-- Sluice scripts, shared prelude: integer and float helpers used by the algorithms and drivers.
+--
+-- Every Sluice script is this prelude followed by its own parts (see store/redis/script.rs).
+-- KEYS/ARGV/returns: none of its own; each driver documents its own.
+-- Times are integer microseconds held in Lua numbers, exact below 2^53 (about 285 years of
+-- microseconds since 1970). Numbers are never turned into strings with `..` or tostring (which
+-- keep only 14 digits): integers go through int(), floats through float() ('%.17g' round-trips).
+
+-- floor(a / b) for non-negative integers, exact even where a / b rounds to an integer.
+local function idiv(a, b)
+  local q = math.floor(a / b)
+  if q * b > a then
+    q = q - 1
+  elseif (q + 1) * b <= a then
+    q = q + 1
+  end
+  return q
+end
+
+-- ceil(a / b) for non-negative integers (Rust's u64::div_ceil).
+local function idiv_ceil(a, b)
+  local q = idiv(a, b)
+  if q * b < a then
+    q = q + 1
+  end
+  return q
+end
+
+local function int(x)
+  return string.format('%d', x)
+end
+
+local function float(x)
+  return string.format('%.17g', x)
+end
+
+-- Params::time_to_drain: time for `units` to drain at the rate, rounded up to whole µs.
+local function time_to_drain(units, p)
+  local v = math.ceil(units * p.window / p.limit)
+  if v < 0 then
+    v = 0
+  end
+  return v
+end
+
+-- Level::drained: the level at `now`; a clock that steps back drains nothing.
+local function drained(level, last, now, p)
+  local elapsed = now - last
+  if elapsed < 0 then
+    elapsed = 0
+  end
+  local v = level - elapsed * p.limit / p.window
+  if v < 0 then
+    v = 0
+  end
+  return v
+end
+
+-- The shortest expiry written (µs); 0 in production. Drivers set it from their ARGV: a client
+-- clock that runs slower than real time (a test's manual clock) needs keys to outlive it.
+local min_ttl_us = 0
+
+-- Milliseconds for PEXPIRE / PX: whole, rounded up, so a key never expires while it matters.
+local function px(ttl_us)
+  return int(idiv_ceil(math.max(ttl_us, min_ttl_us), 1000))
+end
+
+-- Keeps a key exactly as long as its state matters; deletes it when it no longer does.
+local function keep(key, ttl_us)
+  if ttl_us > 0 then
+    redis.call('PEXPIRE', key, px(ttl_us))
+  else
+    redis.call('DEL', key)
+  end
+end
+
+-- Writes a string state with its expiry, or deletes it when it no longer matters.
+local function put(key, value, ttl_us)
+  if ttl_us > 0 then
+    redis.call('SET', key, value, 'PX', px(ttl_us))
+  else
+    redis.call('DEL', key)
+  end
+end
+
+-- Reads a tagged string state. A missing key, another type, or another algorithm's tag (a named
+-- limit whose algorithm changed) reads as no state, as the memory store discards it.
+local function get_tagged(key, pattern)
+  local raw = redis.pcall('GET', key)
+  if type(raw) ~= 'string' then
+    return nil
+  end
+  return string.match(raw, pattern)
+end
+
+-- The decision time: ARGV value from the client's clock, or Redis TIME when empty.
+local function read_now(arg)
+  if arg == nil or arg == '' then
+    local t = redis.call('TIME')
+    return tonumber(t[1]) * 1000000 + tonumber(t[2])
+  end
+  return tonumber(arg)
+end
+
+-- One algorithm's answer (algorithm::Outcome without ttl: the algorithm keeps its own key).
+local function outcome(allowed, remaining, reset, retry, delay)
+  return { allowed = allowed, remaining = remaining, reset = reset, retry = retry, delay = delay }
+end
+
