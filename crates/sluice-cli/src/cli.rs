@@ -1,4 +1,4 @@
-//! The command line: `sluice serve | validate | check`, and the logging flags they share.
+//! The command line: `sluice serve | validate | check | bench`, and the logging flags they share.
 //!
 //! Flags override the config file; the file overrides the built-in defaults.
 
@@ -28,6 +28,8 @@ pub enum Command {
     Validate(ValidateArgs),
     /// Decide one request and print the decision as JSON; exit 0 when allowed, 1 when denied.
     Check(CheckArgs),
+    /// Load tool: drive a store (or a running service) and report decisions/s and latency.
+    Bench(crate::bench::BenchArgs),
 }
 
 /// Logging settings, shared by every subcommand.

@@ -1,5 +1,5 @@
-//! The `sluice` command: the decision service (`serve`), rule file checks (`validate`) and
-//! one-off decisions (`check`).
+//! The `sluice` command: the decision service (`serve`), rule file checks (`validate`),
+//! one-off decisions (`check`), and the load tool (`bench`).
 //!
 //! Exit codes: 0 success (valid file, allowed request), 1 a negative answer (invalid file,
 //! denied request), 2 an error (unreadable file, store unreachable, port in use).
@@ -8,11 +8,12 @@
 //! - [`cli`]: the command line (clap);
 //! - [`logging`]: `tracing` output, text or JSON;
 //! - [`store_url`]: a store from its URL;
-//! - [`validate`], [`check`]: the one-shot commands;
+//! - [`validate`], [`check`]: the one-shot commands; [`bench`]: the load tool;
 //! - [`server`]: the HTTP service, its admin endpoints, hot reload and metrics.
 #![warn(missing_docs)]
 #![forbid(unsafe_code)]
 
+pub mod bench;
 pub mod check;
 pub mod cli;
 pub mod logging;
@@ -48,6 +49,7 @@ pub fn run(cli: Cli) -> ExitCode {
             Command::Serve(args) => server::run(args).await.map(|()| ExitCode::SUCCESS),
             Command::Validate(args) => Ok(validate::run(&args)),
             Command::Check(args) => check::run(args).await,
+            Command::Bench(args) => bench::run(args).await.map(|()| ExitCode::SUCCESS),
         }
     });
     match result {

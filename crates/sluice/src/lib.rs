@@ -24,10 +24,10 @@
 //!
 //! # Layout
 //! Dependencies point one way, from top to bottom:
-//! - [`middleware`] (feature `tower`): tower/axum integration and identity extractors;
+//! - `middleware` (feature `tower`): tower/axum integration and identity extractors;
 //! - [`limited`]: the [`Limited`] error and the global limiter behind `#[sluice::limit]`
 //!   (the attribute itself is feature `macros`);
-//! - [`limiter`]: rules → keys → store, fail policy and breaker; [`config`] (feature `config`)
+//! - [`limiter`]: rules → keys → store, fail policy and breaker; `config` (feature `config`)
 //!   reads rule files;
 //! - [`store`]: the [`Store`] trait, [`MemoryStore`], and `store::redis` (feature `redis`);
 //! - [`algorithm`]: the pure algorithms (time in, decision out) and the multi-limit step;

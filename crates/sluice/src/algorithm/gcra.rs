@@ -23,14 +23,16 @@ pub fn decide(state: &mut State, now: u64, p: &Params, cost: u64, apply: bool) -
     let new_tat = tat + cost * t;
     let allowed = new_tat <= now + tau;
     let retry_after_us = (!allowed).then(|| new_tat - tau - now);
-    let tat_after = if allowed { new_tat } else { tat };
+    // What remains after this request: consumed only when applied (a peek reports the present).
+    let tat_after = if apply && allowed { new_tat } else { tat };
     if apply && allowed {
         state.tat_us = new_tat;
     }
     let reset_after_us = tat_after - now;
     Outcome {
         allowed,
-        remaining: (now + tau - tat_after) / t,
+        // A capacity lowered on a live key can leave the tat beyond now + tau: nothing remains.
+        remaining: (now + tau).saturating_sub(tat_after) / t,
         reset_after_us,
         retry_after_us,
         delay_us: 0,

@@ -332,6 +332,41 @@ impl Limiter {
             .collect()
     }
 
+    /// The store calls of one request, with the attribute names each limit's identity used.
+    fn calls_of(
+        &self,
+        rule: &CompiledRule,
+        attrs: &(impl Attributes + ?Sized),
+        cost: u64,
+    ) -> Result<(Vec<LimitCall>, Vec<Vec<String>>), Error> {
+        let mut calls = Vec::with_capacity(rule.limits.len());
+        let mut identities = Vec::with_capacity(rule.limits.len());
+        for (key, compiled) in self.keys(rule, attrs).into_iter().zip(&rule.limits) {
+            let (key, used) = key?;
+            calls.push(LimitCall {
+                key,
+                step: LimitStep {
+                    cost,
+                    ..compiled.step
+                },
+            });
+            identities.push(used);
+        }
+        Ok((calls, identities))
+    }
+
+    /// The store calls a check of `cost` units would make, without making them (for debugging,
+    /// and for benchmarking a store's script on its own).
+    pub fn calls(
+        &self,
+        rule: &str,
+        attrs: &(impl Attributes + ?Sized),
+        cost: u64,
+    ) -> Result<Vec<LimitCall>, Error> {
+        let rule = self.rule(rule)?;
+        Ok(self.calls_of(&rule, attrs, cost)?.0)
+    }
+
     async fn decide(
         &self,
         name: &str,
@@ -357,19 +392,7 @@ impl Limiter {
         } else {
             (mode, cost)
         };
-        let mut calls = Vec::with_capacity(rule.limits.len());
-        let mut identities = Vec::with_capacity(rule.limits.len());
-        for (key, compiled) in self.keys(&rule, attrs).into_iter().zip(&rule.limits) {
-            let (key, used) = key?;
-            calls.push(LimitCall {
-                key,
-                step: LimitStep {
-                    cost,
-                    ..compiled.step
-                },
-            });
-            identities.push(used);
-        }
+        let (calls, identities) = self.calls_of(&rule, attrs, cost)?;
         if let Some(too_big) = rule
             .limits
             .iter()
@@ -411,7 +434,11 @@ impl Limiter {
     async fn call_store(&self, calls: &[LimitCall], mode: Mode) -> Result<StoreReply, StoreError> {
         let inner = &self.inner;
         if inner.store.in_process() {
-            return inner.store.decide(calls, mode).await;
+            let started = Instant::now();
+            let result = inner.store.decide(calls, mode).await;
+            metrics::histogram!("sluice_store_latency_seconds", "store" => inner.store.name())
+                .record(started.elapsed().as_secs_f64());
+            return result;
         }
         if !inner.breaker.allow() {
             return Err(StoreError::transient(

@@ -243,6 +243,27 @@ impl RedisStore {
         Ok(secs * 1_000_000 + micros)
     }
 
+    /// The `EVALSHA` command, name first, that decides `calls` as [`Store::decide`] sends it. For
+    /// running the decision script on its own (the load tool feeds it to `redis-benchmark` to
+    /// measure Redis' ceiling for Sluice's script) and for debugging.
+    pub fn decide_command(
+        &self,
+        calls: &[LimitCall],
+        mode: Mode,
+    ) -> Result<Vec<String>, StoreError> {
+        let args = script::decide_args(calls, mode, self.client_now(), self.inner.min_ttl_us)?;
+        let mut command = vec![
+            "EVALSHA".to_string(),
+            self.inner.scripts.decide.get_hash().to_string(),
+            (calls.len() * 3).to_string(),
+        ];
+        for call in calls {
+            command.extend(keys::triple(&self.inner.prefix, &call.key));
+        }
+        command.extend(args);
+        Ok(command)
+    }
+
     async fn decide_calls(
         &self,
         calls: &[LimitCall],

@@ -21,8 +21,9 @@ local function gcra(key, now, p, cost, apply)
   if not allowed then
     retry = new_tat - tau - now
   end
+  -- What remains after this request: consumed only when applied (a peek reports the present).
   local after = tat
-  if allowed then
+  if apply and allowed then
     after = new_tat
   end
   local reset = after - now

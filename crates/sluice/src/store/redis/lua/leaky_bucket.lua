@@ -10,7 +10,7 @@ local function leaky_bucket(key, now, p, cost, apply)
   if l then
     level = drained(tonumber(l), tonumber(t), now, p)
   end
-  local allowed = level + cost <= p.capacity
+  local allowed = level + cost <= p.capacity + LEVEL_EPSILON
   local delay = 0
   local retry = nil
   if allowed then
@@ -26,7 +26,7 @@ local function leaky_bucket(key, now, p, cost, apply)
   if recorded then
     put(key, 'l' .. float(level) .. ':' .. int(now), reset)
   end
-  local remaining = math.floor(p.capacity - level)
+  local remaining = math.floor(p.capacity - level + LEVEL_EPSILON)
   if remaining < 0 then
     remaining = 0
   end

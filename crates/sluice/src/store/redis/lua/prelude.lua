@@ -34,6 +34,9 @@ local function float(x)
   return string.format('%.17g', x)
 end
 
+-- algorithm::LEVEL_EPSILON: float tolerance (units) of the token and leaky bucket comparisons.
+local LEVEL_EPSILON = 1e-6
+
 -- Params::time_to_drain: time for `units` to drain at the rate, rounded up to whole µs.
 local function time_to_drain(units, p)
   local v = math.ceil(units * p.window / p.limit)

@@ -10,7 +10,7 @@ local function token_bucket(key, now, p, cost, apply)
   if l then
     used = drained(tonumber(l), tonumber(t), now, p)
   end
-  local allowed = used + cost <= p.capacity
+  local allowed = used + cost <= p.capacity + LEVEL_EPSILON
   local retry = nil
   if not allowed then
     retry = time_to_drain(used + cost - p.capacity, p)
@@ -23,7 +23,7 @@ local function token_bucket(key, now, p, cost, apply)
   if recorded then
     put(key, 't' .. float(used) .. ':' .. int(now), reset)
   end
-  local remaining = math.floor(p.capacity - used)
+  local remaining = math.floor(p.capacity - used + LEVEL_EPSILON)
   if remaining < 0 then
     remaining = 0
   end

@@ -1,0 +1,369 @@
+//! `sluice bench`: the load tool.
+//!
+//! Drives the library against a store (`memory://` or a Redis URL) — or, with `--via`, a running
+//! `sluice serve` over HTTP — with N concurrent tasks over K keys for a fixed duration, and
+//! reports decisions per second, latency percentiles and the allowed/denied split. Latencies are
+//! recorded per task in HDR histograms (no shared state on the hot path) and merged at the end.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use clap::Args;
+use hdrhistogram::Histogram;
+use indicatif::{ProgressBar, ProgressStyle};
+use serde::Serialize;
+use sluice::algorithm::Mode;
+use sluice::config::StoreConfig;
+use sluice::model::{Algorithm, Limit, Rate, Rule, parse_duration};
+use sluice::store::redis::{RedisOptions, RedisStore};
+use sluice::{Limiter, Options};
+
+use crate::store_url;
+
+/// `sluice bench`.
+#[derive(Debug, Clone, Args)]
+pub struct BenchArgs {
+    /// Store URL: memory:// or redis://host:port/db.
+    #[arg(long, default_value = "memory://")]
+    pub store: String,
+    /// Algorithm of the benchmark rule.
+    #[arg(long, default_value = "gcra", value_parser = parse_algorithm)]
+    pub algorithm: Algorithm,
+    /// Concurrent tasks.
+    #[arg(long, default_value_t = 32)]
+    pub concurrency: usize,
+    /// Distinct keys, visited in turn.
+    #[arg(long, default_value_t = 1000)]
+    pub keys: usize,
+    /// How long to run.
+    #[arg(long, default_value = "10s", value_parser = parse_duration_arg)]
+    pub duration: Duration,
+    /// The limit per key (the default lets nearly every decision through).
+    #[arg(long, default_value = "10000000/1s")]
+    pub limit: Rate,
+    /// Print one JSON object instead of text.
+    #[arg(long)]
+    pub json: bool,
+    /// Drive a running `sluice serve` at this base URL (http://HOST:PORT) instead of the library.
+    #[arg(long)]
+    pub via: Option<String>,
+    /// With --via: the rule to check (it must count by `--attribute`).
+    #[arg(long, default_value = "bench")]
+    pub rule: String,
+    /// With --via: the attribute that carries the key.
+    #[arg(long, default_value = "key")]
+    pub attribute: String,
+    /// With a Redis store: also run `redis-benchmark` on Sluice's own decision script with the
+    /// same concurrency and key spread, and report Sluice's rate as a ratio of that ceiling.
+    #[arg(long)]
+    pub ceiling: bool,
+    /// Deadline of one store call (library mode).
+    #[arg(long, default_value = "1s", value_parser = parse_duration_arg)]
+    pub timeout: Duration,
+}
+
+fn parse_algorithm(text: &str) -> Result<Algorithm, String> {
+    text.parse()
+        .map_err(|e: sluice::model::ModelError| e.message)
+}
+
+fn parse_duration_arg(text: &str) -> Result<Duration, String> {
+    parse_duration(text).map_err(|e| e.message)
+}
+
+/// What a run measured.
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    /// Decisions completed per second of wall time.
+    pub decisions_per_sec: f64,
+    /// Median latency (µs).
+    pub p50_us: f64,
+    /// 99th percentile latency (µs).
+    pub p99_us: f64,
+    /// 99.9th percentile latency (µs).
+    pub p999_us: f64,
+    /// Allowed decisions.
+    pub allowed: u64,
+    /// Denied decisions.
+    pub denied: u64,
+    /// Failed calls (errors, degraded decisions).
+    pub errors: u64,
+    /// What was driven.
+    pub target: String,
+    /// The algorithm (library mode) or rule (HTTP mode).
+    pub algorithm: String,
+    /// Tasks.
+    pub concurrency: usize,
+    /// Keys.
+    pub keys: usize,
+    /// Seconds run.
+    pub duration_s: f64,
+    /// With --ceiling: `redis-benchmark`'s rate for the same script, keys and concurrency.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ceiling_per_sec: Option<f64>,
+    /// With --ceiling: `decisions_per_sec / ceiling_per_sec`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ratio_to_ceiling: Option<f64>,
+}
+
+/// One task's tallies.
+struct Tally {
+    histogram: Histogram<u64>,
+    allowed: u64,
+    denied: u64,
+    errors: u64,
+}
+
+impl Tally {
+    fn new() -> anyhow::Result<Tally> {
+        Ok(Tally {
+            // 1 ns .. 60 s at 3 significant digits.
+            histogram: Histogram::new_with_bounds(1, 60_000_000_000, 3)
+                .context("histogram bounds are valid")?,
+            allowed: 0,
+            denied: 0,
+            errors: 0,
+        })
+    }
+
+    fn record(&mut self, started: Instant, outcome: Option<bool>) {
+        let ns = started.elapsed().as_nanos().max(1) as u64;
+        self.histogram.saturating_record(ns);
+        match outcome {
+            Some(true) => self.allowed += 1,
+            Some(false) => self.denied += 1,
+            None => self.errors += 1,
+        }
+    }
+}
+
+/// Runs the benchmark and prints its report.
+pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
+    if args.concurrency == 0 || args.keys == 0 {
+        bail!("--concurrency and --keys must be at least 1");
+    }
+    let report = measure(&args).await?;
+    if args.json {
+        println!("{}", serde_json::to_string(&report)?);
+    } else {
+        println!(
+            "{} on {}: {} tasks, {} keys, {:.1} s",
+            report.algorithm, report.target, report.concurrency, report.keys, report.duration_s
+        );
+        println!("decisions/s  {:.0}", report.decisions_per_sec);
+        println!(
+            "latency µs   p50 {:.2}   p99 {:.2}   p99.9 {:.2}",
+            report.p50_us, report.p99_us, report.p999_us
+        );
+        println!(
+            "allowed {}   denied {}   errors {}",
+            report.allowed, report.denied, report.errors
+        );
+        if let (Some(ceiling), Some(ratio)) = (report.ceiling_per_sec, report.ratio_to_ceiling) {
+            println!(
+                "redis-benchmark on the same script: {ceiling:.0}/s; Sluice reaches {ratio:.2} of it"
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Runs the benchmark and returns its report.
+pub async fn measure(args: &BenchArgs) -> anyhow::Result<Report> {
+    let keys: Arc<Vec<String>> = Arc::new((0..args.keys).map(|i| format!("k{i}")).collect());
+    let stop = Arc::new(AtomicBool::new(false));
+    let done = Arc::new(AtomicU64::new(0));
+    let driver = match &args.via {
+        Some(base) => Driver::http(base, &args.rule, &args.attribute)?,
+        None => Driver::library(args).await?,
+    };
+    let progress = progress_bar(args);
+    let started = Instant::now();
+    let mut tasks = Vec::with_capacity(args.concurrency);
+    for task in 0..args.concurrency {
+        let (driver, keys, stop, done) = (driver.clone(), keys.clone(), stop.clone(), done.clone());
+        let stride = args.concurrency;
+        tasks.push(tokio::spawn(async move {
+            let mut tally = Tally::new()?;
+            let mut i = task;
+            while !stop.load(Ordering::Relaxed) {
+                let key = &keys[i % keys.len()];
+                i += stride;
+                let t = Instant::now();
+                let outcome = driver.check(key).await;
+                tally.record(t, outcome);
+                done.fetch_add(1, Ordering::Relaxed);
+                // The memory store answers without awaiting anything: yield now and then so the
+                // timer that ends the run (and the other tasks) get a turn.
+                if i % (stride * 64) < stride {
+                    tokio::task::yield_now().await;
+                }
+            }
+            anyhow::Ok(tally)
+        }));
+    }
+    let deadline = started + args.duration;
+    while Instant::now() < deadline {
+        let left = deadline.saturating_duration_since(Instant::now());
+        tokio::time::sleep(left.min(Duration::from_millis(100))).await;
+        progress.set_position(started.elapsed().as_millis() as u64);
+        progress.set_message(format!("{} decisions", done.load(Ordering::Relaxed)));
+    }
+    stop.store(true, Ordering::Relaxed);
+    let mut total = Tally::new()?;
+    for task in tasks {
+        let tally = task.await.context("a benchmark task panicked")??;
+        total
+            .histogram
+            .add(&tally.histogram)
+            .context("merging histograms")?;
+        total.allowed += tally.allowed;
+        total.denied += tally.denied;
+        total.errors += tally.errors;
+    }
+    let elapsed = started.elapsed().as_secs_f64();
+    progress.finish_and_clear();
+    let h = &total.histogram;
+    let decisions_per_sec = h.len() as f64 / elapsed;
+    let ceiling_per_sec = match (&driver, args.ceiling) {
+        (Driver::Library(limiter), true) => Some(ceiling(args, limiter, h.len()).await?),
+        (Driver::Http { .. }, true) => bail!("--ceiling measures a Redis store: not with --via"),
+        _ => None,
+    };
+    Ok(Report {
+        decisions_per_sec,
+        ceiling_per_sec,
+        ratio_to_ceiling: ceiling_per_sec.map(|c| decisions_per_sec / c),
+        p50_us: h.value_at_quantile(0.5) as f64 / 1_000.0,
+        p99_us: h.value_at_quantile(0.99) as f64 / 1_000.0,
+        p999_us: h.value_at_quantile(0.999) as f64 / 1_000.0,
+        allowed: total.allowed,
+        denied: total.denied,
+        errors: total.errors,
+        target: args
+            .via
+            .clone()
+            .unwrap_or_else(|| store_url::redact(&args.store)),
+        algorithm: if args.via.is_some() {
+            format!("rule {}", args.rule)
+        } else {
+            args.algorithm.to_string()
+        },
+        concurrency: args.concurrency,
+        keys: args.keys,
+        duration_s: elapsed,
+    })
+}
+
+/// Redis' own rate for Sluice's decision script: `redis-benchmark` sends the exact `EVALSHA` the
+/// store sends (same script, limit and arguments), with `concurrency` connections over `keys`
+/// random keys, as many requests as the library run made.
+async fn ceiling(args: &BenchArgs, limiter: &Limiter, requests: u64) -> anyhow::Result<f64> {
+    let scheme = args.store.split_once("://").map_or("", |(s, _)| s);
+    if scheme != "redis" {
+        bail!("--ceiling needs a redis:// store (redis-benchmark cannot reach {scheme}://)");
+    }
+    let store = RedisStore::connect(&args.store, RedisOptions::default()).await?;
+    store.load_scripts().await?;
+    // redis-benchmark replaces `__rand_int__` with a random number below `-r`.
+    let calls = limiter.calls("bench", &[("key", "k__rand_int__")], 1)?;
+    let command = store.decide_command(&calls, Mode::Apply)?;
+    let output = tokio::process::Command::new("redis-benchmark")
+        .args(["-u", &args.store, "--csv"])
+        .args(["-c", &args.concurrency.to_string()])
+        .args(["-n", &requests.max(10_000).to_string()])
+        .args(["-r", &args.keys.to_string()])
+        .args(&command)
+        .output()
+        .await
+        .context("running redis-benchmark (package redis-tools)")?;
+    let csv = String::from_utf8_lossy(&output.stdout);
+    // The last line is `"<command>","<requests per second>",...`.
+    csv.lines()
+        .last()
+        .and_then(|line| line.split("\",\"").nth(1))
+        .and_then(|rps| rps.trim_matches('"').parse::<f64>().ok())
+        .with_context(|| {
+            format!(
+                "unexpected redis-benchmark output: {csv}{}",
+                String::from_utf8_lossy(&output.stderr)
+            )
+        })
+}
+
+fn progress_bar(args: &BenchArgs) -> ProgressBar {
+    if args.json {
+        return ProgressBar::hidden();
+    }
+    let bar = ProgressBar::new(args.duration.as_millis() as u64);
+    if let Ok(style) = ProgressStyle::with_template("{bar:40} {elapsed_precise} {msg}") {
+        bar.set_style(style);
+    }
+    bar
+}
+
+/// What the tasks call: the library, or the service over HTTP.
+#[derive(Clone)]
+enum Driver {
+    Library(Limiter),
+    Http {
+        client: reqwest::Client,
+        url: Arc<str>,
+        rule: Arc<str>,
+        attribute: Arc<str>,
+    },
+}
+
+impl Driver {
+    async fn library(args: &BenchArgs) -> anyhow::Result<Driver> {
+        let opened = store_url::open(&args.store, &StoreConfig::default()).await?;
+        let limit = Limit::new(&["key"], args.limit, args.algorithm);
+        let limiter = Limiter::builder_arc(opened.store)
+            .options(Options {
+                timeout: args.timeout,
+                ..Options::default()
+            })
+            .rule("bench", Rule::new(vec![limit]))
+            .build()?;
+        Ok(Driver::Library(limiter))
+    }
+
+    fn http(base: &str, rule: &str, attribute: &str) -> anyhow::Result<Driver> {
+        let client = reqwest::Client::builder()
+            .pool_max_idle_per_host(1024)
+            .build()
+            .context("building the HTTP client")?;
+        Ok(Driver::Http {
+            client,
+            url: format!("{}/v1/check", base.trim_end_matches('/')).into(),
+            rule: rule.into(),
+            attribute: attribute.into(),
+        })
+    }
+
+    /// One decision: `Some(allowed)`, or `None` when it failed or was degraded.
+    async fn check(&self, key: &str) -> Option<bool> {
+        match self {
+            Driver::Library(limiter) => match limiter.check("bench", &[("key", key)], 1).await {
+                Ok(d) if !d.degraded => Some(d.allowed),
+                _ => None,
+            },
+            Driver::Http {
+                client,
+                url,
+                rule,
+                attribute,
+            } => {
+                let body = serde_json::json!({"rule": &**rule, "attributes": {&**attribute: key}});
+                let response = client.post(&**url).json(&body).send().await.ok()?;
+                match response.status().as_u16() {
+                    200 => Some(true),
+                    429 => Some(false),
+                    _ => None,
+                }
+            }
+        }
+    }
+}
