@@ -201,3 +201,46 @@ fn bucket_matches_exact_tokens(
     }
     Ok(())
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(300))]
+
+    /// The single-limit fast path answers exactly as the general multi-limit step.
+    #[test]
+    fn single_limit_fast_path_equals_the_general_step(
+        p in params(),
+        tl in timeline(),
+        algorithm in prop::sample::select(sluice::Algorithm::ALL.to_vec()),
+        block in prop::option::of(1u64..50_000),
+        penalty in prop::option::of((0u64..3, 1u64..4)),
+        count_denied: bool,
+        peek_every in 2usize..7,
+    ) {
+        use sluice::algorithm::{KeyState, LimitStep, Mode, penalty as pen, step};
+        let p = Params {
+            capacity: if algorithm.supports_burst() { p.capacity } else { p.limit },
+            count_denied: count_denied && algorithm.supports_count_denied(),
+            ..p
+        };
+        let (mut fast, mut general) = (KeyState::default(), KeyState::default());
+        for (i, (now, cost)) in times(&tl, &p).into_iter().enumerate() {
+            let s = LimitStep {
+                algorithm,
+                params: p,
+                cost,
+                block_us: block,
+                penalty: penalty.map(|(warn, ban)| pen::Params {
+                    warn_after: warn,
+                    ban_after: warn + ban,
+                    ban_us: 30_000,
+                    memory_us: 100_000,
+                }),
+                enforce: true,
+            };
+            let mode = if i % peek_every == 0 { Mode::Peek } else { Mode::Apply };
+            let one = step::decide_one(&mut fast, &s, now, mode);
+            let all = step::decide(&mut [&mut general], &[s], now, mode)[0];
+            prop_assert_eq!(one, all);
+        }
+    }
+}

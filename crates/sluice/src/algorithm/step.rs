@@ -152,36 +152,55 @@ fn commit(
         ttl_us = o.ttl_us;
     }
     if !outcome.allowed {
-        if let Some(p) = &step.penalty {
-            let (violations, ban) = state.penalty.record(now, p);
-            outcome.violations = violations;
-            outcome.warning = penalty::warns(violations, p);
-            if ban {
-                outcome.blocked_until_us = Some(state.block.impose(now, p.ban_us));
-            }
-        }
-        if let Some(block_us) = step.block_us {
-            outcome.blocked_until_us = Some(state.block.impose(now, block_us));
-        }
-        if let Some(until) = outcome.blocked_until_us {
-            // The request now waits for the block, whatever the algorithm said.
-            let wait = until - now;
-            outcome.retry_after_us = Some(outcome.retry_after_us.unwrap_or(0).max(wait));
-        }
+        punish(state, step, now, &mut outcome);
     }
     (outcome, state.ttl_us(ttl_us, now))
 }
 
-/// Decides a request with a single limit (the common case, without allocation).
+/// A denial by the limit itself: one more violation (and maybe a ban), the block lock.
+fn punish(state: &mut KeyState, step: &LimitStep, now: u64, outcome: &mut LimitOutcome) {
+    if let Some(p) = &step.penalty {
+        let (violations, ban) = state.penalty.record(now, p);
+        outcome.violations = violations;
+        outcome.warning = penalty::warns(violations, p);
+        if ban {
+            outcome.blocked_until_us = Some(state.block.impose(now, p.ban_us));
+        }
+    }
+    if let Some(block_us) = step.block_us {
+        outcome.blocked_until_us = Some(state.block.impose(now, block_us));
+    }
+    if let Some(until) = outcome.blocked_until_us {
+        // The request now waits for the block, whatever the algorithm said.
+        let wait = until - now;
+        outcome.retry_after_us = Some(outcome.retry_after_us.unwrap_or(0).max(wait));
+    }
+}
+
+/// Decides a request with a single limit (the common case): the same answer as [`decide`], with
+/// one run of the algorithm and no allocation. With one limit the request passes exactly when the
+/// limit allows, so the look-only pass is not needed.
 pub fn decide_one(
     state: &mut KeyState,
     step: &LimitStep,
     now: u64,
     mode: Mode,
 ) -> (LimitOutcome, u64) {
-    let first = look(state, step, now);
-    let pass = first.outcome.allowed || !step.enforce;
-    commit(state, step, now, mode, first, pass)
+    if state.block.active(now).is_some() {
+        let first = look(state, step, now);
+        return commit(state, step, now, mode, first, false);
+    }
+    let violations = state.penalty.current(now);
+    let warning = step.penalty.is_some_and(|p| penalty::warns(violations, &p));
+    let apply = mode == Mode::Apply;
+    let o = state
+        .algo
+        .decide(step.algorithm, now, &step.params, step.cost, apply);
+    let mut outcome = limit_outcome(o, violations, warning);
+    if apply && !outcome.allowed {
+        punish(state, step, now, &mut outcome);
+    }
+    (outcome, state.ttl_us(o.ttl_us, now))
 }
 
 /// Decides one request over its limits. `states[i]` belongs to `steps[i]`. Returns each limit's
