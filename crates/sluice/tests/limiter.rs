@@ -3,13 +3,13 @@
 //! Time is a `ManualClock`; nothing sleeps.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use sluice::algorithm::Mode;
 use sluice::model::{Algorithm, Limit, Penalty, Rule};
-use sluice::store::{BlockEntry, BoxFuture, LimitCall, LimitKey, StoreReply};
-use sluice::{Error, FailPolicy, Limiter, ManualClock, MemoryStore, Store, StoreError};
+use sluice::{Error, FailPolicy, Limiter, ManualClock, MemoryStore};
+
+mod common;
+use common::DownStore;
 
 const SEC: Duration = Duration::from_secs(1);
 
@@ -411,46 +411,6 @@ async fn admin_block_unblock_reset_and_list() {
     assert!(limiter.blocks("login").await.unwrap().is_empty());
 }
 
-/// A store that is down: it fails, or never answers.
-#[derive(Debug, Default)]
-struct DownStore {
-    hang: bool,
-    calls: AtomicU64,
-}
-
-impl Store for DownStore {
-    fn name(&self) -> &'static str {
-        "down"
-    }
-    fn decide<'a>(
-        &'a self,
-        _calls: &'a [LimitCall],
-        _mode: Mode,
-    ) -> BoxFuture<'a, Result<StoreReply, StoreError>> {
-        self.calls.fetch_add(1, Ordering::SeqCst);
-        if self.hang {
-            Box::pin(std::future::pending())
-        } else {
-            Box::pin(async { Err(StoreError::transient("down", "connection refused")) })
-        }
-    }
-    fn reset<'a>(&'a self, _keys: &'a [LimitKey]) -> BoxFuture<'a, Result<(), StoreError>> {
-        Box::pin(async { Err(StoreError::transient("down", "connection refused")) })
-    }
-    fn block<'a>(&'a self, _k: &'a LimitKey, _d: u64) -> BoxFuture<'a, Result<u64, StoreError>> {
-        Box::pin(async { Err(StoreError::transient("down", "connection refused")) })
-    }
-    fn unblock<'a>(&'a self, _k: &'a LimitKey) -> BoxFuture<'a, Result<bool, StoreError>> {
-        Box::pin(async { Err(StoreError::transient("down", "connection refused")) })
-    }
-    fn blocks<'a>(&'a self, _r: &'a str) -> BoxFuture<'a, Result<Vec<BlockEntry>, StoreError>> {
-        Box::pin(async { Err(StoreError::transient("down", "connection refused")) })
-    }
-    fn ping(&self) -> BoxFuture<'_, Result<(), StoreError>> {
-        Box::pin(async { Err(StoreError::transient("down", "connection refused")) })
-    }
-}
-
 fn down_limiter(clock: &ManualClock, store: Arc<DownStore>) -> Limiter {
     let rule = |fail| {
         let mut r = Rule::new(vec![limit(&["ip"], "2/1m", Algorithm::Gcra)]);
@@ -494,10 +454,7 @@ async fn fail_policies_decide_when_the_store_is_down() {
 #[tokio::test(start_paused = true)]
 async fn a_hanging_store_is_cut_off_at_the_deadline_then_skipped() {
     let clock = ManualClock::at_2026();
-    let store = Arc::new(DownStore {
-        hang: true,
-        ..Default::default()
-    });
+    let store = Arc::new(DownStore::hanging());
     let limiter = down_limiter(&clock, store.clone());
     let attrs = [("ip", "1.2.3.4")];
     for _ in 0..3 {
@@ -517,9 +474,9 @@ async fn a_hanging_store_is_cut_off_at_the_deadline_then_skipped() {
         assert!(limiter.check("open", &attrs, 1).await.unwrap().degraded);
     }
     assert_eq!(started.elapsed(), Duration::ZERO);
-    assert_eq!(store.calls.load(Ordering::SeqCst), 3);
+    assert_eq!(store.calls(), 3);
     // After the back-off one request probes the store again.
     clock.advance(Duration::from_millis(250));
     limiter.check("open", &attrs, 1).await.unwrap();
-    assert_eq!(store.calls.load(Ordering::SeqCst), 4);
+    assert_eq!(store.calls(), 4);
 }

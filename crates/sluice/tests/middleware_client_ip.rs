@@ -17,6 +17,8 @@ use sluice::middleware::{
 use sluice::model::{Algorithm, Limit};
 use sluice::{Limiter, ManualClock, MemoryStore, Rule};
 
+mod common;
+
 fn ip(s: &str) -> IpAddr {
     s.parse().unwrap()
 }
@@ -204,16 +206,7 @@ async fn serve(client_ip: ClientIp) -> String {
         )
         .layer(SluiceLayer::new(&limiter, "login").extract(client_ip)),
     );
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move {
-        axum::serve(
-            listener,
-            app.into_make_service_with_connect_info::<SocketAddr>(),
-        )
-        .await
-    });
-    format!("http://{addr}/login")
+    format!("{}/login", common::serve(app).await)
 }
 
 async fn get_with(url: &str, xff: &str) -> (u16, String) {

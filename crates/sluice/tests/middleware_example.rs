@@ -5,11 +5,12 @@
 #[path = "../../../examples/axum_app.rs"]
 mod axum_app;
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
 use sluice::{Limiter, ManualClock, MemoryStore};
+
+mod common;
 
 async fn serve(clock: &ManualClock) -> String {
     let limiter = Limiter::builder(MemoryStore::with_clock(Arc::new(clock.clone())))
@@ -17,16 +18,7 @@ async fn serve(clock: &ManualClock) -> String {
         .build()
         .unwrap();
     let app = axum_app::app(&limiter, Vec::new());
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move {
-        axum::serve(
-            listener,
-            app.into_make_service_with_connect_info::<SocketAddr>(),
-        )
-        .await
-    });
-    format!("http://{addr}")
+    common::serve(app).await
 }
 
 #[tokio::test]

@@ -2,7 +2,6 @@
 //! `ManualClock` so windows are crossed without sleeping.
 #![cfg(feature = "tower")]
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -16,20 +15,10 @@ use sluice::middleware::{
 use sluice::model::{Algorithm, Limit};
 use sluice::{Decision, Limiter, ManualClock, MemoryStore, Rule};
 
-const TEA: &str = "查询太快啦,喝杯茶再来";
+mod common;
+use common::serve;
 
-async fn serve(app: Router) -> String {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move {
-        axum::serve(
-            listener,
-            app.into_make_service_with_connect_info::<SocketAddr>(),
-        )
-        .await
-    });
-    format!("http://{addr}")
-}
+const TEA: &str = "查询太快啦,喝杯茶再来";
 
 fn limit(by: &[&str], rate: &str, algorithm: Algorithm) -> Limit {
     Limit::new(by, rate.parse().unwrap(), algorithm)

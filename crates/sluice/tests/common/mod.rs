@@ -1,8 +1,19 @@
-//! Shared helpers of the store tests: one harness per store on a shared manual clock.
+//! Shared helpers of the integration tests: one harness per store on a shared manual clock, a
+//! store that is down ([`DownStore`]), and serving an app over HTTP ([`serve`]).
 //!
 //! `Harness::memory()` and `Harness::redis()` build the same thing — a store, its clock, and a
 //! limiter over it — so one test body runs against both.
 #![allow(dead_code)]
+
+mod down_store;
+#[cfg(feature = "tower")]
+mod http;
+
+#[allow(unused_imports)]
+pub use down_store::DownStore;
+#[cfg(feature = "tower")]
+#[allow(unused_imports)]
+pub use http::serve;
 
 use std::sync::Arc;
 use std::time::Duration;
