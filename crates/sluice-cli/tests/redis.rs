@@ -85,6 +85,22 @@ async fn degraded_check(server: &Server, rule: &str, id: &str) -> Answer {
     a
 }
 
+/// Polls `fail_closed` with fresh identities until Redis decides again (allowed, not degraded);
+/// every answer meanwhile is a decision, never a 5xx.
+async fn wait_for_redis_decisions(server: &Server) {
+    let mut probe = 0;
+    eventually(RECOVERY, "decisions from Redis again", || {
+        probe += 1;
+        let id = format!("probe-{probe}");
+        async move {
+            let a = server.check("fail_closed", json!({ "id": id })).await;
+            assert!(a.status == 200 || a.status == 429, "{a:?}");
+            (a.status == 200 && a.json["degraded"] == false).then_some(())
+        }
+    })
+    .await;
+}
+
 #[tokio::test]
 async fn decisions_are_counted_in_redis_with_expiring_keys() {
     let redis = RedisServer::start();
@@ -123,7 +139,11 @@ async fn decisions_are_counted_in_redis_with_expiring_keys() {
     let (name, ttl) = &found[0];
     assert_eq!(name, "sluice:employee:id-sliding_log-10s:{id=42}:c");
     assert!(*ttl > 0 && *ttl <= 10_000, "PTTL {ttl}");
-    assert_eq!(redis.cli(&["ZCARD", name]), "5", "one member per admitted request");
+    assert_eq!(
+        redis.cli(&["ZCARD", name]),
+        "5",
+        "one member per admitted request"
+    );
 
     assert_eq!(server.get("/readyz").await.json["store"], "redis");
 }
@@ -139,10 +159,15 @@ async fn two_services_on_one_redis_share_one_limit() {
     // Alternating: each service sees what the other consumed.
     let mut admitted = 0;
     for i in 0..12usize {
-        let a = servers[i % 2].check("employee", json!({ "id": "shared" })).await;
+        let a = servers[i % 2]
+            .check("employee", json!({ "id": "shared" }))
+            .await;
         assert_eq!(a.json["degraded"], false, "{a:?}");
         if i < 5 {
-            assert_eq!((a.status, a.json["remaining"].as_u64()), (200, Some(4 - i as u64)));
+            assert_eq!(
+                (a.status, a.json["remaining"].as_u64()),
+                (200, Some(4 - i as u64))
+            );
             admitted += 1;
         } else {
             assert_eq!(a.status, 429, "request {i}: {a:?}");
@@ -230,18 +255,7 @@ async fn redis_down_follows_each_fail_policy_then_recovers() {
         (server.get("/readyz").await.status == 200).then_some(())
     })
     .await;
-    let mut probe = 0;
-    eventually(RECOVERY, "decisions from Redis again", || {
-        probe += 1;
-        let id = format!("probe-{probe}");
-        let server = &server;
-        async move {
-            let a = server.check("fail_closed", json!({ "id": id })).await;
-            assert!(a.status == 200 || a.status == 429, "{a:?}");
-            (a.json["degraded"] == false).then_some(())
-        }
-    })
-    .await;
+    wait_for_redis_decisions(&server).await;
     for expected in [200, 200, 429] {
         let a = server.check("fail_local", json!({ "id": "after" })).await;
         assert_eq!(
@@ -256,6 +270,28 @@ async fn redis_down_follows_each_fail_policy_then_recovers() {
 }
 
 #[tokio::test]
+async fn a_redis_slower_than_the_timeout_is_not_waited_for() {
+    let redis = RedisServer::start();
+    let server = Server::start_on(&config(), &redis.url());
+    let a = server.check("fail_closed", json!({ "id": "warm" })).await;
+    assert_eq!((a.status, a.json["degraded"].as_bool()), (200, Some(false)));
+
+    // Redis holds every command for 2 s: connected, but slower than any deadline.
+    assert_eq!(redis.cli(&["CLIENT", "PAUSE", "2000", "ALL"]), "OK");
+    for id in ["s1", "s2", "s3", "s4"] {
+        let a = degraded_check(&server, "fail_closed", id).await;
+        assert_eq!(a.status, 429, "{a:?}");
+        let a = degraded_check(&server, "fail_open", id).await;
+        assert_eq!(a.status, 200, "{a:?}");
+    }
+    let started = Instant::now();
+    assert_eq!(server.get("/readyz").await.status, 503);
+    assert!(started.elapsed() < Duration::from_secs(2), "/readyz waited");
+
+    wait_for_redis_decisions(&server).await;
+}
+
+#[tokio::test]
 async fn a_service_starts_while_redis_is_down_and_picks_it_up() {
     let mut redis = RedisServer::start();
     redis.stop();
@@ -265,17 +301,7 @@ async fn a_service_starts_while_redis_is_down_and_picks_it_up() {
     assert_eq!(server.get("/readyz").await.status, 503);
 
     redis.restart();
-    let mut probe = 0;
-    eventually(RECOVERY, "decisions from Redis", || {
-        probe += 1;
-        let id = format!("probe-{probe}");
-        let server = &server;
-        async move {
-            let a = server.check("fail_closed", json!({ "id": id })).await;
-            (a.status == 200 && a.json["degraded"] == false).then_some(())
-        }
-    })
-    .await;
+    wait_for_redis_decisions(&server).await;
     assert_eq!(server.get("/readyz").await.status, 200);
 }
 
@@ -337,7 +363,10 @@ async fn admin_operations_act_on_redis_for_every_service() {
     assert_eq!(reset.json, json!({ "rule": "login", "reset": true }));
     assert_eq!(keys(&redis, "sluice:login:*"), vec![]);
     let again = a.check("login", ip.clone()).await;
-    assert_eq!((again.status, again.json["remaining"].as_u64()), (200, Some(1)));
+    assert_eq!(
+        (again.status, again.json["remaining"].as_u64()),
+        (200, Some(1))
+    );
 
     // A block set by hand through one service holds on the other.
     let block = json!({ "rule": "employee", "attributes": { "id": "7" }, "duration": "15m" });
@@ -377,7 +406,11 @@ async fn a_reload_keeps_the_live_redis_counters() {
     wait_for_version(&server, &version_of(&lowered)).await;
     let a = server.check("employee", json!({ "id": "42" })).await;
     assert_eq!(
-        (a.status, a.json["limit"].as_u64(), a.json["remaining"].as_u64()),
+        (
+            a.status,
+            a.json["limit"].as_u64(),
+            a.json["remaining"].as_u64()
+        ),
         (200, Some(4), Some(0)),
         "{a:?}"
     );
