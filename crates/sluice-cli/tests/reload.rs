@@ -5,22 +5,8 @@ mod common;
 
 use std::time::Duration;
 
-use common::{CONFIG, Server, eventually};
+use common::{CONFIG, RELOAD_WITHIN as WITHIN, Server, eventually, version_of, wait_for_version};
 use serde_json::json;
-
-/// Generous bound for the test's polling; the service itself debounces for 150 ms.
-const WITHIN: Duration = Duration::from_secs(5);
-
-fn version_of(text: &str) -> String {
-    sha1_smol::Sha1::from(text.as_bytes()).digest().to_string()
-}
-
-async fn wait_for_version(server: &Server, version: &str) {
-    eventually(WITHIN, "the new version", || async {
-        (server.get("/v1/rules").await.json["version"] == version).then_some(())
-    })
-    .await;
-}
 
 #[tokio::test]
 async fn an_in_place_write_applies_and_counters_survive() {

@@ -86,6 +86,18 @@ impl Server {
         Server::start_with(config, "sluice.yaml", Options::default())
     }
 
+    /// Starts the binary on `config` (YAML) with the store at `store` (`--store`), admin token set.
+    pub fn start_on(config: &str, store: &str) -> Server {
+        Server::start_with(
+            config,
+            "sluice.yaml",
+            Options {
+                store: Some(store),
+                ..Options::default()
+            },
+        )
+    }
+
     pub fn start_with(config: &str, file_name: &str, options: Options<'_>) -> Server {
         let dir = TempDir::new();
         let path = dir.write(file_name, config);
@@ -280,6 +292,22 @@ where
         assert!(Instant::now() < deadline, "timed out waiting for {what}");
         tokio::time::sleep(Duration::from_millis(25)).await;
     }
+}
+
+/// How long tests wait for a reload to apply (the service debounces for 150 ms).
+pub const RELOAD_WITHIN: Duration = Duration::from_secs(5);
+
+/// The version `/v1/rules` reports for a file's text (its SHA-1).
+pub fn version_of(text: &str) -> String {
+    sha1_smol::Sha1::from(text.as_bytes()).digest().to_string()
+}
+
+/// Waits until the server reports `version` as the rules in force.
+pub async fn wait_for_version(server: &Server, version: &str) {
+    eventually(RELOAD_WITHIN, "the new version", || async {
+        (server.get("/v1/rules").await.json["version"] == version).then_some(())
+    })
+    .await;
 }
 
 /// A small config used by most tests.
