@@ -74,6 +74,12 @@
 //! down and degrade per its fail policy until Redis answers. Connection errors and timeouts are
 //! transient [`StoreError`]s (the limiter's fail policy and breaker take over); script or type
 //! errors are permanent.
+//!
+//! A call abandoned at the limiter's deadline may still reach Redis and run later (a paused or
+//! overloaded server runs its queue when it resumes): the caller got the fail policy's answer, yet
+//! the unit may be counted. Redis offers no way to cancel a sent command, and the script cannot
+//! tell a late call from a timely one without a clock shared with the client, so this errs on
+//! the side of counting: limits stay safe, a client may lose a unit per timed-out call.
 
 pub mod keys;
 pub mod script;
