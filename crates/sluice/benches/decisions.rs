@@ -22,11 +22,13 @@ const KEYS: usize = 100_000;
 /// 10 million per second: effectively always allowed.
 const RATE: u64 = 10_000_000;
 
-fn call(algorithm: Algorithm, identity: String) -> LimitCall {
+/// A prepared request as the limiter builds it: the rule and limit names are shared with the
+/// compiled rule, the identity is the request's own.
+fn call(algorithm: Algorithm, names: &(Arc<str>, Arc<str>), identity: String) -> LimitCall {
     LimitCall {
         key: LimitKey {
-            rule: "bench".into(),
-            limit: "user".into(),
+            rule: names.0.clone(),
+            limit: names.1.clone(),
             identity,
         },
         step: LimitStep {
@@ -80,8 +82,11 @@ fn store_vs_governor(c: &mut Criterion) {
                     continue;
                 }
                 let store = MemoryStore::new();
-                let calls: Vec<LimitCall> =
-                    ids.iter().map(|id| call(algorithm, id.clone())).collect();
+                let names: (Arc<str>, Arc<str>) = ("bench".into(), "user".into());
+                let calls: Vec<LimitCall> = ids
+                    .iter()
+                    .map(|id| call(algorithm, &names, id.clone()))
+                    .collect();
                 group.bench_function(BenchmarkId::new("sluice_store", algorithm), |b| {
                     b.iter_custom(|iters| {
                         run_threads(iters, threads, &|i| {
@@ -130,7 +135,6 @@ fn limiter_check(c: &mut Criterion) {
         });
     }
     group.finish();
-    drop(Arc::new(()));
 }
 
 criterion_group! {

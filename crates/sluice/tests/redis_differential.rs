@@ -86,8 +86,8 @@ async fn random_timelines_give_identical_replies() {
             .map(|_| random_step(&mut rng))
             .collect();
         let key = |i: usize, who: &str| LimitKey {
-            rule: rule.clone(),
-            limit: format!("l{i}"),
+            rule: rule.as_str().into(),
+            limit: format!("l{i}").into(),
             identity: format!("ip={who}"),
         };
         for event in 0..80 {

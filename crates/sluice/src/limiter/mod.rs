@@ -13,9 +13,11 @@ pub mod keys;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use arc_swap::ArcSwap;
+// The CPU counter: timing every store call with the OS clock costs more than an in-memory decision.
+use quanta::Instant;
 
 use crate::algorithm::{LimitOutcome, LimitStep, Mode, Params, penalty};
 use crate::clock::{Clock, SystemClock};
@@ -58,12 +60,14 @@ pub struct CompiledRule {
     pub name: String,
     /// The rule as configured.
     pub rule: Rule,
+    /// The name again, shared by every key built for this rule.
+    shared_name: Arc<str>,
     limits: Vec<CompiledLimit>,
 }
 
 #[derive(Debug, Clone)]
 struct CompiledLimit {
-    id: String,
+    id: Arc<str>,
     step: LimitStep,
     window_ms: u64,
 }
@@ -81,7 +85,7 @@ impl CompiledRule {
             .limits
             .iter()
             .map(|l| CompiledLimit {
-                id: l.id(),
+                id: l.id().into(),
                 window_ms: l.rate.window.as_millis() as u64,
                 step: LimitStep {
                     algorithm: l.algorithm,
@@ -105,6 +109,7 @@ impl CompiledRule {
             .collect();
         Ok(CompiledRule {
             name: name.to_string(),
+            shared_name: name.into(),
             rule,
             limits,
         })
@@ -313,7 +318,7 @@ impl Limiter {
                         .map_err(|e| match e {
                             IdentityError::Missing(attribute) => Error::MissingAttribute {
                                 rule: rule.name.clone(),
-                                limit: compiled.id.clone(),
+                                limit: compiled.id.to_string(),
                                 attribute,
                             },
                             IdentityError::TooLong { attribute, len } => Error::AttributeTooLong {
@@ -323,7 +328,7 @@ impl Limiter {
                             },
                         })?;
                 let key = LimitKey {
-                    rule: rule.name.clone(),
+                    rule: rule.shared_name.clone(),
                     limit: compiled.id.clone(),
                     identity,
                 };
@@ -511,7 +516,7 @@ impl Limiter {
                     |r| r.outcomes[i],
                 );
                 LimitDecision {
-                    id: compiled.id.clone(),
+                    id: compiled.id.to_string(),
                     identity: identity.clone(),
                     algorithm: compiled.step.algorithm,
                     allowed: o.allowed && call.step.cost <= compiled.step.params.capacity,
@@ -629,7 +634,7 @@ impl Limiter {
             .await?
             .into_iter()
             .map(|b| BlockInfo {
-                limit: b.key.limit,
+                limit: b.key.limit.to_string(),
                 identity: b.key.identity,
                 blocked_until_ms: ms(b.until_us),
             })

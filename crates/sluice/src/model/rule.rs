@@ -213,7 +213,12 @@ pub struct Limit {
 }
 
 impl Limit {
-    /// A limit with no extras.
+    /// A limit with no extras, for rules written in code.
+    ///
+    /// # Panics
+    /// If an attribute name is not `[a-z0-9_]` (1 to 64 characters): names in code are literals,
+    /// so this is a programming error. Rules from input go through serde and [`By::parse`],
+    /// which return errors instead.
     pub fn new(by: &[&str], rate: Rate, algorithm: Algorithm) -> Limit {
         Limit {
             name: None,

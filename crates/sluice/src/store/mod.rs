@@ -15,6 +15,7 @@ pub mod redis;
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 
 use crate::algorithm::{LimitOutcome, LimitStep, Mode};
 
@@ -27,10 +28,10 @@ pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 /// with `:` without ambiguity.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct LimitKey {
-    /// The rule's name.
-    pub rule: String,
-    /// The limit's id within the rule.
-    pub limit: String,
+    /// The rule's name (shared with the compiled rule: cloning a key does not copy it).
+    pub rule: Arc<str>,
+    /// The limit's id within the rule (shared likewise).
+    pub limit: Arc<str>,
     /// The escaped identity, e.g. `member=m1` or `*` for a global limit.
     pub identity: String,
 }

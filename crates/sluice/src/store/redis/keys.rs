@@ -76,8 +76,8 @@ pub fn parse_block_key(prefix: &str, rule: &str, key: &str) -> Option<LimitKey> 
         return None;
     }
     Some(LimitKey {
-        rule: rule.to_string(),
-        limit: limit.to_string(),
+        rule: rule.into(),
+        limit: limit.into(),
         identity: identity.to_string(),
     })
 }
