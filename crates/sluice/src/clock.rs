@@ -16,7 +16,7 @@ pub trait Clock: Send + Sync + std::fmt::Debug {
 /// The wall clock, read cheaply and never stepping back.
 ///
 /// Reading the OS wall clock costs more than a whole in-memory decision on some virtual
-/// machines, so this clock reads the wall clock once a second (the anchor) and advances from it
+/// machines, so each thread reads the wall clock once a second (its anchor) and advances from it
 /// with the CPU's monotonic counter ([`quanta`]) in between. Successive readings never decrease,
 /// even across threads or when NTP steps the wall clock back, because the algorithms assume
 /// time moves forward; a re-anchor that lands earlier holds time still until it catches up.
@@ -26,15 +26,8 @@ pub struct SystemClock;
 /// Wall-clock anchors are at most this old.
 const REANCHOR_NS: u64 = 1_000_000_000;
 
-#[derive(Debug)]
-struct Anchor {
-    epoch_us: u64,
-    raw: u64,
-}
-
 struct Fast {
     counter: quanta::Clock,
-    anchor: arc_swap::ArcSwap<Anchor>,
     last_us: AtomicU64,
 }
 
@@ -47,37 +40,33 @@ fn wall_us() -> u64 {
 
 fn fast() -> &'static Fast {
     static FAST: std::sync::OnceLock<Fast> = std::sync::OnceLock::new();
-    FAST.get_or_init(|| {
-        let counter = quanta::Clock::new();
-        let anchor = Anchor {
-            epoch_us: wall_us(),
-            raw: counter.raw(),
-        };
-        Fast {
-            counter,
-            anchor: arc_swap::ArcSwap::from_pointee(anchor),
-            last_us: AtomicU64::new(0),
-        }
+    FAST.get_or_init(|| Fast {
+        counter: quanta::Clock::new(),
+        last_us: AtomicU64::new(0),
     })
+}
+
+thread_local! {
+    /// This thread's anchor: the wall clock (µs) and the counter reading taken together. Per
+    /// thread, so reading the clock touches no shared state but `last_us`.
+    static ANCHOR: std::cell::Cell<(u64, u64)> = const { std::cell::Cell::new((0, 0)) };
 }
 
 impl Clock for SystemClock {
     fn now_us(&self) -> u64 {
         let fast = fast();
         let raw = fast.counter.raw();
-        let anchor = fast.anchor.load();
-        let elapsed_ns = fast.counter.delta_as_nanos(anchor.raw, raw);
-        let now = if elapsed_ns > REANCHOR_NS {
-            let fresh = Anchor {
-                epoch_us: wall_us(),
-                raw: fast.counter.raw(),
-            };
-            let now = fresh.epoch_us;
-            fast.anchor.store(Arc::new(fresh));
-            now
+        let (epoch_us, at) = ANCHOR.get();
+        let elapsed_ns = fast.counter.delta_as_nanos(at, raw);
+        let now = if epoch_us == 0 || elapsed_ns > REANCHOR_NS {
+            let wall = wall_us();
+            ANCHOR.set((wall, fast.counter.raw()));
+            wall
         } else {
-            anchor.epoch_us + elapsed_ns / 1_000
+            epoch_us + elapsed_ns / 1_000
         };
+        // Anchors of different threads (or a wall clock stepped back) may disagree by a little:
+        // never return less than any earlier reading.
         fast.last_us.fetch_max(now, Ordering::Relaxed).max(now)
     }
 }
