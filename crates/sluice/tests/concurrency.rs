@@ -34,6 +34,22 @@ fn hammer(limiter: &Limiter, rule: &str, attrs: &'static [(&'static str, &'stati
     admitted.load(Ordering::Relaxed)
 }
 
+/// Rule `hot`: 1000 per day per user. The clock is fixed: nothing refills or slides during the
+/// run, so exactly `limit` may pass.
+fn hot_key_limiter(algorithm: Algorithm) -> Limiter {
+    Limiter::builder(MemoryStore::with_clock(Arc::new(ManualClock::at_2026())))
+        .rule(
+            "hot",
+            Rule::new(vec![Limit::new(
+                &["user"],
+                "1000/1d".parse().unwrap(),
+                algorithm,
+            )]),
+        )
+        .build()
+        .unwrap()
+}
+
 #[test]
 fn sixteen_threads_never_admit_more_than_the_limit() {
     for algorithm in [
@@ -43,38 +59,14 @@ fn sixteen_threads_never_admit_more_than_the_limit() {
         Algorithm::Gcra,
         Algorithm::LeakyBucket,
     ] {
-        // A fixed clock: nothing refills or slides during the run, so exactly `limit` may pass.
-        let clock = ManualClock::at_2026();
-        let limiter = Limiter::builder(MemoryStore::with_clock(Arc::new(clock)))
-            .rule(
-                "hot",
-                Rule::new(vec![Limit::new(
-                    &["user"],
-                    "1000/1d".parse().unwrap(),
-                    algorithm,
-                )]),
-            )
-            .build()
-            .unwrap();
-        let admitted = hammer(&limiter, "hot", &[("user", "u1")]);
+        let admitted = hammer(&hot_key_limiter(algorithm), "hot", &[("user", "u1")]);
         assert_eq!(admitted, 1000, "{algorithm}");
     }
 }
 
 #[test]
 fn sliding_window_stays_within_its_bound_under_contention() {
-    let clock = ManualClock::at_2026();
-    let limiter = Limiter::builder(MemoryStore::with_clock(Arc::new(clock)))
-        .rule(
-            "hot",
-            Rule::new(vec![Limit::new(
-                &["user"],
-                "1000/1d".parse().unwrap(),
-                Algorithm::SlidingWindow,
-            )]),
-        )
-        .build()
-        .unwrap();
+    let limiter = hot_key_limiter(Algorithm::SlidingWindow);
     assert_eq!(hammer(&limiter, "hot", &[("user", "u1")]), 1000);
 }
 

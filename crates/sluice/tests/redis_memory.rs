@@ -9,7 +9,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use sluice::model::{Algorithm, Limit, Penalty};
-use sluice::store::redis::{RedisOptions, RedisStore};
 use sluice::{Limiter, ManualClock, Rule};
 use sluice_test_support::RedisServer;
 
@@ -18,16 +17,7 @@ use sluice_test_support::RedisServer;
 async fn memory_usage_per_algorithm() {
     let server = RedisServer::start();
     let clock = ManualClock::at_2026();
-    let store = RedisStore::connect(
-        &server.url(),
-        RedisOptions {
-            clock: Some(Arc::new(clock.clone())),
-            min_ttl: Duration::from_secs(3600),
-            ..RedisOptions::default()
-        },
-    )
-    .await
-    .unwrap();
+    let store = common::redis_store(&server, Some(clock.clone())).await;
     let mut rules = Vec::new();
     for algorithm in Algorithm::ALL {
         rules.push((
