@@ -187,7 +187,7 @@ pub(super) async fn accept_loop(
     loop {
         let permit = tokio::select! {
             permit = slots.clone().acquire_owned() => permit.expect("the semaphore is never closed"),
-            _ = shutdown.wait_for(|stop| *stop) => break,
+            () = stopping(&mut shutdown) => break,
         };
         let (stream, peer) = tokio::select! {
             accepted = listener.accept() => match accepted {
@@ -200,7 +200,7 @@ pub(super) async fn accept_loop(
                     continue;
                 }
             },
-            _ = shutdown.wait_for(|stop| *stop) => break,
+            () = stopping(&mut shutdown) => break,
         };
         let _ = stream.set_nodelay(true);
         let router = router.clone();
@@ -247,7 +247,7 @@ async fn serve_connection(
         });
     let connection = builder.serve_connection_with_upgrades(TokioIo::new(io), service);
     tokio::pin!(connection);
-    let mut stopping = false;
+    let mut draining = false;
     loop {
         let deadline = tracker.deadline(limits);
         tokio::select! {
@@ -265,12 +265,18 @@ async fn serve_connection(
                 }
             }
             () = tracker.changed.notified() => {}
-            _ = shutdown.wait_for(|stop| *stop), if !stopping => {
-                stopping = true;
+            () = stopping(&mut shutdown), if !draining => {
+                draining = true;
                 connection.as_mut().graceful_shutdown();
             }
         }
     }
+}
+
+/// Completes once shutdown has been asked for.
+async fn stopping(shutdown: &mut watch::Receiver<bool>) {
+    // A closed channel means the server is going away too.
+    let _ = shutdown.wait_for(|stop| *stop).await;
 }
 
 async fn sleep_until(deadline: Option<Instant>) {
