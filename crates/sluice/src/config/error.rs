@@ -53,13 +53,29 @@ impl fmt::Display for ConfigError {
             (None, None) => {}
         }
         if let Some(rule) = &self.rule {
-            write!(f, "rule `{rule}`: ")?;
+            write!(f, "rule `{}`: ", shortened(rule, MAX_SHOWN))?;
         }
         if !self.field.is_empty() {
-            write!(f, "field `{}`: ", self.field)?;
+            write!(f, "field `{}`: ", shortened(&self.field, MAX_SHOWN))?;
         }
-        f.write_str(&self.message)
+        f.write_str(&shortened(&self.message, MAX_MESSAGE))
     }
 }
 
 impl std::error::Error for ConfigError {}
+
+/// Longest rule name or field written whole in a message; a longer one (refused anyway) is cut,
+/// so one bad file cannot flood the log.
+const MAX_SHOWN: usize = 80;
+const MAX_MESSAGE: usize = 400;
+
+fn shortened(name: &str, max: usize) -> std::borrow::Cow<'_, str> {
+    if name.len() <= max {
+        return name.into();
+    }
+    let mut cut = max;
+    while !name.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    format!("{}… ({} bytes)", &name[..cut], name.len()).into()
+}

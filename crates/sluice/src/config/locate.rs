@@ -7,14 +7,21 @@
 //! one key per rule at the first indentation below it, `- ` items under `limits:`) and TOML tables
 //! (`[rules.NAME]`, `[[rules.NAME.limits]]`, or `NAME = {...}` under `[rules]`). Layouts it does
 //! not recognise (flow-style YAML) yield no line rather than a wrong one.
+//!
+//! The map is built before anything is validated, from text an operator (or an attacker with
+//! write access to the file) chose, so it stays linear in the text's size: each line holds the
+//! index of its owner's name, never a copy of it (a 1 MB rule name followed by 3 million lines
+//! would otherwise need terabytes).
 
 use super::Format;
 
 /// Line ownership of a rule file (lines are 1-based).
 #[derive(Debug, Clone, Default)]
 pub(crate) struct SourceMap {
-    /// `owners[i]` is the rule that line `i + 1` belongs to.
-    owners: Vec<Option<String>>,
+    /// The rule names, in order of appearance (a name may appear more than once).
+    names: Vec<String>,
+    /// `owners[i]` indexes `names`: the rule that line `i + 1` belongs to.
+    owners: Vec<Option<u32>>,
     /// Per line: whether it starts a limit of its owner (a `- ` item under `limits:`, or a
     /// `[[rules.NAME.limits]]` header).
     limit_starts: Vec<bool>,
@@ -31,26 +38,53 @@ impl SourceMap {
     /// The rule whose block holds `line`.
     pub(crate) fn rule_at(&self, line: u64) -> Option<&str> {
         let index = usize::try_from(line).ok()?.checked_sub(1)?;
-        self.owners.get(index)?.as_deref()
+        self.name(*self.owners.get(index)?)
+    }
+
+    fn name(&self, owner: Option<u32>) -> Option<&str> {
+        owner
+            .and_then(|o| self.names.get(o as usize))
+            .map(String::as_str)
+    }
+
+    /// The indexes under which `rule` was recorded.
+    fn ids(&self, rule: &str) -> Vec<Option<u32>> {
+        (0..self.names.len())
+            .filter(|&i| self.names[i] == rule)
+            .map(|i| u32::try_from(i).ok())
+            .collect()
     }
 
     /// The line of a rule's key.
     pub(crate) fn rule_line(&self, rule: &str) -> Option<u64> {
+        let ids = self.ids(rule);
         self.owners
             .iter()
-            .position(|o| o.as_deref() == Some(rule))
+            .position(|o| o.is_some() && ids.contains(o))
             .map(|i| i as u64 + 1)
     }
 
     /// The line where the `index`-th limit of `rule` starts.
     pub(crate) fn limit_line(&self, rule: &str, index: usize) -> Option<u64> {
+        let ids = self.ids(rule);
         self.owners
             .iter()
             .zip(&self.limit_starts)
             .enumerate()
-            .filter(|(_, (owner, start))| **start && owner.as_deref() == Some(rule))
+            .filter(|(_, (owner, start))| **start && owner.is_some() && ids.contains(owner))
             .nth(index)
             .map(|(i, _)| i as u64 + 1)
+    }
+
+    /// Records a rule name; its index is what lines store.
+    fn intern(&mut self, name: Option<String>) -> Option<u32> {
+        let name = name?;
+        if self.names.last() == Some(&name) {
+            return u32::try_from(self.names.len() - 1).ok();
+        }
+        let index = u32::try_from(self.names.len()).ok()?;
+        self.names.push(name);
+        Some(index)
     }
 
     /// The best line for an error in `field` of `rule`: the limit's own line for
@@ -69,6 +103,9 @@ impl SourceMap {
 /// Strips a trailing `# comment` (outside quotes is not tracked: a `#` inside a quoted key on a
 /// rule line is rare enough, and the only cost is a missing line number).
 fn code(line: &str) -> &str {
+    if !line.contains('#') {
+        return line;
+    }
     match line.find(" #") {
         Some(i) => &line[..i],
         None if line.trim_start().starts_with('#') => "",
@@ -96,22 +133,68 @@ fn yaml_key(trimmed: &str) -> Option<String> {
     (after.is_empty() || after.starts_with(' ')).then(|| key.to_string())
 }
 
+/// The text of 1-based line `line`.
+pub(crate) fn line_text(text: &str, line: u64) -> Option<&str> {
+    let index = usize::try_from(line).ok()?.checked_sub(1)?;
+    Lines { text, at: 0 }.nth(index)
+}
+
+/// The lines of `text` as [`str::lines`] splits them, and their count. A plain byte loop: this
+/// runs over every line of files with millions of them, in debug builds too.
+fn lines(text: &str) -> (Lines<'_>, usize) {
+    let bytes = text.as_bytes();
+    let mut count = 0;
+    for &b in bytes {
+        count += usize::from(b == b'\n');
+    }
+    count += usize::from(!bytes.is_empty() && bytes[bytes.len() - 1] != b'\n');
+    (Lines { text, at: 0 }, count)
+}
+
+struct Lines<'a> {
+    text: &'a str,
+    at: usize,
+}
+
+impl<'a> Iterator for Lines<'a> {
+    type Item = &'a str;
+
+    fn next(&mut self) -> Option<&'a str> {
+        let bytes = self.text.as_bytes();
+        if self.at >= bytes.len() {
+            return None;
+        }
+        let start = self.at;
+        let mut end = start;
+        while end < bytes.len() && bytes[end] != b'\n' {
+            end += 1;
+        }
+        self.at = end + 1;
+        if end > start && bytes[end - 1] == b'\r' {
+            end -= 1;
+        }
+        // Both ends are at ASCII bytes (or the text's ends), so they are char boundaries.
+        Some(&self.text[start..end])
+    }
+}
+
 fn yaml(text: &str) -> SourceMap {
-    let lines: Vec<&str> = text.lines().collect();
+    let (lines, count) = lines(text);
     let mut map = SourceMap {
-        owners: vec![None; lines.len()],
-        limit_starts: vec![false; lines.len()],
+        names: Vec::new(),
+        owners: vec![None; count],
+        limit_starts: vec![false; count],
     };
     let mut in_rules = false;
     let mut rule_indent: Option<usize> = None;
-    let mut current: Option<String> = None;
+    let mut current: Option<u32> = None;
     // (indent of the `limits:` key, indent of its items once seen)
     let mut limits: Option<(usize, Option<usize>)> = None;
-    for (i, raw) in lines.iter().enumerate() {
-        let line = code(raw);
-        if line.trim().is_empty() {
+    for (i, raw) in lines.enumerate() {
+        let line = if raw.is_empty() { raw } else { code(raw) };
+        if line.bytes().all(|b| b == b' ' || b == b'\t') {
             if in_rules {
-                map.owners[i] = current.clone();
+                map.owners[i] = current;
             }
             continue;
         }
@@ -133,7 +216,7 @@ fn yaml(text: &str) -> SourceMap {
             continue;
         }
         if depth == level {
-            current = yaml_key(trimmed);
+            current = map.intern(yaml_key(trimmed));
             limits = None;
         } else if let Some((key_depth, items)) = &mut limits {
             if depth <= *key_depth && !trimmed.starts_with('-') {
@@ -148,7 +231,7 @@ fn yaml(text: &str) -> SourceMap {
         if depth > level && limits.is_none() && yaml_key(trimmed).as_deref() == Some("limits") {
             limits = Some((depth, None));
         }
-        map.owners[i] = current.clone();
+        map.owners[i] = current;
     }
     map
 }
@@ -168,34 +251,38 @@ fn toml_header(trimmed: &str) -> Option<(Vec<String>, bool)> {
 }
 
 fn toml(text: &str) -> SourceMap {
-    let lines: Vec<&str> = text.lines().collect();
+    let (lines, count) = lines(text);
     let mut map = SourceMap {
-        owners: vec![None; lines.len()],
-        limit_starts: vec![false; lines.len()],
+        names: Vec::new(),
+        owners: vec![None; count],
+        limit_starts: vec![false; count],
     };
     // Some(None): inside `[rules]` itself; Some(Some(name)): inside a table of rule `name`.
-    let mut table: Option<Option<String>> = None;
-    for (i, raw) in lines.iter().enumerate() {
+    let mut table: Option<Option<u32>> = None;
+    for (i, raw) in lines.enumerate() {
         let trimmed = code(raw).trim();
         if trimmed.starts_with('[') {
             table = match toml_header(trimmed) {
                 Some((parts, array)) if parts.first().map(String::as_str) == Some("rules") => {
-                    let name = parts.get(1).cloned();
+                    let name = map.intern(parts.get(1).cloned());
                     map.limit_starts[i] =
                         array && parts.len() == 3 && parts[2] == "limits" && name.is_some();
                     Some(name)
                 }
                 _ => None,
             };
-            map.owners[i] = table.clone().flatten();
+            map.owners[i] = table.flatten();
             continue;
         }
-        map.owners[i] = match &table {
-            Some(Some(name)) => Some(name.clone()),
-            Some(None) => trimmed
-                .split_once('=')
-                .map(|(k, _)| k.trim().trim_matches(|c| c == '"' || c == '\'').to_string())
-                .filter(|k| !k.is_empty()),
+        map.owners[i] = match table {
+            Some(Some(name)) => Some(name),
+            Some(None) => {
+                let key = trimmed
+                    .split_once('=')
+                    .map(|(k, _)| k.trim().trim_matches(|c| c == '"' || c == '\'').to_string())
+                    .filter(|k| !k.is_empty());
+                map.intern(key)
+            }
             None => None,
         };
     }

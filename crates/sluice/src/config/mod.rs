@@ -103,35 +103,53 @@ impl Config {
         let format = Format::from_path(path)?;
         let unreadable =
             |e: std::io::Error| with_path(ConfigError::new("", format!("cannot read: {e}")));
-        let size = std::fs::metadata(path).map_err(unreadable)?.len();
-        if size > MAX_FILE_BYTES {
+        // Read at most one byte past the cap, so a file that grows while it is read (or a
+        // device posing as a file) cannot make us read without bound.
+        let file = std::fs::File::open(path).map_err(unreadable)?;
+        let mut bytes = Vec::new();
+        std::io::Read::read_to_end(
+            &mut std::io::Read::take(file, MAX_FILE_BYTES + 1),
+            &mut bytes,
+        )
+        .map_err(unreadable)?;
+        if bytes.len() as u64 > MAX_FILE_BYTES {
             return Err(with_path(ConfigError::new(
                 "",
-                format!("{size} bytes is more than the {MAX_FILE_BYTES} a rule file may have"),
+                format!("the file is larger than the {MAX_FILE_BYTES} bytes a rule file may have"),
             )));
         }
-        let text = std::fs::read_to_string(path).map_err(unreadable)?;
+        let text = String::from_utf8(bytes).map_err(|e| {
+            with_path(ConfigError::new(
+                "",
+                format!(
+                    "cannot read: not UTF-8 text (byte {})",
+                    e.utf8_error().valid_up_to()
+                ),
+            ))
+        })?;
         Config::parse(&text, format).map_err(with_path)
     }
 
     /// Parses and validates a file's text.
     pub fn parse(text: &str, format: Format) -> Result<Config, ConfigError> {
-        let map = SourceMap::new(text, format);
+        // Only errors need lines: the map is built for the first one.
+        let lazy_map = std::cell::OnceCell::new();
+        let map = || lazy_map.get_or_init(|| SourceMap::new(text, format));
         let file: ConfigFile = match format {
             Format::Yaml => serde_saphyr::from_str(text).map_err(|e| {
                 let line = e.location().map(|l| l.line());
-                parse_error(yaml_message(&e), line, text, &map)
+                parse_error(yaml_message(&e), line, text, map())
             })?,
             Format::Toml => toml::from_str(text).map_err(|e| {
                 let line = e.span().map(|span| {
                     text[..span.start.min(text.len())].matches('\n').count() as u64 + 1
                 });
-                parse_error(e.message().to_string(), line, text, &map)
+                parse_error(e.message().to_string(), line, text, map())
             })?,
         };
         for (name, rule) in &file.rules {
             let invalid = |e: crate::model::ModelError| {
-                let line = map.line_for(name, &e.field);
+                let line = map().line_for(name, &e.field);
                 ConfigError::new(e.field, e.message)
                     .at_line(line)
                     .in_rule(Some(name.clone()))
@@ -222,9 +240,7 @@ fn field_of(message: &str) -> String {
 
 /// The key written on a line (`rate: x` or `rate = x`), when it is a plain name.
 fn key_at(text: &str, line: u64) -> Option<String> {
-    let content = text
-        .lines()
-        .nth(usize::try_from(line).ok()?.checked_sub(1)?)?;
+    let content = locate::line_text(text, line)?;
     let (key, _) = content.trim_start().split_once([':', '='])?;
     let key = key.trim();
     (!key.is_empty() && key.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_'))

@@ -427,9 +427,15 @@ pub fn validate_rule_name(name: &str) -> Result<(), ModelError> {
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-' || b == b'.')
     {
+        // A refused name can be huge or hold control characters: it is not echoed whole.
+        let shown = if name.len() > 128 {
+            format!("a name of {} bytes", name.len())
+        } else {
+            format!("{name:?}")
+        };
         return Err(ModelError::new(
             "rule",
-            format!("`{name}`: rule names are 1 to 128 characters of a-z, A-Z, 0-9, _, - and ."),
+            format!("{shown}: rule names are 1 to 128 characters of a-z, A-Z, 0-9, _, - and ."),
         ));
     }
     Ok(())
