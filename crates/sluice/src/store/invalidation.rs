@@ -102,8 +102,8 @@ pub trait InvalidationListener: Send + Sync + 'static {
     /// Applies an invalidation published by some node (this one included).
     fn apply(&self, invalidation: Invalidation);
 
-    /// Every invalidation published before the listener's clock read `as_of_us` has been
-    /// delivered through [`apply`](Self::apply).
+    /// Every invalidation whose [`publish`](InvalidationChannel::publish) had returned when the
+    /// listener's clock read `as_of_us` has been delivered through [`apply`](Self::apply).
     fn confirmed(&self, as_of_us: u64);
 }
 
