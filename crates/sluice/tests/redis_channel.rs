@@ -91,7 +91,9 @@ async fn published_invalidations_reach_every_node_before_the_next_confirmation()
     subscribe(&b, &on_b);
     for recorder in [&on_a, &on_b] {
         let events = recorder
-            .until("subscribed", |e| e.contains(&Event::Applied(Invalidation::All)))
+            .until("subscribed", |e| {
+                e.contains(&Event::Applied(Invalidation::All))
+            })
             .await;
         assert_eq!(
             events[0],
@@ -172,7 +174,8 @@ async fn the_subscription_ends_with_its_listener() {
         .until("subscribed", |e| confirmed_after(e, 0))
         .await;
     let subscribers = || {
-        server.cli(&["PUBSUB", "NUMSUB", "sluice:denial-cache"])
+        server
+            .cli(&["PUBSUB", "NUMSUB", "sluice:denial-cache"])
             .lines()
             .nth(1)
             .map(str::to_string)

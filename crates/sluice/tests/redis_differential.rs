@@ -205,7 +205,11 @@ async fn random_timelines_on_redis_time_give_identical_replies() {
                     let d = rng.pick(REDIS_TIME.blocks);
                     let until = redis.block(&k, d).await.unwrap();
                     clock.set_us(until.saturating_sub(d).max(last_us));
-                    assert_eq!(memory.block(&k, d).await.unwrap(), until, "block: {context}");
+                    assert_eq!(
+                        memory.block(&k, d).await.unwrap(),
+                        until,
+                        "block: {context}"
+                    );
                 }
                 1 => {
                     // Whether a block was still in force depends on the instant; the effect

@@ -72,12 +72,20 @@ fn a_denial_answers_until_its_retry_time_and_no_longer() {
     let hit = cache.lookup(&key("a"), 1).expect("cached");
     assert!(!hit.allowed);
     assert_eq!(hit.retry_after_us, Some(60 * S));
-    assert_eq!(cache.lookup(&key("b"), 1), None, "other identities ask the store");
+    assert_eq!(
+        cache.lookup(&key("b"), 1),
+        None,
+        "other identities ask the store"
+    );
     advance(&clock, 60 * S - 1);
     confirm(&cache);
     assert_eq!(cache.lookup(&key("a"), 1).unwrap().retry_after_us, Some(1));
     advance(&clock, 1);
-    assert_eq!(cache.lookup(&key("a"), 1), None, "the store may admit it now");
+    assert_eq!(
+        cache.lookup(&key("a"), 1),
+        None,
+        "the store may admit it now"
+    );
     assert!(cache.is_empty(), "an expired entry is dropped when met");
 }
 
@@ -111,7 +119,11 @@ fn a_block_speaks_for_every_cost_and_a_block_lock_only_while_it_lasts() {
     cache.insert(cache.mark(), &key("a"), &locked, &outcome, 1_000);
     let hit = cache.lookup(&key("a"), 1).unwrap();
     assert_eq!(hit.blocked_until_us, Some(1_000 + 15 * S));
-    assert_eq!(hit.retry_after_us, Some(60 * S), "the store's wait, never shorter");
+    assert_eq!(
+        hit.retry_after_us,
+        Some(60 * S),
+        "the store's wait, never shorter"
+    );
     advance(&clock, 15 * S - 1);
     confirm(&cache);
     assert!(cache.lookup(&key("a"), 1).is_some());
@@ -156,7 +168,11 @@ fn reported_waits_count_from_the_reply() {
         0,
     );
     let hit = cache.lookup(&key("a"), 1).unwrap();
-    assert_eq!(hit.retry_after_us, Some(60 * S), "from the reply: never early");
+    assert_eq!(
+        hit.retry_after_us,
+        Some(60 * S),
+        "from the reply: never early"
+    );
     advance(&clock, 60 * S - 2_000);
     confirm(&cache);
     assert_eq!(
@@ -174,7 +190,11 @@ fn without_confirmations_entries_live_at_most_max_stale() {
     advance(&clock, S - 1);
     assert!(cache.lookup(&key("a"), 1).is_some());
     advance(&clock, 1);
-    assert_eq!(cache.lookup(&key("a"), 1), None, "never confirmed: 1 s at most");
+    assert_eq!(
+        cache.lookup(&key("a"), 1),
+        None,
+        "never confirmed: 1 s at most"
+    );
 
     // Confirmed at t, then silent: used until t + max_stale.
     cache.insert(cache.mark(), &key("b"), &gcra, &denied(60 * S), 0);

@@ -110,8 +110,10 @@ pub trait InvalidationListener: Send + Sync + 'static {
 /// A channel that carries [`Invalidation`]s between nodes.
 pub trait InvalidationChannel: Send + Sync + std::fmt::Debug + 'static {
     /// Publishes to every subscribed node (this one included). Returns once the server took it.
-    fn publish<'a>(&'a self, invalidation: &'a Invalidation)
-    -> BoxFuture<'a, Result<(), StoreError>>;
+    fn publish<'a>(
+        &'a self,
+        invalidation: &'a Invalidation,
+    ) -> BoxFuture<'a, Result<(), StoreError>>;
 
     /// Starts delivering to `listener` in the background, confirming freshness about every
     /// `heartbeat`, and reconnecting whenever the subscription breaks (each new subscription
