@@ -8,6 +8,8 @@
 mod down_store;
 #[cfg(feature = "tower")]
 mod http;
+#[cfg(feature = "redis")]
+pub mod load;
 
 #[allow(unused_imports)]
 pub use down_store::DownStore;

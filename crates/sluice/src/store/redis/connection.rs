@@ -12,9 +12,7 @@ use std::time::Duration;
 use redis::aio::ConnectionLike;
 use redis::cluster::ClusterClientBuilder;
 use redis::cluster_async::ClusterConnection;
-use redis::cluster_routing::{
-    MultipleNodeRoutingInfo, ResponsePolicy, RoutingInfo, SingleNodeRoutingInfo,
-};
+use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
 use redis::{
     ConnectionAddr, ConnectionInfo, IntoConnectionInfo, RedisConnectionInfo, RedisResult,
     TlsMode,
@@ -151,15 +149,16 @@ impl RedisConnection {
                 if !info.contains("cluster_state:ok") {
                     return Err("the Redis Cluster does not serve every slot".into());
                 }
-                conn.route_command(
-                    redis::cmd("PING"),
-                    RoutingInfo::MultiNode((
-                        MultipleNodeRoutingInfo::AllMasters,
-                        Some(ResponsePolicy::AllSucceeded),
-                    )),
-                )
-                .await
-                .map_err(|e| format!("a Redis Cluster primary does not answer: {e}"))?;
+                // Every primary of the slot map, each asked directly.
+                let primaries = self.cluster_primaries().await.map_err(|e| e.to_string())?;
+                let pings = primaries.iter().map(|(host, port)| async move {
+                    self.on_node(redis::cmd("PING"), host, *port)
+                        .await
+                        .map_err(|e| format!("Redis Cluster primary {host}:{port}: {e}"))
+                });
+                for answer in futures::future::join_all(pings).await {
+                    answer?;
+                }
                 Ok(())
             }
         }
