@@ -8,8 +8,8 @@ use std::sync::Arc;
 
 use anyhow::{Context, bail};
 use sluice::config::{ClockSource, StoreConfig};
-use sluice::store::redis::{RedisOptions, RedisStore, TlsOptions};
 pub use sluice::store::redis::redact;
+use sluice::store::redis::{RedisOptions, RedisStore, TlsOptions};
 use sluice::{Clock, MemoryStore, Store, SystemClock};
 
 /// An opened store.

@@ -65,7 +65,11 @@ async fn ten_thousand_identities_spread_over_every_primary() {
     let limiter = Limiter::builder(store)
         .rule(
             "spread",
-            Rule::new(vec![Limit::new(&["ip"], "5/1m".parse().unwrap(), Algorithm::Gcra)]),
+            Rule::new(vec![Limit::new(
+                &["ip"],
+                "5/1m".parse().unwrap(),
+                Algorithm::Gcra,
+            )]),
         )
         .fail(FailPolicy::Closed)
         .timeout(Duration::from_secs(5))
@@ -77,7 +81,10 @@ async fn ten_thousand_identities_spread_over_every_primary() {
         tasks.spawn(async move {
             for i in 0..200 {
                 let ip = format!("10.0.{t}.{i}");
-                let d = limiter.check("spread", &[("ip", ip.as_str())], 1).await.unwrap();
+                let d = limiter
+                    .check("spread", &[("ip", ip.as_str())], 1)
+                    .await
+                    .unwrap();
                 assert!(d.allowed && !d.degraded, "{d:?}");
             }
         });
@@ -111,7 +118,13 @@ async fn a_killed_primary_degrades_per_policy_then_decisions_are_exact_again() {
     let prefix = unique_prefix();
     let store = url_store(&cluster.url(), None, &prefix).await;
     assert_eq!(store.ping().await, Ok(()), "ready: every slot takes writes");
-    let limit = |rate: &str| Rule::new(vec![Limit::new(&["ip"], rate.parse().unwrap(), Algorithm::Gcra)]);
+    let limit = |rate: &str| {
+        Rule::new(vec![Limit::new(
+            &["ip"],
+            rate.parse().unwrap(),
+            Algorithm::Gcra,
+        )])
+    };
     let limiter = Limiter::builder(store.clone())
         .rule("busy", limit("1000000/1s"))
         .rule("exact", limit("10/1d"))
@@ -154,7 +167,8 @@ async fn a_killed_primary_degrades_per_policy_then_decisions_are_exact_again() {
     let samples = load.stop().await;
     let degraded: Vec<_> = samples.iter().filter(|s| s.degraded).collect();
     let last_degraded = degraded.last().map(|s| s.at);
-    let recovered = last_degraded.map_or(Duration::ZERO, |t| t.saturating_duration_since(writable_at));
+    let recovered =
+        last_degraded.map_or(Duration::ZERO, |t| t.saturating_duration_since(writable_at));
     eprintln!(
         "cluster failover: replica took writes {:?} after the kill; decisions exact again {:?} \
          after that; {} of {} decisions degraded; slowest decision {:?}; readiness while down: {:?}",

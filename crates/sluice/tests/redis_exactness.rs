@@ -111,16 +111,25 @@ fn single_limit_is_exact(url: &str) {
 
 /// The two-limit rule; `units(key)` reads how many units a sliding log key holds.
 fn two_limits_never_over_admit(url: &str, units: impl Fn(&str) -> u64) {
-    for algorithm in [Algorithm::SlidingLog, Algorithm::Gcra, Algorithm::TokenBucket] {
+    for algorithm in [
+        Algorithm::SlidingLog,
+        Algorithm::Gcra,
+        Algorithm::TokenBucket,
+    ] {
         let prefix = common::unique_prefix();
         let (a, b) = run_workers(url, &prefix, "pair", algorithm);
         assert!(a <= IP_LIMIT && b <= IP_LIMIT, "{algorithm}: {a} / {b}");
         assert!(a + b <= LIMIT, "{algorithm}: {}", a + b);
         // Under-admission is bounded: the give-backs of concurrent denials are brief.
-        assert!(a + b >= LIMIT * 9 / 10, "{algorithm}: only {} admitted", a + b);
+        assert!(
+            a + b >= LIMIT * 9 / 10,
+            "{algorithm}: only {} admitted",
+            a + b
+        );
         if algorithm == Algorithm::SlidingLog {
             let [member, ip] = pair_limits(algorithm).map(|l| l.id());
-            let key = |limit: &str, identity: &str| format!("{prefix}:pair:{limit}:{{{identity}}}:c");
+            let key =
+                |limit: &str, identity: &str| format!("{prefix}:pair:{limit}:{{{identity}}}:c");
             assert_eq!(units(&key(&member, "member=m")), a + b, "member units");
             assert_eq!(units(&key(&ip, "ip=a")), a, "ip a units");
             assert_eq!(units(&key(&ip, "ip=b")), b, "ip b units");
@@ -131,7 +140,11 @@ fn two_limits_never_over_admit(url: &str, units: impl Fn(&str) -> u64) {
 fn pair_limits(algorithm: Algorithm) -> [Limit; 2] {
     [
         Limit::new(&["member"], "1000/1d".parse().unwrap(), algorithm),
-        Limit::new(&["ip"], format!("{IP_LIMIT}/1d").parse().unwrap(), algorithm),
+        Limit::new(
+            &["ip"],
+            format!("{IP_LIMIT}/1d").parse().unwrap(),
+            algorithm,
+        ),
     ]
 }
 

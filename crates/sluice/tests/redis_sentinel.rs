@@ -21,9 +21,17 @@ async fn a_killed_primary_is_replaced_and_decisions_are_exact_again() {
     const TIMEOUT: Duration = Duration::from_millis(100);
     let mut set = RedisSentinel::start();
     let store = url_store(&set.url(), None, &unique_prefix()).await;
-    assert_eq!(store.ping().await, Ok(()), "ready: the primary takes writes");
+    assert_eq!(
+        store.ping().await,
+        Ok(()),
+        "ready: the primary takes writes"
+    );
     let limit = |rate: &str| {
-        Rule::new(vec![Limit::new(&["ip"], rate.parse().unwrap(), Algorithm::Gcra)])
+        Rule::new(vec![Limit::new(
+            &["ip"],
+            rate.parse().unwrap(),
+            Algorithm::Gcra,
+        )])
     };
     let limiter = Limiter::builder(store.clone())
         .rule("busy", limit("1000000/1s"))
@@ -48,9 +56,8 @@ async fn a_killed_primary_is_replaced_and_decisions_are_exact_again() {
     let (set, writable_at) = tokio::task::spawn_blocking(move || {
         assert!(
             wait_until(Duration::from_secs(20), || {
-                set.primary().is_some_and(|p| {
-                    p != old && cli(p, &["SET", "failover-probe", "1"]) == "OK"
-                })
+                set.primary()
+                    .is_some_and(|p| p != old && cli(p, &["SET", "failover-probe", "1"]) == "OK")
             }),
             "the sentinels promote the replica"
         );
@@ -61,9 +68,9 @@ async fn a_killed_primary_is_replaced_and_decisions_are_exact_again() {
     load.exact_for(Duration::from_millis(500)).await;
     let samples = load.stop().await;
     let degraded: Vec<_> = samples.iter().filter(|s| s.degraded).collect();
-    let recovered = degraded
-        .last()
-        .map_or(Duration::ZERO, |s| s.at.saturating_duration_since(writable_at));
+    let recovered = degraded.last().map_or(Duration::ZERO, |s| {
+        s.at.saturating_duration_since(writable_at)
+    });
     eprintln!(
         "sentinel failover: replica took writes {:?} after the kill; decisions exact again {:?} \
          after that; {} of {} decisions degraded; slowest decision {:?}; readiness while down: \

@@ -14,8 +14,7 @@ use redis::cluster::ClusterClientBuilder;
 use redis::cluster_async::ClusterConnection;
 use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
 use redis::{
-    ConnectionAddr, ConnectionInfo, IntoConnectionInfo, RedisConnectionInfo, RedisResult,
-    TlsMode,
+    ConnectionAddr, ConnectionInfo, IntoConnectionInfo, RedisConnectionInfo, RedisResult, TlsMode,
 };
 
 use super::failover::{Dial, Failover, Locate, primary_role};
@@ -182,13 +181,14 @@ impl RedisConnection {
             .into_iter()
             .filter_map(|range| {
                 let primary = range.into_iter().nth(2)?;
-                let (host, port): (String, u16) = match redis::from_redis_value::<Vec<redis::Value>>(primary) {
-                    Ok(fields) if fields.len() >= 2 => (
-                        redis::from_redis_value(fields[0].clone()).ok()?,
-                        redis::from_redis_value(fields[1].clone()).ok()?,
-                    ),
-                    _ => return None,
-                };
+                let (host, port): (String, u16) =
+                    match redis::from_redis_value::<Vec<redis::Value>>(primary) {
+                        Ok(fields) if fields.len() >= 2 => (
+                            redis::from_redis_value(fields[0].clone()).ok()?,
+                            redis::from_redis_value(fields[1].clone()).ok()?,
+                        ),
+                        _ => return None,
+                    };
                 Some((host, port))
             })
             .collect();

@@ -124,7 +124,12 @@ impl RedisStore {
             }
         }
         if denied || failure.is_some() {
-            let given = join_all(consumed.iter().map(|(took, at)| self.give_back(calls, took, *at))).await;
+            let given = join_all(
+                consumed
+                    .iter()
+                    .map(|(took, at)| self.give_back(calls, took, *at)),
+            )
+            .await;
             for ((took, _), result) in consumed.iter().zip(given) {
                 match result {
                     Ok(()) => {
@@ -146,9 +151,10 @@ impl RedisStore {
         }
         // Peek: every group at once. Apply, denied: the groups not asked, only looked at.
         let rest = &groups[asked..];
-        let peeked = join_all(rest.iter().map(|g| async move {
-            self.decide_calls(&subset(g), Mode::Peek).await
-        }))
+        let peeked = join_all(
+            rest.iter()
+                .map(|g| async move { self.decide_calls(&subset(g), Mode::Peek).await }),
+        )
         .await;
         for (group, reply) in rest.iter().zip(peeked) {
             record(group, reply?, &mut outcomes);
@@ -164,13 +170,21 @@ impl RedisStore {
     }
 
     /// Gives back the units that the calls `took` consumed at `at` (all on one slot).
-    async fn give_back(&self, calls: &[LimitCall], took: &[usize], at: u64) -> Result<(), StoreError> {
+    async fn give_back(
+        &self,
+        calls: &[LimitCall],
+        took: &[usize],
+        at: u64,
+    ) -> Result<(), StoreError> {
         if took.is_empty() {
             return Ok(());
         }
         let script = &self.inner.give_back;
         let mut invocation = script.prepare_invoke();
-        invocation.arg(self.client_now().map_or_else(String::new, |n| n.to_string()));
+        invocation.arg(
+            self.client_now()
+                .map_or_else(String::new, |n| n.to_string()),
+        );
         invocation.arg(at);
         for &i in took {
             let call = &calls[i];
@@ -184,7 +198,10 @@ impl RedisStore {
                 .arg(call.step.cost);
         }
         let mut conn = self.inner.conn.clone();
-        let _changed: i64 = invocation.invoke_async(&mut conn).await.map_err(store_error)?;
+        let _changed: i64 = invocation
+            .invoke_async(&mut conn)
+            .await
+            .map_err(store_error)?;
         Ok(())
     }
 }

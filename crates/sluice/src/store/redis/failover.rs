@@ -60,7 +60,9 @@ impl Dial {
     /// A client for `info`, with the configured certificates when it is a TLS address.
     pub fn client(&self, info: ConnectionInfo) -> RedisResult<Client> {
         match (&self.certificates, info.addr()) {
-            (Some(certs), ConnectionAddr::TcpTls { .. }) => Client::build_with_tls(info, certs.clone()),
+            (Some(certs), ConnectionAddr::TcpTls { .. }) => {
+                Client::build_with_tls(info, certs.clone())
+            }
             _ => Client::open(info),
         }
     }
@@ -171,9 +173,7 @@ impl Failover {
         let sentinel = matches!(self.shared.locate, Locate::Sentinel { .. });
         match result {
             Err(e) if e.is_timeout() => self.unanswered(),
-            Err(e) if sentinel && (e.is_io_error() || e.is_connection_dropped()) => {
-                self.relocate()
-            }
+            Err(e) if sentinel && (e.is_io_error() || e.is_connection_dropped()) => self.relocate(),
             _ => self.shared.unanswered.store(0, Ordering::Relaxed),
         }
         let code = code.or_else(|| result.as_ref().err().and_then(RedisError::code));

@@ -188,7 +188,8 @@ impl RedisStore {
     /// An invalid URL or unreadable certificate file is a permanent error; no error message
     /// contains the URL's password.
     pub async fn connect(url: &str, options: RedisOptions) -> Result<RedisStore, StoreError> {
-        let parsed = RedisUrl::parse(url).map_err(|e| StoreError::permanent(NAME, e.to_string()))?;
+        let parsed =
+            RedisUrl::parse(url).map_err(|e| StoreError::permanent(NAME, e.to_string()))?;
         let dial = Dial {
             certificates: if parsed.tls {
                 options.tls.certificates()?
@@ -425,7 +426,12 @@ impl Store for RedisStore {
                 // One DEL per identity (its three keys share a slot), each routed to its node.
                 let deletes = names.chunks(3).map(|triple| {
                     let mut conn = conn.clone();
-                    async move { redis::cmd("DEL").arg(triple).query_async::<()>(&mut conn).await }
+                    async move {
+                        redis::cmd("DEL")
+                            .arg(triple)
+                            .query_async::<()>(&mut conn)
+                            .await
+                    }
                 });
                 for result in futures::future::join_all(deletes).await {
                     result.map_err(store_error)?;

@@ -149,7 +149,11 @@ impl RedisUrl {
             }
             "cluster" => match segments.as_slice() {
                 [] | ["0"] => (Topology::Cluster, 0),
-                _ => return Err(fail("a Redis Cluster has no databases; end the URL with `/`")),
+                _ => {
+                    return Err(fail(
+                        "a Redis Cluster has no databases; end the URL with `/`",
+                    ));
+                }
             },
             _ => match segments.as_slice() {
                 [master] => (
