@@ -91,6 +91,7 @@
 //! tell a late call from a timely one without a clock shared with the client, so this errs on
 //! the side of counting: limits stay safe, a client may lose a unit per timed-out call.
 
+pub mod channel;
 pub mod connection;
 pub mod cross_slot;
 pub mod failover;
