@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use super::gateway::{EnvoyDomains, ForwardAuthConfig};
 use crate::model::{FailPolicy, HeaderStyle, Rule, serde_text};
 
 /// Where a store reads the time from.
@@ -86,4 +87,10 @@ pub(crate) struct ConfigFile {
     pub enabled: bool,
     #[serde(default)]
     pub rules: BTreeMap<String, Rule>,
+    #[serde(default)]
+    pub grpc_listen: Option<SocketAddr>,
+    #[serde(default)]
+    pub envoy: EnvoyDomains,
+    #[serde(default)]
+    pub forward_auth: ForwardAuthConfig,
 }

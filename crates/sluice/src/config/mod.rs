@@ -25,11 +25,13 @@
 //!
 //! # Layout
 //! - `file`: the serde shape of the file and its defaults;
+//! - [`gateway`]: the `grpc_listen`, `envoy` and `forward_auth` sections;
 //! - `locate`: lines of rules and limits in the text, for errors found after parsing;
 //! - `error`: [`ConfigError`], naming file, line, rule and field.
 
 mod error;
 mod file;
+pub mod gateway;
 mod locate;
 
 use std::net::SocketAddr;
@@ -37,6 +39,7 @@ use std::path::Path;
 
 pub use error::ConfigError;
 pub use file::{ClockSource, StoreConfig};
+pub use gateway::{EnvoyDomains, ForwardAuthConfig};
 
 use crate::limiter::Options;
 use crate::model::{FailPolicy, HeaderStyle, Rule, validate_rule_name};
@@ -89,6 +92,12 @@ pub struct Config {
     pub rules: Vec<(String, Rule)>,
     /// Hex SHA-1 of the file's text: which version is in force.
     pub version: String,
+    /// Where the Envoy rate-limit service (gRPC) listens; off when `None`.
+    pub grpc_listen: Option<SocketAddr>,
+    /// Envoy domains and descriptors → rules and attributes.
+    pub envoy: EnvoyDomains,
+    /// How the forward-auth endpoint reads a request.
+    pub forward_auth: ForwardAuthConfig,
 }
 
 impl Config {
@@ -141,6 +150,7 @@ impl Config {
             rule.validate().map_err(invalid)?;
         }
         check_store(&file.store, text)?;
+        gateway::validate(&file.envoy, &file.forward_auth, &file.rules, text)?;
         if let Some(var) = &file.admin_token_env {
             if var.is_empty() || var.contains('=') || var.contains('\0') {
                 return Err(ConfigError::new(
@@ -159,6 +169,9 @@ impl Config {
             enabled: file.enabled,
             rules: file.rules.into_iter().collect(),
             version: sha1_smol::Sha1::from(text.as_bytes()).digest().to_string(),
+            grpc_listen: file.grpc_listen,
+            envoy: file.envoy,
+            forward_auth: file.forward_auth,
         })
     }
 

@@ -7,6 +7,7 @@
 //! skipped by the [`breaker`], the rule's [`FailPolicy`] decides and the decision is marked
 //! `degraded`.
 
+mod batch;
 pub mod breaker;
 pub mod keys;
 
@@ -26,6 +27,7 @@ use crate::model::{Decision, FailPolicy, LimitDecision, MAX_COUNT, Rule, validat
 use crate::store::memory::MemoryStore;
 use crate::store::{LimitCall, LimitKey, Store, StoreError, StoreReply};
 use breaker::Breaker;
+pub use batch::Part;
 pub use keys::Attributes;
 use keys::IdentityError;
 
