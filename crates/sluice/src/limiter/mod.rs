@@ -9,6 +9,7 @@
 
 mod batch;
 pub mod breaker;
+pub mod denial_cache;
 pub mod keys;
 
 use std::collections::BTreeMap;
