@@ -9,13 +9,15 @@
 //! - [`logging`]: `tracing` output, text or JSON;
 //! - [`store_url`]: a store from its URL;
 //! - [`validate`], [`check`]: the one-shot commands; [`bench`]: the load tool;
-//! - [`server`]: the HTTP service, its admin endpoints, hot reload and metrics.
+//! - [`server`]: the HTTP service, its admin endpoints, hot reload and metrics;
+//! - [`gateway`]: Envoy's rate-limit service (gRPC) and the forward-auth endpoint.
 #![warn(missing_docs)]
 #![forbid(unsafe_code)]
 
 pub mod bench;
 pub mod check;
 pub mod cli;
+pub mod gateway;
 pub mod logging;
 pub mod server;
 pub mod store_url;

@@ -5,7 +5,8 @@
 //! - [`cluster`]: [`RedisCluster`], 3 primaries and 3 replicas;
 //! - [`sentinel`]: [`RedisSentinel`], a primary, a replica and three sentinels;
 //! - [`tls`]: [`TlsFiles`] (a CA and certificates made on the spot) and [`TlsRedis`];
-//! - [`member`]: one process of a multi-process set-up, which tests kill, pause and restart.
+//! - [`member`]: one process of a multi-process set-up, which tests kill, pause and restart;
+//! - [`nginx`]: [`Nginx`], a real nginx from a generated config, in a prefix of its own.
 //!
 //! [`RedisServer::start`] spawns `redis-server` with persistence off, waits until it answers
 //! `PING`, and kills it on drop. Tests that need a store fault call [`RedisServer::stop`] and
@@ -14,11 +15,13 @@
 
 pub mod cluster;
 pub mod member;
+pub mod nginx;
 pub mod sentinel;
 pub mod tls;
 
 pub use cluster::RedisCluster;
 pub use member::{Member, wait_until};
+pub use nginx::Nginx;
 pub use sentinel::RedisSentinel;
 pub use tls::{TlsFiles, TlsRedis};
 

@@ -16,11 +16,13 @@
 
 mod admin;
 mod connections;
-mod error;
+pub(crate) mod error;
 pub mod metrics;
 pub mod reload;
 mod routes;
 pub mod topk;
+
+pub(crate) use connections::accept_loop;
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -121,7 +123,9 @@ pub fn now_ms() -> u64 {
 
 /// The service's routes over a state.
 pub fn router(state: Arc<AppState>) -> Router {
-    routes::router(state.clone()).merge(admin::router(state))
+    routes::router(state.clone())
+        .merge(admin::router(state.clone()))
+        .merge(crate::gateway::forward_auth::router(state))
 }
 
 /// Serves until `shutdown` completes, then finishes the requests in flight.
@@ -213,6 +217,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         .with_context(|| format!("cannot listen on {listen}"))?;
     let _watch = reload::watch(state.clone())?;
     spawn_upkeep(store.memory.clone(), prometheus);
+    let _grpc = crate::gateway::spawn_grpc(args.grpc_listen, &state).await?;
     serve(listener, state, shutdown_signal()).await?;
     Ok(())
 }

@@ -104,6 +104,9 @@ fn needs_restart(started: &Config, now: &Config) -> Vec<&'static str> {
     if started.listen != now.listen {
         out.push("listen");
     }
+    if started.grpc_listen != now.grpc_listen {
+        out.push("grpc_listen");
+    }
     if started.store.url != now.store.url {
         out.push("store.url");
     }
