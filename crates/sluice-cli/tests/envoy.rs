@@ -66,7 +66,12 @@ async fn grpc_client(server: &Server) -> RateLimitServiceClient<Channel> {
         server.log().iter().find_map(|line| {
             line.split("Envoy rate-limit service (gRPC) on ")
                 .nth(1)
-                .map(|rest| rest.split_whitespace().next().unwrap_or_default().to_string())
+                .map(|rest| {
+                    rest.split_whitespace()
+                        .next()
+                        .unwrap_or_default()
+                        .to_string()
+                })
         })
     })
     .await;
@@ -96,7 +101,10 @@ fn request(domain: &str, descriptors: Vec<RateLimitDescriptor>) -> RateLimitRequ
     }
 }
 
-async fn ask(client: &mut RateLimitServiceClient<Channel>, r: RateLimitRequest) -> RateLimitResponse {
+async fn ask(
+    client: &mut RateLimitServiceClient<Channel>,
+    r: RateLimitRequest,
+) -> RateLimitResponse {
     client
         .should_rate_limit(r)
         .await
@@ -116,30 +124,56 @@ fn header<'a>(response: &'a RateLimitResponse, name: &str) -> Option<&'a str> {
 async fn allowed_until_the_limit_then_over_limit_with_numbers_and_headers() {
     let server = Server::start(CONFIG);
     let mut client = grpc_client(&server).await;
-    let api = || request("edge", vec![descriptor(&[("remote_address", "203.0.113.9"), ("path", "/a")])]);
+    let api = || {
+        request(
+            "edge",
+            vec![descriptor(&[
+                ("remote_address", "203.0.113.9"),
+                ("path", "/a"),
+            ])],
+        )
+    };
     for remaining in [2, 1, 0] {
         let answer = ask(&mut client, api()).await;
         assert_eq!(answer.overall_code(), Code::Ok);
         let status = &answer.statuses[0];
         assert_eq!(status.code(), Code::Ok);
         assert_eq!(status.limit_remaining, remaining);
-        let limit = status.current_limit.as_ref().expect("the limit is reported");
+        let limit = status
+            .current_limit
+            .as_ref()
+            .expect("the limit is reported");
         assert_eq!((limit.requests_per_unit, limit.unit()), (3, Unit::Minute));
         assert!(limit.name.starts_with("api."), "{}", limit.name);
         let reset = status.duration_until_reset.expect("a reset time");
         assert!(reset.seconds > 0 && reset.seconds <= 60, "{reset:?}");
-        assert_eq!(header(&answer, "RateLimit-Policy"), Some("\"api\";q=3;w=60"));
-        assert_eq!(header(&answer, "X-RateLimit-Remaining"), Some(&*remaining.to_string()));
+        assert_eq!(
+            header(&answer, "RateLimit-Policy"),
+            Some("\"api\";q=3;w=60")
+        );
+        assert_eq!(
+            header(&answer, "X-RateLimit-Remaining"),
+            Some(&*remaining.to_string())
+        );
         assert_eq!(header(&answer, "Retry-After"), None);
     }
     let over = ask(&mut client, api()).await;
     assert_eq!(over.overall_code(), Code::OverLimit);
     assert_eq!(over.statuses[0].code(), Code::OverLimit);
     assert_eq!(over.statuses[0].limit_remaining, 0);
-    let retry: u64 = header(&over, "Retry-After").expect("Retry-After").parse().unwrap();
+    let retry: u64 = header(&over, "Retry-After")
+        .expect("Retry-After")
+        .parse()
+        .unwrap();
     assert!((1..=60).contains(&retry));
     // Another identity is untouched.
-    let other = request("edge", vec![descriptor(&[("remote_address", "203.0.113.10"), ("path", "/a")])]);
+    let other = request(
+        "edge",
+        vec![descriptor(&[
+            ("remote_address", "203.0.113.10"),
+            ("path", "/a"),
+        ])],
+    );
     assert_eq!(ask(&mut client, other).await.overall_code(), Code::Ok);
 }
 
@@ -203,7 +237,12 @@ async fn hits_addend_is_the_cost_and_zero_only_looks() {
     // More than is left is over the limit and takes nothing.
     let mut six = per_ip();
     six.hits_addend = Some(UInt64Value { value: 6 });
-    assert_eq!(ask(&mut client, request("edge", vec![six])).await.overall_code(), Code::OverLimit);
+    assert_eq!(
+        ask(&mut client, request("edge", vec![six]))
+            .await
+            .overall_code(),
+        Code::OverLimit
+    );
     let answer = ask(&mut client, request("edge", vec![zero])).await;
     assert_eq!(answer.statuses[0].limit_remaining, 5);
 }
@@ -212,7 +251,10 @@ async fn hits_addend_is_the_cost_and_zero_only_looks() {
 async fn unknown_domains_are_ok_and_bad_requests_are_errors() {
     let server = Server::start(CONFIG);
     let mut client = grpc_client(&server).await;
-    let unknown = request("nowhere", vec![descriptor(&[("remote_address", "1.2.3.4"), ("path", "/")])]);
+    let unknown = request(
+        "nowhere",
+        vec![descriptor(&[("remote_address", "1.2.3.4"), ("path", "/")])],
+    );
     let answer = ask(&mut client, unknown).await;
     assert_eq!(answer.overall_code(), Code::Ok);
     assert_eq!(answer.statuses.len(), 1);
@@ -236,13 +278,26 @@ async fn a_store_that_is_down_answers_by_each_rules_fail_policy() {
     let mut redis = RedisServer::start();
     let server = Server::start_on(CONFIG, &redis.url());
     let mut client = grpc_client(&server).await;
-    let open = || request("store", vec![descriptor(&[("generic_key", "open"), ("user", "u1")])]);
-    let closed = || request("store", vec![descriptor(&[("generic_key", "closed"), ("user", "u1")])]);
+    let open = || {
+        request(
+            "store",
+            vec![descriptor(&[("generic_key", "open"), ("user", "u1")])],
+        )
+    };
+    let closed = || {
+        request(
+            "store",
+            vec![descriptor(&[("generic_key", "closed"), ("user", "u1")])],
+        )
+    };
     assert_eq!(ask(&mut client, open()).await.overall_code(), Code::Ok);
     assert_eq!(ask(&mut client, closed()).await.overall_code(), Code::Ok);
     redis.stop();
     assert_eq!(ask(&mut client, open()).await.overall_code(), Code::Ok);
-    assert_eq!(ask(&mut client, closed()).await.overall_code(), Code::OverLimit);
+    assert_eq!(
+        ask(&mut client, closed()).await.overall_code(),
+        Code::OverLimit
+    );
     // Both at once: the closed rule denies the request.
     let both = request(
         "store",
@@ -297,7 +352,11 @@ async fn the_standard_grpc_health_service_answers_on_the_same_port() {
     let address = server
         .log()
         .iter()
-        .find_map(|l| l.split("Envoy rate-limit service (gRPC) on ").nth(1).map(str::to_string))
+        .find_map(|l| {
+            l.split("Envoy rate-limit service (gRPC) on ")
+                .nth(1)
+                .map(str::to_string)
+        })
         .unwrap();
     let address = address.split_whitespace().next().unwrap().to_string();
     let channel = Channel::from_shared(format!("http://{address}"))
@@ -314,7 +373,11 @@ async fn the_standard_grpc_health_service_answers_on_the_same_port() {
             .await
             .unwrap()
             .into_inner();
-        assert_eq!(answer.status(), ServingStatus::Serving, "service `{service}`");
+        assert_eq!(
+            answer.status(),
+            ServingStatus::Serving,
+            "service `{service}`"
+        );
     }
 }
 
@@ -326,5 +389,109 @@ async fn without_grpc_listen_there_is_no_grpc_listener() {
         !server.log().iter().any(|l| l.contains("gRPC")),
         "{:?}",
         server.log()
+    );
+}
+
+#[tokio::test]
+async fn the_example_mapping_answers_the_descriptors_of_the_example_envoy_yaml() {
+    let example = include_str!("../../../examples/envoy/sluice.yaml")
+        .replace("grpc_listen: 127.0.0.1:8081", "grpc_listen: 127.0.0.1:0");
+    let server = Server::start(&example);
+    let mut client = grpc_client(&server).await;
+    // What envoy.yaml sends for GET /api/orders with x-user-id: m1.
+    let api = || {
+        request(
+            "edge",
+            vec![
+                descriptor(&[("remote_address", "203.0.113.9")]),
+                descriptor(&[
+                    ("generic_key", "api"),
+                    ("user", "m1"),
+                    ("path", "/api/orders"),
+                ]),
+            ],
+        )
+    };
+    let answer = ask(&mut client, api()).await;
+    assert_eq!(answer.overall_code(), Code::Ok);
+    let names: Vec<&str> = answer
+        .statuses
+        .iter()
+        .map(|s| s.current_limit.as_ref().unwrap().name.as_str())
+        .collect();
+    assert!(
+        names[0].starts_with("per_client.") && names[1].starts_with("api_per_user."),
+        "{names:?}"
+    );
+    // /login: five a minute per address, then blocked.
+    let login = || {
+        request(
+            "edge",
+            vec![
+                descriptor(&[("remote_address", "198.51.100.3")]),
+                descriptor(&[("generic_key", "login"), ("remote_address", "198.51.100.3")]),
+            ],
+        )
+    };
+    for _ in 0..5 {
+        assert_eq!(ask(&mut client, login()).await.overall_code(), Code::Ok);
+    }
+    let blocked = ask(&mut client, login()).await;
+    assert_eq!(blocked.overall_code(), Code::OverLimit);
+    assert_eq!(blocked.statuses[0].code(), Code::Ok);
+    assert_eq!(blocked.statuses[1].code(), Code::OverLimit);
+}
+
+#[test]
+fn validate_names_the_field_of_a_bad_mapping() {
+    let dir = common::TempDir::new();
+    let cases = [
+        (
+            "rules:\n  a:\n    limits:\n      - { by: [ip], rate: 1/1s }\nenvoy:\n  edge:\n    - descriptor: [remote_address]\n      rule: b\n",
+            "envoy.edge[0].rule",
+        ),
+        (
+            "rules:\n  a:\n    limits:\n      - { by: [ip], rate: 1/1s }\nenvoy:\n  edge:\n    - descriptor: [remote_address]\n      rule: a\n",
+            "envoy.edge[0].descriptor",
+        ),
+        (
+            "rules:\n  a:\n    limits:\n      - { by: [ip], rate: 1/1s }\nenvoy:\n  edge:\n    - descriptor: [generic_key=a, remote_address]\n      rule: a\n      attributes: { generic_key: ip }\n",
+            "envoy.edge[0].attributes.generic_key",
+        ),
+        (
+            "rules:\n  a:\n    limits:\n      - { by: [ip], rate: 1/1s }\nforward_auth:\n  denied_status: 500\n",
+            "forward_auth.denied_status",
+        ),
+        (
+            "rules:\n  a:\n    limits:\n      - { by: [ip], rate: 1/1s }\nforward_auth:\n  client_ip: { trusted: [not-a-network] }\n",
+            "client_ip",
+        ),
+    ];
+    for (text, field) in cases {
+        let path = dir.write("bad.yaml", text);
+        let out = common::sluice()
+            .arg("validate")
+            .arg(&path)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr).to_string()
+            + &String::from_utf8_lossy(&out.stdout);
+        assert_eq!(out.status.code(), Some(1), "{stderr}");
+        assert!(stderr.contains(field), "`{field}` not named in: {stderr}");
+    }
+    let good = dir.write(
+        "good.yaml",
+        "rules:\n  a:\n    limits:\n      - { by: [ip], rate: 1/1s }\nenvoy:\n  edge:\n    - descriptor: [generic_key=a, remote_address]\n      rule: a\n      attributes: { remote_address: ip }\n",
+    );
+    let out = common::sluice()
+        .arg("validate")
+        .arg(&good)
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
     );
 }

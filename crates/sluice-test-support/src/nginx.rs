@@ -146,5 +146,7 @@ fn spawn(prefix: &Path, config: &Path, port: u16) -> Result<Child, String> {
     }
     let _ = child.kill();
     let _ = child.wait();
-    Err(format!("nginx did not accept connections on port {port} within 10 s"))
+    Err(format!(
+        "nginx did not accept connections on port {port} within 10 s"
+    ))
 }

@@ -139,14 +139,15 @@ pub async fn answer(
             cost: m.cost,
         })
         .collect();
-    let decisions = state
-        .limiter
-        .check_all(&parts)
-        .await
-        .map_err(|error| match error.is_client_error() {
-            true => Status::invalid_argument(error.to_string()),
-            false => Status::internal(error.to_string()),
-        })?;
+    let decisions =
+        state
+            .limiter
+            .check_all(&parts)
+            .await
+            .map_err(|error| match error.is_client_error() {
+                true => Status::invalid_argument(error.to_string()),
+                false => Status::internal(error.to_string()),
+            })?;
 
     let rules = state.limiter.rules();
     let mut statuses: Vec<DescriptorStatus> = (0..request.descriptors.len())

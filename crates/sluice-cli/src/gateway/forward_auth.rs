@@ -22,11 +22,11 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use axum::{Extension, Router};
 use axum::extract::{ConnectInfo, Path, Query, State};
 use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::any;
+use axum::{Extension, Router};
 use serde::Deserialize;
 use sluice::config::ForwardAuthConfig;
 use sluice::config::gateway::{ClientIpHeader, DENIED_STATUSES};

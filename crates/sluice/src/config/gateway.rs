@@ -250,7 +250,10 @@ pub(super) fn validate(
         for (i, mapping) in mappings.iter().enumerate() {
             let at = |field: &str| format!("envoy.{domain}[{i}].{field}");
             if mapping.descriptor.is_empty() {
-                return Err(fail(at("descriptor"), "a descriptor has one entry or more".into()));
+                return Err(fail(
+                    at("descriptor"),
+                    "a descriptor has one entry or more".into(),
+                ));
             }
             let keys: BTreeSet<&str> = mapping.descriptor.iter().map(|e| e.key.as_str()).collect();
             if keys.len() != mapping.descriptor.len() {
@@ -288,7 +291,11 @@ pub(super) fn validate(
                 .collect();
             for limit in &rule.limits {
                 for by in &limit.by {
-                    if !by.alternatives.iter().any(|a| provided.contains(a.as_str())) {
+                    if !by
+                        .alternatives
+                        .iter()
+                        .any(|a| provided.contains(a.as_str()))
+                    {
                         return Err(fail(
                             at("descriptor"),
                             format!(
@@ -305,12 +312,17 @@ pub(super) fn validate(
         }
     }
     let fail = |field: &str, message: String| {
-        ConfigError::new(format!("forward_auth.{field}"), message)
-            .at_line(super::key_line(text, field.split('.').next().unwrap_or(field)))
+        ConfigError::new(format!("forward_auth.{field}"), message).at_line(super::key_line(
+            text,
+            field.split('.').next().unwrap_or(field),
+        ))
     };
     let prefix = &forward_auth.header_prefix;
     if !prefix.is_empty() && !is_header_name(prefix) {
-        return Err(fail("header_prefix", format!("`{prefix}` is not a header name")));
+        return Err(fail(
+            "header_prefix",
+            format!("`{prefix}` is not a header name"),
+        ));
     }
     for (header, attribute) in &forward_auth.headers {
         if !is_header_name(header) {

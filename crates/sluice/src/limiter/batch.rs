@@ -80,7 +80,11 @@ impl Limiter {
         for part in parts {
             resolved.push(self.resolve(part)?);
         }
-        if !self.inner.enabled.load(std::sync::atomic::Ordering::Relaxed) {
+        if !self
+            .inner
+            .enabled
+            .load(std::sync::atomic::Ordering::Relaxed)
+        {
             return Ok(parts
                 .iter()
                 .map(|p| Decision::pass_through(p.rule, "limiter disabled"))
@@ -88,9 +92,9 @@ impl Limiter {
         }
         // A cost no limit can hold denies the request before the store is asked to consume.
         let too_big = resolved.iter().flatten().any(|r| {
-            r.calls.iter().any(|c| {
-                c.step.enforce && !r.look && c.step.cost > c.step.params.capacity
-            })
+            r.calls
+                .iter()
+                .any(|c| c.step.enforce && !r.look && c.step.cost > c.step.params.capacity)
         });
         let looks: Vec<&Resolved> = resolved.iter().flatten().filter(|r| r.look).collect();
         let applies: Vec<&Resolved> = resolved.iter().flatten().filter(|r| !r.look).collect();
@@ -150,7 +154,10 @@ impl Limiter {
     }
 
     /// A part's store calls, or `None` when its rule is disabled.
-    fn resolve<A: Attributes + ?Sized>(&self, part: &Part<'_, A>) -> Result<Option<Resolved>, Error> {
+    fn resolve<A: Attributes + ?Sized>(
+        &self,
+        part: &Part<'_, A>,
+    ) -> Result<Option<Resolved>, Error> {
         let rule = self.rule(part.rule)?;
         if part.cost > MAX_COST {
             return Err(Error::InvalidCost {

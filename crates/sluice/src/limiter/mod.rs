@@ -27,8 +27,8 @@ use crate::error::Error;
 use crate::model::{Decision, FailPolicy, LimitDecision, MAX_COUNT, Rule, validate_rule_name};
 use crate::store::memory::MemoryStore;
 use crate::store::{LimitCall, LimitKey, Store, StoreError, StoreReply};
-use breaker::Breaker;
 pub use batch::Part;
+use breaker::Breaker;
 pub use keys::Attributes;
 use keys::IdentityError;
 
