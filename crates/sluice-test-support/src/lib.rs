@@ -5,18 +5,21 @@
 //! - [`cluster`]: [`RedisCluster`], 3 primaries and 3 replicas;
 //! - [`sentinel`]: [`RedisSentinel`], a primary, a replica and three sentinels;
 //! - [`tls`]: [`TlsFiles`] (a CA and certificates made on the spot) and [`TlsRedis`];
-//! - [`member`]: one process of a multi-process set-up, which tests kill, pause and restart.
+//! - [`member`]: one process of a multi-process set-up, which tests kill, pause and restart;
+//! - [`browser`]: [`Browser`], a `chromedriver` driving headless `chromium` (dashboard tests).
 //!
 //! [`RedisServer::start`] spawns `redis-server` with persistence off, waits until it answers
 //! `PING`, and kills it on drop. Tests that need a store fault call [`RedisServer::stop`] and
 //! [`RedisServer::restart`] (same port). A missing `redis-server` is a test failure with a message
 //! saying how to install it, never a silent skip.
 
+pub mod browser;
 pub mod cluster;
 pub mod member;
 pub mod sentinel;
 pub mod tls;
 
+pub use browser::Browser;
 pub use cluster::RedisCluster;
 pub use member::{Member, wait_until};
 pub use sentinel::RedisSentinel;

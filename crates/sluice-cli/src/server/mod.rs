@@ -9,6 +9,7 @@
 //! # Layout
 //! - `routes`: check, peek, rules, health, metrics;
 //! - `admin`: bearer-token guard, reset and blocks;
+//! - `dashboard`: the `/ui` page and the admin read endpoints it uses (`/v1/stats`, block lifting);
 //! - `connections`: the accept loop, its connection cap and the timeouts of stalled connections;
 //! - `error`: JSON errors and body parsing (every client mistake is a 4xx with `{"error"}`);
 //! - `reload`: file watch and SIGHUP → parse → validate → swap;
@@ -16,6 +17,7 @@
 
 mod admin;
 mod connections;
+mod dashboard;
 mod error;
 pub mod metrics;
 pub mod reload;
@@ -121,7 +123,9 @@ pub fn now_ms() -> u64 {
 
 /// The service's routes over a state.
 pub fn router(state: Arc<AppState>) -> Router {
-    routes::router(state.clone()).merge(admin::router(state))
+    routes::router(state.clone())
+        .merge(admin::router(state.clone()))
+        .merge(dashboard::router(state))
 }
 
 /// Serves until `shutdown` completes, then finishes the requests in flight.

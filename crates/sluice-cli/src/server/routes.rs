@@ -196,19 +196,25 @@ async fn healthz() -> Json<Value> {
     Json(json!({ "status": "ok" }))
 }
 
-async fn readyz(State(state): State<Arc<AppState>>) -> Response {
+/// Whether the store answers a ping within a deadline derived from the store timeout; the error
+/// says why not.
+pub(super) async fn store_answer(state: &AppState) -> Result<(), String> {
     let store = state.limiter.store();
     let deadline = (state.limiter.options().timeout * 4)
         .clamp(Duration::from_millis(100), Duration::from_secs(2));
-    let answer = match tokio::time::timeout(deadline, store.ping()).await {
+    match tokio::time::timeout(deadline, store.ping()).await {
         Ok(Ok(())) => Ok(()),
         Ok(Err(error)) => Err(error.to_string()),
         Err(_) => Err(format!(
             "{} store: no answer within {deadline:?}",
             store.name()
         )),
-    };
-    match answer {
+    }
+}
+
+async fn readyz(State(state): State<Arc<AppState>>) -> Response {
+    let store = state.limiter.store();
+    match store_answer(&state).await {
         Ok(()) => Json(json!({ "status": "ready", "store": store.name() })).into_response(),
         Err(error) => (
             StatusCode::SERVICE_UNAVAILABLE,
