@@ -66,8 +66,11 @@ pub fn counts(text: &str) -> BTreeMap<String, Counts> {
     out
 }
 
-/// `name{k="v",...} value` → its parts (labels unescaped); `None` for anything else.
-fn sample(line: &str) -> Option<(&str, Vec<(&str, String)>, u64)> {
+/// One Prometheus sample: metric name, labels (values unescaped), value.
+type Sample<'a> = (&'a str, Vec<(&'a str, String)>, u64);
+
+/// `name{k="v",...} value` → its parts; `None` for anything else.
+fn sample(line: &str) -> Option<Sample<'_>> {
     let (name, rest) = line.split_once('{')?;
     let mut labels = Vec::new();
     let mut rest = rest;
