@@ -3,7 +3,7 @@
 //! Exact within a window; a burst of `limit` at the end of one window and `limit` at the start of
 //! the next admits up to twice the limit across the edge. That is the known price of O(1) state.
 
-use super::{Outcome, Params};
+use super::{COUNT_CAP, Outcome, Params};
 
 /// The current window's start (µs) and the units counted in it.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -25,7 +25,7 @@ pub fn decide(state: &mut State, now: u64, p: &Params, cost: u64, apply: bool) -
     }
     let allowed = state.count + cost <= p.limit;
     if apply && (allowed || p.count_denied) {
-        state.count += cost;
+        state.count = (state.count + cost).min(COUNT_CAP);
     }
     let window_left = start + p.window_us - now;
     let reset_after_us = if state.count == 0 { 0 } else { window_left };

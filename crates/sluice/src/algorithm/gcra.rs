@@ -4,7 +4,9 @@
 //! microseconds, so never faster than the rate); the theoretical arrival time `tat` is the time
 //! at which the key is back to full. A request of `cost` is admitted when
 //! `max(tat, now) + cost * T <= now + capacity * T`, so up to `capacity` units pass at once.
-//! Integer arithmetic throughout; the Redis script computes the same numbers.
+//! Integer arithmetic throughout; the Redis script computes the same numbers. Rules are refused
+//! when `capacity * T` reaches 2^53 (see [`crate::model::Limit::validate`]) and a request never
+//! costs more than the capacity, so no product overflows; the arithmetic saturates regardless.
 
 use super::{Outcome, Params};
 
@@ -18,10 +20,10 @@ pub struct State {
 /// Decides `cost` units at `now`.
 pub fn decide(state: &mut State, now: u64, p: &Params, cost: u64, apply: bool) -> Outcome {
     let t = p.emission_interval_us();
-    let tau = p.capacity * t;
+    let tau = p.capacity.saturating_mul(t);
     let tat = state.tat_us.max(now);
-    let new_tat = tat + cost * t;
-    let allowed = new_tat <= now + tau;
+    let new_tat = tat.saturating_add(cost.saturating_mul(t));
+    let allowed = new_tat <= now.saturating_add(tau);
     let retry_after_us = (!allowed).then(|| new_tat - tau - now);
     // What remains after this request: consumed only when applied (a peek reports the present).
     let tat_after = if apply && allowed { new_tat } else { tat };
@@ -32,7 +34,7 @@ pub fn decide(state: &mut State, now: u64, p: &Params, cost: u64, apply: bool) -
     Outcome {
         allowed,
         // A capacity lowered on a live key can leave the tat beyond now + tau: nothing remains.
-        remaining: (now + tau).saturating_sub(tat_after) / t,
+        remaining: now.saturating_add(tau).saturating_sub(tat_after) / t,
         reset_after_us,
         retry_after_us,
         delay_us: 0,

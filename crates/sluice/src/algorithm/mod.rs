@@ -77,6 +77,11 @@ pub struct Outcome {
     pub ttl_us: u64,
 }
 
+/// Units counted in a window or bucket stop growing here (only `count_denied` ever gets there).
+/// It is above any limit ([`crate::model::MAX_COUNT`]), so every decision is the same as with the
+/// full count, and it keeps counts far from overflow, in Rust and in the Redis scripts (2^53).
+pub const COUNT_CAP: u64 = 1 << 24;
+
 /// Float tolerance (in units) for the level comparisons of token and leaky bucket. Draining by
 /// fractions (`elapsed * limit / window`) leaves rounding noise of a few ulps; without it a
 /// request retried exactly after `retry_after` could be denied by 1e-15 of a unit.

@@ -8,7 +8,7 @@
 
 use std::collections::VecDeque;
 
-use super::{Outcome, Params};
+use super::{COUNT_CAP, Outcome, Params};
 
 /// Sub-windows per window.
 pub const BUCKETS: u64 = 10;
@@ -46,8 +46,8 @@ pub fn decide(state: &mut State, now: u64, p: &Params, cost: u64, apply: bool) -
     });
     if apply && (allowed || p.count_denied) {
         match state.buckets.back_mut() {
-            Some((idx, n)) if *idx == current => *n += cost,
-            _ => state.buckets.push_back((current, cost)),
+            Some((idx, n)) if *idx == current => *n = (*n + cost).min(COUNT_CAP),
+            _ => state.buckets.push_back((current, cost.min(COUNT_CAP))),
         }
     }
     let count: u64 = state.buckets.iter().map(|&(_, n)| n).sum();

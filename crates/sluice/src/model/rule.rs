@@ -318,6 +318,25 @@ impl Limit {
                 ));
             }
         }
+        // The algorithms compute `capacity × interval` (GCRA's burst offset, the buckets' time to
+        // drain a full bucket) in integer µs, exactly in Rust and in the Redis scripts' Lua
+        // numbers: refuse rules where it reaches 2^53 (e.g. `burst: 10000000` on `1/30d`).
+        let interval = self.rate.window_us().div_ceil(self.rate.count);
+        if self
+            .capacity()
+            .checked_mul(interval)
+            .is_none_or(|v| v >= MAX_EXACT)
+        {
+            return Err(ModelError::new(
+                "burst",
+                format!(
+                    "{} units of {} µs each (the rate's interval) reach 2^53 µs: lower the \
+                     burst or shorten the window",
+                    self.capacity(),
+                    interval
+                ),
+            ));
+        }
         if self.count_denied && !self.algorithm.supports_count_denied() {
             return Err(ModelError::new(
                 "count_denied",
@@ -349,6 +368,9 @@ impl Limit {
         Ok(())
     }
 }
+
+/// The largest integer the algorithms' products may reach: Lua numbers are exact below it.
+pub const MAX_EXACT: u64 = 1 << 53;
 
 fn check_duration(field: &str, d: Duration) -> Result<(), ModelError> {
     if d.as_millis() == 0 {

@@ -1,49 +1,84 @@
-//! Redis key names: `{prefix}:{rule}:{limit id}:{identity}:{part}`, and back.
+//! Redis key names, and back.
 //!
-//! The identity sits inside a Redis Cluster hash tag (`{ip=1.2.3.4}`), so the three keys of one
-//! identity — the algorithm's state (`:c`), the block (`:b`) and the violations (`:v`) — share a
-//! slot and one script touches one slot. Rule names, limit ids and escaped identities never contain
-//! `:`, `{` or `}` (see [`crate::limiter::keys`] and [`crate::model`]), so a key has exactly one
-//! parse and a block key can be turned back into its [`LimitKey`].
+//! - The algorithm's state: `{prefix}:{limit hash}{{identity}}`, e.g. `sluice:Xq3v_9aZ{ip=1.2.3.4}`.
+//!   The limit hash is 8 URL-safe base64 characters (48 bits of FNV-1a over the rule name and the
+//!   limit id): short, because the state key is the one Redis holds per identity and its name is
+//!   most of its memory. [`state_key_readable`] is its readable form, for docs and debugging.
+//! - While blocked, the state is parked at `{state key}:h` (see `lua/prelude.lua`).
+//! - The block end `{prefix}:{rule}:{limit id}:{{identity}}:b` and the remembered violations
+//!   `…:v`, written only for blocks and for limits with a penalty, keep readable names: admin
+//!   listings scan them and parse them back.
+//!
+//! The identity sits inside a Redis Cluster hash tag, so every key of one identity of a limit —
+//! and of all the limits of a rule counting by the same identity — shares a slot. Rule names,
+//! limit ids and escaped identities never contain `:`, `{` or `}` (see [`crate::limiter::keys`]
+//! and [`crate::model`]), so a key has exactly one parse and a block key can be turned back into
+//! its [`LimitKey`].
 
 use crate::store::LimitKey;
 
 /// The part of an identity's state a key holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Part {
-    /// The algorithm's state (`:c`).
+    /// The algorithm's state (or a block marker while blocked).
     Counter,
-    /// The block lock / ban end (`:b`).
+    /// The block end, for listings (`:b`).
     Block,
     /// The remembered violations (`:v`).
     Violations,
 }
 
-impl Part {
-    fn suffix(self) -> &'static str {
-        match self {
-            Part::Counter => "c",
-            Part::Block => "b",
-            Part::Violations => "v",
-        }
+/// The 8-character hash of a rule's limit in state keys.
+pub fn limit_hash(rule: &str, limit: &str) -> [u8; 8] {
+    const ALPHABET: &[u8; 64] =
+        b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in rule.bytes().chain([0xff]).chain(limit.bytes()) {
+        h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
     }
+    let mut out = [0u8; 8];
+    for (i, c) in out.iter_mut().enumerate() {
+        *c = ALPHABET[((h >> (i * 6)) & 63) as usize];
+    }
+    out
+}
+
+/// The state key of a limit key.
+pub fn state_key(prefix: &str, k: &LimitKey) -> String {
+    let hash = limit_hash(&k.rule, &k.limit);
+    let mut key = String::with_capacity(prefix.len() + k.identity.len() + 11);
+    key.push_str(prefix);
+    key.push(':');
+    // The alphabet is ASCII.
+    key.extend(hash.iter().map(|&b| char::from(b)));
+    key.push('{');
+    key.push_str(&k.identity);
+    key.push('}');
+    key
+}
+
+/// The readable form of a state key, `{prefix}:{rule}:{limit id}:{{identity}}`, as documentation
+/// and listings show it.
+pub fn state_key_readable(prefix: &str, k: &LimitKey) -> String {
+    format!("{prefix}:{}:{}:{{{}}}", k.rule, k.limit, k.identity)
 }
 
 /// The key of one part of a limit key's state.
 pub fn key(prefix: &str, k: &LimitKey, part: Part) -> String {
-    format!(
-        "{prefix}:{}:{}:{{{}}}:{}",
-        k.rule,
-        k.limit,
-        k.identity,
-        part.suffix()
-    )
+    match part {
+        Part::Counter => state_key(prefix, k),
+        Part::Block => format!("{}:b", state_key_readable(prefix, k)),
+        Part::Violations => format!("{}:v", state_key_readable(prefix, k)),
+    }
 }
 
-/// The three keys of a limit key, in script order (state, block, violations).
-pub fn triple(prefix: &str, k: &LimitKey) -> [String; 3] {
+/// Every key a limit key may have: state, parked state, block, violations.
+pub fn all(prefix: &str, k: &LimitKey) -> [String; 4] {
+    let state = state_key(prefix, k);
+    let parked = format!("{state}:h");
     [
-        key(prefix, k, Part::Counter),
+        state,
+        parked,
         key(prefix, k, Part::Block),
         key(prefix, k, Part::Violations),
     ]
@@ -96,10 +131,26 @@ mod tests {
 
     #[test]
     fn one_hash_tag_around_the_identity() {
-        let [c, b, v] = triple("sluice", &lk("ip=1.2.3.4"));
-        assert_eq!(c, "sluice:login:ip-gcra-1m:{ip=1.2.3.4}:c");
+        let [c, h, b, v] = all("sluice", &lk("ip=1.2.3.4"));
+        let hash = limit_hash("login", "ip-gcra-1m");
+        let hash = std::str::from_utf8(&hash).unwrap();
+        assert_eq!(c, format!("sluice:{hash}{{ip=1.2.3.4}}"));
+        assert_eq!(h, format!("{c}:h"));
         assert_eq!(b, "sluice:login:ip-gcra-1m:{ip=1.2.3.4}:b");
         assert_eq!(v, "sluice:login:ip-gcra-1m:{ip=1.2.3.4}:v");
+        assert_eq!(
+            state_key_readable("sluice", &lk("ip=1.2.3.4")),
+            "sluice:login:ip-gcra-1m:{ip=1.2.3.4}"
+        );
+    }
+
+    #[test]
+    fn limit_hashes_are_stable_and_tell_limits_apart() {
+        // Stored keys depend on it: it must never change between versions.
+        assert_eq!(&limit_hash("login", "ip-gcra-1m"), &limit_hash("login", "ip-gcra-1m"));
+        assert_ne!(limit_hash("login", "ip-gcra-1m"), limit_hash("login", "ip-gcra-1h"));
+        assert_ne!(limit_hash("ab", "c"), limit_hash("a", "bc"));
+        assert!(limit_hash("r", "l").iter().all(|b| b.is_ascii_alphanumeric() || b"-_".contains(b)));
     }
 
     #[test]

@@ -212,7 +212,7 @@ impl RedisStore {
     pub async fn load_scripts(&self) -> Result<(), StoreError> {
         let mut conn = self.inner.conn.clone();
         let s = &self.inner.scripts;
-        for script in [&s.decide, &s.block, &s.unblock] {
+        for script in s.all() {
             script
                 .prepare_invoke()
                 .load_async(&mut conn)
@@ -257,17 +257,41 @@ impl RedisStore {
         calls: &[LimitCall],
         mode: Mode,
     ) -> Result<Vec<String>, StoreError> {
-        let args = script::decide_args(calls, mode, self.client_now(), self.inner.min_ttl_us)?;
+        let (script, keys, args) = self.decide_parts(calls, mode)?;
         let mut command = vec![
             "EVALSHA".to_string(),
-            self.inner.scripts.decide.get_hash().to_string(),
-            (calls.len() * 3).to_string(),
+            script.get_hash().to_string(),
+            keys.len().to_string(),
         ];
-        for call in calls {
-            command.extend(keys::triple(&self.inner.prefix, &call.key));
-        }
+        command.extend(keys);
         command.extend(args);
         Ok(command)
+    }
+
+    /// The script, KEYS and ARGV that decide `calls` (see [`script::Scripts::for_calls`]).
+    fn decide_parts(
+        &self,
+        calls: &[LimitCall],
+        mode: Mode,
+    ) -> Result<(&redis::Script, Vec<String>, Vec<String>), StoreError> {
+        let prefix = &self.inner.prefix;
+        let (now, min_ttl) = (self.client_now(), self.inner.min_ttl_us);
+        let (script, one) = self.inner.scripts.for_calls(calls);
+        if one {
+            let call = &calls[0];
+            let args = script::one_args(call, mode, now, min_ttl)?;
+            return Ok((script, vec![keys::state_key(prefix, &call.key)], args.into()));
+        }
+        let mut names = Vec::with_capacity(calls.len() * 3);
+        for call in calls {
+            names.push(keys::state_key(prefix, &call.key));
+            if script::guarded(call) {
+                names.push(keys::key(prefix, &call.key, Part::Block));
+                names.push(keys::key(prefix, &call.key, Part::Violations));
+            }
+        }
+        let args = script::decide_args(calls, mode, now, min_ttl)?;
+        Ok((script, names, args))
     }
 
     async fn decide_calls(
@@ -275,12 +299,10 @@ impl RedisStore {
         calls: &[LimitCall],
         mode: Mode,
     ) -> Result<StoreReply, StoreError> {
-        let args = script::decide_args(calls, mode, self.client_now(), self.inner.min_ttl_us)?;
-        let mut invocation = self.inner.scripts.decide.prepare_invoke();
-        for call in calls {
-            for key in keys::triple(&self.inner.prefix, &call.key) {
-                invocation.key(key);
-            }
+        let (script, keys, args) = self.decide_parts(calls, mode)?;
+        let mut invocation = script.prepare_invoke();
+        for key in keys {
+            invocation.key(key);
         }
         for arg in args {
             invocation.arg(arg);
@@ -363,15 +385,11 @@ impl Store for RedisStore {
             if keys.is_empty() {
                 return Ok(());
             }
-            let names: Vec<String> = keys
-                .iter()
-                .flat_map(|k| keys::triple(&self.inner.prefix, k))
-                .collect();
             let mut conn = self.inner.conn.clone();
-            // One DEL per identity: its three keys share a slot.
+            // One DEL per identity: its keys share a slot.
             let mut pipe = redis::pipe();
-            for triple in names.chunks(3) {
-                pipe.del(triple).ignore();
+            for key in keys {
+                pipe.del(keys::all(&self.inner.prefix, key).as_slice()).ignore();
             }
             pipe.query_async::<()>(&mut conn).await.map_err(store_error)
         })
@@ -387,6 +405,7 @@ impl Store for RedisStore {
             self.inner
                 .scripts
                 .block
+                .key(self.key(key, Part::Counter))
                 .key(self.key(key, Part::Block))
                 .arg(
                     self.client_now()
@@ -407,6 +426,7 @@ impl Store for RedisStore {
                 .inner
                 .scripts
                 .unblock
+                .key(self.key(key, Part::Counter))
                 .key(self.key(key, Part::Block))
                 .key(self.key(key, Part::Violations))
                 .arg(

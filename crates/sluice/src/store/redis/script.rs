@@ -1,9 +1,14 @@
 //! The Lua scripts and their wire format: arguments out, outcomes back.
 //!
-//! Each script is the shared prelude followed by its own parts, concatenated at compile time. The
-//! decision script restates [`crate::algorithm::step`] and the algorithm modules; the layout of its
-//! KEYS/ARGV/reply is documented in `lua/decide.lua` and mirrored here by [`decide_args`] and
-//! [`parse_reply`], which must stay in step with it.
+//! Each script is the shared prelude followed by its own parts, concatenated at compile time.
+//! Which script decides a request depends on its shape ([`Scripts::for_calls`]):
+//! - one limit without block or penalty (the common case): `one_<algorithm>`, the prelude, that
+//!   algorithm alone and `lua/one.lua`: one state key, the algorithm run once, nothing else read;
+//! - anything else (several limits, a block, a penalty): `decide`, every algorithm and
+//!   `lua/decide.lua`, which restates [`crate::algorithm::step`].
+//!
+//! The layout of KEYS/ARGV/reply is documented in each driver and mirrored here by [`one_args`],
+//! [`decide_args`] and [`parse_reply`], which must stay in step with them.
 
 use redis::Script;
 
@@ -11,7 +16,34 @@ use crate::algorithm::{LimitOutcome, Mode};
 use crate::model::Algorithm;
 use crate::store::{LimitCall, StoreError};
 
-/// The decision script: prelude, one function per algorithm, then the driver.
+macro_rules! one_script {
+    ($algorithm:literal, $once:literal) => {
+        concat!(
+            include_str!("lua/prelude.lua"),
+            include_str!(concat!("lua/", $algorithm, ".lua")),
+            "local LOOK, RECORD, ONCE = ",
+            $algorithm,
+            "_look, ",
+            $algorithm,
+            "_record, ",
+            $once,
+            "\n",
+            include_str!("lua/one.lua"),
+        )
+    };
+}
+
+/// The one-limit scripts, by algorithm code (1-based, see [`algorithm_code`]).
+pub const ONE: [&str; 6] = [
+    one_script!("sliding_log", "nil"),
+    one_script!("sliding_window", "nil"),
+    one_script!("fixed_window", "fixed_window_once"),
+    one_script!("token_bucket", "nil"),
+    one_script!("gcra", "nil"),
+    one_script!("leaky_bucket", "nil"),
+];
+
+/// The general decision script: prelude, every algorithm, then the driver.
 pub const DECIDE: &str = concat!(
     include_str!("lua/prelude.lua"),
     include_str!("lua/sliding_log.lua"),
@@ -38,6 +70,8 @@ pub const UNBLOCK: &str = concat!(
 /// The scripts, hashed once.
 #[derive(Debug)]
 pub struct Scripts {
+    /// See [`ONE`].
+    pub one: [Script; 6],
     /// See [`DECIDE`].
     pub decide: Script,
     /// See [`BLOCK`].
@@ -50,6 +84,7 @@ impl Default for Scripts {
     /// Hashes the scripts.
     fn default() -> Scripts {
         Scripts {
+            one: ONE.map(Script::new),
             decide: Script::new(DECIDE),
             block: Script::new(BLOCK),
             unblock: Script::new(UNBLOCK),
@@ -57,12 +92,38 @@ impl Default for Scripts {
     }
 }
 
-/// Values the decision script reads per limit (`ARGS_PER_LIMIT` in `decide.lua`).
-pub const ARGS_PER_LIMIT: usize = 13;
-/// Values the decision script returns per limit.
+impl Scripts {
+    /// Every script, for loading them all.
+    pub fn all(&self) -> impl Iterator<Item = &Script> {
+        self.one
+            .iter()
+            .chain([&self.decide, &self.block, &self.unblock])
+    }
+
+    /// The script that decides these calls, and whether it is a `one_<algorithm>` script.
+    pub fn for_calls(&self, calls: &[LimitCall]) -> (&Script, bool) {
+        match calls {
+            [call] if !guarded(call) => (
+                &self.one[usize::from(algorithm_code(call.step.algorithm)) - 1],
+                true,
+            ),
+            _ => (&self.decide, false),
+        }
+    }
+}
+
+/// Whether a limit keeps a block key and a violations key beside its state.
+pub fn guarded(call: &LimitCall) -> bool {
+    call.step.block_us.is_some() || call.step.penalty.is_some()
+}
+
+/// Values `decide.lua` reads per limit (`ARGS_PER_LIMIT` there).
+pub const ARGS_PER_LIMIT: usize = 12;
+/// Values the decision scripts return per limit.
 pub const REPLY_PER_LIMIT: usize = 8;
 
-fn algorithm_code(a: Algorithm) -> u8 {
+/// The wire code of an algorithm (its place in `decide.lua`'s tables, 1-based).
+pub fn algorithm_code(a: Algorithm) -> u8 {
     match a {
         Algorithm::SlidingLog => 1,
         Algorithm::SlidingWindow => 2,
@@ -73,11 +134,80 @@ fn algorithm_code(a: Algorithm) -> u8 {
     }
 }
 
-/// Largest integer the script computes with exactly (2^53).
+/// Largest integer the scripts compute with exactly (2^53).
 const LUA_EXACT: u64 = 1 << 53;
 
-/// The ARGV of the decision script. Refuses numbers the script could not compute exactly
-/// (a permanent error: the configuration, not the store, is at fault).
+/// Refuses numbers (and products) the scripts could not compute exactly: a permanent error, the
+/// configuration or the request is at fault, not the store.
+fn check_exact(call: &LimitCall) -> Result<(), StoreError> {
+    let s = &call.step;
+    let p = &s.params;
+    let refuse = |what: &str| {
+        Err(StoreError::permanent(
+            "redis",
+            format!("limit `{}`: {what}", call.key.limit),
+        ))
+    };
+    if p.limit == 0 || p.window_us == 0 {
+        return refuse("zero count or window");
+    }
+    let penalty = s.penalty;
+    let numbers = [
+        p.limit,
+        p.window_us,
+        p.capacity,
+        s.cost,
+        s.block_us.unwrap_or(0),
+        penalty.map_or(0, |p| p.warn_after),
+        penalty.map_or(0, |p| p.ban_after),
+        penalty.map_or(0, |p| p.ban_us),
+        penalty.map_or(0, |p| p.memory_us),
+    ];
+    if numbers.iter().any(|&n| n >= LUA_EXACT) {
+        return refuse("a number above 2^53 that Lua cannot hold");
+    }
+    // The largest products the algorithms form: capacity (or cost) times the emission interval.
+    let t = p.emission_interval_us();
+    if p.capacity.max(s.cost).checked_mul(t).is_none_or(|v| v >= LUA_EXACT) {
+        return refuse("capacity or cost times the emission interval reaches 2^53");
+    }
+    Ok(())
+}
+
+fn now_arg(now_us: Option<u64>) -> String {
+    now_us.map_or_else(String::new, |n| n.to_string())
+}
+
+fn mode_arg(mode: Mode) -> &'static str {
+    if mode == Mode::Peek { "peek" } else { "apply" }
+}
+
+fn flag(b: bool) -> &'static str {
+    if b { "1" } else { "0" }
+}
+
+/// The ARGV of a `one_<algorithm>` script (`lua/one.lua`).
+pub fn one_args(
+    call: &LimitCall,
+    mode: Mode,
+    now_us: Option<u64>,
+    min_ttl_us: u64,
+) -> Result<[String; 8], StoreError> {
+    check_exact(call)?;
+    let s = &call.step;
+    Ok([
+        now_arg(now_us),
+        min_ttl_us.to_string(),
+        mode_arg(mode).to_string(),
+        s.params.limit.to_string(),
+        s.params.window_us.to_string(),
+        s.params.capacity.to_string(),
+        s.cost.to_string(),
+        flag(s.params.count_denied).to_string(),
+    ])
+}
+
+/// The ARGV of the general decision script (`lua/decide.lua`).
 pub fn decide_args(
     calls: &[LimitCall],
     mode: Mode,
@@ -85,51 +215,25 @@ pub fn decide_args(
     min_ttl_us: u64,
 ) -> Result<Vec<String>, StoreError> {
     let mut args = Vec::with_capacity(3 + calls.len() * ARGS_PER_LIMIT);
-    args.push(if mode == Mode::Peek { "peek" } else { "apply" }.to_string());
-    args.push(now_us.map_or_else(String::new, |n| n.to_string()));
+    args.push(now_arg(now_us));
     args.push(min_ttl_us.to_string());
+    args.push(mode_arg(mode).to_string());
     for call in calls {
+        check_exact(call)?;
         let s = &call.step;
         let p = &s.params;
-        if p.limit == 0 || p.window_us == 0 {
-            return Err(StoreError::permanent(
-                "redis",
-                format!("limit `{}` has a zero count or window", call.key.limit),
-            ));
-        }
         let penalty = s.penalty;
-        let numbers = [
-            p.limit,
-            p.window_us,
-            p.capacity,
-            s.cost,
-            s.block_us.unwrap_or(0),
-            penalty.map_or(0, |p| p.warn_after),
-            penalty.map_or(0, |p| p.ban_after),
-            penalty.map_or(0, |p| p.ban_us),
-            penalty.map_or(0, |p| p.memory_us),
-        ];
-        if numbers.iter().any(|&n| n >= LUA_EXACT) {
-            return Err(StoreError::permanent(
-                "redis",
-                format!(
-                    "limit `{}` has a number above 2^53 that Lua cannot hold",
-                    call.key.limit
-                ),
-            ));
-        }
-        let flag = |b: bool| if b { "1" } else { "0" }.to_string();
+        let or_none = |v: Option<u64>| v.map_or_else(String::new, |v| v.to_string());
         args.extend([
             algorithm_code(s.algorithm).to_string(),
             p.limit.to_string(),
             p.window_us.to_string(),
             p.capacity.to_string(),
-            flag(p.count_denied),
             s.cost.to_string(),
-            s.block_us.map_or_else(String::new, |b| b.to_string()),
-            flag(s.enforce),
-            flag(penalty.is_some()),
-            penalty.map_or(0, |p| p.warn_after).to_string(),
+            flag(p.count_denied).to_string(),
+            flag(s.enforce).to_string(),
+            or_none(s.block_us),
+            or_none(penalty.map(|p| p.warn_after)),
             penalty.map_or(0, |p| p.ban_after).to_string(),
             penalty.map_or(0, |p| p.ban_us).to_string(),
             penalty.map_or(0, |p| p.memory_us).to_string(),
@@ -191,9 +295,13 @@ mod tests {
 
     #[test]
     fn every_script_starts_with_the_prelude_and_has_a_header() {
-        for s in [DECIDE, BLOCK, UNBLOCK] {
+        for s in ONE.iter().chain(&[DECIDE, BLOCK, UNBLOCK]) {
             assert!(s.starts_with("-- Sluice scripts, shared prelude"));
         }
         assert!(DECIDE.contains(&format!("local ARGS_PER_LIMIT = {ARGS_PER_LIMIT}")));
+        for a in Algorithm::ALL {
+            let one = ONE[usize::from(algorithm_code(a)) - 1];
+            assert!(one.contains(&format!("local LOOK, RECORD, ONCE = {}_look", a.name())));
+        }
     }
 }
