@@ -16,7 +16,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 use sluice::algorithm::Mode;
 use sluice::config::StoreConfig;
-use sluice::model::{Algorithm, Limit, Rate, Rule, parse_duration};
+use sluice::model::{Algorithm, Limit, Penalty, Rate, Rule, parse_duration};
 use sluice::store::redis::{RedisOptions, RedisStore};
 use sluice::{Limiter, Options};
 
@@ -43,6 +43,17 @@ pub struct BenchArgs {
     /// The limit per key (the default lets nearly every decision through).
     #[arg(long, default_value = "10000000/1s")]
     pub limit: Rate,
+    /// Limits in the benchmark rule, all counting by the same key (each with a window one second
+    /// longer than the previous, so each is its own limit).
+    #[arg(long, default_value_t = 1)]
+    pub limits: usize,
+    /// Block an identity for this long once a limit denies it.
+    #[arg(long, value_parser = parse_duration_arg)]
+    pub block: Option<Duration>,
+    /// Give each limit a penalty (warning after 1 violation, ban for an hour after 3, violations
+    /// remembered for an hour).
+    #[arg(long)]
+    pub penalty: bool,
     /// Print one JSON object instead of text.
     #[arg(long)]
     pub json: bool,
@@ -319,13 +330,30 @@ enum Driver {
 impl Driver {
     async fn library(args: &BenchArgs) -> anyhow::Result<Driver> {
         let opened = store_url::open(&args.store, &StoreConfig::default()).await?;
-        let limit = Limit::new(&["key"], args.limit, args.algorithm);
+        if args.limits == 0 {
+            bail!("--limits must be at least 1");
+        }
+        let limits = (0..args.limits)
+            .map(|i| {
+                let mut rate = args.limit;
+                rate.window += Duration::from_secs(i as u64);
+                let mut limit = Limit::new(&["key"], rate, args.algorithm);
+                limit.block = args.block;
+                limit.penalty = args.penalty.then_some(Penalty {
+                    warn_after: 1,
+                    ban_after: 3,
+                    ban: Duration::from_secs(3600),
+                    memory: Duration::from_secs(3600),
+                });
+                limit
+            })
+            .collect();
         let limiter = Limiter::builder_arc(opened.store)
             .options(Options {
                 timeout: args.timeout,
                 ..Options::default()
             })
-            .rule("bench", Rule::new(vec![limit]))
+            .rule("bench", Rule::new(limits))
             .build()?;
         Ok(Driver::Library(limiter))
     }

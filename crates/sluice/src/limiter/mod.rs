@@ -412,7 +412,7 @@ impl Limiter {
             return Ok(d);
         }
         let policy = rule.rule.fail.unwrap_or(self.inner.options.fail);
-        let (reply, degraded) = match self.call_store(&calls, mode).await {
+        let (reply, degraded) = match self.call_store_fitting(&calls, mode).await {
             Ok(reply) => (Some(reply), None),
             Err(error) => {
                 tracing::debug!(rule = name, %error, "store unavailable; fail policy {policy:?}");
@@ -433,6 +433,47 @@ impl Limiter {
         }
         record_metrics(&d);
         Ok(d)
+    }
+
+    /// The store call for the limits that can hold `cost`: a shadow limit whose capacity is below
+    /// the cost is checked as an enforced one is (the cost is never sent to the store, where it
+    /// could overflow the algorithm's arithmetic) and answers as denied.
+    async fn call_store_fitting(
+        &self,
+        calls: &[LimitCall],
+        mode: Mode,
+    ) -> Result<StoreReply, StoreError> {
+        let fits = |c: &LimitCall| c.step.cost <= c.step.params.capacity;
+        if calls.iter().all(fits) {
+            return self.call_store(calls, mode).await;
+        }
+        let fitting: Vec<LimitCall> = calls.iter().filter(|c| fits(c)).cloned().collect();
+        let mut reply = if fitting.is_empty() {
+            StoreReply {
+                now_us: 0,
+                outcomes: Vec::new(),
+            }
+        } else {
+            self.call_store(&fitting, mode).await?
+        };
+        let mut answered = reply.outcomes.into_iter();
+        reply.outcomes = calls
+            .iter()
+            .map(|c| match (fits(c), answered.next()) {
+                (true, Some(o)) => o,
+                _ => LimitOutcome {
+                    allowed: false,
+                    remaining: 0,
+                    reset_after_us: 0,
+                    retry_after_us: None,
+                    delay_us: 0,
+                    blocked_until_us: None,
+                    violations: 0,
+                    warning: false,
+                },
+            })
+            .collect();
+        Ok(reply)
     }
 
     /// One store call under the deadline and the breaker.
@@ -475,10 +516,15 @@ impl Limiter {
             Err(error) => {
                 metrics::counter!("sluice_store_errors_total", "store" => inner.store.name())
                     .increment(1);
-                if inner.breaker.failure() {
+                // Only failures that may pass (connection lost, timeout, a busy or loading
+                // server) feed the breaker. A deterministic error (a script error, a wrong type)
+                // belongs to this request alone: the others must not be degraded by it.
+                if !error.transient {
+                    metrics::counter!("sluice_store_request_errors_total", "store" => inner.store.name())
+                        .increment(1);
+                    tracing::error!(store = inner.store.name(), %error, "store error for one request");
+                } else if inner.breaker.failure() {
                     tracing::warn!(store = inner.store.name(), %error, "store failing; skipping it for a while");
-                } else if !error.transient {
-                    tracing::error!(store = inner.store.name(), %error, "store error");
                 }
             }
         }

@@ -257,7 +257,20 @@ impl RedisStore {
         calls: &[LimitCall],
         mode: Mode,
     ) -> Result<Vec<String>, StoreError> {
-        let (script, keys, args) = self.decide_parts(calls, mode)?;
+        let prefix = &self.inner.prefix;
+        let (now, min_ttl) = (self.client_now(), self.inner.min_ttl_us);
+        let (script, keys, args): (_, Vec<String>, Vec<String>) =
+            match self.inner.scripts.one_for(calls, mode) {
+                Some(one) => (
+                    one,
+                    vec![keys::state_key(prefix, &calls[0].key)],
+                    script::one_args(&calls[0], now, min_ttl)?.into(),
+                ),
+                None => {
+                    let (keys, args) = self.general_parts(calls, mode)?;
+                    (&self.inner.scripts.decide, keys, args)
+                }
+            };
         let mut command = vec![
             "EVALSHA".to_string(),
             script.get_hash().to_string(),
@@ -268,20 +281,13 @@ impl RedisStore {
         Ok(command)
     }
 
-    /// The script, KEYS and ARGV that decide `calls` (see [`script::Scripts::for_calls`]).
-    fn decide_parts(
+    /// The KEYS and ARGV of the general decision script.
+    fn general_parts(
         &self,
         calls: &[LimitCall],
         mode: Mode,
-    ) -> Result<(&redis::Script, Vec<String>, Vec<String>), StoreError> {
+    ) -> Result<(Vec<String>, Vec<String>), StoreError> {
         let prefix = &self.inner.prefix;
-        let (now, min_ttl) = (self.client_now(), self.inner.min_ttl_us);
-        let (script, one) = self.inner.scripts.for_calls(calls);
-        if one {
-            let call = &calls[0];
-            let args = script::one_args(call, mode, now, min_ttl)?;
-            return Ok((script, vec![keys::state_key(prefix, &call.key)], args.into()));
-        }
         let mut names = Vec::with_capacity(calls.len() * 3);
         for call in calls {
             names.push(keys::state_key(prefix, &call.key));
@@ -290,8 +296,8 @@ impl RedisStore {
                 names.push(keys::key(prefix, &call.key, Part::Violations));
             }
         }
-        let args = script::decide_args(calls, mode, now, min_ttl)?;
-        Ok((script, names, args))
+        let args = script::decide_args(calls, mode, self.client_now(), self.inner.min_ttl_us)?;
+        Ok((names, args))
     }
 
     async fn decide_calls(
@@ -299,15 +305,31 @@ impl RedisStore {
         calls: &[LimitCall],
         mode: Mode,
     ) -> Result<StoreReply, StoreError> {
-        let (script, keys, args) = self.decide_parts(calls, mode)?;
-        let mut invocation = script.prepare_invoke();
+        let mut conn = self.inner.conn.clone();
+        if let Some(one) = self.inner.scripts.one_for(calls, mode) {
+            let call = &calls[0];
+            let args = script::one_args(call, self.client_now(), self.inner.min_ttl_us)?;
+            let reply: Vec<i64> = one
+                .key(keys::state_key(&self.inner.prefix, &call.key))
+                .arg(&args[..])
+                .invoke_async(&mut conn)
+                .await
+                .map_err(store_error)?;
+            if let Some((now_us, outcome)) = script::parse_one_reply(&reply)? {
+                return Ok(StoreReply {
+                    now_us,
+                    outcomes: vec![outcome],
+                });
+            }
+        }
+        let (keys, args) = self.general_parts(calls, mode)?;
+        let mut invocation = self.inner.scripts.decide.prepare_invoke();
         for key in keys {
             invocation.key(key);
         }
         for arg in args {
             invocation.arg(arg);
         }
-        let mut conn = self.inner.conn.clone();
         let reply: Vec<i64> = invocation
             .invoke_async(&mut conn)
             .await

@@ -1,13 +1,15 @@
 //! The Lua scripts and their wire format: arguments out, outcomes back.
 //!
-//! Each script is the shared prelude followed by its own parts, concatenated at compile time.
 //! Which script decides a request depends on its shape ([`Scripts::for_calls`]):
-//! - one limit without block or penalty (the common case): `one_<algorithm>`, the prelude, that
-//!   algorithm alone and `lua/one.lua`: one state key, the algorithm run once, nothing else read;
-//! - anything else (several limits, a block, a penalty): `decide`, every algorithm and
-//!   `lua/decide.lua`, which restates [`crate::algorithm::step`].
+//! - one limit without block or penalty, applied (the common case): `one_<algorithm>.lua`, a
+//!   script written for that algorithm alone, at the floor of what Redis must do. It handles
+//!   the state it expects and answers `{}` for anything else (a block marker, another
+//!   algorithm's state, for the sliding log a denial), having written nothing; the store then
+//!   sends the general script. The leaky bucket has none.
+//! - anything else (several limits, a block, a penalty, a peek): `decide`, the prelude, every
+//!   algorithm and `lua/decide.lua`, which restates [`crate::algorithm::step`].
 //!
-//! The layout of KEYS/ARGV/reply is documented in each driver and mirrored here by [`one_args`],
+//! The layout of KEYS/ARGV/reply is documented in each script and mirrored here by [`one_args`],
 //! [`decide_args`] and [`parse_reply`], which must stay in step with them.
 
 use redis::Script;
@@ -16,31 +18,14 @@ use crate::algorithm::{LimitOutcome, Mode};
 use crate::model::Algorithm;
 use crate::store::{LimitCall, StoreError};
 
-macro_rules! one_script {
-    ($algorithm:literal, $once:literal) => {
-        concat!(
-            include_str!("lua/prelude.lua"),
-            include_str!(concat!("lua/", $algorithm, ".lua")),
-            "local LOOK, RECORD, ONCE = ",
-            $algorithm,
-            "_look, ",
-            $algorithm,
-            "_record, ",
-            $once,
-            "\n",
-            include_str!("lua/one.lua"),
-        )
-    };
-}
-
 /// The one-limit scripts, by algorithm code (1-based, see [`algorithm_code`]).
-pub const ONE: [&str; 6] = [
-    one_script!("sliding_log", "nil"),
-    one_script!("sliding_window", "nil"),
-    one_script!("fixed_window", "fixed_window_once"),
-    one_script!("token_bucket", "nil"),
-    one_script!("gcra", "nil"),
-    one_script!("leaky_bucket", "nil"),
+pub const ONE: [Option<&str>; 6] = [
+    Some(include_str!("lua/one_sliding_log.lua")),
+    Some(include_str!("lua/one_sliding_window.lua")),
+    Some(include_str!("lua/one_fixed_window.lua")),
+    Some(include_str!("lua/one_token_bucket.lua")),
+    Some(include_str!("lua/one_gcra.lua")),
+    None,
 ];
 
 /// The general decision script: prelude, every algorithm, then the driver.
@@ -71,7 +56,7 @@ pub const UNBLOCK: &str = concat!(
 #[derive(Debug)]
 pub struct Scripts {
     /// See [`ONE`].
-    pub one: [Script; 6],
+    pub one: [Option<Script>; 6],
     /// See [`DECIDE`].
     pub decide: Script,
     /// See [`BLOCK`].
@@ -84,7 +69,7 @@ impl Default for Scripts {
     /// Hashes the scripts.
     fn default() -> Scripts {
         Scripts {
-            one: ONE.map(Script::new),
+            one: ONE.map(|s| s.map(Script::new)),
             decide: Script::new(DECIDE),
             block: Script::new(BLOCK),
             unblock: Script::new(UNBLOCK),
@@ -97,17 +82,17 @@ impl Scripts {
     pub fn all(&self) -> impl Iterator<Item = &Script> {
         self.one
             .iter()
+            .flatten()
             .chain([&self.decide, &self.block, &self.unblock])
     }
 
-    /// The script that decides these calls, and whether it is a `one_<algorithm>` script.
-    pub fn for_calls(&self, calls: &[LimitCall]) -> (&Script, bool) {
+    /// The one-limit script that decides these calls, if they have that shape.
+    pub fn one_for(&self, calls: &[LimitCall], mode: Mode) -> Option<&Script> {
         match calls {
-            [call] if !guarded(call) => (
-                &self.one[usize::from(algorithm_code(call.step.algorithm)) - 1],
-                true,
-            ),
-            _ => (&self.decide, false),
+            [call] if mode == Mode::Apply && !guarded(call) => {
+                self.one[usize::from(algorithm_code(call.step.algorithm)) - 1].as_ref()
+            }
+            _ => None,
         }
     }
 }
@@ -186,19 +171,17 @@ fn flag(b: bool) -> &'static str {
     if b { "1" } else { "0" }
 }
 
-/// The ARGV of a `one_<algorithm>` script (`lua/one.lua`).
+/// The ARGV of a `one_<algorithm>` script.
 pub fn one_args(
     call: &LimitCall,
-    mode: Mode,
     now_us: Option<u64>,
     min_ttl_us: u64,
-) -> Result<[String; 8], StoreError> {
+) -> Result<[String; 7], StoreError> {
     check_exact(call)?;
     let s = &call.step;
     Ok([
         now_arg(now_us),
         min_ttl_us.to_string(),
-        mode_arg(mode).to_string(),
         s.params.limit.to_string(),
         s.params.window_us.to_string(),
         s.params.capacity.to_string(),
@@ -240,6 +223,25 @@ pub fn decide_args(
         ]);
     }
     Ok(args)
+}
+
+/// Values a `one_<algorithm>` script returns.
+pub const ONE_REPLY: usize = 5;
+
+/// Decodes a `one_<algorithm>` script's reply: `None` when it left the request to the general
+/// script.
+pub fn parse_one_reply(reply: &[i64]) -> Result<Option<(u64, LimitOutcome)>, StoreError> {
+    if reply.is_empty() {
+        return Ok(None);
+    }
+    let mut full = Vec::with_capacity(1 + REPLY_PER_LIMIT);
+    full.extend_from_slice(reply);
+    if reply.len() == ONE_REPLY {
+        // delay, blocked_until (none), violations, warning: nothing for these limits.
+        full.extend_from_slice(&[0, -1, 0, 0]);
+    }
+    let (now, mut outcomes) = parse_reply(&full, 1)?;
+    Ok(outcomes.pop().map(|o| (now, o)))
 }
 
 /// Decodes the decision script's reply for `limits` limits: the time and one outcome each.
@@ -295,13 +297,14 @@ mod tests {
 
     #[test]
     fn every_script_starts_with_the_prelude_and_has_a_header() {
-        for s in ONE.iter().chain(&[DECIDE, BLOCK, UNBLOCK]) {
+        for s in [DECIDE, BLOCK, UNBLOCK] {
             assert!(s.starts_with("-- Sluice scripts, shared prelude"));
         }
         assert!(DECIDE.contains(&format!("local ARGS_PER_LIMIT = {ARGS_PER_LIMIT}")));
         for a in Algorithm::ALL {
-            let one = ONE[usize::from(algorithm_code(a)) - 1];
-            assert!(one.contains(&format!("local LOOK, RECORD, ONCE = {}_look", a.name())));
+            if let Some(one) = ONE[usize::from(algorithm_code(a)) - 1] {
+                assert!(one.starts_with(&format!("-- one_{}: ", a.name())));
+            }
         }
     }
 }
