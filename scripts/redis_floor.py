@@ -114,7 +114,7 @@ def main():
     ap.add_argument("algorithms", nargs="*", default=list(MIN))
     ap.add_argument("--seconds", type=int, default=6)
     ap.add_argument("--shapes", action="store_true")
-    a = ap.parse_args()
+    a = ap.parse_intermixed_args()
     redis = Redis()
     try:
         for alg in a.algorithms:
