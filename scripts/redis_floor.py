@@ -11,7 +11,8 @@ For each algorithm:
     blocked, and a rule with two limits.
 Prints one JSON object per line (consumed by scripts/bench) and a table on stderr.
 
-usage: redis_floor.py SLUICE_BINARY [--seconds N] [--shapes] [algorithm ...]
+usage: redis_floor.py SLUICE_BINARY [--seconds N] [--shapes] [algorithm ...] > run.jsonl
+       redis_floor.py --render run.jsonl      (the Markdown section of BENCHMARKS.md)
 """
 import argparse, csv, io, json, os, re, shutil, socket, statistics, subprocess, sys, tempfile, time
 
@@ -95,8 +96,10 @@ def minimal(redis, alg, pipeline):
 
 def sluice(redis, binary, alg, seconds, *extra, keys=KEYS):
     redis.reset()
+    if "--limit" not in extra:
+        extra = ("--limit", "1000/1m", *extra)
     out = subprocess.run([binary, "bench", "--store", f"redis://127.0.0.1:{redis.port}", "--algorithm", alg,
-                          "--limit", "1000/1m", "--concurrency", str(CLIENTS), "--keys", str(keys),
+                          "--concurrency", str(CLIENTS), "--keys", str(keys),
                           "--duration", f"{seconds}s", "--json", *extra],
                          capture_output=True, text=True)
     line = [l for l in out.stdout.splitlines() if l.strip().startswith("{")]
@@ -108,7 +111,39 @@ def sluice(redis, binary, alg, seconds, *extra, keys=KEYS):
             "denied": report["denied"]}
 
 
+def render(path):
+    rows = [json.loads(l) for l in open(path) if l.strip()]
+    f = lambda v, d=2: "-" if v is None else f"{v:.{d}f}"
+    print("## Redis at the floor (`scripts/redis_floor.py`)\n")
+    print("One private `redis-server`, one run: the minimal script of each algorithm (`scripts/floor/`,")
+    print(f"1000 per minute) under `redis-benchmark -c {CLIENTS} -r {KEYS}`, then `sluice bench` through the")
+    print(f"library on the same Redis ({CLIENTS} tasks, {KEYS} keys, limit 1000/1m). µs per call is Redis' own")
+    print("time per `EVALSHA` (`INFO commandstats`); bytes per key is the median `MEMORY USAGE` (key name")
+    print("included) of 200 random state keys. Goals: Sluice's µs ≤ 1.25× the minimal script's, rate ≥ 0.8×")
+    print("the minimal -P 16 rate, memory ≤ minimal + 16 bytes.\n")
+    print("| algorithm | minimal µs (P16) | Sluice µs | µs ratio | minimal -P 16 /s | Sluice /s | rate ratio | minimal B/key | Sluice B/key |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    for r in rows:
+        p16, s = r["p16"], r["sluice"]
+        print(f"| {r['algorithm']} | {f(p16['us_per_call'])} | {f(s['us_per_call'])} | {f(r['us_ratio'])}× | "
+              f"{p16['per_sec']:.0f} | {s['per_sec']:.0f} | {f(r['rate_ratio'])}× | {p16['bytes_per_key']:.0f} | {s['bytes_per_key']:.0f} |")
+    if any("guarded" in r for r in rows):
+        print("\nShapes, same run. *block + penalty*: the limit also has `block: 1h` and a penalty, nobody")
+        print("denied (goal ≤ 1.6× the minimal µs); *blocked*: `1/1h` with `block: 1h` on 1,000 keys, so")
+        print("nearly every decision answers from a block (goal ≤ 1× the minimal µs); *two limits*: a rule")
+        print("with two such limits on the same key (goal ≤ 2.2× Sluice's one-limit µs).\n")
+        print("| algorithm | block + penalty µs | ÷ minimal | blocked µs | ÷ minimal | two limits µs | ÷ one limit |")
+        print("| --- | --- | --- | --- | --- | --- | --- |")
+        for r in rows:
+            print(f"| {r['algorithm']} | {f(r['guarded']['us_per_call'])} | {f(r['guarded_us_ratio'])}× | "
+                  f"{f(r['blocked']['us_per_call'])} | {f(r['blocked_us_ratio'])}× | "
+                  f"{f(r['two_limits']['us_per_call'])} | {f(r['two_limits_ratio'])}× |")
+    print()
+
+
 def main():
+    if len(sys.argv) == 3 and sys.argv[1] == "--render":
+        return render(sys.argv[2])
     ap = argparse.ArgumentParser()
     ap.add_argument("binary")
     ap.add_argument("algorithms", nargs="*", default=list(MIN))

@@ -274,7 +274,10 @@ async fn redis_down_follows_each_fail_policy_then_recovers() {
             "{a:?}"
         );
     }
-    let found = keys(&redis, &state_key("fail_local", "id-sliding_log-1m", "id=after"));
+    let found = keys(
+        &redis,
+        &state_key("fail_local", "id-sliding_log-1m", "id=after"),
+    );
     assert_eq!(found.len(), 1, "{found:?}");
     assert!(found[0].1 > 0, "{found:?}");
 }

@@ -128,8 +128,17 @@ fn two_limits_never_over_admit(url: &str, units: impl Fn(&str) -> u64) {
         );
         if algorithm == Algorithm::SlidingLog {
             let [member, ip] = pair_limits(algorithm).map(|l| l.id());
-            let key =
-                |limit: &str, identity: &str| format!("{prefix}:pair:{limit}:{{{identity}}}:c");
+            // Every request costs one unit: one member each.
+            let key = |limit: &str, identity: &str| {
+                sluice::store::redis::keys::state_key(
+                    &prefix,
+                    &sluice::store::LimitKey {
+                        rule: "pair".into(),
+                        limit: limit.into(),
+                        identity: identity.into(),
+                    },
+                )
+            };
             assert_eq!(units(&key(&member, "member=m")), a + b, "member units");
             assert_eq!(units(&key(&ip, "ip=a")), a, "ip a units");
             assert_eq!(units(&key(&ip, "ip=b")), b, "ip b units");

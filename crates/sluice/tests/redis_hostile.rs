@@ -32,7 +32,10 @@ async fn a_huge_cost_on_a_shadow_limit_is_checked_and_degrades_nobody() {
                 gcra_shadow,
             ]),
         ),
-        ("other", Rule::new(vec![limit("5/1m", Algorithm::FixedWindow)])),
+        (
+            "other",
+            Rule::new(vec![limit("5/1m", Algorithm::FixedWindow)]),
+        ),
     ]);
     for _ in 0..5 {
         let d = limiter

@@ -50,7 +50,8 @@ async fn memory_usage_per_algorithm() {
             .build()
             .unwrap();
         let attrs = [("ip", "203.0.113.9")];
-        let key = format!("sluice:login:ip-{algorithm}-1m:{{ip=203.0.113.9}}:c");
+        let call = limiter.calls("login", &attrs, 1).unwrap().remove(0);
+        let key = sluice::store::redis::keys::state_key("sluice", &call.key);
         let mut report = Vec::new();
         for (done, target) in [(0, 1), (1, 11), (11, 100), (100, 1000)] {
             for i in done..target {
@@ -68,11 +69,13 @@ async fn memory_usage_per_algorithm() {
         if algorithm == Algorithm::Gcra {
             // A denial records a violation and bans.
             limiter.check("login", &attrs, 1).await.unwrap();
-            let base = key.trim_end_matches(":c");
+            use sluice::store::redis::keys::{Part, key as part_key};
             println!(
-                "block: {} B, violations: {} B",
-                usage(&format!("{base}:b")),
-                usage(&format!("{base}:v"))
+                "block marker: {} B, parked state: {} B, block: {} B, violations: {} B",
+                usage(&key),
+                usage(&format!("{key}:h")),
+                usage(&part_key("sluice", &call.key, Part::Block)),
+                usage(&part_key("sluice", &call.key, Part::Violations))
             );
         }
     }

@@ -220,7 +220,10 @@ async fn every_key_expires_exactly_when_it_stops_mattering() {
     assert_eq!(left, "");
     for c in limiter.calls("b-gcra", &[("ip", "1.1.1.1")], 1).unwrap() {
         let state = keys::state_key("sluice", &c.key);
-        assert!(server.cli(&["GET", &state]).parse::<u64>().is_ok(), "{state}");
+        assert!(
+            server.cli(&["GET", &state]).parse::<u64>().is_ok(),
+            "{state}"
+        );
         assert_eq!(server.cli(&["EXISTS", &format!("{state}:h")]), "0");
     }
     limiter.reset("b-gcra", &[("ip", "2.2.2.2")]).await.unwrap();

@@ -5,15 +5,26 @@
 //! - [`keys`]: key names and parsing them back;
 //! - [`script`]: the Lua scripts (`lua/*.lua`, concatenated at compile time) and their wire format.
 //!
-//! # One decision, one script call
-//! The decision script (`lua/decide.lua` after `lua/prelude.lua` and one file per algorithm)
-//! restates [`crate::algorithm::step`] and the algorithm modules: block/ban check, the algorithms
-//! (looking only), the all-or-nothing commit, violation counting and penalty, block/ban, and a
-//! reply with every outcome field — for all the limits of a request in one `EVALSHA` (reloaded on
-//! `NOSCRIPT`). The arithmetic is the Rust arithmetic: integer microseconds, the same `f64`
-//! formulas in the same order for the bucket algorithms, the same rounding, and floats stored with
-//! `%.17g` so they round-trip. One conformance suite and a randomized differential test run the
-//! memory store and this store side by side (`tests/`). [`Mode::Peek`] writes nothing.
+//! # One decision, one script call, at the floor
+//! Each decision is one `EVALSHA` (reloaded on `NOSCRIPT`), chosen by the request's shape
+//! ([`script::Scripts::one_for`]):
+//! - one limit without block or penalty — the common case — runs `lua/one_<algorithm>.lua`,
+//!   written for that algorithm alone so that Redis does what the algorithm needs and no more:
+//!   `TIME`, one read and one write of one key (the fixed window: one `DECRBY`). It answers only
+//!   the case it expects; for anything else (a block marker, another algorithm's state, a sliding
+//!   log denial, whose retry time needs a search) it writes nothing and answers `{}`, and the
+//!   store sends the general script;
+//! - anything else runs `lua/decide.lua` after `lua/prelude.lua` and one file per algorithm, which
+//!   restates [`crate::algorithm::step`]: block check, each algorithm's look (one read), the
+//!   all-or-nothing records (one write each, only once every enforcing limit passes), violations
+//!   and penalty, block/ban. Only limits with a penalty read a violations key; no decision reads a
+//!   block key (see Keys).
+//!
+//! The arithmetic is the Rust arithmetic: integer microseconds, the same `f64` formulas in the
+//! same order for the bucket algorithms, the same rounding, and floats stored with `%.17g` so they
+//! round-trip. One conformance suite and a randomized differential test (on a client clock and on
+//! Redis `TIME`) run the memory store and this store side by side (`tests/`). [`Mode::Peek`]
+//! writes nothing.
 //!
 //! Time comes from Redis `TIME` (µs), so app nodes with skewed clocks agree; with
 //! [`RedisOptions::clock`] set, the client's clock is sent instead (tests use a
@@ -21,25 +32,33 @@
 //! decision never depends on when Redis expires a key; expiry only frees memory.
 //!
 //! # Keys
-//! `{prefix}:{rule}:{limit id}:{identity}:{c|b|v}`, e.g.
-//! `sluice:login:ip-gcra-1m:{ip=1.2.3.4}:c` (the algorithm's state), `…:b` (block end, µs) and
-//! `…:v` (violation count and when it is forgotten). The identity, already escaped by
-//! [`crate::limiter::keys`] (values with `{`, `}`, `:` or longer than 64 bytes are hashed), is a
-//! Redis Cluster hash tag, so the three keys of one identity share a slot.
+//! The state of a limit for an identity is one key, `{prefix}:{limit hash}{{identity}}`, e.g.
+//! `sluice:Xq3v_9aZ{ip=1.2.3.4}`: the limit hash is 8 characters of a hash of rule name and limit
+//! id ([`keys::limit_hash`]), because the name is most of what Redis holds per identity. Its
+//! readable form, `{prefix}:{rule}:{limit id}:{{identity}}` ([`keys::state_key_readable`]), is
+//! what documentation and listings show. Blocks and violations keep readable names:
+//! `sluice:login:ip-gcra-1m:{ip=1.2.3.4}:b` (block end, µs; admin listings scan these) and `…:v`
+//! (violation count and when it is forgotten). A block (configured, a ban, or an admin block)
+//! moves the state to `{state key}:h` and writes `B<end µs>` into the state key: decisions see
+//! it with the read they make anyway, and the next decision after its end moves the state back.
+//! The identity, already escaped by [`crate::limiter::keys`] (values with `{`, `}`, `:` or longer
+//! than 64 bytes are hashed), is a Redis Cluster hash tag, so every key of one identity shares a
+//! slot.
 //!
 //! | algorithm | state key | type |
 //! | --- | --- | --- |
-//! | `sliding_log` | one member per admitted unit, score = time, members unique per µs | ZSET |
+//! | `sliding_log` | one member `"<start, 16 digits>:<units>"` per recorded request, score = time; `start` counts the units recorded before it, so a count is one subtraction | ZSET |
 //! | `sliding_window` | field = bucket index, value = units; stale buckets deleted by the script (Redis 7.0 has no `HEXPIRE`) | HASH |
-//! | `fixed_window` | `f<window start>:<count>` | string |
+//! | `fixed_window` | `-(slot × 2^25 + count)`, slot = window index mod (2^28 − 1) + 1: one integer, counted by `DECRBY` | integer |
 //! | `token_bucket` | `t<used level>:<last>` | string |
-//! | `gcra` | `g<tat>` | string |
+//! | `gcra` | the tat (µs) | integer |
 //! | `leaky_bucket` | `l<queue level>:<last>` | string |
 //!
 //! Every key is written with a whole-millisecond expiry (`PEXPIRE`/`SET PX`, rounded up) equal to
 //! the time after which it can no longer affect a decision: the newest unit leaving the window,
 //! the end of the window, the bucket being back to full, the block's end, the violations' memory.
-//! A state that is already equivalent to no state is deleted instead.
+//! A state that is already equivalent to no state is deleted instead. Upgrading from a version
+//! with the former key names starts every counter afresh (the old keys expire by themselves).
 //!
 //! # Deployments: one server, Sentinel, Cluster
 //! [`RedisStore::connect`] takes `redis://`, `redis+sentinel://` and `redis+cluster://` URLs
@@ -83,7 +102,8 @@
 //! Redis: it returns at once and connects in the background, so a server can start while Redis is
 //! down and degrade per its fail policy until Redis answers. Connection errors and timeouts are
 //! transient [`StoreError`]s (the limiter's fail policy and breaker take over); script or type
-//! errors are permanent.
+//! errors are permanent, and the limiter answers them for their request alone (they never open
+//! the breaker).
 //!
 //! A call abandoned at the limiter's deadline may still reach Redis and run later (a paused or
 //! overloaded server runs its queue when it resumes): the caller got the fail policy's answer, yet
@@ -483,7 +503,8 @@ impl Store for RedisStore {
             // One DEL per identity: its keys share a slot.
             let mut pipe = redis::pipe();
             for key in keys {
-                pipe.del(keys::all(&self.inner.prefix, key).as_slice()).ignore();
+                pipe.del(keys::all(&self.inner.prefix, key).as_slice())
+                    .ignore();
             }
             pipe.query_async::<()>(&mut conn).await.map_err(store_error)
         })

@@ -153,7 +153,11 @@ fn check_exact(call: &LimitCall) -> Result<(), StoreError> {
     }
     // The largest products the algorithms form: capacity (or cost) times the emission interval.
     let t = p.emission_interval_us();
-    if p.capacity.max(s.cost).checked_mul(t).is_none_or(|v| v >= LUA_EXACT) {
+    if p.capacity
+        .max(s.cost)
+        .checked_mul(t)
+        .is_none_or(|v| v >= LUA_EXACT)
+    {
         return refuse("capacity or cost times the emission interval reaches 2^53");
     }
     Ok(())
