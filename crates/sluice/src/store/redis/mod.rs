@@ -59,6 +59,11 @@
 //! limiter's fail policy answers. [`Store::ping`] (readiness) succeeds only when writes would:
 //! `ROLE` is `master`, and on a Cluster every slot is served and every primary answers.
 //!
+//! Redis replicates asynchronously: units counted on a primary in the last moments before it dies
+//! and not yet copied to its replica are lost with it, so right after a failover a limit may admit
+//! up to those units again. Sluice cannot see them; `WAIT` after every decision would close the
+//! gap at the cost of a replica round trip per decision, and is not done.
+//!
 //! # Memory per key
 //! Measured with `MEMORY USAGE <key> SAMPLES 0` on Redis 7.0.15 (Debian's `redis-server`, 64-bit,
 //! jemalloc), key names of the shape `sluice:login:ip-<algorithm>-1m:{ip=203.0.113.9}:c`, by the
