@@ -100,8 +100,8 @@ async fn random_timelines_give_identical_replies() {
                     let k = key(0, who);
                     let d = rng.pick(&[1_000, S]);
                     assert_eq!(
-                        memory.block(&k, d).await,
-                        redis.block(&k, d).await,
+                        memory.block(&k, Duration::from_micros(d)).await,
+                        redis.block(&k, Duration::from_micros(d)).await,
                         "block: {context}"
                     );
                 }

@@ -6,6 +6,7 @@
 //! `exactness_worker`, configured through environment variables); each prints its admitted count.
 #![cfg(feature = "redis")]
 
+use sluice::Options;
 use std::process::Command;
 use std::time::Duration;
 
@@ -79,8 +80,11 @@ async fn exactness_worker() {
             Rule::new(vec![Limit::new(&[], "1000/1d".parse().unwrap(), algorithm)]),
         )
         // A degraded decision would not be an answer from Redis: deny those and count them.
-        .fail(FailPolicy::Closed)
-        .timeout(Duration::from_secs(10))
+        .options(Options {
+            fail: FailPolicy::Closed,
+            timeout: Duration::from_secs(10),
+            ..Options::default()
+        })
         .build()
         .unwrap();
     let mut tasks = tokio::task::JoinSet::new();
@@ -89,7 +93,7 @@ async fn exactness_worker() {
         tasks.spawn(async move {
             let (mut admitted, mut degraded) = (0u64, 0u64);
             for _ in 0..ATTEMPTS_PER_TASK {
-                let d = limiter.check("hammer", &[("x", "y")], 1).await.unwrap();
+                let d = limiter.check("hammer", &[("x", "y")]).await.unwrap();
                 admitted += u64::from(d.allowed);
                 degraded += u64::from(d.degraded);
             }

@@ -90,9 +90,10 @@ use std::time::Duration;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{RedisError, RetryMethod};
 
-use super::{BlockEntry, BoxFuture, LimitCall, LimitKey, Store, StoreError, StoreReply};
+use super::url::StoreUrl;
+use super::{BlockEntry, LimitCall, LimitKey, Store, StoreError, StoreReply};
 use crate::algorithm::Mode;
-use crate::clock::Clock;
+use crate::clock::{Clock, micros};
 use keys::Part;
 use script::Scripts;
 
@@ -163,18 +164,9 @@ impl RedisStore {
     /// Redis is down: decisions then degrade per the fail policy until it answers.
     ///
     /// An unparsable URL, or a Redis Cluster URL (not supported, see the module docs), is a
-    /// permanent error.
+    /// permanent error (the scheme is checked by [`StoreUrl::parse`]).
     pub async fn connect(url: &str, options: RedisOptions) -> Result<RedisStore, StoreError> {
-        let scheme = url.split_once("://").map_or("", |(s, _)| s);
-        if scheme.contains("cluster") {
-            return Err(StoreError::permanent(
-                NAME,
-                format!(
-                    "`{url}`: Redis Cluster is not supported by this store; use a redis:// or \
-                     rediss:// URL"
-                ),
-            ));
-        }
+        StoreUrl::parse(url).map_err(|e| StoreError::permanent(NAME, e.to_string()))?;
         let client = redis::Client::open(url)
             .map_err(|e| StoreError::permanent(NAME, format!("invalid Redis URL: {e}")))?;
         let config = ConnectionManagerConfig::new()
@@ -192,7 +184,7 @@ impl RedisStore {
                 conn,
                 prefix: options.prefix,
                 clock: options.clock,
-                min_ttl_us: options.min_ttl.as_micros() as u64,
+                min_ttl_us: micros(options.min_ttl),
                 scripts: Scripts::default(),
             }),
         };
@@ -350,92 +342,76 @@ impl Store for RedisStore {
         NAME
     }
 
-    fn decide<'a>(
-        &'a self,
-        calls: &'a [LimitCall],
-        mode: Mode,
-    ) -> BoxFuture<'a, Result<StoreReply, StoreError>> {
-        Box::pin(self.decide_calls(calls, mode))
+    async fn decide(&self, calls: &[LimitCall], mode: Mode) -> Result<StoreReply, StoreError> {
+        self.decide_calls(calls, mode).await
     }
 
-    fn reset<'a>(&'a self, keys: &'a [LimitKey]) -> BoxFuture<'a, Result<(), StoreError>> {
-        Box::pin(async move {
-            if keys.is_empty() {
-                return Ok(());
-            }
-            let names: Vec<String> = keys
-                .iter()
-                .flat_map(|k| keys::triple(&self.inner.prefix, k))
-                .collect();
-            let mut conn = self.inner.conn.clone();
-            // One DEL per identity: its three keys share a slot.
-            let mut pipe = redis::pipe();
-            for triple in names.chunks(3) {
-                pipe.del(triple).ignore();
-            }
-            pipe.query_async::<()>(&mut conn).await.map_err(store_error)
-        })
+    async fn reset(&self, keys: &[LimitKey]) -> Result<(), StoreError> {
+        if keys.is_empty() {
+            return Ok(());
+        }
+        let names: Vec<String> = keys
+            .iter()
+            .flat_map(|k| keys::triple(&self.inner.prefix, k))
+            .collect();
+        let mut conn = self.inner.conn.clone();
+        // One DEL per identity: its three keys share a slot.
+        let mut pipe = redis::pipe();
+        for triple in names.chunks(3) {
+            pipe.del(triple).ignore();
+        }
+        pipe.query_async::<()>(&mut conn).await.map_err(store_error)
     }
 
-    fn block<'a>(
-        &'a self,
-        key: &'a LimitKey,
-        duration_us: u64,
-    ) -> BoxFuture<'a, Result<u64, StoreError>> {
-        Box::pin(async move {
-            let mut conn = self.inner.conn.clone();
-            self.inner
-                .scripts
-                .block
-                .key(self.key(key, Part::Block))
-                .arg(
-                    self.client_now()
-                        .map_or_else(String::new, |n| n.to_string()),
-                )
-                .arg(duration_us)
-                .arg(self.inner.min_ttl_us)
-                .invoke_async(&mut conn)
-                .await
-                .map_err(store_error)
-        })
+    async fn block(&self, key: &LimitKey, duration: Duration) -> Result<u64, StoreError> {
+        let mut conn = self.inner.conn.clone();
+        self.inner
+            .scripts
+            .block
+            .key(self.key(key, Part::Block))
+            .arg(
+                self.client_now()
+                    .map_or_else(String::new, |n| n.to_string()),
+            )
+            .arg(micros(duration))
+            .arg(self.inner.min_ttl_us)
+            .invoke_async(&mut conn)
+            .await
+            .map_err(store_error)
     }
 
-    fn unblock<'a>(&'a self, key: &'a LimitKey) -> BoxFuture<'a, Result<bool, StoreError>> {
-        Box::pin(async move {
-            let mut conn = self.inner.conn.clone();
-            let was: i64 = self
-                .inner
-                .scripts
-                .unblock
-                .key(self.key(key, Part::Block))
-                .key(self.key(key, Part::Violations))
-                .arg(
-                    self.client_now()
-                        .map_or_else(String::new, |n| n.to_string()),
-                )
-                .invoke_async(&mut conn)
-                .await
-                .map_err(store_error)?;
-            Ok(was == 1)
-        })
+    async fn unblock(&self, key: &LimitKey) -> Result<bool, StoreError> {
+        let mut conn = self.inner.conn.clone();
+        let was: i64 = self
+            .inner
+            .scripts
+            .unblock
+            .key(self.key(key, Part::Block))
+            .key(self.key(key, Part::Violations))
+            .arg(
+                self.client_now()
+                    .map_or_else(String::new, |n| n.to_string()),
+            )
+            .invoke_async(&mut conn)
+            .await
+            .map_err(store_error)?;
+        Ok(was == 1)
     }
 
-    fn blocks<'a>(&'a self, rule: &'a str) -> BoxFuture<'a, Result<Vec<BlockEntry>, StoreError>> {
-        Box::pin(self.blocks_of(rule))
+    async fn blocks(&self, rule: &str) -> Result<Vec<BlockEntry>, StoreError> {
+        self.blocks_of(rule).await
     }
 
-    fn ping(&self) -> BoxFuture<'_, Result<(), StoreError>> {
-        Box::pin(async move {
-            let mut conn = self.inner.conn.clone();
-            let pong: String = redis::cmd("PING")
-                .query_async(&mut conn)
-                .await
-                .map_err(store_error)?;
-            if pong == "PONG" {
-                Ok(())
-            } else {
-                Err(StoreError::permanent(NAME, format!("PING answered {pong}")))
-            }
-        })
+    async fn ping(&self) -> Result<(), StoreError> {
+        let mut conn = self.inner.conn.clone();
+        let pong: String = redis::cmd("PING")
+            .query_async(&mut conn)
+            .await
+            .map_err(store_error)?;
+        if pong == "PONG" {
+            Ok(())
+        } else {
+            Err(StoreError::permanent(NAME, format!("PING answered {pong}")))
+        }
     }
 }
