@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use sluice::config::{ClockSource, StoreConfig};
-use sluice::store::redis::{RedisOptions, RedisStore};
+use sluice::store::redis::{RedisOptions, RedisStore, TlsOptions};
 pub use sluice::store::url::redact;
 use sluice::store::url::{StoreKind, StoreUrl};
 use sluice::{Clock, DynStore, MemoryStore, SystemClock};
@@ -37,6 +37,11 @@ pub async fn open(url: &str, settings: &StoreConfig) -> anyhow::Result<OpenedSto
             let options = RedisOptions {
                 prefix: settings.prefix.clone(),
                 clock,
+                tls: TlsOptions {
+                    ca_file: settings.tls.ca_file.clone(),
+                    client_cert_file: settings.tls.cert_file.clone(),
+                    client_key_file: settings.tls.key_file.clone(),
+                },
                 ..RedisOptions::default()
             };
             let store = RedisStore::connect(url, options)

@@ -27,7 +27,8 @@ pub enum ClockSource {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct StoreConfig {
-    /// `memory://`, `redis://host:port/db`, `rediss://...`.
+    /// `memory://`, `redis://host:port/db`, `rediss://...`, `redis+cluster://h:p,h:p/`,
+    /// `redis+sentinel://h:p,h:p/<master>[/db]` (`rediss+…` for TLS).
     #[serde(default = "default_url")]
     pub url: String,
     /// Deadline for one store call; past it the fail policy decides.
@@ -39,6 +40,25 @@ pub struct StoreConfig {
     /// First part of every store key, so several deployments can share one Redis.
     #[serde(default = "default_prefix")]
     pub prefix: String,
+    /// Certificate files for `rediss…` URLs.
+    #[serde(default)]
+    pub tls: StoreTls,
+}
+
+/// The `store.tls` section: PEM files for TLS to Redis. Without `ca_file` the system's roots are
+/// trusted; `cert_file` and `key_file` (both or neither) present a client certificate.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StoreTls {
+    /// CAs to trust instead of the system's roots.
+    #[serde(default)]
+    pub ca_file: Option<std::path::PathBuf>,
+    /// Client certificate chain.
+    #[serde(default)]
+    pub cert_file: Option<std::path::PathBuf>,
+    /// The client certificate's private key.
+    #[serde(default)]
+    pub key_file: Option<std::path::PathBuf>,
 }
 
 impl Default for StoreConfig {
@@ -48,6 +68,7 @@ impl Default for StoreConfig {
             timeout: default_timeout(),
             clock: ClockSource::default(),
             prefix: default_prefix(),
+            tls: StoreTls::default(),
         }
     }
 }
@@ -64,6 +85,52 @@ fn default_prefix() -> String {
     "sluice".to_string()
 }
 
+/// The `server` section: how `sluice serve` bounds its connections. Read once, at start-up.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServerConfig {
+    /// Once the first byte of a request head arrives, the whole head must arrive within this time.
+    #[serde(default = "default_header_read_timeout", with = "serde_text")]
+    pub header_read_timeout: Duration,
+    /// From a complete head to the response, body reading included (408 past it).
+    #[serde(default = "default_request_timeout", with = "serde_text")]
+    pub request_timeout: Duration,
+    /// A connection with no request in progress is closed after this much silence.
+    #[serde(default = "default_keep_alive_timeout", with = "serde_text")]
+    pub keep_alive_timeout: Duration,
+    /// Open connections at most; more wait in the accept queue. Also bounded by the process's
+    /// file-descriptor limit.
+    #[serde(default = "default_max_connections")]
+    pub max_connections: usize,
+}
+
+impl Default for ServerConfig {
+    fn default() -> ServerConfig {
+        ServerConfig {
+            header_read_timeout: default_header_read_timeout(),
+            request_timeout: default_request_timeout(),
+            keep_alive_timeout: default_keep_alive_timeout(),
+            max_connections: default_max_connections(),
+        }
+    }
+}
+
+fn default_header_read_timeout() -> Duration {
+    Duration::from_secs(5)
+}
+
+fn default_request_timeout() -> Duration {
+    Duration::from_secs(10)
+}
+
+fn default_keep_alive_timeout() -> Duration {
+    Duration::from_secs(30)
+}
+
+fn default_max_connections() -> usize {
+    4096
+}
+
 fn default_true() -> bool {
     true
 }
@@ -78,6 +145,8 @@ pub(crate) struct ConfigFile {
     pub admin_token_env: Option<String>,
     #[serde(default)]
     pub store: StoreConfig,
+    #[serde(default)]
+    pub server: ServerConfig,
     #[serde(default)]
     pub fail: FailPolicy,
     #[serde(default)]

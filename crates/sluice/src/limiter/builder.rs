@@ -5,6 +5,7 @@
 
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
+use std::time::Duration;
 
 use arc_swap::ArcSwap;
 
@@ -13,7 +14,7 @@ use super::compile::compile;
 use super::{Inner, Limiter, Options};
 use crate::clock::{Clock, SystemClock};
 use crate::error::Error;
-use crate::model::Rule;
+use crate::model::{FailPolicy, Rule};
 use crate::store::memory::MemoryStore;
 use crate::store::{DynStore, Store};
 
@@ -43,12 +44,28 @@ impl IntoDynStore for Arc<dyn DynStore> {
 }
 
 /// Builds a [`Limiter`].
+///
+/// ```
+/// use std::time::Duration;
+/// use sluice::{FailPolicy, Limiter, MemoryStore, Options};
+/// let limiter = Limiter::builder(MemoryStore::new())
+///     .timeout(Duration::from_millis(20))
+///     .options(Options { max_attribute_len: 256, ..Options::default() })
+///     .build()
+///     .unwrap();
+/// // The later `options` did not undo the earlier `timeout`.
+/// assert_eq!(limiter.options().timeout, Duration::from_millis(20));
+/// assert_eq!(limiter.options().max_attribute_len, 256);
+/// assert_eq!(limiter.options().fail, FailPolicy::Open);
+/// ```
 #[derive(Debug)]
 pub struct LimiterBuilder {
     store: Arc<dyn DynStore>,
     rules: Vec<(String, Rule)>,
     clock: Arc<dyn Clock>,
     options: Options,
+    timeout: Option<Duration>,
+    fail: Option<FailPolicy>,
 }
 
 impl LimiterBuilder {
@@ -58,6 +75,8 @@ impl LimiterBuilder {
             rules: Vec::new(),
             clock: Arc::new(SystemClock),
             options: Options::default(),
+            timeout: None,
+            fail: None,
         }
     }
 
@@ -79,16 +98,30 @@ impl LimiterBuilder {
         self
     }
 
-    /// The limiter's settings (default: [`Options::default`]); change single fields with
-    /// struct update syntax: `Options { timeout, ..Options::default() }`.
+    /// The limiter's settings (default: [`Options::default`]). [`timeout`](Self::timeout) and
+    /// [`fail`](Self::fail) win over these whatever the order of the calls.
     pub fn options(mut self, options: Options) -> Self {
         self.options = options;
         self
     }
 
+    /// The store call deadline ([`Options::timeout`]).
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = Some(timeout);
+        self
+    }
+
+    /// The fail policy of rules that set none ([`Options::fail`]).
+    pub fn fail(mut self, fail: FailPolicy) -> Self {
+        self.fail = Some(fail);
+        self
+    }
+
     /// Validates the rules and builds the limiter.
-    pub fn build(self) -> Result<Limiter, Error> {
+    pub fn build(mut self) -> Result<Limiter, Error> {
         let book = compile(self.rules)?;
+        self.options.timeout = self.timeout.unwrap_or(self.options.timeout);
+        self.options.fail = self.fail.unwrap_or(self.options.fail);
         Ok(Limiter {
             inner: Arc::new(Inner {
                 rules: ArcSwap::from_pointee(book),

@@ -22,6 +22,7 @@ mod breaker;
 mod builder;
 mod compile;
 mod decide;
+pub mod denial_cache;
 mod keys;
 mod options;
 
