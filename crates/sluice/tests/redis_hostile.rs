@@ -39,7 +39,7 @@ async fn a_huge_cost_on_a_shadow_limit_is_checked_and_degrades_nobody() {
     ]);
     for _ in 0..5 {
         let d = limiter
-            .check("upload", &[("ip", "1")], 10_000_000)
+            .check_with("upload", &[("ip", "1")], sluice::Check::cost(10_000_000))
             .await
             .unwrap();
         assert!(!d.degraded, "{d:?}");
@@ -48,7 +48,7 @@ async fn a_huge_cost_on_a_shadow_limit_is_checked_and_degrades_nobody() {
         assert!(!d.limits[2].allowed, "{d:?}");
     }
     assert!(!limiter.store_skipped());
-    let d = limiter.check("other", &[("ip", "1")], 1).await.unwrap();
+    let d = limiter.check("other", &[("ip", "1")]).await.unwrap();
     assert!(d.allowed && !d.degraded, "{d:?}");
 }
 
@@ -84,16 +84,18 @@ async fn a_deterministic_error_is_answered_for_its_request_alone() {
         },
     );
     // A violations key of the wrong type: every decision for this identity fails in the script.
-    let calls = limiter.calls("login", &[("ip", "bad")], 1).unwrap();
+    let calls = limiter
+        .calls("login", &[("ip", "bad")], sluice::Check::ONE)
+        .unwrap();
     let violations = keys::key("sluice", &calls[0].key, keys::Part::Violations);
     h.server().cli(&["HSET", &violations, "x", "1"]);
     for _ in 0..10 {
-        let d = limiter.check("login", &[("ip", "bad")], 1).await.unwrap();
+        let d = limiter.check("login", &[("ip", "bad")]).await.unwrap();
         assert!(d.degraded && !d.allowed, "the fail policy answers: {d:?}");
     }
     // Ten failures of one request did not open the breaker for the others.
     assert!(!limiter.store_skipped());
-    let d = limiter.check("login", &[("ip", "good")], 1).await.unwrap();
+    let d = limiter.check("login", &[("ip", "good")]).await.unwrap();
     assert!(d.allowed && !d.degraded, "{d:?}");
 }
 
@@ -119,7 +121,7 @@ async fn sliding_log_work_does_not_grow_with_the_cost() {
         for i in 0..50 {
             for cost in [100_000, 1, 99_999] {
                 let d = limiter
-                    .check(rule, &[("ip", &i.to_string())], cost)
+                    .check_with(rule, &[("ip", &i.to_string())], sluice::Check::cost(cost))
                     .await
                     .unwrap();
                 assert!(!d.degraded, "{d:?}");
@@ -127,14 +129,16 @@ async fn sliding_log_work_does_not_grow_with_the_cost() {
         }
     }
     // Exact all the same: the first request took the whole limit.
-    let d = limiter.check("log", &[("ip", "0")], 1).await.unwrap();
+    let d = limiter.check("log", &[("ip", "0")]).await.unwrap();
     assert!(!d.allowed);
     let retry = d.retry_after_ms.unwrap();
     assert!(retry > 3_590_000 && retry <= 3_600_000, "{retry}");
     let slow = server.cli(&["SLOWLOG", "LEN"]);
     assert_eq!(slow, "0", "{}", server.cli(&["SLOWLOG", "GET", "10"]));
     // One member per recorded request, never one per unit.
-    let calls = limiter.calls("counting", &[("ip", "0")], 1).unwrap();
+    let calls = limiter
+        .calls("counting", &[("ip", "0")], sluice::Check::ONE)
+        .unwrap();
     let members: u64 = server
         .cli(&["ZCARD", &keys::state_key("sluice", &calls[0].key)])
         .parse()

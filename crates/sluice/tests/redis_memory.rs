@@ -5,6 +5,7 @@
 
 mod common;
 
+use sluice::Options;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -46,11 +47,17 @@ async fn memory_usage_per_algorithm() {
         let limiter = Limiter::builder(store.clone())
             .rule("login", rule)
             .clock(Arc::new(clock.clone()))
-            .timeout(Duration::from_secs(5))
+            .options(Options {
+                timeout: Duration::from_secs(5),
+                ..Options::default()
+            })
             .build()
             .unwrap();
         let attrs = [("ip", "203.0.113.9")];
-        let call = limiter.calls("login", &attrs, 1).unwrap().remove(0);
+        let call = limiter
+            .calls("login", &attrs, sluice::Check::ONE)
+            .unwrap()
+            .remove(0);
         let key = sluice::store::redis::keys::state_key("sluice", &call.key);
         let mut report = Vec::new();
         for (done, target) in [(0, 1), (1, 11), (11, 100), (100, 1000)] {
@@ -61,14 +68,14 @@ async fn memory_usage_per_algorithm() {
                         clock.advance(Duration::from_secs(6));
                     }
                 }
-                limiter.check("login", &attrs, 1).await.unwrap();
+                limiter.check("login", &attrs).await.unwrap();
             }
             report.push(format!("{target} units: {} B", usage(&key)));
         }
         println!("{algorithm}: {}", report.join(", "));
         if algorithm == Algorithm::Gcra {
             // A denial records a violation and bans.
-            limiter.check("login", &attrs, 1).await.unwrap();
+            limiter.check("login", &attrs).await.unwrap();
             use sluice::store::redis::keys::{Part, key as part_key};
             println!(
                 "block marker: {} B, parked state: {} B, block: {} B, violations: {} B",
