@@ -84,21 +84,28 @@
 //! gap at the cost of a replica round trip per decision, and is not done.
 //!
 //! # Memory per key
-//! Measured with `MEMORY USAGE <key> SAMPLES 0` on Redis 7.0.15 (Debian's `redis-server`, 64-bit,
-//! jemalloc), key names of the shape `sluice:login:ip-<algorithm>-1m:{ip=203.0.113.9}:c`, by the
-//! ignored test `memory_usage_per_algorithm`
-//! (`cargo test -p sluice --features redis --test redis_memory -- --ignored --nocapture`); the
-//! figures include the key name and Redis's per-key overhead:
+//! `MEMORY USAGE <key> SAMPLES 0` on Redis 7.0.15 (Debian's `redis-server`, 64-bit, jemalloc),
+//! key name and Redis' per-key overhead included, for one request in the window, beside the
+//! minimal scripts of the benchmark kit (`scripts/floor/*.lua`, key `k:000000012345`). The
+//! rule and limit names never matter (they are hashed); the identity and the prefix do. Measured
+//! 2026-11-22 by writing each format with `redis-cli`; `scripts/redis_floor.py` samples the keys
+//! of a real run (`bytes per key` in BENCHMARKS.md):
 //!
-//! | state | bytes |
-//! | --- | --- |
-//! | `sliding_log`, 1 / 11 / 100 / 1,000 units in the window | 152 / 488 / 3,688 / 118,864 |
-//! | `sliding_window`, 1 bucket / 11 buckets (the most it keeps) | 120 / 200 |
-//! | `fixed_window`, `token_bucket`, `gcra`, `leaky_bucket` | 136 each |
-//! | block (`:b`) / violations (`:v`) | 88 / 136 |
+//! | algorithm | minimal | `sluice:…{key=k12345}` | `sluice:…{ip=203.0.113.9}` |
+//! | --- | --- | --- | --- |
+//! | `gcra` (integer) | 56 | 72 (+16) | 88 (+32) |
+//! | `fixed_window` (integer) | 56 | 72 (+16) | 88 (+32) |
+//! | `token_bucket` (string / the minimal's hash) | 104 | 104 (+0) | 120 (+16) |
+//! | `sliding_window`, one bucket | 72 | 88 (+16) | 104 (+32) |
+//! | `sliding_log`, 1 / 11 requests | 104 / 440 | 120 (+16) / — | 136 (+32) / 472 (+32) |
 //!
-//! A sliding log costs about 35 bytes per unit while it is a listpack (up to 128 members) and about
-//! 120 bytes per unit as a skiplist beyond; prefer `gcra` or `sliding_window` for large limits.
+//! Jemalloc rounds the key name's allocation to 16-byte classes: the 8-character limit hash, the
+//! braces and the prefix put a name one class above the minimal `k:<12 digits>` for identities
+//! up to about 10 bytes, two for longer ones; a shorter prefix (`RedisOptions::prefix`) gives one
+//! class back. A sliding log holds one member per request (about 30 bytes while it is a listpack,
+//! up to 128 members, about 100 as a skiplist beyond), whatever each request's cost. A blocked
+//! identity has a marker in its state key (an `embstr`, about 70 bytes), its parked state and a
+//! block key (about 90 bytes); a limit with a penalty adds the violations key (about 130 bytes).
 //!
 //! # Failures
 //! One multiplexed connection per server ([`redis::aio::ConnectionManager`]) carries every call, pipelining concurrent
