@@ -8,6 +8,8 @@ use std::sync::Arc;
 
 use anyhow::{Context, bail};
 use sluice::config::{ClockSource, StoreConfig};
+use sluice::store::invalidation::InvalidationChannel;
+use sluice::store::redis::channel::RedisChannel;
 use sluice::store::redis::{RedisOptions, RedisStore};
 use sluice::{Clock, MemoryStore, Store, SystemClock};
 
@@ -18,6 +20,8 @@ pub struct OpenedStore {
     pub store: Arc<dyn Store>,
     /// The same store when it is in memory, for periodic [`MemoryStore::sweep`].
     pub memory: Option<MemoryStore>,
+    /// The channel that keeps the denial caches of every node using this store in step.
+    pub channel: Option<Arc<dyn InvalidationChannel>>,
 }
 
 /// Opens the store at `url` with the `store` section's prefix and clock.
@@ -29,6 +33,7 @@ pub async fn open(url: &str, settings: &StoreConfig) -> anyhow::Result<OpenedSto
             Ok(OpenedStore {
                 store: Arc::new(memory.clone()),
                 memory: Some(memory),
+                channel: None,
             })
         }
         Some(s) if s == "redis" || s == "rediss" || s.starts_with("redis+") => {
@@ -44,9 +49,12 @@ pub async fn open(url: &str, settings: &StoreConfig) -> anyhow::Result<OpenedSto
             let store = RedisStore::connect(url, options)
                 .await
                 .with_context(|| format!("cannot open the store at {}", redact(url)))?;
+            let channel = RedisChannel::new(url, &settings.prefix)
+                .with_context(|| format!("cannot open the store at {}", redact(url)))?;
             Ok(OpenedStore {
                 store: Arc::new(store),
                 memory: None,
+                channel: Some(Arc::new(channel)),
             })
         }
         _ => bail!(

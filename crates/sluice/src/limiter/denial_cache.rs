@@ -54,8 +54,8 @@ use parking_lot::Mutex;
 use crate::algorithm::{LEVEL_EPSILON, LimitOutcome, LimitStep};
 use crate::clock::Clock;
 use crate::model::Algorithm;
-use crate::store::LimitKey;
 use crate::store::invalidation::{Invalidation, InvalidationListener};
+use crate::store::{LimitCall, LimitKey, StoreReply};
 
 /// Settings of the denial cache (the `denial_cache` section of a rule file).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -172,6 +172,12 @@ impl DenialCache {
     /// The staleness bound.
     pub fn max_stale(&self) -> Duration {
         Duration::from_micros(self.max_stale_us)
+    }
+
+    /// The latest local time as of which the invalidation channel vouched that every
+    /// invalidation published before it was applied; `None` before the first subscription.
+    pub fn confirmed_as_of(&self) -> Option<u64> {
+        Some(self.confirmed_us.load(Ordering::SeqCst)).filter(|&t| t > 0)
     }
 
     /// Entries held (expired ones included until they are swept).
@@ -292,6 +298,42 @@ impl DenialCache {
         }
         drop(shard);
         metrics::gauge!("sluice_denial_cache_entries").set(self.len() as f64);
+    }
+
+    /// The outcomes of a request answered from the cache, if one of its limits that may be
+    /// cached (`cacheable[i]`, from [`cacheable_limits`]) is known to deny it now. Only that
+    /// limit is consulted: the others are reported allowed, with nothing known to remain.
+    pub fn answer(&self, calls: &[LimitCall], cacheable: &[bool]) -> Option<Vec<LimitOutcome>> {
+        let (hit, outcome) = calls
+            .iter()
+            .zip(cacheable)
+            .enumerate()
+            .filter(|(_, (_, cacheable))| **cacheable)
+            .find_map(|(i, (call, _))| Some((i, self.lookup(&call.key, call.step.cost)?)))?;
+        let not_consulted = LimitOutcome {
+            allowed: true,
+            remaining: 0,
+            reset_after_us: 0,
+            retry_after_us: None,
+            delay_us: 0,
+            blocked_until_us: None,
+            violations: 0,
+            warning: false,
+        };
+        Some(
+            (0..calls.len())
+                .map(|i| if i == hit { outcome } else { not_consulted })
+                .collect(),
+        )
+    }
+
+    /// Records the denials in a store's reply to `calls` (sent after `mark` was taken).
+    pub fn record(&self, mark: Mark, calls: &[LimitCall], cacheable: &[bool], reply: &StoreReply) {
+        for ((call, outcome), cacheable) in calls.iter().zip(&reply.outcomes).zip(cacheable) {
+            if *cacheable && !outcome.allowed {
+                self.insert(mark, &call.key, &call.step, outcome, reply.now_us);
+            }
+        }
     }
 
     /// Drops expired entries, then arbitrary ones until 1/16 of the shard is free.

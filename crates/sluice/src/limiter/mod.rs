@@ -6,6 +6,11 @@
 //! [`step`](crate::algorithm::step)) under a deadline; when the store fails, times out or is being
 //! skipped by the [`breaker`], the rule's [`FailPolicy`] decides and the decision is marked
 //! `degraded`.
+//!
+//! On a remote store, a [`DenialCache`] answers the requests the store has already denied until
+//! they could pass (see [`denial_cache`]); administrative operations and rule changes clear it at
+//! once and publish an invalidation on the builder's
+//! [`invalidation_channel`](LimiterBuilder::invalidation_channel) for the other nodes.
 
 pub mod breaker;
 pub mod denial_cache;
@@ -24,9 +29,11 @@ use crate::algorithm::{LimitOutcome, LimitStep, Mode, Params, penalty};
 use crate::clock::{Clock, SystemClock};
 use crate::error::Error;
 use crate::model::{Decision, FailPolicy, LimitDecision, MAX_COUNT, Rule, validate_rule_name};
+use crate::store::invalidation::{Invalidation, InvalidationChannel, InvalidationListener};
 use crate::store::memory::MemoryStore;
 use crate::store::{LimitCall, LimitKey, Store, StoreError, StoreReply};
 use breaker::Breaker;
+use denial_cache::{DenialCache, DenialCacheOptions, cacheable_limits};
 pub use keys::Attributes;
 use keys::IdentityError;
 
@@ -42,6 +49,8 @@ pub struct Options {
     pub fail: FailPolicy,
     /// Longest attribute value accepted (bytes).
     pub max_attribute_len: usize,
+    /// The cache of denials (remote stores only).
+    pub denial_cache: DenialCacheOptions,
 }
 
 impl Default for Options {
@@ -50,6 +59,7 @@ impl Default for Options {
             timeout: Duration::from_millis(50),
             fail: FailPolicy::Open,
             max_attribute_len: 1024,
+            denial_cache: DenialCacheOptions::default(),
         }
     }
 }
@@ -64,6 +74,8 @@ pub struct CompiledRule {
     /// The name again, shared by every key built for this rule.
     shared_name: Arc<str>,
     limits: Vec<CompiledLimit>,
+    /// Which limits' denials the denial cache may answer (empty when none may).
+    cacheable: Vec<bool>,
 }
 
 #[derive(Debug, Clone)]
@@ -107,12 +119,18 @@ impl CompiledRule {
                     enforce: !l.shadow,
                 },
             })
-            .collect();
+            .collect::<Vec<CompiledLimit>>();
+        let steps: Vec<LimitStep> = limits.iter().map(|l| l.step).collect();
+        let mut cacheable = cacheable_limits(&steps);
+        if !cacheable.contains(&true) {
+            cacheable.clear();
+        }
         Ok(CompiledRule {
             name: name.to_string(),
             shared_name: name.into(),
             rule,
             limits,
+            cacheable,
         })
     }
 }
@@ -145,6 +163,8 @@ struct Inner {
     breaker: Breaker,
     options: Options,
     enabled: AtomicBool,
+    denials: Option<Arc<DenialCache>>,
+    channel: Option<Arc<dyn InvalidationChannel>>,
 }
 
 /// Builds a [`Limiter`].
@@ -154,6 +174,7 @@ pub struct LimiterBuilder {
     rules: Vec<(String, Rule)>,
     clock: Arc<dyn Clock>,
     options: Options,
+    channel: Option<Arc<dyn InvalidationChannel>>,
 }
 
 impl LimiterBuilder {
@@ -193,9 +214,25 @@ impl LimiterBuilder {
         self
     }
 
-    /// Validates the rules and builds the limiter.
+    /// The channel that carries invalidations of the denial cache between nodes (for Redis:
+    /// [`RedisChannel`](crate::store::redis::channel::RedisChannel)). Without one, cached
+    /// denials live at most [`DenialCacheOptions::max_stale`].
+    pub fn invalidation_channel(mut self, channel: Arc<dyn InvalidationChannel>) -> Self {
+        self.channel = Some(channel);
+        self
+    }
+
+    /// Validates the rules and builds the limiter. With a channel, the denial cache subscribes
+    /// to it in the background (on the current Tokio runtime).
     pub fn build(self) -> Result<Limiter, Error> {
         let book = compile(self.rules)?;
+        let cache = &self.options.denial_cache;
+        let denials = (cache.enabled && !self.store.in_process())
+            .then(|| Arc::new(DenialCache::new(cache, self.clock.clone())));
+        if let (Some(denials), Some(channel)) = (&denials, &self.channel) {
+            let listener: Arc<dyn InvalidationListener> = denials.clone();
+            channel.subscribe(Arc::downgrade(&listener), cache.max_stale / 4);
+        }
         Ok(Limiter {
             inner: Arc::new(Inner {
                 rules: ArcSwap::from_pointee(book),
@@ -204,6 +241,8 @@ impl LimiterBuilder {
                 breaker: Breaker::new(self.clock, self.options.timeout),
                 options: self.options,
                 enabled: AtomicBool::new(true),
+                denials,
+                channel: self.channel,
             }),
         })
     }
@@ -235,6 +274,7 @@ impl Limiter {
             rules: Vec::new(),
             clock: Arc::new(SystemClock),
             options: Options::default(),
+            channel: None,
         }
     }
 
@@ -261,9 +301,52 @@ impl Limiter {
     }
 
     /// Replaces the rules atomically. Invalid rules are refused and the old ones stay.
+    ///
+    /// Cached denials of the rules that changed are forgotten at once, here and (through the
+    /// invalidation channel, in the background) on the other nodes.
     pub fn set_rules(&self, rules: impl IntoIterator<Item = (String, Rule)>) -> Result<(), Error> {
         let book = compile(rules)?;
-        self.inner.rules.store(Arc::new(book));
+        let old = self.inner.rules.swap(Arc::new(book));
+        let new = self.inner.rules.load();
+        let changed: Vec<String> = old
+            .iter()
+            .filter(|(name, rule)| new.get(*name).is_none_or(|n| n.rule != rule.rule))
+            .chain(new.iter().filter(|(name, _)| !old.contains_key(*name)))
+            .map(|(name, _)| name.clone())
+            .collect();
+        if !changed.is_empty() {
+            let invalidation = Invalidation::Rules(changed);
+            if let Some(denials) = &self.inner.denials {
+                denials.invalidate(&invalidation);
+            }
+            if let (Some(channel), Ok(runtime)) = (
+                self.inner.channel.clone(),
+                tokio::runtime::Handle::try_current(),
+            ) {
+                runtime.spawn(async move {
+                    if let Err(error) = channel.publish(&invalidation).await {
+                        tracing::warn!(%error, "could not publish the rule change to other nodes");
+                    }
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// The denial cache, when the store is remote and the cache enabled.
+    pub fn denial_cache(&self) -> Option<&DenialCache> {
+        self.inner.denials.as_deref()
+    }
+
+    /// Forgets cached denials of `keys` here, then tells the other nodes.
+    async fn invalidate(&self, keys: Vec<LimitKey>) -> Result<(), Error> {
+        let invalidation = Invalidation::Keys(keys);
+        if let Some(denials) = &self.inner.denials {
+            denials.invalidate(&invalidation);
+        }
+        if let Some(channel) = &self.inner.channel {
+            channel.publish(&invalidation).await?;
+        }
         Ok(())
     }
 
@@ -412,9 +495,32 @@ impl Limiter {
             record_metrics(&d);
             return Ok(d);
         }
+        let denials = self
+            .inner
+            .denials
+            .as_deref()
+            .filter(|_| mode == Mode::Apply && !rule.cacheable.is_empty());
+        if let Some(outcomes) = denials.and_then(|c| c.answer(&calls, &rule.cacheable)) {
+            let reply = StoreReply {
+                now_us: 0,
+                outcomes,
+            };
+            let mut d = self.assemble(&rule, &identities, &calls, Some(&reply), false);
+            d.reason = Some(CACHED.to_string());
+            metrics::counter!("sluice_denial_cache_hits_total", "rule" => name.to_string())
+                .increment(1);
+            record_metrics(&d);
+            return Ok(d);
+        }
+        let mark = denials.map(DenialCache::mark);
         let policy = rule.rule.fail.unwrap_or(self.inner.options.fail);
         let (reply, degraded) = match self.call_store(&calls, mode).await {
-            Ok(reply) => (Some(reply), None),
+            Ok(reply) => {
+                if let (Some(denials), Some(mark)) = (denials, mark) {
+                    denials.record(mark, &calls, &rule.cacheable, &reply);
+                }
+                (Some(reply), None)
+            }
             Err(error) => {
                 tracing::debug!(rule = name, %error, "store unavailable; fail policy {policy:?}");
                 metrics::counter!("sluice_degraded_decisions_total", "rule" => name.to_string())
@@ -588,7 +694,7 @@ impl Limiter {
         let keys = self.admin_keys(rule, attrs)?;
         self.inner.store.reset(&keys).await?;
         self.inner.local.reset(&keys).await?;
-        Ok(())
+        self.invalidate(keys).await
     }
 
     /// Blocks one identity under a rule for `duration`. Returns the block's end (epoch ms).
@@ -608,6 +714,7 @@ impl Limiter {
                     .await?,
             );
         }
+        self.invalidate(keys).await?;
         Ok(ms(until))
     }
 
@@ -622,6 +729,7 @@ impl Limiter {
         for key in &keys {
             was |= self.inner.store.unblock(key).await?;
         }
+        self.invalidate(keys).await?;
         Ok(was)
     }
 
@@ -642,6 +750,10 @@ impl Limiter {
             .collect())
     }
 }
+
+/// The `reason` of a decision answered by the denial cache.
+pub const CACHED: &str = "denied by the denial cache: the store denied this request and it \
+cannot pass yet; limits other than the denying one were not consulted";
 
 fn record_metrics(d: &Decision) {
     let outcome = match (d.allowed, d.shadow && d.limits.iter().any(|l| !l.allowed)) {
