@@ -39,6 +39,10 @@
 //!    expired entries, then evicts arbitrary ones until 1/16 of it is free; evicting a denial
 //!    is always safe (the next request asks the store).
 //!
+//! # Layout
+//! - `mod.rs` (this file): the table, its entries' lifetimes, invalidation;
+//! - `requests`: which limits of a rule may be cached, and answering or recording a request.
+//!
 //! Metrics: `sluice_denial_cache_entries` (gauge), `sluice_denial_cache_evictions_total`,
 //! `sluice_denial_cache_invalidations_total{kind}`; the limiter counts
 //! `sluice_denial_cache_hits_total{rule}`.
@@ -55,7 +59,10 @@ use crate::algorithm::{LEVEL_EPSILON, LimitOutcome, LimitStep};
 use crate::clock::Clock;
 use crate::model::Algorithm;
 use crate::store::invalidation::{Invalidation, InvalidationListener};
-use crate::store::{LimitCall, LimitKey, StoreReply};
+
+mod requests;
+use crate::store::LimitKey;
+pub use requests::cacheable_limits;
 
 /// Settings of the denial cache (the `denial_cache` section of a rule file).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -81,24 +88,6 @@ impl Default for DenialCacheOptions {
 
 /// Shards of the table (a power of two): concurrent checks rarely wait on one another.
 const SHARDS: usize = 16;
-
-/// Which limits of a rule (by position) may have their denials cached: see invariant 4.
-pub fn cacheable_limits(steps: &[LimitStep]) -> Vec<bool> {
-    let leaves_trace = steps
-        .iter()
-        .any(|s| s.params.count_denied || s.penalty.is_some());
-    steps
-        .iter()
-        .enumerate()
-        .map(|(i, s)| {
-            let others_clean = steps
-                .iter()
-                .enumerate()
-                .all(|(j, o)| j == i || o.block_us.is_none());
-            !leaves_trace && s.enforce && others_clean
-        })
-        .collect()
-}
 
 /// Where a cached denial's validity is counted from: taken before the store call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -300,42 +289,6 @@ impl DenialCache {
         metrics::gauge!("sluice_denial_cache_entries").set(self.len() as f64);
     }
 
-    /// The outcomes of a request answered from the cache, if one of its limits that may be
-    /// cached (`cacheable[i]`, from [`cacheable_limits`]) is known to deny it now. Only that
-    /// limit is consulted: the others are reported allowed, with nothing known to remain.
-    pub fn answer(&self, calls: &[LimitCall], cacheable: &[bool]) -> Option<Vec<LimitOutcome>> {
-        let (hit, outcome) = calls
-            .iter()
-            .zip(cacheable)
-            .enumerate()
-            .filter(|(_, (_, cacheable))| **cacheable)
-            .find_map(|(i, (call, _))| Some((i, self.lookup(&call.key, call.step.cost)?)))?;
-        let not_consulted = LimitOutcome {
-            allowed: true,
-            remaining: 0,
-            reset_after_us: 0,
-            retry_after_us: None,
-            delay_us: 0,
-            blocked_until_us: None,
-            violations: 0,
-            warning: false,
-        };
-        Some(
-            (0..calls.len())
-                .map(|i| if i == hit { outcome } else { not_consulted })
-                .collect(),
-        )
-    }
-
-    /// Records the denials in a store's reply to `calls` (sent after `mark` was taken).
-    pub fn record(&self, mark: Mark, calls: &[LimitCall], cacheable: &[bool], reply: &StoreReply) {
-        for ((call, outcome), cacheable) in calls.iter().zip(&reply.outcomes).zip(cacheable) {
-            if *cacheable && !outcome.allowed {
-                self.insert(mark, &call.key, &call.step, outcome, reply.now_us);
-            }
-        }
-    }
-
     /// Drops expired entries, then arbitrary ones until 1/16 of the shard is free.
     fn make_room(&self, shard: &mut Shard, now: u64) {
         let before = shard.table.len();
@@ -421,5 +374,4 @@ fn float_margin_us(step: &LimitStep) -> u64 {
 }
 
 #[cfg(test)]
-#[path = "denial_cache_tests.rs"]
 mod tests;
