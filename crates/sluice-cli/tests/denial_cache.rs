@@ -24,16 +24,6 @@ rules:
       - { name: per_ip, by: [ip], rate: 1/1m, algorithm: gcra }
 ";
 
-/// Decisions Redis has run.
-fn evalsha_calls(redis: &RedisServer) -> u64 {
-    redis
-        .cli(&["INFO", "commandstats"])
-        .lines()
-        .find_map(|l| l.strip_prefix("cmdstat_evalsha:calls="))
-        .and_then(|rest| rest.split(',').next())
-        .map_or(0, |n| n.parse().expect("a count"))
-}
-
 /// Waits until the server's cache is subscribed: a fresh subscription forgets what it held.
 async fn subscribed(redis: &RedisServer) {
     eventually(Duration::from_secs(10), "subscriptions", || async {
@@ -54,13 +44,13 @@ async fn denials_are_answered_without_redis_until_an_admin_lifts_them() {
     let denied = a.check("login", ip.clone()).await;
     assert_eq!(denied.status, 429);
     let retry = denied.header("retry-after").map(str::to_string);
-    let asked = evalsha_calls(&redis);
+    let asked = redis.command_calls("evalsha");
     for _ in 0..10 {
         let cached = a.check("login", ip.clone()).await;
         assert_eq!(cached.status, 429);
         assert_eq!(cached.header("retry-after").map(str::to_string), retry);
     }
-    assert_eq!(evalsha_calls(&redis), asked, "Redis was not asked");
+    assert_eq!(redis.command_calls("evalsha"), asked, "Redis was not asked");
     assert_eq!(
         a.metric("sluice_denial_cache_hits_total{rule=\"login\"}")
             .await,

@@ -44,12 +44,7 @@ async fn node(h: &Harness, rules: Vec<(&str, Rule)>, max_stale: Duration) -> Lim
 
 /// How many decisions Redis has run.
 fn store_calls(h: &Harness) -> u64 {
-    let stats = h.server().cli(&["INFO", "commandstats"]);
-    stats
-        .lines()
-        .find_map(|l| l.strip_prefix("cmdstat_evalsha:calls="))
-        .and_then(|rest| rest.split(',').next())
-        .map_or(0, |n| n.parse().expect("a count"))
+    h.server().command_calls("evalsha")
 }
 
 /// Waits (10 s of real time at most) until `done` holds; polls every millisecond.
