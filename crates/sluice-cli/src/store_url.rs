@@ -1,5 +1,5 @@
-//! A store from its URL: `memory://` or `redis://` / `rediss://` (and the `redis+…` variants the
-//! Redis store understands).
+//! A store from its URL: `memory://`, or a Redis URL — `redis://`, `redis+cluster://`,
+//! `redis+sentinel://` and their `rediss…` TLS forms (see [`sluice::store::redis::url`]).
 //!
 //! The one place the binary decides which store to run, so every command opens stores the same
 //! way.
@@ -9,8 +9,8 @@ use std::sync::Arc;
 use anyhow::{Context, bail};
 use sluice::config::{ClockSource, StoreConfig};
 use sluice::store::invalidation::InvalidationChannel;
-use sluice::store::redis::channel::RedisChannel;
-use sluice::store::redis::{RedisOptions, RedisStore};
+pub use sluice::store::redis::redact;
+use sluice::store::redis::{RedisOptions, RedisStore, TlsOptions};
 use sluice::{Clock, MemoryStore, Store, SystemClock};
 
 /// An opened store.
@@ -44,13 +44,17 @@ pub async fn open(url: &str, settings: &StoreConfig) -> anyhow::Result<OpenedSto
             let options = RedisOptions {
                 prefix: settings.prefix.clone(),
                 clock,
+                tls: TlsOptions {
+                    ca_file: settings.tls.ca_file.clone(),
+                    client_cert_file: settings.tls.cert_file.clone(),
+                    client_key_file: settings.tls.key_file.clone(),
+                },
                 ..RedisOptions::default()
             };
             let store = RedisStore::connect(url, options)
                 .await
                 .with_context(|| format!("cannot open the store at {}", redact(url)))?;
-            let channel = RedisChannel::new(url, &settings.prefix)
-                .with_context(|| format!("cannot open the store at {}", redact(url)))?;
+            let channel = store.channel();
             Ok(OpenedStore {
                 store: Arc::new(store),
                 memory: None,
@@ -58,37 +62,17 @@ pub async fn open(url: &str, settings: &StoreConfig) -> anyhow::Result<OpenedSto
             })
         }
         _ => bail!(
-            "store URL `{}`: expected memory://, redis://host:port/db or rediss://host:port/db",
+            "store URL `{}`: expected memory://, redis://host:port/db, \
+             redis+cluster://host:port,host:port/ or redis+sentinel://host:port,host:port/master \
+             (rediss… for TLS)",
             redact(url)
         ),
-    }
-}
-
-/// The URL without its password, for messages and logs.
-pub fn redact(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return url.to_string();
-    };
-    let (authority, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
-    match authority.rsplit_once('@') {
-        Some((user_info, host)) => {
-            let user = user_info.split(':').next().unwrap_or_default();
-            format!("{scheme}://{user}:***@{host}{path}")
-        }
-        None => url.to_string(),
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn passwords_are_hidden() {
-        assert_eq!(redact("redis://:secret@h:6380/1"), "redis://:***@h:6380/1");
-        assert_eq!(redact("rediss://u:p@h/0"), "rediss://u:***@h/0");
-        assert_eq!(redact("redis://h:1/0"), "redis://h:1/0");
-    }
 
     #[tokio::test]
     async fn memory_and_unknown_schemes() {

@@ -1,6 +1,8 @@
 //! One conformance suite, every store: each behaviour below runs against the memory store and
-//! (feature `redis`) the Redis store on a real `redis-server`, with the same manual clock, and must
-//! give the same numbers.
+//! (feature `redis`) the Redis store on a real `redis-server`, on a Redis Cluster (3 primaries,
+//! 3 replicas; multi-limit rules there cross slots) and behind sentinels, with the same manual
+//! clock, and must give the same numbers. The cluster and the sentinel set-up are shared by the
+//! tests of this binary, each test under its own key prefix.
 
 mod common;
 
@@ -26,6 +28,20 @@ macro_rules! conformance {
             $(#[tokio::test]
             async fn $name() {
                 super::$name(super::common::Harness::redis().await).await
+            })*
+        }
+        #[cfg(feature = "redis")]
+        mod cluster {
+            $(#[tokio::test]
+            async fn $name() {
+                super::$name(super::common::Harness::cluster().await).await
+            })*
+        }
+        #[cfg(feature = "redis")]
+        mod sentinel {
+            $(#[tokio::test]
+            async fn $name() {
+                super::$name(super::common::Harness::sentinel().await).await
             })*
         }
     };

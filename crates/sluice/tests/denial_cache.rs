@@ -14,7 +14,6 @@ use common::{Harness, S};
 use sluice::limiter::CACHED;
 use sluice::limiter::denial_cache::DenialCacheOptions;
 use sluice::model::{Algorithm, Limit, Penalty};
-use sluice::store::redis::channel::RedisChannel;
 use sluice::{Decision, FailPolicy, Limiter, Options, Rule};
 
 const IP: [(&str, &str); 1] = [("ip", "203.0.113.9")];
@@ -22,7 +21,9 @@ const IP: [(&str, &str); 1] = [("ip", "203.0.113.9")];
 /// A node: a limiter on the harness's store and clock with its cache on the channel, once its
 /// subscription is up (a new subscription forgets everything: it must not happen mid-test).
 async fn node(h: &Harness, rules: Vec<(&str, Rule)>, max_stale: Duration) -> Limiter {
-    let channel = RedisChannel::new(&h.server().url(), "sluice").expect("a valid URL");
+    let channel = common::redis_store(h.server(), Some(h.clock.clone()))
+        .await
+        .channel();
     let limiter = Limiter::builder_arc(h.store.clone())
         .rules(rules.into_iter().map(|(n, r)| (n.to_string(), r)))
         .clock(Arc::new(h.clock.clone()))

@@ -333,8 +333,17 @@ async fn connect_returns_at_once_when_redis_is_down() {
         .expect_err("nobody listens");
     assert!(err.transient, "{err}");
     assert!(store.ping().await.is_err());
-    let bad = RedisStore::connect("redis+cluster://127.0.0.1:7000/", RedisOptions::default()).await;
-    assert!(!bad.expect_err("cluster is refused").transient);
+    let bad = RedisStore::connect(
+        "redis+cluster://:pw@127.0.0.1:7000/3",
+        RedisOptions::default(),
+    )
+    .await
+    .expect_err("a Cluster has no databases");
+    assert!(!bad.transient);
+    assert!(
+        bad.message.contains("no databases") && !bad.message.contains("pw@"),
+        "{bad}"
+    );
     assert!(
         RedisStore::connect("nonsense", RedisOptions::default())
             .await
