@@ -127,7 +127,7 @@ fn limiter_check(c: &mut Criterion) {
                 let attrs = [("user", ids[i].as_str())];
                 black_box(
                     runtime
-                        .block_on(limiter.check("bench", &attrs, 1))
+                        .block_on(limiter.check("bench", &attrs))
                         .expect("valid request")
                         .allowed,
                 )

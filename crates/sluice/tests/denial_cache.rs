@@ -14,7 +14,7 @@ use common::{Harness, S};
 use sluice::limiter::CACHED;
 use sluice::limiter::denial_cache::DenialCacheOptions;
 use sluice::model::{Algorithm, Limit, Penalty};
-use sluice::{Decision, FailPolicy, Limiter, Options, Rule};
+use sluice::{Check, Decision, FailPolicy, Limiter, Options, Rule};
 
 const IP: [(&str, &str); 1] = [("ip", "203.0.113.9")];
 
@@ -24,7 +24,7 @@ async fn node(h: &Harness, rules: Vec<(&str, Rule)>, max_stale: Duration) -> Lim
     let channel = common::redis_store(h.server(), Some(h.clock.clone()))
         .await
         .channel();
-    let limiter = Limiter::builder_arc(h.store.clone())
+    let limiter = Limiter::builder(h.store.clone())
         .rules(rules.into_iter().map(|(n, r)| (n.to_string(), r)))
         .clock(Arc::new(h.clock.clone()))
         .options(Options {
@@ -74,13 +74,13 @@ fn without_reason(mut d: Decision) -> Decision {
 async fn a_denial_is_answered_locally_until_it_could_pass() {
     let h = Harness::redis().await;
     let a = node(&h, vec![("login", gcra("1/1m"))], Duration::from_secs(3600)).await;
-    assert!(a.check("login", &IP, 1).await.unwrap().allowed);
-    let denial = a.check("login", &IP, 1).await.unwrap();
+    assert!(a.check("login", &IP).await.unwrap().allowed);
+    let denial = a.check("login", &IP).await.unwrap();
     assert!(!denial.allowed);
     assert_eq!(denial.reason, None, "the store's own answer");
     let asked = store_calls(&h);
     for _ in 0..5 {
-        let cached = a.check("login", &IP, 1).await.unwrap();
+        let cached = a.check("login", &IP).await.unwrap();
         assert_eq!(cached.reason.as_deref(), Some(CACHED));
         assert_eq!(
             without_reason(cached),
@@ -89,23 +89,24 @@ async fn a_denial_is_answered_locally_until_it_could_pass() {
         );
     }
     assert!(
-        a.check("login", &IP, 2).await.unwrap().reason.is_some(),
+        a.check_with("login", &IP, Check::cost(2))
+            .await
+            .unwrap()
+            .reason
+            .is_some(),
         "a larger cost cannot pass either"
     );
     assert_eq!(store_calls(&h), asked, "the store was not asked again");
-    let other = a
-        .check("login", &[("ip", "198.51.100.1")], 1)
-        .await
-        .unwrap();
+    let other = a.check("login", &[("ip", "198.51.100.1")]).await.unwrap();
     assert!(other.allowed, "other identities are not affected");
 
     h.advance_us(60 * S - 1_000);
     assert_eq!(
-        a.check("login", &IP, 1).await.unwrap().reason.as_deref(),
+        a.check("login", &IP).await.unwrap().reason.as_deref(),
         Some(CACHED)
     );
     h.advance_us(1_000);
-    let d = a.check("login", &IP, 1).await.unwrap();
+    let d = a.check("login", &IP).await.unwrap();
     assert!(
         d.allowed,
         "admitted by the store once the retry time has come"
@@ -121,11 +122,11 @@ async fn a_reset_or_unblock_on_another_node_reaches_this_nodes_cache() {
     let b = node(&h, rules(), Duration::from_secs(3600)).await;
 
     // Reset on B: A's cached denial goes.
-    a.check("login", &IP, 1).await.unwrap();
-    assert!(!a.check("login", &IP, 1).await.unwrap().allowed);
+    a.check("login", &IP).await.unwrap();
+    assert!(!a.check("login", &IP).await.unwrap().allowed);
     b.reset("login", &IP).await.unwrap();
     eventually("A admits after B's reset", || async {
-        a.check("login", &IP, 1).await.unwrap().allowed
+        a.check("login", &IP).await.unwrap().allowed
     })
     .await;
 
@@ -135,15 +136,15 @@ async fn a_reset_or_unblock_on_another_node_reaches_this_nodes_cache() {
     b.block("login", &IP, Duration::from_secs(600))
         .await
         .unwrap();
-    let blocked = a.check("login", &IP, 1).await.unwrap();
+    let blocked = a.check("login", &IP).await.unwrap();
     assert!(!blocked.allowed && blocked.blocked_until_ms.is_some());
     // B's block was published too: once A has applied it, A caches the block.
     eventually("A caches the block", || async {
-        a.check("login", &IP, 1).await.unwrap().reason.as_deref() == Some(CACHED)
+        a.check("login", &IP).await.unwrap().reason.as_deref() == Some(CACHED)
     })
     .await;
     let asked = store_calls(&h);
-    assert!(!a.check("login", &IP, 1).await.unwrap().allowed);
+    assert!(!a.check("login", &IP).await.unwrap().allowed);
     assert_eq!(
         store_calls(&h),
         asked,
@@ -151,7 +152,7 @@ async fn a_reset_or_unblock_on_another_node_reaches_this_nodes_cache() {
     );
     assert!(b.unblock("login", &IP).await.unwrap());
     eventually("A admits after B's unblock", || async {
-        a.check("login", &IP, 1).await.unwrap().allowed
+        a.check("login", &IP).await.unwrap().allowed
     })
     .await;
 }
@@ -175,16 +176,16 @@ async fn a_limit_raised_by_a_reload_admits_at_once() {
     .await;
     let other = node(&h, vec![("api", fixed("1/1m"))], Duration::from_secs(3600)).await;
     for (n, rule) in [(&a, "login"), (&other, "api")] {
-        n.check(rule, &IP, 1).await.unwrap();
-        assert!(!n.check(rule, &IP, 1).await.unwrap().allowed);
+        n.check(rule, &IP).await.unwrap();
+        assert!(!n.check(rule, &IP).await.unwrap().allowed);
     }
     a.set_rules(vec![("login".to_string(), fixed("5/1m"))])
         .unwrap();
-    let d = a.check("login", &IP, 1).await.unwrap();
+    let d = a.check("login", &IP).await.unwrap();
     assert!(d.allowed, "the new limit decides at once: {d:?}");
     assert_eq!(d.remaining, 3);
     assert_eq!(
-        other.check("api", &IP, 1).await.unwrap().reason.as_deref(),
+        other.check("api", &IP).await.unwrap().reason.as_deref(),
         Some(CACHED),
         "rules that did not change keep their cached denials"
     );
@@ -217,11 +218,11 @@ async fn denials_that_must_be_counted_and_peeks_always_ask_the_store() {
     )
     .await;
     for rule in ["counted", "punished", "shadow", "plain"] {
-        a.check(rule, &IP, 1).await.unwrap();
-        a.check(rule, &IP, 1).await.unwrap();
+        a.check(rule, &IP).await.unwrap();
+        a.check(rule, &IP).await.unwrap();
         let asked = store_calls(&h);
-        let d = a.check(rule, &IP, 1).await.unwrap();
-        let peek = a.peek(rule, &IP, 1).await.unwrap();
+        let d = a.check(rule, &IP).await.unwrap();
+        let peek = a.check_with(rule, &IP, Check::ONE.peek()).await.unwrap();
         assert_eq!(peek.reason, None, "{rule}: peeks ask the store");
         if rule == "plain" {
             assert_eq!(d.reason.as_deref(), Some(CACHED));
@@ -232,7 +233,7 @@ async fn denials_that_must_be_counted_and_peeks_always_ask_the_store() {
         }
     }
     assert_eq!(
-        a.check("punished", &IP, 1).await.unwrap().violations,
+        a.check("punished", &IP).await.unwrap().violations,
         3,
         "every denial counted as a violation"
     );
@@ -247,14 +248,14 @@ async fn one_global_denial_answers_every_identity() {
     ]);
     let a = node(&h, vec![("api", rule)], Duration::from_secs(3600)).await;
     for i in 0..4 {
-        a.check("api", &[("ip", format!("10.0.0.{i}").as_str())], 1)
+        a.check("api", &[("ip", format!("10.0.0.{i}").as_str())])
             .await
             .unwrap();
     }
     let asked = store_calls(&h);
     for i in 10..20 {
         let d = a
-            .check("api", &[("ip", format!("10.0.0.{i}").as_str())], 1)
+            .check("api", &[("ip", format!("10.0.0.{i}").as_str())])
             .await
             .unwrap();
         assert!(!d.allowed);
@@ -274,16 +275,16 @@ async fn without_the_channel_cached_denials_live_at_most_max_stale() {
     let mut rule = gcra("1/1m");
     rule.fail = Some(FailPolicy::Open);
     let a = node(&h, vec![("login", rule)], Duration::from_secs(1)).await;
-    a.check("login", &IP, 1).await.unwrap();
-    assert!(!a.check("login", &IP, 1).await.unwrap().allowed);
+    a.check("login", &IP).await.unwrap();
+    assert!(!a.check("login", &IP).await.unwrap().allowed);
     h.server.as_mut().unwrap().stop();
     // Redis is gone (and with it the channel): the cache still answers for max_stale...
     h.advance_us(S / 2);
-    let d = a.check("login", &IP, 1).await.unwrap();
+    let d = a.check("login", &IP).await.unwrap();
     assert!(!d.allowed && !d.degraded);
     // ...and not a moment longer: the fail policy decides.
     h.advance_us(S / 2);
-    let d = a.check("login", &IP, 1).await.unwrap();
+    let d = a.check("login", &IP).await.unwrap();
     assert!(d.allowed && d.degraded, "{d:?}");
 }
 

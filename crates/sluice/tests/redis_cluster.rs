@@ -82,7 +82,7 @@ async fn ten_thousand_identities_spread_over_every_primary() {
             for i in 0..200 {
                 let ip = format!("10.0.{t}.{i}");
                 let d = limiter
-                    .check("spread", &[("ip", ip.as_str())], 1)
+                    .check("spread", &[("ip", ip.as_str())])
                     .await
                     .unwrap();
                 assert!(d.allowed && !d.degraded, "{d:?}");
@@ -193,7 +193,7 @@ async fn a_killed_primary_degrades_per_policy_then_decisions_are_exact_again() {
     // And exact: a fresh identity on the failed-over slot admits exactly its limit.
     let mut admitted = 0;
     for _ in 0..20 {
-        let d = limiter.check("exact", &[("ip", "z")], 1).await.unwrap();
+        let d = limiter.check("exact", &[("ip", "z")]).await.unwrap();
         assert!(!d.degraded);
         admitted += u32::from(d.allowed);
     }

@@ -14,6 +14,7 @@
 
 mod common;
 
+use sluice::Options;
 use std::process::Command;
 use std::time::Duration;
 
@@ -199,8 +200,11 @@ async fn exactness_worker() {
     let limiter = Limiter::builder(store)
         .rule(&rule, Rule::new(limits))
         // A degraded decision would not be an answer from Redis: deny those and count them.
-        .fail(FailPolicy::Closed)
-        .timeout(Duration::from_secs(10))
+        .options(Options {
+            fail: FailPolicy::Closed,
+            timeout: Duration::from_secs(10),
+            ..Options::default()
+        })
         .build()
         .unwrap();
     let mut tasks = tokio::task::JoinSet::new();
@@ -212,7 +216,7 @@ async fn exactness_worker() {
             let (mut admitted, mut degraded) = (0u64, 0u64);
             for _ in 0..ATTEMPTS_PER_TASK {
                 let attrs = [("member", "m"), ("ip", ip)];
-                let d = limiter.check(&rule, &attrs, 1).await.unwrap();
+                let d = limiter.check(&rule, &attrs).await.unwrap();
                 admitted += u64::from(d.allowed);
                 degraded += u64::from(d.degraded);
             }

@@ -95,7 +95,7 @@ async fn a_killed_primary_is_replaced_and_decisions_are_exact_again() {
     assert_eq!(store.ping().await, Ok(()), "ready again");
     let mut admitted = 0;
     for _ in 0..20 {
-        let d = limiter.check("exact", &[("ip", "z")], 1).await.unwrap();
+        let d = limiter.check("exact", &[("ip", "z")]).await.unwrap();
         assert!(!d.degraded);
         admitted += u32::from(d.allowed);
     }

@@ -87,8 +87,7 @@ impl AppState {
         store: &OpenedStore,
         admin_token: Option<String>,
     ) -> anyhow::Result<Arc<AppState>> {
-        let mut builder =
-            Limiter::builder_arc(store.store.clone()).options(config.limiter_options());
+        let mut builder = Limiter::builder(store.store.clone()).options(config.limiter_options());
         if let Some(channel) = &store.channel {
             builder = builder.invalidation_channel(channel.clone());
         }

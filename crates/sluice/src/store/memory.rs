@@ -18,12 +18,13 @@ use std::hash::BuildHasher;
 use foldhash::fast::RandomState;
 use hashbrown::HashTable;
 use std::sync::Arc;
+use std::time::Duration;
 
 use parking_lot::{Mutex, MutexGuard};
 
-use super::{BlockEntry, BoxFuture, LimitCall, LimitKey, Store, StoreError, StoreReply};
+use super::{BlockEntry, LimitCall, LimitKey, Store, StoreError, StoreReply};
 use crate::algorithm::{KeyState, LimitOutcome, Mode, step};
-use crate::clock::{Clock, SystemClock};
+use crate::clock::{Clock, SystemClock, micros};
 
 /// Number of shards; a power of two well above the core count keeps contention low.
 pub const SHARDS: usize = 64;
@@ -120,9 +121,9 @@ impl Shard {
 ///     .build()
 ///     .unwrap();
 /// let attrs = [("ip", "203.0.113.9")];
-/// assert!(limiter.check("login", &attrs, 1).await.unwrap().allowed);
-/// assert!(limiter.check("login", &attrs, 1).await.unwrap().allowed);
-/// assert!(!limiter.check("login", &attrs, 1).await.unwrap().allowed);
+/// assert!(limiter.check("login", &attrs).await.unwrap().allowed);
+/// assert!(limiter.check("login", &attrs).await.unwrap().allowed);
+/// assert!(!limiter.check("login", &attrs).await.unwrap().allowed);
 /// # });
 /// # fn tokio_test_block_on<F: std::future::Future>(f: F) -> F::Output {
 /// #     tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(f)
@@ -272,44 +273,34 @@ impl Store for MemoryStore {
         true
     }
 
-    fn decide<'a>(
-        &'a self,
-        calls: &'a [LimitCall],
-        mode: Mode,
-    ) -> BoxFuture<'a, Result<StoreReply, StoreError>> {
-        let reply = self.decide_now(calls, mode);
-        Box::pin(async move { Ok(reply) })
+    async fn decide(&self, calls: &[LimitCall], mode: Mode) -> Result<StoreReply, StoreError> {
+        Ok(self.decide_now(calls, mode))
     }
 
-    fn reset<'a>(&'a self, keys: &'a [LimitKey]) -> BoxFuture<'a, Result<(), StoreError>> {
+    async fn reset(&self, keys: &[LimitKey]) -> Result<(), StoreError> {
         let now = self.inner.clock.now_us();
         for key in keys {
             let (hash, shard) = self.locate(key);
             self.inner.shards[shard].lock().take(hash, key, now);
         }
-        Box::pin(async { Ok(()) })
+        Ok(())
     }
 
-    fn block<'a>(
-        &'a self,
-        key: &'a LimitKey,
-        duration_us: u64,
-    ) -> BoxFuture<'a, Result<u64, StoreError>> {
-        let until = self.with_entry(key, |s, now| s.block.impose(now, duration_us));
-        Box::pin(async move { Ok(until) })
+    async fn block(&self, key: &LimitKey, duration: Duration) -> Result<u64, StoreError> {
+        let duration_us = micros(duration);
+        Ok(self.with_entry(key, |s, now| s.block.impose(now, duration_us)))
     }
 
-    fn unblock<'a>(&'a self, key: &'a LimitKey) -> BoxFuture<'a, Result<bool, StoreError>> {
-        let was = self.with_entry(key, |s, now| {
+    async fn unblock(&self, key: &LimitKey) -> Result<bool, StoreError> {
+        Ok(self.with_entry(key, |s, now| {
             let was = s.block.active(now).is_some();
             s.block = Default::default();
             s.penalty = Default::default();
             was
-        });
-        Box::pin(async move { Ok(was) })
+        }))
     }
 
-    fn blocks<'a>(&'a self, rule: &'a str) -> BoxFuture<'a, Result<Vec<BlockEntry>, StoreError>> {
+    async fn blocks(&self, rule: &str) -> Result<Vec<BlockEntry>, StoreError> {
         let now = self.inner.clock.now_us();
         let mut out: Vec<BlockEntry> = Vec::new();
         for shard in &self.inner.shards {
@@ -323,11 +314,11 @@ impl Store for MemoryStore {
             }));
         }
         out.sort_by(|a, b| a.key.cmp(&b.key));
-        Box::pin(async move { Ok(out) })
+        Ok(out)
     }
 
-    fn ping(&self) -> BoxFuture<'_, Result<(), StoreError>> {
-        Box::pin(async { Ok(()) })
+    async fn ping(&self) -> Result<(), StoreError> {
+        Ok(())
     }
 }
 

@@ -36,7 +36,7 @@ impl Load {
             set.spawn(async move {
                 while !stop.load(Ordering::Relaxed) {
                     let started = Instant::now();
-                    let d = limiter.check(rule, &[("ip", ip)], 1).await.unwrap();
+                    let d = limiter.check(rule, &[("ip", ip)]).await.unwrap();
                     let at = Instant::now();
                     samples.lock().unwrap().push(Sample {
                         at,

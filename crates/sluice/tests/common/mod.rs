@@ -23,7 +23,7 @@ use std::time::Duration;
 use sluice::algorithm::{LimitOutcome, LimitStep, Mode, Params};
 use sluice::model::Algorithm;
 use sluice::store::{LimitCall, LimitKey, StoreReply};
-use sluice::{Limiter, ManualClock, MemoryStore, Options, Rule, Store};
+use sluice::{DynStore, Limiter, ManualClock, MemoryStore, Options, Rule};
 #[cfg(feature = "redis")]
 use sluice_test_support::RedisServer;
 
@@ -35,7 +35,7 @@ pub struct Harness {
     /// The clock every decision reads.
     pub clock: ManualClock,
     /// The store.
-    pub store: Arc<dyn Store>,
+    pub store: Arc<dyn DynStore>,
     /// The Redis server behind the store, if it is the Redis store.
     #[cfg(feature = "redis")]
     pub server: Option<RedisServer>,
@@ -111,7 +111,7 @@ impl Harness {
 
     /// A limiter over the store with these options.
     pub fn limiter_with(&self, rules: Vec<(&str, Rule)>, options: Options) -> Limiter {
-        Limiter::builder_arc(self.store.clone())
+        Limiter::builder(self.store.clone())
             .rules(rules.into_iter().map(|(n, r)| (n.to_string(), r)))
             .clock(Arc::new(self.clock.clone()))
             .options(options)

@@ -59,6 +59,11 @@
 //! limiter's fail policy answers. [`Store::ping`] (readiness) succeeds only when writes would:
 //! `ROLE` is `master`, and on a Cluster every slot is served and every primary answers.
 //!
+//! Redis replicates asynchronously: units counted on a primary in the last moments before it dies
+//! and not yet copied to its replica are lost with it, so right after a failover a limit may admit
+//! up to those units again. Sluice cannot see them; `WAIT` after every decision would close the
+//! gap at the cost of a replica round trip per decision, and is not done.
+//!
 //! # Memory per key
 //! Measured with `MEMORY USAGE <key> SAMPLES 0` on Redis 7.0.15 (Debian's `redis-server`, 64-bit,
 //! jemalloc), key names of the shape `sluice:login:ip-<algorithm>-1m:{ip=203.0.113.9}:c`, by the
@@ -106,9 +111,9 @@ use std::time::Duration;
 
 use redis::{RedisError, RetryMethod, Script};
 
-use super::{BlockEntry, BoxFuture, LimitCall, LimitKey, Store, StoreError, StoreReply};
+use super::{BlockEntry, LimitCall, LimitKey, Store, StoreError, StoreReply};
 use crate::algorithm::Mode;
-use crate::clock::Clock;
+use crate::clock::{Clock, micros};
 use connection::RedisConnection;
 use failover::Dial;
 use keys::Part;
@@ -214,7 +219,7 @@ impl RedisStore {
                 conn,
                 prefix: options.prefix,
                 clock: options.clock,
-                min_ttl_us: options.min_ttl.as_micros() as u64,
+                min_ttl_us: micros(options.min_ttl),
                 scripts: Scripts::default(),
                 give_back: cross_slot::script(),
                 subscribe_to,
@@ -405,110 +410,92 @@ impl Store for RedisStore {
         NAME
     }
 
-    fn decide<'a>(
-        &'a self,
-        calls: &'a [LimitCall],
-        mode: Mode,
-    ) -> BoxFuture<'a, Result<StoreReply, StoreError>> {
-        Box::pin(async move {
-            if self.inner.conn.is_cluster() {
-                let groups = cross_slot::groups(&self.inner.prefix, calls);
-                if groups.len() > 1 {
-                    return self.decide_across_slots(calls, &groups, mode).await;
+    async fn decide(&self, calls: &[LimitCall], mode: Mode) -> Result<StoreReply, StoreError> {
+        if self.inner.conn.is_cluster() {
+            let groups = cross_slot::groups(&self.inner.prefix, calls);
+            if groups.len() > 1 {
+                return self.decide_across_slots(calls, &groups, mode).await;
+            }
+        }
+        self.decide_calls(calls, mode).await
+    }
+
+    async fn reset(&self, keys: &[LimitKey]) -> Result<(), StoreError> {
+        if keys.is_empty() {
+            return Ok(());
+        }
+        let names: Vec<String> = keys
+            .iter()
+            .flat_map(|k| keys::triple(&self.inner.prefix, k))
+            .collect();
+        let mut conn = self.inner.conn.clone();
+        if conn.is_cluster() {
+            // One DEL per identity (its three keys share a slot), each routed to its node.
+            let deletes = names.chunks(3).map(|triple| {
+                let mut conn = conn.clone();
+                async move {
+                    redis::cmd("DEL")
+                        .arg(triple)
+                        .query_async::<()>(&mut conn)
+                        .await
                 }
+            });
+            for result in futures::future::join_all(deletes).await {
+                result.map_err(store_error)?;
             }
-            self.decide_calls(calls, mode).await
-        })
+            return Ok(());
+        }
+        let mut pipe = redis::pipe();
+        for triple in names.chunks(3) {
+            pipe.del(triple).ignore();
+        }
+        pipe.query_async::<()>(&mut conn).await.map_err(store_error)
     }
 
-    fn reset<'a>(&'a self, keys: &'a [LimitKey]) -> BoxFuture<'a, Result<(), StoreError>> {
-        Box::pin(async move {
-            if keys.is_empty() {
-                return Ok(());
-            }
-            let names: Vec<String> = keys
-                .iter()
-                .flat_map(|k| keys::triple(&self.inner.prefix, k))
-                .collect();
-            let mut conn = self.inner.conn.clone();
-            if conn.is_cluster() {
-                // One DEL per identity (its three keys share a slot), each routed to its node.
-                let deletes = names.chunks(3).map(|triple| {
-                    let mut conn = conn.clone();
-                    async move {
-                        redis::cmd("DEL")
-                            .arg(triple)
-                            .query_async::<()>(&mut conn)
-                            .await
-                    }
-                });
-                for result in futures::future::join_all(deletes).await {
-                    result.map_err(store_error)?;
-                }
-                return Ok(());
-            }
-            let mut pipe = redis::pipe();
-            for triple in names.chunks(3) {
-                pipe.del(triple).ignore();
-            }
-            pipe.query_async::<()>(&mut conn).await.map_err(store_error)
-        })
+    async fn block(&self, key: &LimitKey, duration: Duration) -> Result<u64, StoreError> {
+        let mut conn = self.inner.conn.clone();
+        self.inner
+            .scripts
+            .block
+            .key(self.key(key, Part::Block))
+            .arg(
+                self.client_now()
+                    .map_or_else(String::new, |n| n.to_string()),
+            )
+            .arg(micros(duration))
+            .arg(self.inner.min_ttl_us)
+            .invoke_async(&mut conn)
+            .await
+            .map_err(store_error)
     }
 
-    fn block<'a>(
-        &'a self,
-        key: &'a LimitKey,
-        duration_us: u64,
-    ) -> BoxFuture<'a, Result<u64, StoreError>> {
-        Box::pin(async move {
-            let mut conn = self.inner.conn.clone();
-            self.inner
-                .scripts
-                .block
-                .key(self.key(key, Part::Block))
-                .arg(
-                    self.client_now()
-                        .map_or_else(String::new, |n| n.to_string()),
-                )
-                .arg(duration_us)
-                .arg(self.inner.min_ttl_us)
-                .invoke_async(&mut conn)
-                .await
-                .map_err(store_error)
-        })
+    async fn unblock(&self, key: &LimitKey) -> Result<bool, StoreError> {
+        let mut conn = self.inner.conn.clone();
+        let was: i64 = self
+            .inner
+            .scripts
+            .unblock
+            .key(self.key(key, Part::Block))
+            .key(self.key(key, Part::Violations))
+            .arg(
+                self.client_now()
+                    .map_or_else(String::new, |n| n.to_string()),
+            )
+            .invoke_async(&mut conn)
+            .await
+            .map_err(store_error)?;
+        Ok(was == 1)
     }
 
-    fn unblock<'a>(&'a self, key: &'a LimitKey) -> BoxFuture<'a, Result<bool, StoreError>> {
-        Box::pin(async move {
-            let mut conn = self.inner.conn.clone();
-            let was: i64 = self
-                .inner
-                .scripts
-                .unblock
-                .key(self.key(key, Part::Block))
-                .key(self.key(key, Part::Violations))
-                .arg(
-                    self.client_now()
-                        .map_or_else(String::new, |n| n.to_string()),
-                )
-                .invoke_async(&mut conn)
-                .await
-                .map_err(store_error)?;
-            Ok(was == 1)
-        })
+    async fn blocks(&self, rule: &str) -> Result<Vec<BlockEntry>, StoreError> {
+        self.blocks_of(rule).await
     }
 
-    fn blocks<'a>(&'a self, rule: &'a str) -> BoxFuture<'a, Result<Vec<BlockEntry>, StoreError>> {
-        Box::pin(self.blocks_of(rule))
-    }
-
-    fn ping(&self) -> BoxFuture<'_, Result<(), StoreError>> {
-        Box::pin(async move {
-            self.inner
-                .conn
-                .writable()
-                .await
-                .map_err(|message| StoreError::transient(NAME, message))
-        })
+    async fn ping(&self) -> Result<(), StoreError> {
+        self.inner
+            .conn
+            .writable()
+            .await
+            .map_err(|message| StoreError::transient(NAME, message))
     }
 }
