@@ -200,3 +200,47 @@ async fn a_killed_primary_degrades_per_policy_then_decisions_are_exact_again() {
     assert_eq!(admitted, 10);
     drop(cluster_back);
 }
+
+#[tokio::test]
+async fn scripts_are_reloaded_on_every_primary_after_a_flush() {
+    let cluster = RedisCluster::shared();
+    let store = url_store(&cluster.url(), None, &unique_prefix()).await;
+    // Identities on every primary, and a cross-slot pair (decide and give-back scripts).
+    let ips: Vec<String> = (0..30).map(|i| format!("ip={i}")).collect();
+    let decide_all = async |expect_allowed: bool| {
+        for ip in &ips {
+            let c = LimitCall {
+                key: key("x", ip),
+                step: step(Algorithm::Gcra, 1, 100 * S),
+            };
+            let o = store.decide(&[c], Mode::Apply).await.unwrap().outcomes[0];
+            assert_eq!(o.allowed, expect_allowed, "{ip}");
+        }
+    };
+    decide_all(true).await;
+    for port in cluster.primaries() {
+        assert_eq!(cluster.cli(port, &["SCRIPT", "FLUSH"]), "OK");
+    }
+    decide_all(false).await;
+    let pair = [
+        LimitCall {
+            key: key("m", "member=m"),
+            step: step(Algorithm::SlidingLog, 5, 100 * S),
+        },
+        LimitCall {
+            key: key("i", "ip=a"),
+            step: step(Algorithm::SlidingLog, 1, 100 * S),
+        },
+    ];
+    assert!(store.decide(&pair, Mode::Apply).await.unwrap().outcomes[1].allowed);
+    for port in cluster.primaries() {
+        assert_eq!(cluster.cli(port, &["SCRIPT", "FLUSH"]), "OK");
+    }
+    let denied = store.decide(&pair, Mode::Apply).await.unwrap();
+    assert!(!denied.outcomes[1].allowed);
+    let member = store.decide(&pair[..1], Mode::Peek).await.unwrap();
+    assert_eq!(
+        member.outcomes[0].remaining, 4,
+        "given back after the flush too"
+    );
+}
