@@ -7,8 +7,6 @@
 //! script call is routed by its first key, and `NOSCRIPT` reloads the script on the node that
 //! lacked it (`SCRIPT LOAD` goes to every node).
 
-use std::time::Duration;
-
 use redis::aio::ConnectionLike;
 use redis::cluster::ClusterClientBuilder;
 use redis::cluster_async::ClusterConnection;
@@ -206,9 +204,6 @@ impl RedisConnection {
         matches!(self, RedisConnection::Cluster(_))
     }
 }
-
-/// How long a readiness probe may take at most.
-pub const READY_TIMEOUT: Duration = Duration::from_secs(1);
 
 impl ConnectionLike for RedisConnection {
     fn req_packed_command<'a>(
