@@ -198,6 +198,9 @@ struct Inner {
     min_ttl_us: u64,
     scripts: Scripts,
     give_back: Script,
+    /// Where the invalidation channel subscribes (see [`channel`]), and how to dial it.
+    subscribe_to: Vec<redis::ConnectionInfo>,
+    dial: Dial,
 }
 
 /// Maps a client error: whatever may pass by retrying later is transient.
@@ -232,7 +235,10 @@ impl RedisStore {
             connect_timeout: options.connect_timeout,
             response_timeout: options.response_timeout,
         };
-        let conn = RedisConnection::open(&parsed, dial).map_err(|e| {
+        let subscribe_to = channel::subscription_nodes(&parsed).map_err(|e| {
+            StoreError::permanent(NAME, format!("Redis client for {}: {e}", redact(url)))
+        })?;
+        let conn = RedisConnection::open(&parsed, dial.clone()).map_err(|e| {
             StoreError::permanent(NAME, format!("Redis client for {}: {e}", redact(url)))
         })?;
         let store = RedisStore {
@@ -243,6 +249,8 @@ impl RedisStore {
                 min_ttl_us: micros(options.min_ttl),
                 scripts: Scripts::default(),
                 give_back: cross_slot::script(),
+                subscribe_to,
+                dial,
             }),
         };
         // Connect and load the scripts in the background; the first decisions need not wait.
