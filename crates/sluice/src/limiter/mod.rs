@@ -419,7 +419,7 @@ impl Limiter {
                 metrics::counter!("sluice_degraded_decisions_total", "rule" => name.to_string())
                     .increment(1);
                 let reply = match policy {
-                    FailPolicy::Local => Some(self.inner.local.decide_now(&calls, mode)),
+                    FailPolicy::Local => self.inner.local.decide_now(&calls, mode).ok(),
                     FailPolicy::Open | FailPolicy::Closed => None,
                 };
                 (reply, Some(error))
