@@ -1,5 +1,5 @@
 //! The `sluice` command: the decision service (`serve`), rule file checks (`validate`),
-//! one-off decisions (`check`), and the load tool (`bench`).
+//! one-off decisions (`check`), the load tool (`bench`), and the simulator (`simulate`).
 //!
 //! Exit codes: 0 success (valid file, allowed request), 1 a negative answer (invalid file,
 //! denied request), 2 an error (unreadable file, store unreachable, port in use).
@@ -9,6 +9,7 @@
 //! - [`logging`]: `tracing` output, text or JSON;
 //! - [`store_url`]: a store from its URL;
 //! - [`validate`], [`check`]: the one-shot commands; [`bench`]: the load tool;
+//! - [`simulate`]: traffic replayed on a simulated clock, with an accuracy report and plots;
 //! - [`server`]: the HTTP service, its admin endpoints, hot reload and metrics.
 #![warn(missing_docs)]
 #![forbid(unsafe_code)]
@@ -18,6 +19,7 @@ pub mod check;
 pub mod cli;
 pub mod logging;
 pub mod server;
+pub mod simulate;
 pub mod store_url;
 pub mod validate;
 
@@ -50,6 +52,7 @@ pub fn run(cli: Cli) -> ExitCode {
             Command::Validate(args) => Ok(validate::run(&args)),
             Command::Check(args) => check::run(args).await,
             Command::Bench(args) => bench::run(args).await.map(|()| ExitCode::SUCCESS),
+            Command::Simulate(args) => simulate::run(*args).await.map(|()| ExitCode::SUCCESS),
         }
     });
     match result {

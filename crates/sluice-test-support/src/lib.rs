@@ -1,9 +1,26 @@
-//! Test support: a real `redis-server` on a free loopback port, owned by one test.
+//! Test support: real Redis servers on free loopback ports, owned by the tests that start them.
+//!
+//! # Layout
+//! - [`RedisServer`] (this file): one `redis-server`;
+//! - [`cluster`]: [`RedisCluster`], 3 primaries and 3 replicas;
+//! - [`sentinel`]: [`RedisSentinel`], a primary, a replica and three sentinels;
+//! - [`tls`]: [`TlsFiles`] (a CA and certificates made on the spot) and [`TlsRedis`];
+//! - [`member`]: one process of a multi-process set-up, which tests kill, pause and restart.
 //!
 //! [`RedisServer::start`] spawns `redis-server` with persistence off, waits until it answers
 //! `PING`, and kills it on drop. Tests that need a store fault call [`RedisServer::stop`] and
 //! [`RedisServer::restart`] (same port). A missing `redis-server` is a test failure with a message
 //! saying how to install it, never a silent skip.
+
+pub mod cluster;
+pub mod member;
+pub mod sentinel;
+pub mod tls;
+
+pub use cluster::RedisCluster;
+pub use member::{Member, wait_until};
+pub use sentinel::RedisSentinel;
+pub use tls::{TlsFiles, TlsRedis};
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};

@@ -247,3 +247,122 @@ async fn over_http_behind_a_trusted_proxy_the_nearest_untrusted_hop_counts() {
         (200, "203.0.113.10".into())
     );
 }
+
+/// What `proxies_v4().header(header)` resolves for a request from our proxy 10.0.0.2 carrying
+/// `lines` of that header.
+fn behind_proxy(header: ForwardingHeader, name: &str, lines: &[&str]) -> IpAddr {
+    let pairs: Vec<(&str, &str)> = lines.iter().map(|l| (name, *l)).collect();
+    proxies_v4()
+        .header(header)
+        .resolve(ip("10.0.0.2"), &headers(&pairs))
+}
+
+#[test]
+fn a_malformed_forwarded_element_never_names_the_client() {
+    let fwd = |lines: &[&str]| behind_proxy(ForwardingHeader::Forwarded, "forwarded", lines);
+    // The client wrote everything before `, for=203.0.113.5`, which its proxy appended: an
+    // unclosed quote does not swallow the proxy's element.
+    assert_eq!(
+        fwd(&[r#"for=198.51.100.77;x=", for=203.0.113.5"#]),
+        ip("203.0.113.5")
+    );
+    assert_eq!(
+        fwd(&[r#"for="198.51.100.77, for=203.0.113.5"#]),
+        ip("203.0.113.5")
+    );
+    assert_eq!(fwd(&[r#"for="\", for=203.0.113.5"#]), ip("203.0.113.5"));
+    // The same when the proxy adds its own line.
+    assert_eq!(
+        fwd(&[r#"for=198.51.100.77;x=""#, "for=203.0.113.5"]),
+        ip("203.0.113.5")
+    );
+    // When the element a trusted hop wrote cannot be read, the walk stops at that hop.
+    for broken in [
+        r#"for=198.51.100.77, for="10.1.0.1"#,
+        "for=198.51.100.77, for=10.1.0.1;for=10.1.0.2",
+        "for=198.51.100.77, for",
+        "for=198.51.100.77, for=10.1.0.1 junk",
+        "for=198.51.100.77, for=999.1.1.1",
+        "for=198.51.100.77, for=[2001:db8::1]",
+        "for=198.51.100.77, for=unknown",
+        "for=198.51.100.77, for=_hidden",
+        "for=198.51.100.77, proto=https",
+    ] {
+        assert_eq!(fwd(&[broken]), ip("10.0.0.2"), "{broken}");
+    }
+    // Behind two trusted hops, the walk stops at the second one.
+    assert_eq!(
+        fwd(&[r#"for=198.51.100.77;x=", for=_hidden, for=10.1.0.1"#]),
+        ip("10.1.0.1")
+    );
+}
+
+#[test]
+fn forwarded_nodes_with_ports_brackets_and_zones() {
+    let fwd = |lines: &[&str]| behind_proxy(ForwardingHeader::Forwarded, "forwarded", lines);
+    assert_eq!(fwd(&[r#"for="203.0.113.5:4711""#]), ip("203.0.113.5"));
+    assert_eq!(fwd(&[r#"for="203.0.113.5:_p1""#]), ip("203.0.113.5"));
+    assert_eq!(
+        fwd(&[r#"for="[2001:db8:c::9]:4711";proto=https"#]),
+        ip("2001:db8:c::9")
+    );
+    assert_eq!(fwd(&[r#"For="[2001:db8:c::9]""#]), ip("2001:db8:c::9"));
+    assert_eq!(fwd(&[r#"for="[fe80::9%eth0]""#]), ip("fe80::9"));
+    assert_eq!(fwd(&["for=203.0.113.5 ; proto=https"]), ip("203.0.113.5"));
+    // A zone on a global address, a port out of range: not addresses.
+    assert_eq!(fwd(&[r#"for="[2001:db8::9%eth0]""#]), ip("10.0.0.2"));
+    assert_eq!(fwd(&[r#"for="203.0.113.5:70000""#]), ip("10.0.0.2"));
+}
+
+#[test]
+fn malformed_list_headers_stop_the_walk() {
+    let xff =
+        |lines: &[&str]| behind_proxy(ForwardingHeader::XForwardedFor, "x-forwarded-for", lines);
+    assert_eq!(xff(&["198.51.100.77, 203.0.113.5:8080"]), ip("203.0.113.5"));
+    assert_eq!(
+        xff(&["198.51.100.77, [2001:db8::5]:443"]),
+        ip("2001:db8::5")
+    );
+    assert_eq!(xff(&["198.51.100.77", "203.0.113.5"]), ip("203.0.113.5"));
+    for broken in [
+        "198.51.100.77, \"203.0.113.5\"",
+        "198.51.100.77, unknown",
+        "198.51.100.77, _hidden",
+        "198.51.100.77, 203.0.113.5 10.1.0.1",
+        "198.51.100.77,",
+        "198.51.100.77, 2001:db8::5%eth0",
+    ] {
+        assert_eq!(xff(&[broken]), ip("10.0.0.2"), "{broken}");
+    }
+    let real = |lines: &[&str]| behind_proxy(ForwardingHeader::XRealIp, "x-real-ip", lines);
+    assert_eq!(real(&["203.0.113.5"]), ip("203.0.113.5"));
+    // A client-sent value that got through next to the proxy's: neither is believed.
+    assert_eq!(real(&["198.51.100.77", "203.0.113.5"]), ip("10.0.0.2"));
+    assert_eq!(real(&["198.51.100.77, 203.0.113.5"]), ip("10.0.0.2"));
+    assert_eq!(real(&["garbage"]), ip("10.0.0.2"));
+}
+
+#[tokio::test]
+async fn over_http_an_unclosed_quote_does_not_buy_a_new_identity() {
+    let url = serve(
+        ClientIp::new("ip")
+            .trust(["127.0.0.0/8".parse().unwrap()])
+            .header(ForwardingHeader::Forwarded),
+    )
+    .await;
+    let client = reqwest::Client::new();
+    let send = |value: &'static str| {
+        let request = client.get(&url).header("forwarded", value);
+        async move {
+            let r = request.send().await.unwrap();
+            (r.status().as_u16(), r.text().await.unwrap())
+        }
+    };
+    // The trusted proxy appended `, for=203.0.113.5` to what the client sent.
+    assert_eq!(
+        send(r#"for=198.51.100.77;x=", for=203.0.113.5"#).await,
+        (200, "203.0.113.5".into())
+    );
+    let (status, _) = send(r#"for=198.51.100.78;x=", for=203.0.113.5"#).await;
+    assert_eq!(status, 429, "a forged element does not buy a new quota");
+}

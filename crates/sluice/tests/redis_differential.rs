@@ -1,5 +1,8 @@
 //! Randomized differential test: random timelines of requests over random limits, run against the
-//! memory store and the Redis store on the same manual clock, must give identical replies.
+//! memory store and the Redis store, must give identical replies: on the same manual clock (the
+//! client-clock path), and with Redis reading its own `TIME` (the production path: the memory
+//! store then decides at the time Redis reports, and Redis expires keys in real time, so a key
+//! expired too early shows as a difference).
 //!
 //! Seeded, so a failure prints its seed and replays exactly (`SLUICE_DIFF_SEED=<seed>`).
 #![cfg(feature = "redis")]
@@ -38,10 +41,31 @@ impl Rng {
     }
 }
 
-fn random_step(rng: &mut Rng) -> LimitStep {
+/// Durations a random limit is made of: windows, then blocks and bans, then penalty memories.
+struct Scale {
+    windows: &'static [u64],
+    blocks: &'static [u64],
+    memories: &'static [u64],
+}
+
+/// For a manual clock that jumps by up to a minute.
+const CLIENT_CLOCK: Scale = Scale {
+    windows: &[1_000, 7_000, S, 10 * S, 60 * S, 3600 * S],
+    blocks: &[1_000, S, 30 * S],
+    memories: &[1_000, 10 * S, 3600 * S],
+};
+
+/// For Redis `TIME`, which moves by real time only (a few hundred µs per event): milliseconds.
+const REDIS_TIME: Scale = Scale {
+    windows: &[1_000, 2_000, 7_000, 20_000, 100_000],
+    blocks: &[1_000, 3_000, 30_000],
+    memories: &[1_000, 5_000, 50_000],
+};
+
+fn random_step(rng: &mut Rng, scale: &Scale) -> LimitStep {
     let algorithm = rng.pick(&Algorithm::ALL);
     let limit = rng.pick(&[1, 2, 3, 5, 10, 100]);
-    let window_us = rng.pick(&[1_000, 7_000, S, 10 * S, 60 * S, 3600 * S]);
+    let window_us = rng.pick(scale.windows);
     let capacity = if algorithm.supports_burst() && rng.chance(40) {
         rng.pick(&[1, 2, 7, 20])
     } else {
@@ -56,24 +80,28 @@ fn random_step(rng: &mut Rng) -> LimitStep {
             count_denied: algorithm.supports_count_denied() && rng.chance(30),
         },
         cost: 1,
-        block_us: rng.chance(20).then(|| rng.pick(&[1_000, S, 30 * S])),
+        block_us: rng.chance(20).then(|| rng.pick(scale.blocks)),
         penalty: rng.chance(25).then(|| penalty::Params {
             warn_after: rng.pick(&[0, 1, 2]),
             ban_after: rng.pick(&[2, 3, 5]),
-            ban_us: rng.pick(&[1_000, S, 60 * S]),
-            memory_us: rng.pick(&[1_000, 10 * S, 3600 * S]),
+            ban_us: rng.pick(scale.blocks),
+            memory_us: rng.pick(scale.memories),
         }),
         enforce: rng.chance(85),
     }
 }
 
+fn seed() -> u64 {
+    std::env::var("SLUICE_DIFF_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0x5EED_2026)
+}
+
 #[tokio::test]
 async fn random_timelines_give_identical_replies() {
     let server = RedisServer::start();
-    let seed = std::env::var("SLUICE_DIFF_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0x5EED_2026);
+    let seed = seed();
     let mut rng = Rng(seed);
     let cases = 60;
     for case in 0..cases {
@@ -83,7 +111,7 @@ async fn random_timelines_give_identical_replies() {
         let redis = redis_store(&server, Some(clock.clone())).await;
         let rule = format!("case{case}");
         let steps: Vec<LimitStep> = (0..1 + rng.below(3))
-            .map(|_| random_step(&mut rng))
+            .map(|_| random_step(&mut rng, &CLIENT_CLOCK))
             .collect();
         let key = |i: usize, who: &str| LimitKey {
             rule: rule.as_str().into(),
@@ -142,5 +170,82 @@ async fn random_timelines_give_identical_replies() {
         let blocks_m = memory.blocks(&rule).await.unwrap();
         let blocks_r = redis.blocks(&rule).await.unwrap();
         assert_eq!(blocks_m, blocks_r, "blocks: seed {seed:#x} case {case}");
+    }
+}
+
+/// The same timelines with Redis reading its own `TIME`: Redis decides first, then the memory
+/// store decides at the time Redis reported. Keys carry their real expiry (no minimum TTL).
+#[tokio::test]
+async fn random_timelines_on_redis_time_give_identical_replies() {
+    let server = RedisServer::start();
+    let seed = seed();
+    let mut rng = Rng(seed ^ 0x7153);
+    let redis = redis_store(&server, None).await;
+    for case in 0..60 {
+        let clock = ManualClock::new(0);
+        let memory = MemoryStore::with_clock(Arc::new(clock.clone()));
+        let rule = format!("time{case}");
+        let steps: Vec<LimitStep> = (0..1 + rng.below(3))
+            .map(|_| random_step(&mut rng, &REDIS_TIME))
+            .collect();
+        let key = |i: usize, who: &str| LimitKey {
+            rule: rule.as_str().into(),
+            limit: format!("l{i}").into(),
+            identity: format!("ip={who}"),
+        };
+        let mut last_us = 0;
+        for event in 0..80 {
+            let who = rng.pick(&["a", "b"]);
+            let context = format!("seed {seed:#x} case {case} event {event} steps {steps:?}");
+            match rng.below(40) {
+                0 => {
+                    // Redis blocks from its own now: the memory store blocks from the same
+                    // instant (a block never shortens, so a longer one in force answers alike).
+                    let k = key(0, who);
+                    let d = rng.pick(REDIS_TIME.blocks);
+                    let until = redis.block(&k, d).await.unwrap();
+                    clock.set_us(until.saturating_sub(d).max(last_us));
+                    assert_eq!(
+                        memory.block(&k, d).await.unwrap(),
+                        until,
+                        "block: {context}"
+                    );
+                }
+                1 => {
+                    // Whether a block was still in force depends on the instant; the effect
+                    // (no block, no violations) does not.
+                    let k = key(0, who);
+                    redis.unblock(&k).await.unwrap();
+                    memory.unblock(&k).await.unwrap();
+                }
+                2 => {
+                    let ks = [key(0, who)];
+                    memory.reset(&ks).await.unwrap();
+                    redis.reset(&ks).await.unwrap();
+                }
+                _ => {
+                    let cost = rng.pick(&[1, 1, 1, 2, 3, 7]);
+                    let mode = if rng.chance(20) {
+                        Mode::Peek
+                    } else {
+                        Mode::Apply
+                    };
+                    let calls: Vec<LimitCall> = steps
+                        .iter()
+                        .enumerate()
+                        .map(|(i, s)| LimitCall {
+                            key: key(i, who),
+                            step: LimitStep { cost, ..*s },
+                        })
+                        .collect();
+                    let r = redis.decide(&calls, mode).await.unwrap();
+                    assert!(r.now_us >= last_us, "Redis TIME went back: {context}");
+                    last_us = r.now_us;
+                    clock.set_us(r.now_us);
+                    let m = memory.decide(&calls, mode).await.unwrap();
+                    assert_eq!(m, r, "cost {cost} {mode:?} who {who}: {context}");
+                }
+            }
+        }
     }
 }

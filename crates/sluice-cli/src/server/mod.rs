@@ -9,11 +9,13 @@
 //! # Layout
 //! - `routes`: check, peek, rules, health, metrics;
 //! - `admin`: bearer-token guard, reset and blocks;
+//! - `connections`: the accept loop, its connection cap and the timeouts of stalled connections;
 //! - `error`: JSON errors and body parsing (every client mistake is a 4xx with `{"error"}`);
 //! - `reload`: file watch and SIGHUP → parse → validate → swap;
 //! - `metrics`: the Prometheus recorder and the top denied identities (`topk`).
 
 mod admin;
+mod connections;
 mod error;
 pub mod metrics;
 pub mod reload;
@@ -29,10 +31,12 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use anyhow::Context;
 use arc_swap::ArcSwap;
 use axum::Router;
+use axum::http::StatusCode;
 use sluice::config::Config;
 use sluice::model::HeaderStyle;
 use sluice::{Limiter, MemoryStore};
 use tokio::net::TcpListener;
+use tower_http::timeout::TimeoutLayer;
 
 use crate::cli::ServeArgs;
 use crate::store_url::{self, OpenedStore, redact};
@@ -121,18 +125,62 @@ pub fn router(state: Arc<AppState>) -> Router {
 }
 
 /// Serves until `shutdown` completes, then finishes the requests in flight.
+///
+/// Connections are bounded by the `server` section of the config in force at start: a cap on
+/// open connections and timeouts for stalled ones (see `connections`); each request has
+/// `request_timeout` from its head to its response.
 pub async fn serve(
     listener: TcpListener,
     state: Arc<AppState>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let address = listener.local_addr()?;
-    tracing::info!(%address, "listening on http://{address}");
-    axum::serve(listener, router(state))
-        .with_graceful_shutdown(shutdown)
-        .await?;
+    let mut limits = state.startup.server.clone();
+    limits.max_connections = connection_cap(limits.max_connections);
+    tracing::info!(
+        %address,
+        max_connections = limits.max_connections,
+        "listening on http://{address}"
+    );
+    let app = router(state).layer(TimeoutLayer::with_status_code(
+        StatusCode::REQUEST_TIMEOUT,
+        limits.request_timeout,
+    ));
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    tokio::spawn(async move {
+        shutdown.await;
+        let _ = stop.send(true);
+    });
+    connections::accept_loop(listener, app, limits, stopped).await?;
     tracing::info!("stopped");
     Ok(())
+}
+
+/// File descriptors kept for everything but client connections: the store's connections, the
+/// rule file and its watch, logs.
+const RESERVED_FDS: u64 = 64;
+
+/// The connection cap actually used: `wanted`, unless the process's file-descriptor limit
+/// cannot hold that many. The soft limit is first raised as far as the hard limit allows, since
+/// many systems start processes with a soft limit of 1024.
+fn connection_cap(wanted: usize) -> usize {
+    let want_fds = wanted as u64 + RESERVED_FDS;
+    let fds = match rlimit::increase_nofile_limit(want_fds) {
+        Ok(fds) => fds,
+        Err(error) => {
+            tracing::warn!(%error, "cannot read or raise the file-descriptor limit");
+            return wanted;
+        }
+    };
+    let fit = usize::try_from(fds.saturating_sub(RESERVED_FDS)).unwrap_or(usize::MAX);
+    if fit < wanted {
+        tracing::warn!(
+            max_connections = wanted,
+            file_descriptors = fds,
+            "the file-descriptor limit cannot hold max_connections; capping connections at {fit}"
+        );
+    }
+    wanted.min(fit).max(1)
 }
 
 /// `sluice serve`.

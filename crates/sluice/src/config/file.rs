@@ -64,6 +64,52 @@ fn default_prefix() -> String {
     "sluice".to_string()
 }
 
+/// The `server` section: how `sluice serve` bounds its connections. Read once, at start-up.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServerConfig {
+    /// Once the first byte of a request head arrives, the whole head must arrive within this time.
+    #[serde(default = "default_header_read_timeout", with = "serde_text")]
+    pub header_read_timeout: Duration,
+    /// From a complete head to the response, body reading included (408 past it).
+    #[serde(default = "default_request_timeout", with = "serde_text")]
+    pub request_timeout: Duration,
+    /// A connection with no request in progress is closed after this much silence.
+    #[serde(default = "default_keep_alive_timeout", with = "serde_text")]
+    pub keep_alive_timeout: Duration,
+    /// Open connections at most; more wait in the accept queue. Also bounded by the process's
+    /// file-descriptor limit.
+    #[serde(default = "default_max_connections")]
+    pub max_connections: usize,
+}
+
+impl Default for ServerConfig {
+    fn default() -> ServerConfig {
+        ServerConfig {
+            header_read_timeout: default_header_read_timeout(),
+            request_timeout: default_request_timeout(),
+            keep_alive_timeout: default_keep_alive_timeout(),
+            max_connections: default_max_connections(),
+        }
+    }
+}
+
+fn default_header_read_timeout() -> Duration {
+    Duration::from_secs(5)
+}
+
+fn default_request_timeout() -> Duration {
+    Duration::from_secs(10)
+}
+
+fn default_keep_alive_timeout() -> Duration {
+    Duration::from_secs(30)
+}
+
+fn default_max_connections() -> usize {
+    4096
+}
+
 fn default_true() -> bool {
     true
 }
@@ -78,6 +124,8 @@ pub(crate) struct ConfigFile {
     pub admin_token_env: Option<String>,
     #[serde(default)]
     pub store: StoreConfig,
+    #[serde(default)]
+    pub server: ServerConfig,
     #[serde(default)]
     pub fail: FailPolicy,
     #[serde(default)]

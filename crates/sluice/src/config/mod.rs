@@ -36,7 +36,7 @@ use std::net::SocketAddr;
 use std::path::Path;
 
 pub use error::ConfigError;
-pub use file::{ClockSource, StoreConfig};
+pub use file::{ClockSource, ServerConfig, StoreConfig};
 
 use crate::limiter::Options;
 use crate::model::{FailPolicy, HeaderStyle, Rule, validate_rule_name};
@@ -79,6 +79,8 @@ pub struct Config {
     pub admin_token_env: Option<String>,
     /// The store.
     pub store: StoreConfig,
+    /// Connection limits of `sluice serve`.
+    pub server: ServerConfig,
     /// Fail policy of rules that set none.
     pub fail: FailPolicy,
     /// Which rate-limit headers the service sends.
@@ -141,6 +143,7 @@ impl Config {
             rule.validate().map_err(invalid)?;
         }
         check_store(&file.store, text)?;
+        check_server(&file.server, text)?;
         if let Some(var) = &file.admin_token_env {
             if var.is_empty() || var.contains('=') || var.contains('\0') {
                 return Err(ConfigError::new(
@@ -154,6 +157,7 @@ impl Config {
             listen: file.listen,
             admin_token_env: file.admin_token_env,
             store: file.store,
+            server: file.server,
             fail: file.fail,
             headers: file.headers,
             enabled: file.enabled,
@@ -236,6 +240,31 @@ fn key_line(text: &str, key: &str) -> Option<u64> {
                 .is_some_and(|rest| rest.trim_start().starts_with([':', '=']))
         })
         .map(|i| i as u64 + 1)
+}
+
+fn check_server(server: &ServerConfig, text: &str) -> Result<(), ConfigError> {
+    let positive = [
+        ("header_read_timeout", server.header_read_timeout),
+        ("request_timeout", server.request_timeout),
+        ("keep_alive_timeout", server.keep_alive_timeout),
+    ];
+    for (key, value) in positive {
+        if value.is_zero() || value > crate::model::MAX_WINDOW {
+            return Err(ConfigError::new(
+                format!("server.{key}"),
+                "must be more than 0 and at most 366d",
+            )
+            .at_line(key_line(text, key)));
+        }
+    }
+    if server.max_connections == 0 || server.max_connections > 1_000_000 {
+        return Err(ConfigError::new(
+            "server.max_connections",
+            format!("{}: must be from 1 to 1000000", server.max_connections),
+        )
+        .at_line(key_line(text, "max_connections")));
+    }
+    Ok(())
 }
 
 fn check_store(store: &StoreConfig, text: &str) -> Result<(), ConfigError> {

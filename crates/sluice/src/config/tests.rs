@@ -244,3 +244,27 @@ fn loading_names_the_file() {
     assert!(e.message.contains(".yaml"), "{e}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn server_limits_have_defaults_and_are_checked() {
+    let config = Config::parse("rules: {}\n", Format::Yaml).unwrap();
+    assert_eq!(config.server, ServerConfig::default());
+    assert_eq!(config.server.max_connections, 4096);
+    assert_eq!(config.server.header_read_timeout, Duration::from_secs(5));
+    let config = Config::parse(
+        "server:\n  header_read_timeout: 2s\n  max_connections: 10\nrules: {}\n",
+        Format::Yaml,
+    )
+    .unwrap();
+    assert_eq!(config.server.header_read_timeout, Duration::from_secs(2));
+    assert_eq!(config.server.max_connections, 10);
+    let error =
+        Config::parse("server:\n  max_connections: 0\nrules: {}\n", Format::Yaml).unwrap_err();
+    assert_eq!(
+        (error.field.as_str(), error.line),
+        ("server.max_connections", Some(2))
+    );
+    let error =
+        Config::parse("server:\n  request_timeout: 0s\nrules: {}\n", Format::Yaml).unwrap_err();
+    assert_eq!(error.line, Some(2));
+}

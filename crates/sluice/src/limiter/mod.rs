@@ -8,6 +8,7 @@
 //! `degraded`.
 
 pub mod breaker;
+pub mod denial_cache;
 pub mod keys;
 
 use std::collections::BTreeMap;

@@ -8,8 +8,11 @@
 //!   left, skipping addresses in the trusted networks; the first untrusted address is the
 //!   client. Entries to its left were written by the client and are ignored, so a forged
 //!   leftmost entry changes nothing;
-//! - an entry that names no address (`unknown`, garbage) stops the walk: the client is then the
-//!   last address walked, a trusted hop that cannot vouch for what lies beyond it;
+//! - an entry that names no address (`unknown`, `_hidden`, a malformed `Forwarded` element, an
+//!   unclosed quote, a bad port) stops the walk: the client is then the last address walked, a
+//!   trusted hop that cannot vouch for what lies beyond it. `Forwarded` lines are parsed from the
+//!   right, so nothing a client writes can change how the element its proxy appended is read
+//!   (see `forwarded`); `X-Real-IP` with more than one value names nothing;
 //! - exactly one header is honoured (by default `X-Forwarded-For`): the one the proxy in front
 //!   writes. Honouring several would let a client send the header the proxy does not manage.
 //!
@@ -26,7 +29,7 @@ use http::request::Parts;
 use ipnet::IpNet;
 
 use super::extract::{AttributeList, Extract, ExtractError};
-use super::forwarded::{forwarded_hops, list_hops};
+use super::forwarded::{forwarded_hops, list_hops, real_ip_hops};
 
 /// The TCP peer's address as recorded by axum (`ConnectInfo<SocketAddr>`).
 fn peer(parts: &Parts) -> Result<IpAddr, ExtractError> {
@@ -143,7 +146,9 @@ impl ClientIp {
             ForwardingHeader::XForwardedFor => {
                 list_hops(headers, &HeaderName::from_static("x-forwarded-for"))
             }
-            ForwardingHeader::XRealIp => list_hops(headers, &HeaderName::from_static("x-real-ip")),
+            ForwardingHeader::XRealIp => {
+                real_ip_hops(headers, &HeaderName::from_static("x-real-ip"))
+            }
             ForwardingHeader::Forwarded => forwarded_hops(headers),
         };
         for hop in hops.into_iter().rev() {

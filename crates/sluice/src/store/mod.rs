@@ -8,6 +8,7 @@
 //! An `Err` from a store is an infrastructure failure (the limiter's fail policy takes over), never
 //! a denial.
 
+pub mod invalidation;
 pub mod memory;
 #[cfg(feature = "redis")]
 pub mod redis;

@@ -81,6 +81,7 @@
 //! tell a late call from a timely one without a clock shared with the client, so this errs on
 //! the side of counting: limits stay safe, a client may lose a unit per timed-out call.
 
+pub mod channel;
 pub mod keys;
 pub mod script;
 

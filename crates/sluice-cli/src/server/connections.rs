@@ -1,0 +1,288 @@
+//! Accepting connections under a cap, and closing the ones that stall.
+//!
+//! A client that opens connections and sends nothing, or half a request head, or a body that
+//! never ends, must not starve real callers of file descriptors or tasks. So:
+//! - at most `max_connections` are open at once; past that, new ones wait in the kernel's accept
+//!   queue until one closes (no file descriptor is spent on them meanwhile);
+//! - a connection with no request in progress is closed after `keep_alive_timeout` of silence
+//!   (before its first request too);
+//! - once the first byte of a request head arrives, the whole head must arrive within
+//!   `header_read_timeout`;
+//! - from a complete head to the response, a request has `request_timeout` (body reading
+//!   included; 408 past it) — applied by the router's timeout layer, see [`super::serve`].
+//!
+//! The state of a connection lives in a [`Tracker`] shared by its I/O (which sees bytes arrive)
+//! and its service (which sees requests start and end); the connection's task sleeps until the
+//! tracker's next deadline and drops the connection when it has passed.
+
+use std::io;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::ConnectInfo;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::conn::auto;
+use sluice::config::ServerConfig;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{Notify, Semaphore, watch};
+use tokio::time::Instant;
+use tower::ServiceExt;
+
+/// No request in progress and no byte of one received.
+const IDLE: u64 = u64::MAX;
+
+/// What one connection is doing, in milliseconds since it opened.
+struct Tracker {
+    opened: Instant,
+    /// Requests whose head is complete and whose response is not yet produced.
+    in_flight: AtomicUsize,
+    /// When the first byte of the pending request head arrived, or [`IDLE`].
+    head_started: AtomicU64,
+    /// When the connection last became idle (opened, or its last response produced).
+    idle_since: AtomicU64,
+    /// Woken on every change above, so the deadline is recomputed.
+    changed: Notify,
+}
+
+impl Tracker {
+    fn new() -> Tracker {
+        Tracker {
+            opened: Instant::now(),
+            in_flight: AtomicUsize::new(0),
+            head_started: AtomicU64::new(IDLE),
+            idle_since: AtomicU64::new(0),
+            changed: Notify::new(),
+        }
+    }
+
+    fn now(&self) -> u64 {
+        self.opened.elapsed().as_millis() as u64
+    }
+
+    /// Bytes arrived: with no request in progress, they start a head.
+    fn on_read(&self) {
+        if self.in_flight.load(Ordering::Relaxed) == 0
+            && self.head_started.load(Ordering::Relaxed) == IDLE
+        {
+            self.head_started.store(self.now(), Ordering::Relaxed);
+            self.changed.notify_one();
+        }
+    }
+
+    fn on_request(&self) {
+        self.in_flight.fetch_add(1, Ordering::Relaxed);
+        self.head_started.store(IDLE, Ordering::Relaxed);
+        self.changed.notify_one();
+    }
+
+    fn on_response(&self) {
+        if self.in_flight.fetch_sub(1, Ordering::Relaxed) == 1 {
+            self.idle_since.store(self.now(), Ordering::Relaxed);
+            self.changed.notify_one();
+        }
+    }
+
+    /// When the connection must be closed if nothing changes; `None` while a request runs.
+    fn deadline(&self, limits: &ServerConfig) -> Option<Instant> {
+        if self.in_flight.load(Ordering::Relaxed) > 0 {
+            return None;
+        }
+        let ms = match self.head_started.load(Ordering::Relaxed) {
+            IDLE => self.idle_since.load(Ordering::Relaxed) + millis(limits.keep_alive_timeout),
+            started => started + millis(limits.header_read_timeout),
+        };
+        Some(self.opened + Duration::from_millis(ms))
+    }
+}
+
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX / 4)
+}
+
+/// A socket that tells its [`Tracker`] when bytes arrive.
+struct TrackedIo {
+    inner: TcpStream,
+    tracker: Arc<Tracker>,
+}
+
+impl AsyncRead for TrackedIo {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let before = buf.filled().len();
+        let poll = Pin::new(&mut self.inner).poll_read(cx, buf);
+        if buf.filled().len() > before {
+            self.tracker.on_read();
+        }
+        poll
+    }
+}
+
+impl AsyncWrite for TrackedIo {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write(cx, buf)
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+}
+
+/// Decrements the in-flight count when a request's future ends, however it ends.
+struct InFlight(Arc<Tracker>);
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.on_response();
+    }
+}
+
+/// Accepts connections until `shutdown` flips to true, then lets the open ones finish their
+/// requests in flight and returns.
+pub(super) async fn accept_loop(
+    listener: TcpListener,
+    router: Router,
+    limits: ServerConfig,
+    mut shutdown: watch::Receiver<bool>,
+) -> io::Result<()> {
+    let slots = Arc::new(Semaphore::new(limits.max_connections));
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    // The tracker bounds header reading; hyper's own timer would also cut idle keep-alive
+    // connections at the header timeout.
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(None);
+    let builder = Arc::new(builder);
+    let limits = Arc::new(limits);
+    let mut open = tokio::task::JoinSet::new();
+    loop {
+        let permit = tokio::select! {
+            permit = slots.clone().acquire_owned() => permit.expect("the semaphore is never closed"),
+            () = stopping(&mut shutdown) => break,
+        };
+        let (stream, peer) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(accepted) => accepted,
+                Err(error) => {
+                    // Out of file descriptors or a connection reset before accept: the listener
+                    // itself is fine, so wait a little rather than spin.
+                    tracing::warn!(%error, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            () = stopping(&mut shutdown) => break,
+        };
+        let _ = stream.set_nodelay(true);
+        let router = router.clone();
+        let builder = builder.clone();
+        let limits = limits.clone();
+        let shutdown = shutdown.clone();
+        open.spawn(async move {
+            serve_connection(stream, peer, router, &builder, &limits, shutdown).await;
+            drop(permit);
+        });
+        // Reap finished connection tasks so the set does not grow.
+        while open.try_join_next().is_some() {}
+    }
+    drop(listener);
+    while open.join_next().await.is_some() {}
+    Ok(())
+}
+
+async fn serve_connection(
+    stream: TcpStream,
+    peer: SocketAddr,
+    router: Router,
+    builder: &auto::Builder<TokioExecutor>,
+    limits: &ServerConfig,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let tracker = Arc::new(Tracker::new());
+    let io = TrackedIo {
+        inner: stream,
+        tracker: tracker.clone(),
+    };
+    let service_tracker = tracker.clone();
+    let service =
+        hyper::service::service_fn(move |mut request: http::Request<hyper::body::Incoming>| {
+            request.extensions_mut().insert(ConnectInfo(peer));
+            service_tracker.on_request();
+            let guard = InFlight(service_tracker.clone());
+            let router = router.clone();
+            async move {
+                let response = router.oneshot(request.map(axum::body::Body::new)).await;
+                drop(guard);
+                response
+            }
+        });
+    let connection = builder.serve_connection_with_upgrades(TokioIo::new(io), service);
+    tokio::pin!(connection);
+    let mut draining = false;
+    loop {
+        let deadline = tracker.deadline(limits);
+        tokio::select! {
+            result = connection.as_mut() => {
+                if let Err(error) = result {
+                    tracing::debug!(%peer, %error, "connection ended with an error");
+                }
+                return;
+            }
+            () = sleep_until(deadline) => {
+                if tracker.deadline(limits).is_some_and(|d| d <= Instant::now()) {
+                    tracing::debug!(%peer, "closing a stalled connection");
+                    metrics::counter!("sluice_connections_timed_out_total").increment(1);
+                    return;
+                }
+            }
+            () = tracker.changed.notified() => {}
+            () = stopping(&mut shutdown), if !draining => {
+                draining = true;
+                connection.as_mut().graceful_shutdown();
+            }
+        }
+    }
+}
+
+/// Completes once shutdown has been asked for.
+async fn stopping(shutdown: &mut watch::Receiver<bool>) {
+    // A closed channel means the server is going away too.
+    let _ = shutdown.wait_for(|stop| *stop).await;
+}
+
+async fn sleep_until(deadline: Option<Instant>) {
+    match deadline {
+        Some(deadline) => tokio::time::sleep_until(deadline).await,
+        // A request is running: its own timeout bounds it, and its end wakes the loop.
+        None => std::future::pending().await,
+    }
+}

@@ -1,0 +1,369 @@
+//! Unit tests of the denial cache: the invariants of its module docs, one by one, on a manual
+//! clock; and, against the pure algorithms, that a cached denial never outlives the store's.
+
+use std::time::Duration;
+
+use proptest::prelude::*;
+
+use super::*;
+use crate::ManualClock;
+use crate::algorithm::step::{KeyState, decide_one};
+use crate::algorithm::{Mode, Params};
+
+const S: u64 = 1_000_000;
+
+fn key(identity: &str) -> LimitKey {
+    LimitKey {
+        rule: "login".into(),
+        limit: "ip".into(),
+        identity: identity.into(),
+    }
+}
+
+fn step(algorithm: Algorithm, limit: u64, window_us: u64, cost: u64) -> LimitStep {
+    LimitStep {
+        algorithm,
+        params: Params::new(limit, window_us, limit),
+        cost,
+        block_us: None,
+        penalty: None,
+        enforce: true,
+    }
+}
+
+fn denied(retry_after_us: u64) -> LimitOutcome {
+    LimitOutcome {
+        allowed: false,
+        remaining: 0,
+        reset_after_us: retry_after_us,
+        retry_after_us: Some(retry_after_us),
+        delay_us: 0,
+        blocked_until_us: None,
+        violations: 0,
+        warning: false,
+    }
+}
+
+/// A cache on a manual clock whose channel confirms at every reading: staleness plays no part.
+fn cache(max_entries: usize) -> (DenialCache, ManualClock) {
+    let clock = ManualClock::at_2026();
+    let options = DenialCacheOptions {
+        max_entries,
+        ..DenialCacheOptions::default()
+    };
+    (DenialCache::new(&options, Arc::new(clock.clone())), clock)
+}
+
+fn confirm(cache: &DenialCache) {
+    cache.confirmed(cache.now_us());
+}
+
+fn advance(clock: &ManualClock, us: u64) {
+    clock.advance(Duration::from_micros(us));
+}
+
+#[test]
+fn a_denial_answers_until_its_retry_time_and_no_longer() {
+    let (cache, clock) = cache(100);
+    let gcra = step(Algorithm::Gcra, 1, 60 * S, 1);
+    let store_now = 42; // the store's clock plays no part in local times
+    cache.insert(cache.mark(), &key("a"), &gcra, &denied(60 * S), store_now);
+    assert_eq!(cache.len(), 1);
+    let hit = cache.lookup(&key("a"), 1).expect("cached");
+    assert!(!hit.allowed);
+    assert_eq!(hit.retry_after_us, Some(60 * S));
+    assert_eq!(
+        cache.lookup(&key("b"), 1),
+        None,
+        "other identities ask the store"
+    );
+    advance(&clock, 60 * S - 1);
+    confirm(&cache);
+    assert_eq!(cache.lookup(&key("a"), 1).unwrap().retry_after_us, Some(1));
+    advance(&clock, 1);
+    assert_eq!(
+        cache.lookup(&key("a"), 1),
+        None,
+        "the store may admit it now"
+    );
+    assert!(cache.is_empty(), "an expired entry is dropped when met");
+}
+
+#[test]
+fn a_denial_at_one_cost_speaks_for_larger_costs_only() {
+    let (cache, _clock) = cache(100);
+    cache.insert(
+        cache.mark(),
+        &key("a"),
+        &step(Algorithm::FixedWindow, 5, 60 * S, 3),
+        &denied(10 * S),
+        0,
+    );
+    assert_eq!(cache.lookup(&key("a"), 1), None);
+    assert_eq!(cache.lookup(&key("a"), 2), None);
+    assert!(cache.lookup(&key("a"), 3).is_some());
+    assert!(cache.lookup(&key("a"), 7).is_some());
+}
+
+#[test]
+fn a_block_speaks_for_every_cost_and_a_block_lock_only_while_it_lasts() {
+    let (cache, clock) = cache(100);
+    // The limit's own block lock (15 s) imposed by a denial whose algorithm wait is 60 s: after
+    // the block a new denial would start a new block, so the store must answer then.
+    let mut locked = step(Algorithm::SlidingLog, 5, 60 * S, 1);
+    locked.block_us = Some(15 * S);
+    let outcome = LimitOutcome {
+        blocked_until_us: Some(1_000 + 15 * S),
+        ..denied(60 * S)
+    };
+    cache.insert(cache.mark(), &key("a"), &locked, &outcome, 1_000);
+    let hit = cache.lookup(&key("a"), 1).unwrap();
+    assert_eq!(hit.blocked_until_us, Some(1_000 + 15 * S));
+    assert_eq!(
+        hit.retry_after_us,
+        Some(60 * S),
+        "the store's wait, never shorter"
+    );
+    advance(&clock, 15 * S - 1);
+    confirm(&cache);
+    assert!(cache.lookup(&key("a"), 1).is_some());
+    advance(&clock, 1);
+    assert_eq!(cache.lookup(&key("a"), 1), None);
+
+    // An administrative block on a limit without block lock: every cost, until its end.
+    let plain = step(Algorithm::Gcra, 100, 60 * S, 5);
+    let outcome = LimitOutcome {
+        blocked_until_us: Some(9_000 + 30 * S),
+        ..denied(30 * S)
+    };
+    cache.insert(cache.mark(), &key("b"), &plain, &outcome, 9_000);
+    let small = cache.lookup(&key("b"), 1).expect("a block denies any cost");
+    assert_eq!(small.retry_after_us, Some(30 * S));
+}
+
+#[test]
+fn float_algorithms_end_their_entries_a_little_early() {
+    let (cache, clock) = cache(100);
+    let bucket = step(Algorithm::TokenBucket, 1, 3600 * S, 1);
+    cache.insert(cache.mark(), &key("a"), &bucket, &denied(3600 * S), 0);
+    let margin = float_margin_us(&bucket);
+    assert!(margin > 3_000, "1e-6 of a unit of 1/h is 3.6 ms: {margin}");
+    advance(&clock, 3600 * S - margin - 1);
+    confirm(&cache);
+    assert!(cache.lookup(&key("a"), 1).is_some());
+    advance(&clock, 1);
+    assert_eq!(cache.lookup(&key("a"), 1), None);
+}
+
+#[test]
+fn reported_waits_count_from_the_reply() {
+    let (cache, clock) = cache(100);
+    let mark = cache.mark();
+    advance(&clock, 2_000); // the round trip
+    cache.insert(
+        mark,
+        &key("a"),
+        &step(Algorithm::Gcra, 1, 60 * S, 1),
+        &denied(60 * S),
+        0,
+    );
+    let hit = cache.lookup(&key("a"), 1).unwrap();
+    assert_eq!(
+        hit.retry_after_us,
+        Some(60 * S),
+        "from the reply: never early"
+    );
+    advance(&clock, 60 * S - 2_000);
+    confirm(&cache);
+    assert_eq!(
+        cache.lookup(&key("a"), 1),
+        None,
+        "but the entry ends counted from the call, so it never outlives the store's denial"
+    );
+}
+
+#[test]
+fn without_confirmations_entries_live_at_most_max_stale() {
+    let (cache, clock) = cache(100);
+    let gcra = step(Algorithm::Gcra, 1, 60 * S, 1);
+    cache.insert(cache.mark(), &key("a"), &gcra, &denied(60 * S), 0);
+    advance(&clock, S - 1);
+    assert!(cache.lookup(&key("a"), 1).is_some());
+    advance(&clock, 1);
+    assert_eq!(
+        cache.lookup(&key("a"), 1),
+        None,
+        "never confirmed: 1 s at most"
+    );
+
+    // Confirmed at t, then silent: used until t + max_stale.
+    cache.insert(cache.mark(), &key("b"), &gcra, &denied(60 * S), 0);
+    advance(&clock, 10 * S);
+    confirm(&cache);
+    advance(&clock, S - 1);
+    assert!(cache.lookup(&key("b"), 1).is_some());
+    advance(&clock, 1);
+    assert_eq!(cache.lookup(&key("b"), 1), None);
+    confirm(&cache);
+    assert!(
+        cache.lookup(&key("b"), 1).is_some(),
+        "fresh again once the channel confirms (a new subscription clears it first)"
+    );
+}
+
+#[test]
+fn invalidations_forget_keys_rules_or_everything_at_once() {
+    let (cache, _clock) = cache(100);
+    let gcra = step(Algorithm::Gcra, 1, 60 * S, 1);
+    let other_rule = LimitKey {
+        rule: "api".into(),
+        ..key("a")
+    };
+    for k in [key("a"), key("b"), other_rule.clone()] {
+        cache.insert(cache.mark(), &k, &gcra, &denied(60 * S), 0);
+    }
+    cache.invalidate(&Invalidation::Keys(vec![key("a")]));
+    assert_eq!(cache.lookup(&key("a"), 1), None);
+    assert!(cache.lookup(&key("b"), 1).is_some());
+    cache.invalidate(&Invalidation::Rules(vec!["login".into()]));
+    assert_eq!(cache.lookup(&key("b"), 1), None);
+    assert!(cache.lookup(&other_rule, 1).is_some());
+    cache.invalidate(&Invalidation::All);
+    assert!(cache.is_empty());
+}
+
+#[test]
+fn a_denial_that_raced_an_invalidation_is_dropped() {
+    let (cache, _clock) = cache(100);
+    let mark = cache.mark();
+    // The store answered from the state before a reset; the reset's invalidation came first.
+    cache.apply(Invalidation::Keys(vec![key("a")]));
+    cache.insert(
+        mark,
+        &key("a"),
+        &step(Algorithm::Gcra, 1, 60 * S, 1),
+        &denied(60 * S),
+        0,
+    );
+    assert!(cache.is_empty());
+}
+
+#[test]
+fn memory_is_bounded_and_expired_entries_go_first() {
+    let (cache, clock) = cache(64);
+    let gcra = step(Algorithm::Gcra, 1, 60 * S, 1);
+    for i in 0..10_000 {
+        cache.insert(
+            cache.mark(),
+            &key(&format!("ip={i}")),
+            &gcra,
+            &denied(60 * S),
+            0,
+        );
+        assert!(cache.len() <= 64 + SHARDS, "{} entries", cache.len());
+    }
+    // Short denials expire; the long ones inserted next push them out, not each other.
+    let (cache, _) = (cache, ());
+    cache.invalidate(&Invalidation::All);
+    for i in 0..32 {
+        let k = key(&format!("short{i}"));
+        cache.insert(cache.mark(), &k, &gcra, &denied(S / 2), 0);
+    }
+    advance(&clock, S);
+    confirm(&cache);
+    for i in 0..48 {
+        let k = key(&format!("long{i}"));
+        cache.insert(cache.mark(), &k, &gcra, &denied(60 * S), 0);
+    }
+    let kept = (0..48)
+        .filter(|i| cache.lookup(&key(&format!("long{i}")), 1).is_some())
+        .count();
+    assert!(kept >= 40, "only {kept} of 48 live denials kept");
+}
+
+#[test]
+fn a_disabled_size_keeps_nothing() {
+    let (cache, _clock) = cache(0);
+    let gcra = step(Algorithm::Gcra, 1, 60 * S, 1);
+    cache.insert(cache.mark(), &key("a"), &gcra, &denied(60 * S), 0);
+    assert!(cache.is_empty());
+}
+
+#[test]
+fn limits_whose_denials_leave_a_trace_are_not_cached() {
+    let plain = step(Algorithm::Gcra, 1, 60 * S, 1);
+    let mut counting = plain;
+    counting.params.count_denied = true;
+    let mut punishing = plain;
+    punishing.penalty = Some(crate::algorithm::penalty::Params {
+        warn_after: 1,
+        ban_after: 3,
+        ban_us: S,
+        memory_us: S,
+    });
+    let mut locked = plain;
+    locked.block_us = Some(S);
+    let mut shadow = plain;
+    shadow.enforce = false;
+    assert_eq!(cacheable_limits(&[plain]), [true]);
+    assert_eq!(cacheable_limits(&[locked]), [true], "while its block lasts");
+    assert_eq!(cacheable_limits(&[counting]), [false]);
+    assert_eq!(cacheable_limits(&[plain, punishing]), [false, false]);
+    assert_eq!(cacheable_limits(&[plain, counting]), [false, false]);
+    assert_eq!(cacheable_limits(&[plain, shadow]), [true, false]);
+    assert_eq!(
+        cacheable_limits(&[plain, locked]),
+        [false, true],
+        "a cached answer would skip the block the other limit starts when it denies too"
+    );
+}
+
+fn algorithm() -> impl Strategy<Value = Algorithm> {
+    prop::sample::select(Algorithm::ALL.to_vec())
+}
+
+proptest! {
+    /// Whatever the history, a request the cache would deny at any time before its entry ends
+    /// is one the algorithm denies too (invariant 2), for every algorithm.
+    #[test]
+    fn a_cached_denial_never_outlives_the_stores(
+        algorithm in algorithm(),
+        limit in 1u64..20,
+        window_ms in 1u64..100_000,
+        burst in 0u64..30,
+        history in prop::collection::vec((0u64..5_000_000, 1u64..4), 1..40),
+        cost in 1u64..5,
+        probe in 0.0f64..1.0,
+    ) {
+        let capacity = if algorithm.supports_burst() && burst > 0 { burst } else { limit };
+        let mut s = LimitStep {
+            params: Params::new(limit, window_ms * 1_000, capacity),
+            ..step(algorithm, limit, window_ms * 1_000, 1)
+        };
+        let mut state = KeyState::default();
+        let mut now = 1_767_225_600_000_000u64;
+        for (gap, c) in history {
+            now += gap;
+            s.cost = c.min(capacity);
+            decide_one(&mut state, &s, now, Mode::Apply);
+        }
+        s.cost = cost.min(capacity);
+        let (outcome, _) = decide_one(&mut state, &s, now, Mode::Apply);
+        let (cache, clock) = cache(10);
+        clock.set_us(now);
+        cache.insert(cache.mark(), &key("a"), &s, &outcome, now);
+        let Some(entry_end) = cache.lookup(&key("a"), s.cost).map(|_| {
+            let shard = cache.shards.iter().find_map(|sh| {
+                sh.lock().table.iter().next().map(|e| e.end_us())
+            });
+            shard.expect("one entry")
+        }) else {
+            return Ok(());
+        };
+        prop_assert!(!outcome.allowed);
+        for at in [now, entry_end - 1, now + ((entry_end - 1 - now) as f64 * probe) as u64] {
+            let (o, _) = decide_one(&mut state.clone(), &s, at, Mode::Peek);
+            prop_assert!(!o.allowed, "{algorithm:?} admits at {} < {}", at - now, entry_end - now);
+        }
+    }
+}
