@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use anyhow::{Context, bail};
 use sluice::config::{ClockSource, StoreConfig};
+use sluice::store::memory::MemoryOptions;
 use sluice::store::redis::{RedisOptions, RedisStore};
 use sluice::{Clock, MemoryStore, Store, SystemClock};
 
@@ -25,7 +26,10 @@ pub async fn open(url: &str, settings: &StoreConfig) -> anyhow::Result<OpenedSto
     let scheme = url.split_once("://").map(|(scheme, _)| scheme);
     match scheme {
         Some("memory") => {
-            let memory = MemoryStore::new();
+            let options = MemoryOptions {
+                max_keys: settings.max_keys,
+            };
+            let memory = MemoryStore::with_options(Arc::new(SystemClock), options);
             Ok(OpenedStore {
                 store: Arc::new(memory.clone()),
                 memory: Some(memory),

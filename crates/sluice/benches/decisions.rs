@@ -90,7 +90,8 @@ fn store_vs_governor(c: &mut Criterion) {
                 group.bench_function(BenchmarkId::new("sluice_store", algorithm), |b| {
                     b.iter_custom(|iters| {
                         run_threads(iters, threads, &|i| {
-                            let _ = black_box(store.decide_one(&calls[i as usize % keys], Mode::Apply));
+                            let _ =
+                                black_box(store.decide_one(&calls[i as usize % keys], Mode::Apply));
                         })
                     })
                 });

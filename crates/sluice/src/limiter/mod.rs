@@ -420,6 +420,7 @@ impl Limiter {
                 metrics::counter!("sluice_degraded_decisions_total", "rule" => name.to_string())
                     .increment(1);
                 let reply = match policy {
+                    // A local store full of live keys cannot count this identity: deny it.
                     FailPolicy::Local => self.inner.local.decide_now(&calls, mode).ok(),
                     FailPolicy::Open | FailPolicy::Closed => None,
                 };

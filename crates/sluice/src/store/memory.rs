@@ -1,17 +1,34 @@
 //! The in-memory store: limit state in this process, for one node or as the `local` fail policy.
 //!
-//! State lives in [`SHARDS`] shards, each a `HashMap` behind its own mutex, picked by the key's
-//! hash. A request's keys are locked in shard order (no deadlock) and decided in one critical
-//! section, so decisions are exact under any number of threads.
+//! State lives in [`SHARDS`] shards, each a hash table behind its own mutex (on its own cache
+//! lines), picked by the key's hash. A request's keys are locked in shard order (no deadlock) and
+//! decided in one critical section, so decisions are exact under any number of threads. A shard
+//! never decides at a time earlier than a decision it already made, whatever order threads read
+//! the clock in. A key of up to 46 bytes lives inside its entry (see [`KeyRef`]), so deciding
+//! on a known key, or storing a new short one, allocates nothing.
 //!
-//! **Memory bound.** An entry is dropped as soon as its state is equivalent to no state (its TTL
-//! is zero after a decision), and every entry carries the time after which it can no longer affect
-//! a decision (`expires_us`: window, block and violation memory). A shard sweeps its expired
-//! entries whenever it has doubled in size since its last sweep, and [`MemoryStore::sweep`] sweeps
-//! every shard (the server calls it periodically). So a shard holds at most twice the number of
-//! keys that were live at its last sweep plus the keys touched since, and memory is proportional
-//! to the keys active within their TTL: about 100 bytes per key plus 8 bytes per entry of a
-//! sliding log (at most `limit`) and 16 per sliding-window bucket (at most 11).
+//! **Memory bound.** Every entry carries the time after which its state can no longer affect a
+//! decision (`expires_us`: window, block and violation memory); an entry found expired is reused
+//! as a fresh one. A shard sweeps its expired entries whenever it has doubled in size since its
+//! last sweep, and [`MemoryStore::sweep`] sweeps every shard (the server calls it periodically).
+//! An entry is 128 bytes (plus the key beyond 46 bytes, 8 bytes per entry of a sliding log, at
+//! most `limit`, and 16 per sliding-window bucket, at most 11).
+//!
+//! **Key cap.** The store holds at most [`MemoryOptions::max_keys`] keys (default
+//! [`DEFAULT_MAX_KEYS`], about 130 MB), each shard at most its 1/[`SHARDS`] share, so a flood of
+//! identities (IPv6 addresses, random user ids) cannot grow it without bound. When a new key
+//! meets a full shard, the eviction order is:
+//! 1. every entry whose state has expired: it equals no state, so dropping it changes no decision
+//!    (counted in `sluice_memory_evictions_total`);
+//! 2. nothing else. Any live entry (a count, a timestamp, a block, remembered violations) could
+//!    still deny a request; forgetting it would let its identity start over and admit more than
+//!    its limit. The new key is refused instead (`sluice_memory_refused_keys_total`): the request
+//!    changes nothing and fails with a transient [`StoreError`], so the rule's fail policy
+//!    decides for that identity alone (`open` admits it, `closed` denies it, `local` on a full
+//!    local store denies it). Keys already held are decided exactly as before.
+//!
+//! A full shard sweeps at most once per expiry instant, so refused keys cost no repeated scans.
+//! Refusals can start a little before `max_keys` keys in total, once the fullest shard is full.
 
 mod shard;
 mod stored_key;
@@ -205,13 +222,15 @@ impl MemoryStore {
                 .binary_search(&i)
                 .expect("every shard of the calls was locked above")
         };
-        // Room first, so that a request that cannot be stored whole changes nothing.
+        // Room first, so that a request that cannot be stored whole changes nothing (a peek
+        // stores nothing new).
         let mut new = vec![0; order.len()];
         for (call, &(h, s)) in calls.iter().zip(&located) {
             let g = guard_of(s);
-            if guards[g]
-                .find(h, (&call.key).into())
-                .is_none_or(|e| e.expires_us <= now)
+            if mode == Mode::Apply
+                && guards[g]
+                    .find(h, (&call.key).into())
+                    .is_none_or(|e| e.expires_us <= now)
             {
                 new[g] += 1;
             }
@@ -363,66 +382,4 @@ impl Store for MemoryStore {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::algorithm::{LimitStep, Params};
-    use crate::clock::ManualClock;
-    use crate::model::Algorithm;
-
-    fn call(i: usize, block_us: Option<u64>) -> LimitCall {
-        LimitCall {
-            key: LimitKey {
-                rule: "r".into(),
-                limit: "l".into(),
-                identity: format!("ip={i}"),
-            },
-            step: LimitStep {
-                algorithm: Algorithm::Gcra,
-                params: Params::new(1, 1_000_000, 1),
-                cost: 1,
-                block_us,
-                penalty: None,
-                enforce: true,
-            },
-        }
-    }
-
-    #[test]
-    fn idle_keys_are_evicted_once_they_cannot_matter() {
-        let clock = ManualClock::at_2026();
-        let store = MemoryStore::with_clock(Arc::new(clock.clone()));
-        // 10k keys each touched once; every state lasts one second.
-        for round in 0..10 {
-            for i in 0..10_000 {
-                store
-                    .decide_now(&[call(round * 10_000 + i, None)], Mode::Apply)
-                    .unwrap();
-            }
-            clock.advance(std::time::Duration::from_secs(2));
-        }
-        // Growth-triggered sweeps keep at most about twice the live keys per shard.
-        assert!(store.len() <= 2 * 10_000 + SHARDS * 64, "{}", store.len());
-        store.sweep();
-        assert_eq!(store.len(), 0);
-    }
-
-    #[test]
-    fn a_block_keeps_its_key_until_it_ends() {
-        let clock = ManualClock::at_2026();
-        let store = MemoryStore::with_clock(Arc::new(clock.clone()));
-        let c = call(1, Some(60_000_000));
-        store
-            .decide_now(std::slice::from_ref(&c), Mode::Apply)
-            .unwrap();
-        let denied = store
-            .decide_now(std::slice::from_ref(&c), Mode::Apply)
-            .unwrap();
-        assert!(denied.outcomes[0].blocked_until_us.is_some());
-        clock.advance(std::time::Duration::from_secs(30));
-        store.sweep();
-        assert_eq!(store.len(), 1, "the block still matters");
-        clock.advance(std::time::Duration::from_secs(31));
-        store.sweep();
-        assert!(store.is_empty());
-    }
-}
+mod tests;

@@ -180,4 +180,7 @@ impl Shard {
     }
 }
 
-const _: () = assert!(std::mem::size_of::<Entry>() == 128, "an entry is two cache lines");
+const _: () = assert!(
+    std::mem::size_of::<Entry>() == 128,
+    "an entry is two cache lines"
+);
