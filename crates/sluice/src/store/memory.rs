@@ -2,9 +2,7 @@
 //!
 //! State lives in [`SHARDS`] shards, each a hash table behind its own mutex (on its own cache
 //! lines), picked by the key's hash. A request's keys are locked in shard order (no deadlock) and
-//! decided in one critical section, so decisions are exact under any number of threads. A shard
-//! never decides at a time earlier than a decision it already made, whatever order threads read
-//! the clock in. A key of up to 46 bytes lives inside its entry (see [`KeyRef`]), so deciding
+//! decided in one critical section, so decisions are exact under any number of threads. A key of up to 46 bytes lives inside its entry (see [`KeyRef`]), so deciding
 //! on a known key, or storing a new short one, allocates nothing.
 //!
 //! **Memory bound.** Every entry carries the time after which its state can no longer affect a
@@ -173,10 +171,9 @@ impl MemoryStore {
         step: &LimitStep,
         mode: Mode,
     ) -> Result<(u64, LimitOutcome), StoreError> {
-        let read = self.inner.clock.now_us();
+        let now = self.inner.clock.now_us();
         let (hash, shard) = self.locate(key);
         let mut shard = self.shard(shard);
-        let now = shard.now(read);
         if let Some(entry) = shard.find(hash, key) {
             if entry.expires_us <= now {
                 entry.state = KeyState::default();
@@ -205,7 +202,6 @@ impl MemoryStore {
                 outcomes: vec![outcome],
             });
         }
-        let read = self.inner.clock.now_us();
         let steps: Vec<_> = calls.iter().map(|c| c.step).collect();
         let located: Vec<(u64, usize)> =
             calls.iter().map(|c| self.locate((&c.key).into())).collect();
@@ -213,10 +209,7 @@ impl MemoryStore {
         order.sort_unstable();
         order.dedup();
         let mut guards: Vec<MutexGuard<'_, Shard>> = order.iter().map(|&i| self.shard(i)).collect();
-        let now = guards.iter_mut().fold(read, |now, g| g.now(now));
-        for guard in &mut guards {
-            guard.now(now);
-        }
+        let now = self.inner.clock.now_us();
         let guard_of = |i: usize| {
             order
                 .binary_search(&i)
@@ -296,11 +289,10 @@ impl MemoryStore {
         key: &LimitKey,
         f: impl FnOnce(&mut KeyState, u64) -> T,
     ) -> Result<T, StoreError> {
-        let read = self.inner.clock.now_us();
         let key = KeyRef::from(key);
         let (hash, shard) = self.locate(key);
         let mut shard = self.shard(shard);
-        let now = shard.now(read);
+        let now = self.inner.clock.now_us();
         let (mut state, expires_us) = shard.take(hash, key, now);
         let out = f(&mut state, now);
         // The algorithm's own TTL is not known here: keep at least the previous expiry.

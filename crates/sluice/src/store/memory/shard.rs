@@ -38,8 +38,6 @@ pub(super) struct Shard {
     /// No entry expires before this (it may be later than the true earliest): a shard at its
     /// cap sweeps only once something can have expired, so refused keys cost no repeated scans.
     earliest_expiry_us: u64,
-    /// The latest time this shard decided at (see [`Shard::now`]).
-    last_us: u64,
     /// Entries dropped to make room for a new key (all of them expired).
     pub evictions: u64,
     /// New keys refused because every entry was live.
@@ -53,19 +51,9 @@ impl Shard {
             sweep_at_len: 64,
             cap,
             earliest_expiry_us: 0,
-            last_us: 0,
             evictions: 0,
             refusals: 0,
         }
-    }
-
-    /// The time to decide at, from a clock reading taken before the lock: never earlier than a
-    /// decision this shard already made. Two threads can read the clock in one order and take
-    /// the lock in the other; without this, the second decision would go back in time (and a
-    /// fixed window, seeing the previous window, would start its count over).
-    pub fn now(&mut self, read_us: u64) -> u64 {
-        self.last_us = self.last_us.max(read_us);
-        self.last_us
     }
 
     pub fn len(&self) -> usize {
