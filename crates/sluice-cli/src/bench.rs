@@ -18,7 +18,7 @@ use sluice::algorithm::Mode;
 use sluice::config::StoreConfig;
 use sluice::model::{Algorithm, Limit, Rate, Rule, parse_duration};
 use sluice::store::redis::{RedisOptions, RedisStore};
-use sluice::{Limiter, Options};
+use sluice::{Check, Limiter, Options};
 
 use crate::store_url;
 
@@ -268,7 +268,7 @@ async fn ceiling(args: &BenchArgs, limiter: &Limiter, requests: u64) -> anyhow::
     let store = RedisStore::connect(&args.store, RedisOptions::default()).await?;
     store.load_scripts().await?;
     // redis-benchmark replaces `__rand_int__` with a random number below `-r`.
-    let calls = limiter.calls("bench", &[("key", "k__rand_int__")], 1)?;
+    let calls = limiter.calls("bench", &[("key", "k__rand_int__")], Check::ONE)?;
     let command = store.decide_command(&calls, Mode::Apply)?;
     let output = tokio::process::Command::new("redis-benchmark")
         .args(["-u", &args.store, "--csv"])
@@ -320,7 +320,7 @@ impl Driver {
     async fn library(args: &BenchArgs) -> anyhow::Result<Driver> {
         let opened = store_url::open(&args.store, &StoreConfig::default()).await?;
         let limit = Limit::new(&["key"], args.limit, args.algorithm);
-        let limiter = Limiter::builder_arc(opened.store)
+        let limiter = Limiter::builder(opened.store)
             .options(Options {
                 timeout: args.timeout,
                 ..Options::default()
@@ -346,7 +346,7 @@ impl Driver {
     /// One decision: `Some(allowed)`, or `None` when it failed or was degraded.
     async fn check(&self, key: &str) -> Option<bool> {
         match self {
-            Driver::Library(limiter) => match limiter.check("bench", &[("key", key)], 1).await {
+            Driver::Library(limiter) => match limiter.check("bench", &[("key", key)]).await {
                 Ok(d) if !d.degraded => Some(d.allowed),
                 _ => None,
             },

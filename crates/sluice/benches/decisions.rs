@@ -130,7 +130,7 @@ fn store_vs_governor(c: &mut Criterion) {
                     b.iter_custom(|iters| {
                         run_threads(iters, threads, &|i| {
                             let attrs = [("user", values[i as usize % keys].as_str())];
-                            let decision = ready(limiter.check("bench", &attrs, 1));
+                            let decision = ready(limiter.check("bench", &attrs));
                             black_box(decision.expect("valid request").allowed);
                         })
                     })

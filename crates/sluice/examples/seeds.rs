@@ -66,13 +66,13 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     for i in 1..=6 {
         show(
             &format!("request {i}"),
-            &limiter.check("employee", &[("id", "42")], 1).await?,
+            &limiter.check("employee", &[("id", "42")]).await?,
         );
     }
     clock.advance(Duration::from_secs(10));
     show(
         "10 s later",
-        &limiter.check("employee", &[("id", "42")], 1).await?,
+        &limiter.check("employee", &[("id", "42")]).await?,
     );
 
     println!("seed 001: bank account update, member AND ip both 2 per 120 s");
@@ -83,7 +83,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         ("bob", "198.51.100.1"),
     ] {
         let d = limiter
-            .check("bank_account_update", &[("member", member), ("ip", ip)], 1)
+            .check("bank_account_update", &[("member", member), ("ip", ip)])
             .await?;
         show(&format!("{member} from {ip}"), &d);
     }
@@ -93,7 +93,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         show(
             &format!("attempt {i}"),
             &limiter
-                .check("secure_forgot_account", &[("login_id", "u1")], 1)
+                .check("secure_forgot_account", &[("login_id", "u1")])
                 .await?,
         );
     }
@@ -102,7 +102,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     for i in 1..=10 {
         show(
             &format!("play {i}"),
-            &limiter.check("mini_game", &[("member", "m9")], 1).await?,
+            &limiter.check("mini_game", &[("member", "m9")]).await?,
         );
     }
 
@@ -111,11 +111,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     );
     for i in 1..=11 {
         let d = limiter
-            .check(
-                "promo_query",
-                &[("member", "m1"), ("promo_code", "SPRING")],
-                1,
-            )
+            .check("promo_query", &[("member", "m1"), ("promo_code", "SPRING")])
             .await?;
         if i >= 10 {
             show(&format!("query {i}"), &d);

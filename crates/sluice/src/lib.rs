@@ -13,9 +13,9 @@
 //!     ]))
 //!     .build()?;
 //! for _ in 0..5 {
-//!     assert!(limiter.check("employee", &[("id", "42")], 1).await?.allowed);
+//!     assert!(limiter.check("employee", &[("id", "42")]).await?.allowed);
 //! }
-//! let sixth = limiter.check("employee", &[("id", "42")], 1).await?;
+//! let sixth = limiter.check("employee", &[("id", "42")]).await?;
 //! assert!(!sixth.allowed);
 //! assert!(sixth.retry_after_ms.is_some());
 //! # Ok::<(), Box<dyn std::error::Error>>(())
@@ -50,9 +50,9 @@ pub mod store;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use error::Error;
 pub use limited::{Limited, check_call, global_limiter, set_global_limiter};
-pub use limiter::{Attributes, Limiter, LimiterBuilder, Options};
+pub use limiter::{Attributes, Check, Limiter, LimiterBuilder, Options};
 pub use model::{Algorithm, Decision, FailPolicy, Limit, LimitDecision, Rate, Rule};
 #[cfg(feature = "macros")]
 pub use sluice_macros::limit;
 pub use store::memory::MemoryStore;
-pub use store::{Store, StoreError};
+pub use store::{DynStore, Store, StoreError};

@@ -1,9 +1,12 @@
 //! One conformance suite, every store: each behaviour below runs against the memory store and
-//! (feature `redis`) the Redis store on a real `redis-server`, with the same manual clock, and must
-//! give the same numbers.
+//! (feature `redis`) the Redis store on a real `redis-server`, on a Redis Cluster (3 primaries,
+//! 3 replicas; multi-limit rules there cross slots) and behind sentinels, with the same manual
+//! clock, and must give the same numbers. The cluster and the sentinel set-up are shared by the
+//! tests of this binary, each test under its own key prefix.
 
 mod common;
 
+use sluice::Check;
 use std::time::Duration;
 
 use common::{Harness, S, call, key, step};
@@ -26,6 +29,20 @@ macro_rules! conformance {
             $(#[tokio::test]
             async fn $name() {
                 super::$name(super::common::Harness::redis().await).await
+            })*
+        }
+        #[cfg(feature = "redis")]
+        mod cluster {
+            $(#[tokio::test]
+            async fn $name() {
+                super::$name(super::common::Harness::cluster().await).await
+            })*
+        }
+        #[cfg(feature = "redis")]
+        mod sentinel {
+            $(#[tokio::test]
+            async fn $name() {
+                super::$name(super::common::Harness::sentinel().await).await
             })*
         }
     };
@@ -241,13 +258,22 @@ async fn cost_above_capacity_is_refused_with_a_reason(h: Harness) {
         )]),
     )]);
     let attrs = [("ip", "1.2.3.4")];
-    let d = limiter.check("bulk", &attrs, 6).await.unwrap();
+    let d = limiter
+        .check_with("bulk", &attrs, Check::cost(6))
+        .await
+        .unwrap();
     assert!(!d.allowed && !d.degraded);
     assert!(d.reason.unwrap().contains("exceeds the capacity 5"));
     // Nothing was consumed; cost 0 peeks.
-    let d = limiter.check("bulk", &attrs, 0).await.unwrap();
+    let d = limiter
+        .check_with("bulk", &attrs, Check::cost(0))
+        .await
+        .unwrap();
     assert_eq!(d.remaining, 5);
-    let d = limiter.check("bulk", &attrs, 5).await.unwrap();
+    let d = limiter
+        .check_with("bulk", &attrs, Check::cost(5))
+        .await
+        .unwrap();
     assert!(d.allowed);
     assert_eq!(d.remaining, 0);
 }
@@ -304,28 +330,28 @@ async fn block_lock_answers_until_its_end(h: Harness) {
     )]);
     let attrs = [("login_id", "alice")];
     for _ in 0..3 {
-        assert!(limiter.check("forgot", &attrs, 1).await.unwrap().allowed);
+        assert!(limiter.check("forgot", &attrs).await.unwrap().allowed);
     }
     h.advance_us(60 * S);
-    let denied = limiter.check("forgot", &attrs, 1).await.unwrap();
+    let denied = limiter.check("forgot", &attrs).await.unwrap();
     assert!(!denied.allowed);
     let until_ms = h.now_us() / 1000 + 1_800_000;
     assert_eq!(denied.blocked_until_ms, Some(until_ms));
     assert_eq!(denied.retry_after_ms, Some(1_800_000));
     // Long after the window the block still answers, and does not extend itself.
     h.advance_us(1799 * S);
-    let blocked = limiter.check("forgot", &attrs, 1).await.unwrap();
+    let blocked = limiter.check("forgot", &attrs).await.unwrap();
     assert!(!blocked.allowed);
     assert_eq!(blocked.blocked_until_ms, Some(until_ms));
     assert_eq!(blocked.retry_after_ms, Some(1000));
     h.advance_us(S);
-    let free = limiter.check("forgot", &attrs, 1).await.unwrap();
+    let free = limiter.check("forgot", &attrs).await.unwrap();
     assert!(free.allowed);
     assert_eq!(free.blocked_until_ms, None);
     // Another identity was never blocked.
     assert!(
         limiter
-            .check("forgot", &[("login_id", "bob")], 1)
+            .check("forgot", &[("login_id", "bob")])
             .await
             .unwrap()
             .allowed
@@ -347,11 +373,11 @@ async fn penalty_warns_then_bans(h: Harness) {
         ]),
     )]);
     let attrs = [("member", "m1")];
-    assert!(limiter.check("game", &attrs, 1).await.unwrap().allowed);
+    assert!(limiter.check("game", &attrs).await.unwrap().allowed);
     let mut seen = Vec::new();
     for _ in 0..3 {
         h.advance_us(1000);
-        let d = limiter.check("game", &attrs, 1).await.unwrap();
+        let d = limiter.check("game", &attrs).await.unwrap();
         assert!(!d.allowed);
         seen.push((d.violations, d.warning, d.blocked_until_ms.is_some()));
     }
@@ -359,12 +385,12 @@ async fn penalty_warns_then_bans(h: Harness) {
     let banned_until = h.now_us() / 1000 + 60_000;
     // After the window the ban still holds; the count and warning are reported.
     h.advance_us(30 * S);
-    let d = limiter.check("game", &attrs, 1).await.unwrap();
+    let d = limiter.check("game", &attrs).await.unwrap();
     assert!(!d.allowed);
     assert_eq!((d.violations, d.warning), (3, true));
     assert_eq!(d.blocked_until_ms, Some(banned_until));
     h.clock.set_us(banned_until * 1000);
-    let d = limiter.check("game", &attrs, 1).await.unwrap();
+    let d = limiter.check("game", &attrs).await.unwrap();
     assert!(d.allowed);
     assert_eq!(
         (d.violations, d.warning),
@@ -372,12 +398,12 @@ async fn penalty_warns_then_bans(h: Harness) {
         "violations outlive the ban"
     );
     // The next violation bans again at once (still remembered).
-    let d = limiter.check("game", &attrs, 1).await.unwrap();
+    let d = limiter.check("game", &attrs).await.unwrap();
     assert_eq!(d.violations, 4);
     assert_eq!(d.blocked_until_ms, Some(banned_until + 60_000));
     // Forgotten after `memory` without a violation.
     h.clock.set_us(banned_until * 1000 + 3600 * S + 1);
-    let d = limiter.check("game", &attrs, 1).await.unwrap();
+    let d = limiter.check("game", &attrs).await.unwrap();
     assert!(d.allowed);
     assert_eq!((d.violations, d.warning), (0, false));
     // Direct store call: penalty parameters with a zero-length memory.
@@ -434,15 +460,15 @@ async fn multi_limit_rules_are_all_or_nothing(h: Harness) {
         ]),
     )]);
     let attrs = [("member", "m1"), ("ip", "1.2.3.4")];
-    assert!(limiter.check("bank", &attrs, 1).await.unwrap().allowed);
-    let d = limiter.check("bank", &attrs, 1).await.unwrap();
+    assert!(limiter.check("bank", &attrs).await.unwrap().allowed);
+    let d = limiter.check("bank", &attrs).await.unwrap();
     assert!(!d.allowed);
     assert!(d.limits[0].allowed && !d.limits[1].allowed);
     assert_eq!(d.limits[0].remaining, 4, "the denied request took nothing");
     assert_eq!(d.retry_after_ms, Some(120_000));
     // The member limit alone, from another IP: it still has 4.
     let other = [("member", "m1"), ("ip", "5.6.7.8")];
-    let d = limiter.check("bank", &other, 1).await.unwrap();
+    let d = limiter.check("bank", &other).await.unwrap();
     assert!(d.allowed);
     assert_eq!(d.limits[0].remaining, 3);
 }
@@ -467,16 +493,16 @@ async fn shadow_limits_and_rules_never_deny(h: Harness) {
         ("payments", shadow_rule),
     ]);
     let attrs = [("ip", "1.2.3.4")];
-    limiter.check("rollout", &attrs, 1).await.unwrap();
-    let d = limiter.check("rollout", &attrs, 1).await.unwrap();
+    limiter.check("rollout", &attrs).await.unwrap();
+    let d = limiter.check("rollout", &attrs).await.unwrap();
     assert!(d.allowed);
     assert!(!d.limits[1].allowed && d.limits[1].shadow);
     assert_eq!(d.limits[0].remaining, 3, "the enforcing limit consumed");
     for _ in 0..3 {
-        let d = limiter.check("payments", &attrs, 1).await.unwrap();
+        let d = limiter.check("payments", &attrs).await.unwrap();
         assert!(d.allowed && d.shadow);
     }
-    let d = limiter.check("payments", &attrs, 1).await.unwrap();
+    let d = limiter.check("payments", &attrs).await.unwrap();
     assert!(!d.limits[0].allowed, "still evaluated and reported");
 }
 
@@ -504,11 +530,11 @@ async fn admin_block_unblock_blocks_and_reset(h: Harness) {
             .unwrap(),
         until
     );
-    let d = limiter.check("login", &a, 1).await.unwrap();
+    let d = limiter.check("login", &a).await.unwrap();
     assert!(!d.allowed);
     assert_eq!(d.blocked_until_ms, Some(until));
     for _ in 0..3 {
-        limiter.check("login", &b, 1).await.unwrap();
+        limiter.check("login", &b).await.unwrap();
     }
     let blocks = limiter.blocks("login").await.unwrap();
     assert_eq!(blocks.len(), 2);
@@ -518,10 +544,10 @@ async fn admin_block_unblock_blocks_and_reset(h: Harness) {
     assert_eq!(blocks[1].identity, "ip=5.6.7.8");
     assert!(limiter.unblock("login", &a).await.unwrap());
     assert!(!limiter.unblock("login", &a).await.unwrap());
-    assert!(limiter.check("login", &a, 1).await.unwrap().allowed);
+    assert!(limiter.check("login", &a).await.unwrap().allowed);
     // Reset forgets counters and blocks.
     limiter.reset("login", &b).await.unwrap();
-    let d = limiter.check("login", &b, 1).await.unwrap();
+    let d = limiter.check("login", &b).await.unwrap();
     assert!(d.allowed);
     assert_eq!(d.remaining, 1);
     assert_eq!(limiter.blocks("login").await.unwrap().len(), 0);
@@ -556,11 +582,11 @@ async fn a_named_limit_that_changes_algorithm_starts_fresh(h: Harness) {
         limiter
             .set_rules([("api".to_string(), named(algorithm))])
             .unwrap();
-        let d = limiter.check("api", &attrs, 1).await.unwrap();
+        let d = limiter.check("api", &attrs).await.unwrap();
         assert!(d.allowed, "{algorithm}");
         assert_eq!(d.remaining, 1, "{algorithm}: fresh state");
-        assert!(limiter.check("api", &attrs, 1).await.unwrap().allowed);
-        assert!(!limiter.check("api", &attrs, 1).await.unwrap().allowed);
+        assert!(limiter.check("api", &attrs).await.unwrap().allowed);
+        assert!(!limiter.check("api", &attrs).await.unwrap().allowed);
     }
 }
 
@@ -579,10 +605,10 @@ async fn identities_are_counted_separately(h: Harness) {
         &[("member", "m2"), ("promo_code", "P1")],
     ];
     for attrs in values {
-        assert!(limiter.check("promo", attrs, 1).await.unwrap().allowed);
+        assert!(limiter.check("promo", attrs).await.unwrap().allowed);
     }
     for attrs in values {
-        assert!(!limiter.check("promo", attrs, 1).await.unwrap().allowed);
+        assert!(!limiter.check("promo", attrs).await.unwrap().allowed);
     }
     let direct: Vec<LimitCall> = ["a", "b"]
         .iter()

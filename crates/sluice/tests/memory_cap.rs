@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use sluice::model::{Algorithm, Limit, Rule};
 use sluice::store::memory::{MemoryOptions, SHARDS};
-use sluice::{Decision, FailPolicy, Limiter, ManualClock, MemoryStore};
+use sluice::{Check, Decision, FailPolicy, Limiter, ManualClock, MemoryStore};
 
 const CAP: usize = 10 * SHARDS;
 
@@ -41,7 +41,7 @@ async fn fill(limiter: &Limiter, rule: &str) -> (Vec<String>, Decision) {
     let mut kept = Vec::new();
     for i in 0..100 * CAP {
         let user = format!("u{i}");
-        let d = limiter.check(rule, &[("user", &user)], 1).await.unwrap();
+        let d = limiter.check(rule, &[("user", &user)]).await.unwrap();
         if d.degraded {
             return (kept, d);
         }
@@ -70,7 +70,7 @@ async fn a_flood_of_identities_stops_at_the_cap_and_kept_keys_stay_exact() {
     let flood: Vec<_> = (0..2 * CAP).map(|i| format!("flood{i}")).collect();
     let mut refused = 0u64;
     for user in &flood {
-        let d = limiter.check("closed", &[("user", user)], 1).await.unwrap();
+        let d = limiter.check("closed", &[("user", user)]).await.unwrap();
         if d.degraded {
             assert!(!d.allowed);
             assert!(d.reason.as_deref().unwrap().contains("full"), "{d:?}");
@@ -83,7 +83,7 @@ async fn a_flood_of_identities_stops_at_the_cap_and_kept_keys_stay_exact() {
 
     // Nothing that was kept was forgotten: each kept identity is still at its limit.
     for user in &kept {
-        let d = limiter.check("closed", &[("user", user)], 1).await.unwrap();
+        let d = limiter.check("closed", &[("user", user)]).await.unwrap();
         assert!(
             !d.allowed && !d.degraded,
             "{user} admitted twice in its window"
@@ -91,10 +91,7 @@ async fn a_flood_of_identities_stops_at_the_cap_and_kept_keys_stay_exact() {
     }
     // Half a window later the counts are still live: still nothing evicted.
     clock.advance(Duration::from_secs(30));
-    let d = limiter
-        .check("closed", &[("user", "late")], 1)
-        .await
-        .unwrap();
+    let d = limiter.check("closed", &[("user", "late")]).await.unwrap();
     assert!(d.degraded && !d.allowed);
     assert_eq!(store.evictions(), 0);
 }
@@ -115,22 +112,19 @@ async fn expired_keys_make_room_and_open_admits_refused_identities() {
     // is the full one) now evicts them and is kept, exactly.
     let refused_user = format!("u{}", kept.len());
     let d = limiter
-        .check("open", &[("user", &refused_user)], 1)
+        .check("open", &[("user", &refused_user)])
         .await
         .unwrap();
     assert!(d.allowed && !d.degraded, "{d:?}");
     assert!(store.evictions() >= 1);
     assert!(store.len() <= held);
     let d = limiter
-        .check("open", &[("user", &refused_user)], 1)
+        .check("open", &[("user", &refused_user)])
         .await
         .unwrap();
     assert!(!d.allowed && !d.degraded, "its count was kept");
     // The old identities start a new window, exactly once each.
-    let d = limiter
-        .check("open", &[("user", &kept[0])], 1)
-        .await
-        .unwrap();
+    let d = limiter.check("open", &[("user", &kept[0])]).await.unwrap();
     assert!(d.allowed && !d.degraded);
 }
 
@@ -154,14 +148,14 @@ async fn a_multi_limit_request_that_does_not_fit_changes_nothing() {
         .build()
         .unwrap();
     let d = limiter
-        .check("pair", &[("user", "u"), ("item", "0")], 1)
+        .check("pair", &[("user", "u"), ("item", "0")])
         .await
         .unwrap();
     assert_eq!(d.remaining, 2);
     // Enough new identities that nearly every shard is full.
     for i in 0..4 * CAP {
         let user = format!("f{i}");
-        limiter.check("fill", &[("user", &user)], 1).await.unwrap();
+        limiter.check("fill", &[("user", &user)]).await.unwrap();
     }
     // New items for `u` until one lands in a full shard: that request is refused whole, and
     // `u`'s own count is not consumed by it.
@@ -169,15 +163,15 @@ async fn a_multi_limit_request_that_does_not_fit_changes_nothing() {
     for item in 1..200 {
         let item = item.to_string();
         let before = limiter
-            .peek("pair", &[("user", "u"), ("item", "0")], 1)
+            .check_with("pair", &[("user", "u"), ("item", "0")], Check::ONE.peek())
             .await
             .unwrap();
         let d = limiter
-            .check("pair", &[("user", "u"), ("item", item.as_str())], 1)
+            .check("pair", &[("user", "u"), ("item", item.as_str())])
             .await
             .unwrap();
         let after = limiter
-            .peek("pair", &[("user", "u"), ("item", "0")], 1)
+            .check_with("pair", &[("user", "u"), ("item", "0")], Check::ONE.peek())
             .await
             .unwrap();
         if d.degraded {

@@ -128,8 +128,8 @@ async fn random_timelines_give_identical_replies() {
                     let k = key(0, who);
                     let d = rng.pick(&[1_000, S]);
                     assert_eq!(
-                        memory.block(&k, d).await,
-                        redis.block(&k, d).await,
+                        memory.block(&k, Duration::from_micros(d)).await,
+                        redis.block(&k, Duration::from_micros(d)).await,
                         "block: {context}"
                     );
                 }
@@ -203,10 +203,10 @@ async fn random_timelines_on_redis_time_give_identical_replies() {
                     // instant (a block never shortens, so a longer one in force answers alike).
                     let k = key(0, who);
                     let d = rng.pick(REDIS_TIME.blocks);
-                    let until = redis.block(&k, d).await.unwrap();
+                    let until = redis.block(&k, Duration::from_micros(d)).await.unwrap();
                     clock.set_us(until.saturating_sub(d).max(last_us));
                     assert_eq!(
-                        memory.block(&k, d).await.unwrap(),
+                        memory.block(&k, Duration::from_micros(d)).await.unwrap(),
                         until,
                         "block: {context}"
                     );

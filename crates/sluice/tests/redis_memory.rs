@@ -5,6 +5,7 @@
 
 mod common;
 
+use sluice::Options;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -46,7 +47,10 @@ async fn memory_usage_per_algorithm() {
         let limiter = Limiter::builder(store.clone())
             .rule("login", rule)
             .clock(Arc::new(clock.clone()))
-            .timeout(Duration::from_secs(5))
+            .options(Options {
+                timeout: Duration::from_secs(5),
+                ..Options::default()
+            })
             .build()
             .unwrap();
         let attrs = [("ip", "203.0.113.9")];
@@ -60,14 +64,14 @@ async fn memory_usage_per_algorithm() {
                         clock.advance(Duration::from_secs(6));
                     }
                 }
-                limiter.check("login", &attrs, 1).await.unwrap();
+                limiter.check("login", &attrs).await.unwrap();
             }
             report.push(format!("{target} units: {} B", usage(&key)));
         }
         println!("{algorithm}: {}", report.join(", "));
         if algorithm == Algorithm::Gcra {
             // A denial records a violation and bans.
-            limiter.check("login", &attrs, 1).await.unwrap();
+            limiter.check("login", &attrs).await.unwrap();
             let base = key.trim_end_matches(":c");
             println!(
                 "block: {} B, violations: {} B",

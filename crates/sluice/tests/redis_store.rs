@@ -100,7 +100,10 @@ async fn every_key_expires_exactly_when_it_stops_mattering() {
     let limiter = sluice::Limiter::builder(store)
         .rules(rules.iter().map(|(n, r)| (n.to_string(), r.clone())))
         .clock(Arc::new(clock.clone()))
-        .timeout(Duration::from_secs(5))
+        .options(sluice::Options {
+            timeout: Duration::from_secs(5),
+            ..sluice::Options::default()
+        })
         .build()
         .unwrap();
     // All traffic at one instant, so every key was last written at `now`.
@@ -108,7 +111,7 @@ async fn every_key_expires_exactly_when_it_stops_mattering() {
     for (name, _) in &rules {
         for ip in ["1.1.1.1", "2.2.2.2"] {
             for _ in 0..5 {
-                let d = limiter.check(name, &[("ip", ip)], 1).await.unwrap();
+                let d = limiter.check(name, &[("ip", ip)]).await.unwrap();
                 assert!(!d.degraded);
             }
         }
@@ -244,13 +247,13 @@ async fn hostile_identities_cannot_break_their_key_or_collide() {
     for v in values {
         let attrs = [("user", v)];
         assert!(
-            limiter.check("login", &attrs, 1).await.unwrap().allowed,
+            limiter.check("login", &attrs).await.unwrap().allowed,
             "{v:.20}"
         );
     }
     for v in values {
         let attrs = [("user", v)];
-        let d = limiter.check("login", &attrs, 1).await.unwrap();
+        let d = limiter.check("login", &attrs).await.unwrap();
         assert!(!d.allowed && d.blocked_until_ms.is_some(), "{v:.20}");
     }
     let keys = h.server().cli(&["--scan", "--pattern", "*"]);
@@ -333,8 +336,17 @@ async fn connect_returns_at_once_when_redis_is_down() {
         .expect_err("nobody listens");
     assert!(err.transient, "{err}");
     assert!(store.ping().await.is_err());
-    let bad = RedisStore::connect("redis+cluster://127.0.0.1:7000/", RedisOptions::default()).await;
-    assert!(!bad.expect_err("cluster is refused").transient);
+    let bad = RedisStore::connect(
+        "redis+cluster://:pw@127.0.0.1:7000/3",
+        RedisOptions::default(),
+    )
+    .await
+    .expect_err("a Cluster has no databases");
+    assert!(!bad.transient);
+    assert!(
+        bad.message.contains("no databases") && !bad.message.contains("pw@"),
+        "{bad}"
+    );
     assert!(
         RedisStore::connect("nonsense", RedisOptions::default())
             .await
@@ -368,7 +380,10 @@ async fn time_comes_from_redis_by_default() {
         "{} vs {local}",
         reply.now_us
     );
-    let until = store.block(&c.key, 10 * S).await.unwrap();
+    let until = store
+        .block(&c.key, Duration::from_micros(10 * S))
+        .await
+        .unwrap();
     assert!(until.abs_diff(local + 10 * S) < 5 * S);
     assert_eq!(store.blocks("r").await.unwrap()[0].until_us, until);
     assert!(store.unblock(&c.key).await.unwrap());

@@ -87,7 +87,7 @@ impl AppState {
         store: &OpenedStore,
         admin_token: Option<String>,
     ) -> anyhow::Result<Arc<AppState>> {
-        let limiter = Limiter::builder_arc(store.store.clone())
+        let limiter = Limiter::builder(store.store.clone())
             .options(config.limiter_options())
             .build()
             .context("building the limiter")?;

@@ -27,7 +27,8 @@ pub enum ClockSource {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct StoreConfig {
-    /// `memory://`, `redis://host:port/db`, `rediss://...`.
+    /// `memory://`, `redis://host:port/db`, `rediss://...`, `redis+cluster://h:p,h:p/`,
+    /// `redis+sentinel://h:p,h:p/<master>[/db]` (`rediss+…` for TLS).
     #[serde(default = "default_url")]
     pub url: String,
     /// Deadline for one store call; past it the fail policy decides.
@@ -44,6 +45,25 @@ pub struct StoreConfig {
     /// fail policy decides for it (kept keys stay exact).
     #[serde(default = "default_max_keys")]
     pub max_keys: usize,
+    /// Certificate files for `rediss…` URLs.
+    #[serde(default)]
+    pub tls: StoreTls,
+}
+
+/// The `store.tls` section: PEM files for TLS to Redis. Without `ca_file` the system's roots are
+/// trusted; `cert_file` and `key_file` (both or neither) present a client certificate.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StoreTls {
+    /// CAs to trust instead of the system's roots.
+    #[serde(default)]
+    pub ca_file: Option<std::path::PathBuf>,
+    /// Client certificate chain.
+    #[serde(default)]
+    pub cert_file: Option<std::path::PathBuf>,
+    /// The client certificate's private key.
+    #[serde(default)]
+    pub key_file: Option<std::path::PathBuf>,
 }
 
 impl Default for StoreConfig {
@@ -54,6 +74,7 @@ impl Default for StoreConfig {
             clock: ClockSource::default(),
             prefix: default_prefix(),
             max_keys: default_max_keys(),
+            tls: StoreTls::default(),
         }
     }
 }

@@ -40,6 +40,7 @@ pub use file::{ClockSource, ServerConfig, StoreConfig};
 
 use crate::limiter::Options;
 use crate::model::{FailPolicy, HeaderStyle, Rule, validate_rule_name};
+use crate::store::url::StoreUrl;
 use file::ConfigFile;
 use locate::SourceMap;
 
@@ -268,18 +269,11 @@ fn check_server(server: &ServerConfig, text: &str) -> Result<(), ConfigError> {
 }
 
 fn check_store(store: &StoreConfig, text: &str) -> Result<(), ConfigError> {
-    let scheme = store.url.split_once("://").map(|(s, _)| s);
-    let known = matches!(scheme, Some("memory"))
-        || scheme.is_some_and(|s| s == "redis" || s == "rediss" || s.starts_with("redis+"));
-    if !known {
-        return Err(ConfigError::new(
-            "store.url",
-            format!(
-                "`{}`: expected memory://, redis://host:port/db or rediss://host:port/db",
-                store.url
-            ),
-        )
-        .at_line(key_line(text, "url")));
+    if let Err(e) = StoreUrl::parse(&store.url) {
+        return Err(
+            ConfigError::new("store.url", format!("`{}`: {}", e.url, e.message))
+                .at_line(key_line(text, "url")),
+        );
     }
     let prefix_ok = !store.prefix.is_empty()
         && store.prefix.len() <= 64

@@ -137,10 +137,17 @@ pub struct By {
 }
 
 impl By {
+    /// `a|b|c` split without checking the names; [`Limit::validate`] checks them.
+    fn unchecked(text: &str) -> By {
+        By {
+            alternatives: text.split('|').map(|s| s.trim().to_string()).collect(),
+        }
+    }
+
     /// Parses `a|b|c`, checking each attribute name.
     pub fn parse(text: &str) -> Result<By, ModelError> {
-        let alternatives: Vec<String> = text.split('|').map(|s| s.trim().to_string()).collect();
-        for name in &alternatives {
+        let by = By::unchecked(text);
+        for name in &by.alternatives {
             if name.is_empty()
                 || name.len() > 64
                 || !name
@@ -153,7 +160,7 @@ impl By {
                 ));
             }
         }
-        Ok(By { alternatives })
+        Ok(by)
     }
 }
 
@@ -215,17 +222,12 @@ pub struct Limit {
 impl Limit {
     /// A limit with no extras, for rules written in code.
     ///
-    /// # Panics
-    /// If an attribute name is not `[a-z0-9_]` (1 to 64 characters): names in code are literals,
-    /// so this is a programming error. Rules from input go through serde and [`By::parse`],
-    /// which return errors instead.
+    /// Attribute names are checked with the rest of the rule, when the limiter is built
+    /// ([`Rule::validate`]): a bad name is an error there, never a panic here.
     pub fn new(by: &[&str], rate: Rate, algorithm: Algorithm) -> Limit {
         Limit {
             name: None,
-            by: by
-                .iter()
-                .map(|b| By::parse(b).expect("Limit::new takes literal attribute names"))
-                .collect(),
+            by: by.iter().map(|b| By::unchecked(b)).collect(),
             rate,
             algorithm,
             burst: None,
@@ -475,5 +477,7 @@ mod tests {
         assert!(By::parse("Member").is_err());
         assert!(By::parse("member|").is_err());
         assert!(validate_rule_name("a:b").is_err());
+        let bad = Limit::new(&["Member"], "5/1m".parse().unwrap(), Algorithm::Gcra);
+        assert_eq!(bad.validate().unwrap_err().field, "by");
     }
 }

@@ -32,13 +32,14 @@ mod shard;
 mod stored_key;
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use foldhash::fast::RandomState;
 use parking_lot::{Mutex, MutexGuard};
 
-use super::{BlockEntry, BoxFuture, LimitCall, LimitKey, Store, StoreError, StoreReply};
+use super::{BlockEntry, LimitCall, LimitKey, Store, StoreError, StoreReply};
 use crate::algorithm::{KeyState, LimitOutcome, LimitStep, Mode, step};
-use crate::clock::{Clock, SystemClock};
+use crate::clock::{Clock, SystemClock, micros};
 use shard::{Full, Shard};
 pub use stored_key::KeyRef;
 
@@ -80,9 +81,9 @@ struct Padded(Mutex<Shard>);
 ///     .build()
 ///     .unwrap();
 /// let attrs = [("ip", "203.0.113.9")];
-/// assert!(limiter.check("login", &attrs, 1).await.unwrap().allowed);
-/// assert!(limiter.check("login", &attrs, 1).await.unwrap().allowed);
-/// assert!(!limiter.check("login", &attrs, 1).await.unwrap().allowed);
+/// assert!(limiter.check("login", &attrs).await.unwrap().allowed);
+/// assert!(limiter.check("login", &attrs).await.unwrap().allowed);
+/// assert!(!limiter.check("login", &attrs).await.unwrap().allowed);
 /// # });
 /// # fn tokio_test_block_on<F: std::future::Future>(f: F) -> F::Output {
 /// #     tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(f)
@@ -313,45 +314,35 @@ impl Store for MemoryStore {
         true
     }
 
-    fn decide<'a>(
-        &'a self,
-        calls: &'a [LimitCall],
-        mode: Mode,
-    ) -> BoxFuture<'a, Result<StoreReply, StoreError>> {
-        let reply = self.decide_now(calls, mode);
-        Box::pin(async move { reply })
+    async fn decide(&self, calls: &[LimitCall], mode: Mode) -> Result<StoreReply, StoreError> {
+        self.decide_now(calls, mode)
     }
 
-    fn reset<'a>(&'a self, keys: &'a [LimitKey]) -> BoxFuture<'a, Result<(), StoreError>> {
+    async fn reset(&self, keys: &[LimitKey]) -> Result<(), StoreError> {
         let now = self.inner.clock.now_us();
         for key in keys {
             let key = KeyRef::from(key);
             let (hash, shard) = self.locate(key);
             self.shard(shard).take(hash, key, now);
         }
-        Box::pin(async { Ok(()) })
+        Ok(())
     }
 
-    fn block<'a>(
-        &'a self,
-        key: &'a LimitKey,
-        duration_us: u64,
-    ) -> BoxFuture<'a, Result<u64, StoreError>> {
-        let until = self.with_entry(key, |s, now| s.block.impose(now, duration_us));
-        Box::pin(async move { until })
+    async fn block(&self, key: &LimitKey, duration: Duration) -> Result<u64, StoreError> {
+        let duration_us = micros(duration);
+        self.with_entry(key, |s, now| s.block.impose(now, duration_us))
     }
 
-    fn unblock<'a>(&'a self, key: &'a LimitKey) -> BoxFuture<'a, Result<bool, StoreError>> {
-        let was = self.with_entry(key, |s, now| {
+    async fn unblock(&self, key: &LimitKey) -> Result<bool, StoreError> {
+        self.with_entry(key, |s, now| {
             let was = s.block.active(now).is_some();
             s.block = Default::default();
             s.penalty = Default::default();
             was
-        });
-        Box::pin(async move { was })
+        })
     }
 
-    fn blocks<'a>(&'a self, rule: &'a str) -> BoxFuture<'a, Result<Vec<BlockEntry>, StoreError>> {
+    async fn blocks(&self, rule: &str) -> Result<Vec<BlockEntry>, StoreError> {
         let now = self.inner.clock.now_us();
         let mut out: Vec<BlockEntry> = Vec::new();
         for i in 0..SHARDS {
@@ -365,11 +356,11 @@ impl Store for MemoryStore {
             }));
         }
         out.sort_by(|a, b| a.key.cmp(&b.key));
-        Box::pin(async move { Ok(out) })
+        Ok(out)
     }
 
-    fn ping(&self) -> BoxFuture<'_, Result<(), StoreError>> {
-        Box::pin(async { Ok(()) })
+    async fn ping(&self) -> Result<(), StoreError> {
+        Ok(())
     }
 }
 

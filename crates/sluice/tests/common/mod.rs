@@ -8,6 +8,8 @@
 mod down_store;
 #[cfg(feature = "tower")]
 mod http;
+#[cfg(feature = "redis")]
+pub mod load;
 
 #[allow(unused_imports)]
 pub use down_store::DownStore;
@@ -21,7 +23,7 @@ use std::time::Duration;
 use sluice::algorithm::{LimitOutcome, LimitStep, Mode, Params};
 use sluice::model::Algorithm;
 use sluice::store::{LimitCall, LimitKey, StoreReply};
-use sluice::{Limiter, ManualClock, MemoryStore, Options, Rule, Store};
+use sluice::{DynStore, Limiter, ManualClock, MemoryStore, Options, Rule};
 #[cfg(feature = "redis")]
 use sluice_test_support::RedisServer;
 
@@ -33,7 +35,7 @@ pub struct Harness {
     /// The clock every decision reads.
     pub clock: ManualClock,
     /// The store.
-    pub store: Arc<dyn Store>,
+    pub store: Arc<dyn DynStore>,
     /// The Redis server behind the store, if it is the Redis store.
     #[cfg(feature = "redis")]
     pub server: Option<RedisServer>,
@@ -64,6 +66,31 @@ impl Harness {
         }
     }
 
+    /// The Redis store on the shared Redis Cluster of this test binary (its own key prefix).
+    #[cfg(feature = "redis")]
+    pub async fn cluster() -> Harness {
+        let url = sluice_test_support::RedisCluster::shared().url();
+        Harness::on_url(&url).await
+    }
+
+    /// The Redis store on the shared Sentinel set-up of this test binary (its own key prefix).
+    #[cfg(feature = "redis")]
+    pub async fn sentinel() -> Harness {
+        let url = sluice_test_support::RedisSentinel::shared().url();
+        Harness::on_url(&url).await
+    }
+
+    #[cfg(feature = "redis")]
+    async fn on_url(url: &str) -> Harness {
+        let clock = ManualClock::at_2026();
+        let store = url_store(url, Some(clock.clone()), &unique_prefix()).await;
+        Harness {
+            store: Arc::new(store),
+            clock,
+            server: None,
+        }
+    }
+
     /// The Redis server (Redis harnesses only).
     #[cfg(feature = "redis")]
     pub fn server(&self) -> &RedisServer {
@@ -84,7 +111,7 @@ impl Harness {
 
     /// A limiter over the store with these options.
     pub fn limiter_with(&self, rules: Vec<(&str, Rule)>, options: Options) -> Limiter {
-        Limiter::builder_arc(self.store.clone())
+        Limiter::builder(self.store.clone())
             .rules(rules.into_iter().map(|(n, r)| (n.to_string(), r)))
             .clock(Arc::new(self.clock.clone()))
             .options(options)
@@ -125,6 +152,28 @@ pub async fn redis_store(
     server: &RedisServer,
     clock: Option<ManualClock>,
 ) -> sluice::store::redis::RedisStore {
+    url_store(&server.url(), clock, "sluice").await
+}
+
+/// A key prefix no other test of this process uses (tests sharing a cluster keep apart).
+pub fn unique_prefix() -> String {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    format!(
+        "t{}-{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+/// A Redis store on any Redis URL, with `prefix` and an optional client clock (see
+/// [`redis_store`]).
+#[cfg(feature = "redis")]
+pub async fn url_store(
+    url: &str,
+    clock: Option<ManualClock>,
+    prefix: &str,
+) -> sluice::store::redis::RedisStore {
     use sluice::store::redis::{RedisOptions, RedisStore};
     let min_ttl = if clock.is_some() {
         Duration::from_secs(3600)
@@ -132,8 +181,9 @@ pub async fn redis_store(
         Duration::ZERO
     };
     RedisStore::connect(
-        &server.url(),
+        url,
         RedisOptions {
+            prefix: prefix.to_string(),
             clock: clock.map(|c| Arc::new(c) as Arc<dyn sluice::Clock>),
             min_ttl,
             ..RedisOptions::default()

@@ -41,13 +41,23 @@
 //! the end of the window, the bucket being back to full, the block's end, the violations' memory.
 //! A state that is already equivalent to no state is deleted instead.
 //!
-//! # Multi-limit rules and Redis Cluster
-//! This store talks to one Redis (a standalone server, or the primary of a replicated one) through
-//! `redis://` or `rediss://` URLs; all the limits of a request are decided in one script call,
-//! whatever their identities, so all-or-nothing holds across limits. Cluster URLs are refused by
-//! [`RedisStore::connect`] with a clear error. The key layout is ready for Cluster: the keys of
-//! one limit and identity share a slot; limits of one rule share a slot when they count by the
-//! same identity.
+//! # Deployments: one server, Sentinel, Cluster
+//! [`RedisStore::connect`] takes `redis://`, `redis+sentinel://` and `redis+cluster://` URLs
+//! (`rediss…` for TLS; see [`url`] and [`tls`]); [`connection`] holds the one connection type
+//! behind all three. On one server or a Sentinel-managed primary ([`failover`]), all the limits
+//! of a request are decided in one script call, whatever their identities, so all-or-nothing
+//! holds across limits. On a Cluster the keys of one limit and identity share a slot ([`slot`]),
+//! and limits counted by the same identity share one too: such a request is still one script
+//! call on one node. A request whose limits fall in different slots is decided by the
+//! [`cross_slot`] protocol, which never admits more than any limit allows and may briefly
+//! under-admit. A global limit (`by: []`) is one key, so one slot on one primary: every decision
+//! of that limit goes to that primary, whose single core bounds it (see BENCHMARKS.md).
+//!
+//! Failover: a demoted or loading server (`READONLY`, `LOADING`, `MASTERDOWN`) is left for a
+//! fresh connection, behind sentinels for the primary they name; the Cluster client follows
+//! `MOVED`/`ASK` and refreshes its slot map. Meanwhile calls fail as transient errors and the
+//! limiter's fail policy answers. [`Store::ping`] (readiness) succeeds only when writes would:
+//! `ROLE` is `master`, and on a Cluster every slot is served and every primary answers.
 //!
 //! # Memory per key
 //! Measured with `MEMORY USAGE <key> SAMPLES 0` on Redis 7.0.15 (Debian's `redis-server`, 64-bit,
@@ -67,7 +77,7 @@
 //! 120 bytes per unit as a skiplist beyond; prefer `gcra` or `sliding_window` for large limits.
 //!
 //! # Failures
-//! One multiplexed connection ([`ConnectionManager`]) carries every call, pipelining concurrent
+//! One multiplexed connection per server ([`redis::aio::ConnectionManager`]) carries every call, pipelining concurrent
 //! ones; each reply has a deadline ([`RedisOptions::response_timeout`]); a dropped connection is
 //! re-established in the background by the next call. [`RedisStore::connect`] does not wait for
 //! Redis: it returns at once and connects in the background, so a server can start while Redis is
@@ -82,20 +92,29 @@
 //! the side of counting: limits stay safe, a client may lose a unit per timed-out call.
 
 pub mod channel;
+pub mod connection;
+pub mod cross_slot;
+pub mod failover;
 pub mod keys;
 pub mod script;
+pub mod slot;
+pub mod tls;
+pub mod url;
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
-use redis::{RedisError, RetryMethod};
+use redis::{RedisError, RetryMethod, Script};
 
-use super::{BlockEntry, BoxFuture, LimitCall, LimitKey, Store, StoreError, StoreReply};
+use super::{BlockEntry, LimitCall, LimitKey, Store, StoreError, StoreReply};
 use crate::algorithm::Mode;
-use crate::clock::Clock;
+use crate::clock::{Clock, micros};
+use connection::RedisConnection;
+use failover::Dial;
 use keys::Part;
 use script::Scripts;
+pub use tls::TlsOptions;
+pub use url::{RedisUrl, Topology, redact};
 
 const NAME: &str = "redis";
 
@@ -116,6 +135,8 @@ pub struct RedisOptions {
     /// real time — a test's manual clock — needs it: Redis expires keys in real time, so without
     /// it a key could vanish while the slow clock says it still matters.
     pub min_ttl: Duration,
+    /// Certificates for `rediss…` URLs.
+    pub tls: TlsOptions,
 }
 
 impl Default for RedisOptions {
@@ -126,6 +147,7 @@ impl Default for RedisOptions {
             connect_timeout: Duration::from_secs(1),
             response_timeout: Duration::from_secs(1),
             min_ttl: Duration::ZERO,
+            tls: TlsOptions::default(),
         }
     }
 }
@@ -138,11 +160,12 @@ pub struct RedisStore {
 
 #[derive(Debug)]
 struct Inner {
-    conn: ConnectionManager,
+    conn: RedisConnection,
     prefix: String,
     clock: Option<Arc<dyn Clock>>,
     min_ttl_us: u64,
     scripts: Scripts,
+    give_back: Script,
 }
 
 /// Maps a client error: whatever may pass by retrying later is transient.
@@ -160,41 +183,34 @@ fn store_error(e: RedisError) -> StoreError {
 }
 
 impl RedisStore {
-    /// Opens a store on `url` (`redis://host:port/db`, `rediss://...`). Returns promptly even when
-    /// Redis is down: decisions then degrade per the fail policy until it answers.
+    /// Opens a store on `url` (see [`url`] for the shapes). Returns promptly even when Redis is
+    /// down: decisions then degrade per the fail policy until it answers.
     ///
-    /// An unparsable URL, or a Redis Cluster URL (not supported, see the module docs), is a
-    /// permanent error.
+    /// An invalid URL or unreadable certificate file is a permanent error; no error message
+    /// contains the URL's password.
     pub async fn connect(url: &str, options: RedisOptions) -> Result<RedisStore, StoreError> {
-        let scheme = url.split_once("://").map_or("", |(s, _)| s);
-        if scheme.contains("cluster") {
-            return Err(StoreError::permanent(
-                NAME,
-                format!(
-                    "`{url}`: Redis Cluster is not supported by this store; use a redis:// or \
-                     rediss:// URL"
-                ),
-            ));
-        }
-        let client = redis::Client::open(url)
-            .map_err(|e| StoreError::permanent(NAME, format!("invalid Redis URL: {e}")))?;
-        let config = ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(options.connect_timeout))
-            .set_response_timeout(Some(options.response_timeout))
-            // Few, short reconnection attempts per call: the limiter's breaker spaces out the
-            // calls while Redis is down, and each call starts a fresh attempt.
-            .set_number_of_retries(1)
-            .set_min_delay(Duration::from_millis(20))
-            .set_max_delay(Duration::from_millis(200));
-        let conn = ConnectionManager::new_lazy_with_config(client, config)
-            .map_err(|e| StoreError::permanent(NAME, format!("Redis client: {e}")))?;
+        let parsed =
+            RedisUrl::parse(url).map_err(|e| StoreError::permanent(NAME, e.to_string()))?;
+        let dial = Dial {
+            certificates: if parsed.tls {
+                options.tls.certificates()?
+            } else {
+                None
+            },
+            connect_timeout: options.connect_timeout,
+            response_timeout: options.response_timeout,
+        };
+        let conn = RedisConnection::open(&parsed, dial).map_err(|e| {
+            StoreError::permanent(NAME, format!("Redis client for {}: {e}", redact(url)))
+        })?;
         let store = RedisStore {
             inner: Arc::new(Inner {
                 conn,
                 prefix: options.prefix,
                 clock: options.clock,
-                min_ttl_us: options.min_ttl.as_micros() as u64,
+                min_ttl_us: micros(options.min_ttl),
                 scripts: Scripts::default(),
+                give_back: cross_slot::script(),
             }),
         };
         // Connect and load the scripts in the background; the first decisions need not wait.
@@ -213,7 +229,7 @@ impl RedisStore {
     pub async fn load_scripts(&self) -> Result<(), StoreError> {
         let mut conn = self.inner.conn.clone();
         let s = &self.inner.scripts;
-        for script in [&s.decide, &s.block, &s.unblock] {
+        for script in [&s.decide, &s.block, &s.unblock, &self.inner.give_back] {
             script
                 .prepare_invoke()
                 .load_async(&mut conn)
@@ -295,38 +311,68 @@ impl RedisStore {
         Ok(StoreReply { now_us, outcomes })
     }
 
+    /// Every key matching `pattern`: one `SCAN` over the server, or over each Cluster primary.
+    async fn scan(&self, pattern: &str) -> Result<Vec<String>, StoreError> {
+        let conn = &self.inner.conn;
+        let nodes = conn.cluster_primaries().await.map_err(store_error)?;
+        let targets: Vec<Option<(String, u16)>> = if conn.is_cluster() {
+            nodes.into_iter().map(Some).collect()
+        } else {
+            vec![None]
+        };
+        let mut found = Vec::new();
+        for target in targets {
+            let mut cursor: u64 = 0;
+            loop {
+                let mut cmd = redis::cmd("SCAN");
+                cmd.arg(cursor)
+                    .arg("MATCH")
+                    .arg(pattern)
+                    .arg("COUNT")
+                    .arg(1000);
+                let reply = match &target {
+                    Some((host, port)) => conn.on_node(cmd, host, *port).await,
+                    None => cmd.query_async(&mut conn.clone()).await,
+                };
+                let (next, batch): (u64, Vec<String>) = reply
+                    .and_then(|v| redis::from_redis_value(v).map_err(Into::into))
+                    .map_err(store_error)?;
+                found.extend(batch);
+                if next == 0 {
+                    break;
+                }
+                cursor = next;
+            }
+        }
+        Ok(found)
+    }
+
     async fn blocks_of(&self, rule: &str) -> Result<Vec<BlockEntry>, StoreError> {
         let pattern = keys::block_pattern(&self.inner.prefix, rule);
         let mut conn = self.inner.conn.clone();
-        let mut found = Vec::new();
-        let mut cursor: u64 = 0;
-        loop {
-            let (next, batch): (u64, Vec<String>) = redis::cmd("SCAN")
-                .arg(cursor)
-                .arg("MATCH")
-                .arg(&pattern)
-                .arg("COUNT")
-                .arg(1000)
-                .query_async(&mut conn)
-                .await
-                .map_err(store_error)?;
-            found.extend(batch);
-            if next == 0 {
-                break;
-            }
-            cursor = next;
-        }
+        let mut found = self.scan(&pattern).await?;
         found.sort();
         found.dedup();
         let now = self.now_us().await?;
         let mut out = Vec::new();
         for chunk in found.chunks(500) {
-            let mut pipe = redis::pipe();
-            for key in chunk {
-                pipe.get(key);
-            }
-            let values: Vec<Option<u64>> =
-                pipe.query_async(&mut conn).await.map_err(store_error)?;
+            let values: Vec<Option<u64>> = if conn.is_cluster() {
+                let gets = chunk.iter().map(|key| {
+                    let mut conn = conn.clone();
+                    async move { redis::cmd("GET").arg(key).query_async(&mut conn).await }
+                });
+                futures::future::join_all(gets)
+                    .await
+                    .into_iter()
+                    .collect::<Result<_, _>>()
+                    .map_err(store_error)?
+            } else {
+                let mut pipe = redis::pipe();
+                for key in chunk {
+                    pipe.get(key);
+                }
+                pipe.query_async(&mut conn).await.map_err(store_error)?
+            };
             for (key, until) in chunk.iter().zip(values) {
                 let (Some(until), Some(k)) =
                     (until, keys::parse_block_key(&self.inner.prefix, rule, key))
@@ -351,92 +397,92 @@ impl Store for RedisStore {
         NAME
     }
 
-    fn decide<'a>(
-        &'a self,
-        calls: &'a [LimitCall],
-        mode: Mode,
-    ) -> BoxFuture<'a, Result<StoreReply, StoreError>> {
-        Box::pin(self.decide_calls(calls, mode))
-    }
-
-    fn reset<'a>(&'a self, keys: &'a [LimitKey]) -> BoxFuture<'a, Result<(), StoreError>> {
-        Box::pin(async move {
-            if keys.is_empty() {
-                return Ok(());
+    async fn decide(&self, calls: &[LimitCall], mode: Mode) -> Result<StoreReply, StoreError> {
+        if self.inner.conn.is_cluster() {
+            let groups = cross_slot::groups(&self.inner.prefix, calls);
+            if groups.len() > 1 {
+                return self.decide_across_slots(calls, &groups, mode).await;
             }
-            let names: Vec<String> = keys
-                .iter()
-                .flat_map(|k| keys::triple(&self.inner.prefix, k))
-                .collect();
-            let mut conn = self.inner.conn.clone();
-            // One DEL per identity: its three keys share a slot.
-            let mut pipe = redis::pipe();
-            for triple in names.chunks(3) {
-                pipe.del(triple).ignore();
+        }
+        self.decide_calls(calls, mode).await
+    }
+
+    async fn reset(&self, keys: &[LimitKey]) -> Result<(), StoreError> {
+        if keys.is_empty() {
+            return Ok(());
+        }
+        let names: Vec<String> = keys
+            .iter()
+            .flat_map(|k| keys::triple(&self.inner.prefix, k))
+            .collect();
+        let mut conn = self.inner.conn.clone();
+        if conn.is_cluster() {
+            // One DEL per identity (its three keys share a slot), each routed to its node.
+            let deletes = names.chunks(3).map(|triple| {
+                let mut conn = conn.clone();
+                async move {
+                    redis::cmd("DEL")
+                        .arg(triple)
+                        .query_async::<()>(&mut conn)
+                        .await
+                }
+            });
+            for result in futures::future::join_all(deletes).await {
+                result.map_err(store_error)?;
             }
-            pipe.query_async::<()>(&mut conn).await.map_err(store_error)
-        })
+            return Ok(());
+        }
+        let mut pipe = redis::pipe();
+        for triple in names.chunks(3) {
+            pipe.del(triple).ignore();
+        }
+        pipe.query_async::<()>(&mut conn).await.map_err(store_error)
     }
 
-    fn block<'a>(
-        &'a self,
-        key: &'a LimitKey,
-        duration_us: u64,
-    ) -> BoxFuture<'a, Result<u64, StoreError>> {
-        Box::pin(async move {
-            let mut conn = self.inner.conn.clone();
-            self.inner
-                .scripts
-                .block
-                .key(self.key(key, Part::Block))
-                .arg(
-                    self.client_now()
-                        .map_or_else(String::new, |n| n.to_string()),
-                )
-                .arg(duration_us)
-                .arg(self.inner.min_ttl_us)
-                .invoke_async(&mut conn)
-                .await
-                .map_err(store_error)
-        })
+    async fn block(&self, key: &LimitKey, duration: Duration) -> Result<u64, StoreError> {
+        let mut conn = self.inner.conn.clone();
+        self.inner
+            .scripts
+            .block
+            .key(self.key(key, Part::Block))
+            .arg(
+                self.client_now()
+                    .map_or_else(String::new, |n| n.to_string()),
+            )
+            .arg(micros(duration))
+            .arg(self.inner.min_ttl_us)
+            .invoke_async(&mut conn)
+            .await
+            .map_err(store_error)
     }
 
-    fn unblock<'a>(&'a self, key: &'a LimitKey) -> BoxFuture<'a, Result<bool, StoreError>> {
-        Box::pin(async move {
-            let mut conn = self.inner.conn.clone();
-            let was: i64 = self
-                .inner
-                .scripts
-                .unblock
-                .key(self.key(key, Part::Block))
-                .key(self.key(key, Part::Violations))
-                .arg(
-                    self.client_now()
-                        .map_or_else(String::new, |n| n.to_string()),
-                )
-                .invoke_async(&mut conn)
-                .await
-                .map_err(store_error)?;
-            Ok(was == 1)
-        })
+    async fn unblock(&self, key: &LimitKey) -> Result<bool, StoreError> {
+        let mut conn = self.inner.conn.clone();
+        let was: i64 = self
+            .inner
+            .scripts
+            .unblock
+            .key(self.key(key, Part::Block))
+            .key(self.key(key, Part::Violations))
+            .arg(
+                self.client_now()
+                    .map_or_else(String::new, |n| n.to_string()),
+            )
+            .invoke_async(&mut conn)
+            .await
+            .map_err(store_error)?;
+        Ok(was == 1)
     }
 
-    fn blocks<'a>(&'a self, rule: &'a str) -> BoxFuture<'a, Result<Vec<BlockEntry>, StoreError>> {
-        Box::pin(self.blocks_of(rule))
+    async fn blocks(&self, rule: &str) -> Result<Vec<BlockEntry>, StoreError> {
+        self.blocks_of(rule).await
     }
 
-    fn ping(&self) -> BoxFuture<'_, Result<(), StoreError>> {
-        Box::pin(async move {
-            let mut conn = self.inner.conn.clone();
-            let pong: String = redis::cmd("PING")
-                .query_async(&mut conn)
-                .await
-                .map_err(store_error)?;
-            if pong == "PONG" {
-                Ok(())
-            } else {
-                Err(StoreError::permanent(NAME, format!("PING answered {pong}")))
-            }
-        })
+    async fn ping(&self) -> Result<(), StoreError> {
+        self.inner
+            .conn
+            .writable()
+            .await
+            .map_err(|message| StoreError::transient(NAME, message))
     }
 }

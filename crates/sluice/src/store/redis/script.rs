@@ -62,7 +62,8 @@ pub const ARGS_PER_LIMIT: usize = 13;
 /// Values the decision script returns per limit.
 pub const REPLY_PER_LIMIT: usize = 8;
 
-fn algorithm_code(a: Algorithm) -> u8 {
+/// The number that names an algorithm in the scripts' ARGV.
+pub fn algorithm_code(a: Algorithm) -> u8 {
     match a {
         Algorithm::SlidingLog => 1,
         Algorithm::SlidingWindow => 2,
