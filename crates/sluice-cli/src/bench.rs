@@ -62,6 +62,10 @@ pub struct BenchArgs {
     /// Deadline of one store call (library mode).
     #[arg(long, default_value = "1s", value_parser = parse_duration_arg)]
     pub timeout: Duration,
+    /// Visit every key this many times before the timed run (with `--limit 1/60s`, 2 passes
+    /// leave every key denied: the all-denied shape).
+    #[arg(long, default_value_t = 0)]
+    pub warm_up: u32,
 }
 
 fn parse_algorithm(text: &str) -> Result<Algorithm, String> {
@@ -179,6 +183,7 @@ pub async fn measure(args: &BenchArgs) -> anyhow::Result<Report> {
         Some(base) => Driver::http(base, &args.rule, &args.attribute)?,
         None => Driver::library(args).await?,
     };
+    warm_up(&driver, &keys, args).await;
     let progress = progress_bar(args);
     let started = Instant::now();
     let mut tasks = Vec::with_capacity(args.concurrency);
@@ -257,6 +262,25 @@ pub async fn measure(args: &BenchArgs) -> anyhow::Result<Report> {
     })
 }
 
+/// Visits every key `--warm-up` times, `--concurrency` keys at once, untimed.
+async fn warm_up(driver: &Driver, keys: &Arc<Vec<String>>, args: &BenchArgs) {
+    for _ in 0..args.warm_up {
+        let tasks: Vec<_> = (0..args.concurrency)
+            .map(|task| {
+                let (driver, keys, stride) = (driver.clone(), keys.clone(), args.concurrency);
+                tokio::spawn(async move {
+                    for key in keys.iter().skip(task).step_by(stride) {
+                        driver.check(key).await;
+                    }
+                })
+            })
+            .collect();
+        for task in tasks {
+            let _ = task.await;
+        }
+    }
+}
+
 /// Redis' own rate for Sluice's decision script: `redis-benchmark` sends the exact `EVALSHA` the
 /// store sends (same script, limit and arguments), with `concurrency` connections over `keys`
 /// random keys, as many requests as the library run made.
@@ -320,13 +344,16 @@ impl Driver {
     async fn library(args: &BenchArgs) -> anyhow::Result<Driver> {
         let opened = store_url::open(&args.store, &StoreConfig::default()).await?;
         let limit = Limit::new(&["key"], args.limit, args.algorithm);
-        let limiter = Limiter::builder(opened.store)
+        let mut builder = Limiter::builder(opened.store)
             .options(Options {
                 timeout: args.timeout,
                 ..Options::default()
             })
-            .rule("bench", Rule::new(vec![limit]))
-            .build()?;
+            .rule("bench", Rule::new(vec![limit]));
+        if let Some(channel) = opened.channel {
+            builder = builder.invalidation_channel(channel);
+        }
+        let limiter = builder.build()?;
         Ok(Driver::Library(limiter))
     }
 

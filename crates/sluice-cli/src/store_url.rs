@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use sluice::config::{ClockSource, StoreConfig};
+use sluice::store::invalidation::InvalidationChannel;
 use sluice::store::memory::MemoryOptions;
 use sluice::store::redis::{RedisOptions, RedisStore, TlsOptions};
 pub use sluice::store::url::redact;
@@ -18,6 +19,8 @@ pub struct OpenedStore {
     pub store: Arc<dyn DynStore>,
     /// The same store when it is in memory, for periodic [`MemoryStore::sweep`].
     pub memory: Option<MemoryStore>,
+    /// The channel that keeps the denial caches of every node using this store in step.
+    pub channel: Option<Arc<dyn InvalidationChannel>>,
 }
 
 /// Opens the store at `url` with the `store` section's prefix and clock.
@@ -31,6 +34,7 @@ pub async fn open(url: &str, settings: &StoreConfig) -> anyhow::Result<OpenedSto
             Ok(OpenedStore {
                 store: Arc::new(memory.clone()),
                 memory: Some(memory),
+                channel: None,
             })
         }
         StoreKind::Redis => {
@@ -51,9 +55,11 @@ pub async fn open(url: &str, settings: &StoreConfig) -> anyhow::Result<OpenedSto
             let store = RedisStore::connect(url, options)
                 .await
                 .with_context(|| format!("cannot open the store at {}", redact(url)))?;
+            let channel = store.channel();
             Ok(OpenedStore {
                 store: Arc::new(store),
                 memory: None,
+                channel: Some(Arc::new(channel)),
             })
         }
     }

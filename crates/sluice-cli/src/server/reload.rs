@@ -119,6 +119,9 @@ fn needs_restart(started: &Config, now: &Config) -> Vec<&'static str> {
     if started.admin_token_env != now.admin_token_env {
         out.push("admin_token_env");
     }
+    if started.denial_cache != now.denial_cache {
+        out.push("denial_cache");
+    }
     out
 }
 

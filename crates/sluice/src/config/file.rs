@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::limiter::denial_cache::DenialCacheOptions;
 use crate::model::{FailPolicy, HeaderStyle, Rule, serde_text};
 
 /// Where a store reads the time from.
@@ -145,6 +146,52 @@ fn default_true() -> bool {
     true
 }
 
+/// The `denial_cache` section: the per-process cache that answers requests a remote store has
+/// already denied (see [`crate::limiter::denial_cache`]). Stores in this process never use it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DenialCacheConfig {
+    /// On by default.
+    #[serde(default = "default_true")]
+    pub enabled: bool,
+    /// The most denials kept (about 150 bytes each plus the identity); default 200000.
+    #[serde(default = "default_max_entries")]
+    pub max_entries: usize,
+    /// How long a cached denial may outlive an administrative change made on another node when
+    /// the invalidation channel is down or slow, and how long denials live without one;
+    /// default 1s.
+    #[serde(default = "default_max_stale", with = "serde_text")]
+    pub max_stale: Duration,
+}
+
+impl Default for DenialCacheConfig {
+    fn default() -> Self {
+        DenialCacheConfig {
+            enabled: true,
+            max_entries: default_max_entries(),
+            max_stale: default_max_stale(),
+        }
+    }
+}
+
+fn default_max_entries() -> usize {
+    DenialCacheOptions::default().max_entries
+}
+
+fn default_max_stale() -> Duration {
+    DenialCacheOptions::default().max_stale
+}
+
+impl From<DenialCacheConfig> for DenialCacheOptions {
+    fn from(c: DenialCacheConfig) -> DenialCacheOptions {
+        DenialCacheOptions {
+            enabled: c.enabled,
+            max_entries: c.max_entries,
+            max_stale: c.max_stale,
+        }
+    }
+}
+
 /// A whole rule file, before semantic validation.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -163,6 +210,8 @@ pub(crate) struct ConfigFile {
     pub headers: HeaderStyle,
     #[serde(default = "default_true")]
     pub enabled: bool,
+    #[serde(default)]
+    pub denial_cache: DenialCacheConfig,
     #[serde(default)]
     pub rules: BTreeMap<String, Rule>,
 }

@@ -278,3 +278,45 @@ fn the_memory_store_key_cap_has_a_default_and_a_floor() {
     let e = yaml_error("store:\n  url: memory://\n  max_keys: 10\n");
     assert_eq!((e.field.as_str(), e.line), ("store.max_keys", Some(3)));
 }
+
+#[test]
+fn the_denial_cache_section_has_defaults_and_bounds() {
+    let config = Config::parse("rules: {}\n", Format::Yaml).unwrap();
+    assert_eq!(config.denial_cache, DenialCacheConfig::default());
+    let options = config.limiter_options().denial_cache;
+    assert!(options.enabled);
+    assert_eq!(options.max_entries, 200_000);
+    assert_eq!(options.max_stale, Duration::from_secs(1));
+
+    let text =
+        "denial_cache:\n  enabled: false\n  max_entries: 10\n  max_stale: 250ms\nrules: {}\n";
+    let options = Config::parse(text, Format::Yaml)
+        .unwrap()
+        .limiter_options()
+        .denial_cache;
+    assert_eq!(
+        (options.enabled, options.max_entries, options.max_stale),
+        (false, 10, Duration::from_millis(250))
+    );
+
+    for (text, field) in [
+        (
+            "denial_cache:\n  max_stale: 61s\nrules: {}\n",
+            "denial_cache.max_stale",
+        ),
+        (
+            "denial_cache:\n  max_entries: 10000001\nrules: {}\n",
+            "denial_cache.max_entries",
+        ),
+    ] {
+        let error = Config::parse(text, Format::Yaml).unwrap_err();
+        assert_eq!(
+            (error.field.as_str(), error.line),
+            (field, Some(1)),
+            "{error}"
+        );
+    }
+    let error =
+        Config::parse("denial_cache:\n  max_size: 1\nrules: {}\n", Format::Yaml).unwrap_err();
+    assert!(error.to_string().contains("max_size"), "{error}");
+}

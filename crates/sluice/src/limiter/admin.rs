@@ -55,7 +55,7 @@ impl Limiter {
         let keys = self.admin_keys(rule, attrs)?;
         self.inner.store.reset(&keys).await?;
         Store::reset(&self.inner.local, &keys).await?;
-        Ok(())
+        self.invalidate(keys).await
     }
 
     /// Blocks one identity under a rule for `duration`. Returns the block's end (epoch ms).
@@ -71,6 +71,7 @@ impl Limiter {
             until = until.max(self.inner.store.block(key, duration).await?);
             Store::block(&self.inner.local, key, duration).await?;
         }
+        self.invalidate(keys).await?;
         Ok(ms(until))
     }
 
@@ -87,6 +88,7 @@ impl Limiter {
             was |= self.inner.store.unblock(key).await?;
             Store::unblock(&self.inner.local, key).await?;
         }
+        self.invalidate(keys).await?;
         Ok(was)
     }
 

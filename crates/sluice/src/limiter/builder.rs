@@ -11,10 +11,12 @@ use arc_swap::ArcSwap;
 
 use super::breaker::Breaker;
 use super::compile::compile;
+use super::denial_cache::DenialCache;
 use super::{Inner, Limiter, Options};
 use crate::clock::{Clock, SystemClock};
 use crate::error::Error;
 use crate::model::{FailPolicy, Rule};
+use crate::store::invalidation::{InvalidationChannel, InvalidationListener};
 use crate::store::memory::MemoryStore;
 use crate::store::{DynStore, Store};
 
@@ -66,6 +68,7 @@ pub struct LimiterBuilder {
     options: Options,
     timeout: Option<Duration>,
     fail: Option<FailPolicy>,
+    channel: Option<Arc<dyn InvalidationChannel>>,
 }
 
 impl LimiterBuilder {
@@ -77,6 +80,7 @@ impl LimiterBuilder {
             options: Options::default(),
             timeout: None,
             fail: None,
+            channel: None,
         }
     }
 
@@ -117,11 +121,27 @@ impl LimiterBuilder {
         self
     }
 
-    /// Validates the rules and builds the limiter.
+    /// The channel that carries invalidations of the denial cache between nodes (for Redis:
+    /// [`RedisStore::channel`](crate::store::redis::RedisStore::channel)). Without one, cached
+    /// denials live at most [`DenialCacheOptions::max_stale`](super::denial_cache::DenialCacheOptions::max_stale).
+    pub fn invalidation_channel(mut self, channel: Arc<dyn InvalidationChannel>) -> Self {
+        self.channel = Some(channel);
+        self
+    }
+
+    /// Validates the rules and builds the limiter. With a channel, the denial cache subscribes
+    /// to it in the background (on the current Tokio runtime).
     pub fn build(mut self) -> Result<Limiter, Error> {
         let book = compile(self.rules)?;
         self.options.timeout = self.timeout.unwrap_or(self.options.timeout);
         self.options.fail = self.fail.unwrap_or(self.options.fail);
+        let cache = &self.options.denial_cache;
+        let denials = (cache.enabled && !self.store.in_process())
+            .then(|| Arc::new(DenialCache::new(cache, self.clock.clone())));
+        if let (Some(denials), Some(channel)) = (&denials, &self.channel) {
+            let listener: Arc<dyn InvalidationListener> = denials.clone();
+            channel.subscribe(Arc::downgrade(&listener), cache.max_stale / 4);
+        }
         Ok(Limiter {
             inner: Arc::new(Inner {
                 rules: ArcSwap::from_pointee(book),
@@ -130,6 +150,8 @@ impl LimiterBuilder {
                 breaker: Breaker::new(self.clock, self.options.timeout),
                 options: self.options,
                 enabled: AtomicBool::new(true),
+                denials,
+                channel: self.channel,
             }),
         })
     }

@@ -4,6 +4,7 @@
 //! dimensions and its algorithm parameters in the algorithms' units (µs). Checks only read it;
 //! [`Limiter::set_rules`](super::Limiter::set_rules) swaps a whole [`RuleBook`] at once.
 
+use super::denial_cache::cacheable_limits;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -20,6 +21,8 @@ pub struct CompiledRule {
     /// The rule as configured.
     pub definition: Rule,
     pub(crate) limits: Vec<CompiledLimit>,
+    /// Which limits' denials the denial cache may answer (empty when none may).
+    pub(crate) cacheable: Vec<bool>,
 }
 
 /// One limit of a compiled rule.
@@ -91,11 +94,17 @@ impl CompiledRule {
                 }),
                 enforce: !l.shadow,
             })
-            .collect();
+            .collect::<Vec<CompiledLimit>>();
+        let steps: Vec<LimitStep> = limits.iter().map(|l| l.step(1)).collect();
+        let mut cacheable = cacheable_limits(&steps);
+        if !cacheable.contains(&true) {
+            cacheable.clear();
+        }
         Ok(CompiledRule {
             name: name.into(),
             definition: rule,
             limits,
+            cacheable,
         })
     }
 }

@@ -10,6 +10,7 @@ use std::sync::atomic::Ordering;
 // The CPU counter: timing every store call with the OS clock costs more than an in-memory decision.
 use quanta::Instant;
 
+use super::denial_cache::DenialCache;
 use super::options::{Check, MAX_COST};
 use super::{Attributes, Limiter, keys};
 use crate::algorithm::{LimitOutcome, Mode};
@@ -59,9 +60,32 @@ impl Limiter {
             record_metrics(&d);
             return Ok(d);
         }
+        let denials = self
+            .inner
+            .denials
+            .as_deref()
+            .filter(|_| check.mode() == Mode::Apply && !rule.cacheable.is_empty());
+        if let Some(outcomes) = denials.and_then(|c| c.answer(&calls, &rule.cacheable)) {
+            let reply = StoreReply {
+                now_us: 0,
+                outcomes,
+            };
+            let mut d = decision(name, shadow, &calls, Some(&reply), false);
+            d.reason = Some(CACHED.to_string());
+            metrics::counter!("sluice_denial_cache_hits_total", "rule" => name.to_string())
+                .increment(1);
+            record_metrics(&d);
+            return Ok(d);
+        }
+        let mark = denials.map(DenialCache::mark);
         let policy = rule.definition.fail.unwrap_or(self.inner.options.fail);
         let (reply, degraded) = match self.call_store(&calls, check.mode()).await {
-            Ok(reply) => (Some(reply), None),
+            Ok(reply) => {
+                if let (Some(denials), Some(mark)) = (denials, mark) {
+                    denials.record(mark, &calls, &rule.cacheable, &reply);
+                }
+                (Some(reply), None)
+            }
             Err(error) => {
                 tracing::debug!(rule = name, %error, "store unavailable; fail policy {policy:?}");
                 metrics::counter!("sluice_degraded_decisions_total", "rule" => name.to_string())
@@ -194,6 +218,10 @@ fn limit_decision(call: &LimitCall, o: &LimitOutcome) -> LimitDecision {
         shadow: !step.enforce,
     }
 }
+
+/// The `reason` of a decision answered by the denial cache.
+pub const CACHED: &str = "denied by the denial cache: the store denied this request and it \
+cannot pass yet; limits other than the denying one were not consulted";
 
 fn record_metrics(d: &Decision) {
     let outcome = match (d.allowed, d.shadow && d.limits.iter().any(|l| !l.allowed)) {

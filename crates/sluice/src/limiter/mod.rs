@@ -15,7 +15,10 @@
 //! - `keys`: attributes → escaped identities → store keys and calls;
 //! - `decide`: the store call with deadline, breaker, fail policy, metrics, and the decision;
 //! - `admin`: reset, block, unblock, the blocks in force;
-//! - `breaker`: skips a failing store for a while.
+//! - `breaker`: skips a failing store for a while;
+//! - [`denial_cache`]: on a remote store, answers requests the store already denied until they
+//!   could pass; admin operations and rule changes clear it here at once and, through the
+//!   builder's [`invalidation_channel`](LimiterBuilder::invalidation_channel), on other nodes.
 
 mod admin;
 mod breaker;
@@ -33,12 +36,15 @@ use arc_swap::ArcSwap;
 
 use crate::error::Error;
 use crate::model::{Decision, Rule};
+use crate::store::invalidation::{Invalidation, InvalidationChannel};
 use crate::store::memory::MemoryStore;
-use crate::store::{DynStore, LimitCall};
+use crate::store::{DynStore, LimitCall, LimitKey};
 pub use admin::BlockInfo;
 use breaker::Breaker;
 pub use builder::{IntoDynStore, LimiterBuilder};
 pub use compile::{CompiledRule, RuleBook};
+pub use decide::CACHED;
+use denial_cache::DenialCache;
 pub use keys::Attributes;
 pub use options::{Check, MAX_COST, Options};
 
@@ -71,6 +77,8 @@ struct Inner {
     breaker: Breaker,
     options: Options,
     enabled: AtomicBool,
+    denials: Option<Arc<DenialCache>>,
+    channel: Option<Arc<dyn InvalidationChannel>>,
 }
 
 impl Limiter {
@@ -117,9 +125,55 @@ impl Limiter {
     }
 
     /// Replaces the rules atomically. Invalid rules are refused and the old ones stay.
+    ///
+    /// Cached denials of the rules that changed are forgotten at once, here and (through the
+    /// invalidation channel, in the background) on the other nodes.
     pub fn set_rules(&self, rules: impl IntoIterator<Item = (String, Rule)>) -> Result<(), Error> {
         let book = compile::compile(rules)?;
-        self.inner.rules.store(Arc::new(book));
+        let old = self.inner.rules.swap(Arc::new(book));
+        let new = self.inner.rules.load();
+        let changed: Vec<String> = old
+            .iter()
+            .filter(|(name, rule)| {
+                new.get(*name)
+                    .is_none_or(|n| n.definition != rule.definition)
+            })
+            .chain(new.iter().filter(|(name, _)| !old.contains_key(*name)))
+            .map(|(name, _)| name.clone())
+            .collect();
+        if !changed.is_empty() {
+            let invalidation = Invalidation::Rules(changed);
+            if let Some(denials) = &self.inner.denials {
+                denials.invalidate(&invalidation);
+            }
+            if let (Some(channel), Ok(runtime)) = (
+                self.inner.channel.clone(),
+                tokio::runtime::Handle::try_current(),
+            ) {
+                runtime.spawn(async move {
+                    if let Err(error) = channel.publish(&invalidation).await {
+                        tracing::warn!(%error, "could not publish the rule change to other nodes");
+                    }
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// The denial cache, when the store is remote and the cache enabled.
+    pub fn denial_cache(&self) -> Option<&DenialCache> {
+        self.inner.denials.as_deref()
+    }
+
+    /// Forgets cached denials of `keys` here, then tells the other nodes.
+    async fn invalidate(&self, keys: Vec<LimitKey>) -> Result<(), Error> {
+        let invalidation = Invalidation::Keys(keys);
+        if let Some(denials) = &self.inner.denials {
+            denials.invalidate(&invalidation);
+        }
+        if let Some(channel) = &self.inner.channel {
+            channel.publish(&invalidation).await?;
+        }
         Ok(())
     }
 

@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use super::denial_cache::DenialCacheOptions;
 use crate::algorithm::Mode;
 use crate::model::{FailPolicy, MAX_COUNT};
 
@@ -18,6 +19,8 @@ pub struct Options {
     pub fail: FailPolicy,
     /// Longest attribute value accepted (bytes).
     pub max_attribute_len: usize,
+    /// The cache of denials (remote stores only).
+    pub denial_cache: DenialCacheOptions,
 }
 
 impl Default for Options {
@@ -26,6 +29,7 @@ impl Default for Options {
             timeout: Duration::from_millis(50),
             fail: FailPolicy::Open,
             max_attribute_len: 1024,
+            denial_cache: DenialCacheOptions::default(),
         }
     }
 }

@@ -59,6 +59,11 @@
 //! limiter's fail policy answers. [`Store::ping`] (readiness) succeeds only when writes would:
 //! `ROLE` is `master`, and on a Cluster every slot is served and every primary answers.
 //!
+//! Redis replicates asynchronously: units counted on a primary in the last moments before it dies
+//! and not yet copied to its replica are lost with it, so right after a failover a limit may admit
+//! up to those units again. Sluice cannot see them; `WAIT` after every decision would close the
+//! gap at the cost of a replica round trip per decision, and is not done.
+//!
 //! # Memory per key
 //! Measured with `MEMORY USAGE <key> SAMPLES 0` on Redis 7.0.15 (Debian's `redis-server`, 64-bit,
 //! jemalloc), key names of the shape `sluice:login:ip-<algorithm>-1m:{ip=203.0.113.9}:c`, by the
@@ -166,6 +171,9 @@ struct Inner {
     min_ttl_us: u64,
     scripts: Scripts,
     give_back: Script,
+    /// Where the invalidation channel subscribes (see [`channel`]), and how to dial it.
+    subscribe_to: Vec<redis::ConnectionInfo>,
+    dial: Dial,
 }
 
 /// Maps a client error: whatever may pass by retrying later is transient.
@@ -200,7 +208,10 @@ impl RedisStore {
             connect_timeout: options.connect_timeout,
             response_timeout: options.response_timeout,
         };
-        let conn = RedisConnection::open(&parsed, dial).map_err(|e| {
+        let subscribe_to = channel::subscription_nodes(&parsed).map_err(|e| {
+            StoreError::permanent(NAME, format!("Redis client for {}: {e}", redact(url)))
+        })?;
+        let conn = RedisConnection::open(&parsed, dial.clone()).map_err(|e| {
             StoreError::permanent(NAME, format!("Redis client for {}: {e}", redact(url)))
         })?;
         let store = RedisStore {
@@ -211,6 +222,8 @@ impl RedisStore {
                 min_ttl_us: micros(options.min_ttl),
                 scripts: Scripts::default(),
                 give_back: cross_slot::script(),
+                subscribe_to,
+                dial,
             }),
         };
         // Connect and load the scripts in the background; the first decisions need not wait.
