@@ -6,6 +6,7 @@ use std::sync::Arc;
 use anyhow::Context;
 use sluice::config::{ClockSource, StoreConfig};
 use sluice::store::invalidation::InvalidationChannel;
+use sluice::store::memory::MemoryOptions;
 use sluice::store::redis::{RedisOptions, RedisStore, TlsOptions};
 pub use sluice::store::url::redact;
 use sluice::store::url::{StoreKind, StoreUrl};
@@ -26,7 +27,10 @@ pub struct OpenedStore {
 pub async fn open(url: &str, settings: &StoreConfig) -> anyhow::Result<OpenedStore> {
     match StoreUrl::parse(url)?.kind {
         StoreKind::Memory => {
-            let memory = MemoryStore::new();
+            let options = MemoryOptions {
+                max_keys: settings.max_keys,
+            };
+            let memory = MemoryStore::with_options(Arc::new(SystemClock), options);
             Ok(OpenedStore {
                 store: Arc::new(memory.clone()),
                 memory: Some(memory),

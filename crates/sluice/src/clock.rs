@@ -74,7 +74,13 @@ impl Clock for SystemClock {
             epoch_us + elapsed_ns / 1_000
         };
         // Anchors of different threads (or a wall clock stepped back) may disagree by a little:
-        // never return less than any earlier reading.
+        // never return less than any earlier reading. Every reading returned has been published
+        // in `last_us`; it is written only when time has moved on (about once a microsecond),
+        // so threads reading the clock do not fight over its cache line on every call.
+        let last = fast.last_us.load(Ordering::Relaxed);
+        if now <= last {
+            return last;
+        }
         fast.last_us.fetch_max(now, Ordering::Relaxed).max(now)
     }
 }

@@ -41,6 +41,11 @@ pub struct StoreConfig {
     /// First part of every store key, so several deployments can share one Redis.
     #[serde(default = "default_prefix")]
     pub prefix: String,
+    /// Memory store only: the most keys (limit × identity) held at once. At the cap, keys whose
+    /// state has expired are evicted; when every key is live, a new identity is refused and the
+    /// fail policy decides for it (kept keys stay exact).
+    #[serde(default = "default_max_keys")]
+    pub max_keys: usize,
     /// Certificate files for `rediss…` URLs.
     #[serde(default)]
     pub tls: StoreTls,
@@ -69,6 +74,7 @@ impl Default for StoreConfig {
             timeout: default_timeout(),
             clock: ClockSource::default(),
             prefix: default_prefix(),
+            max_keys: default_max_keys(),
             tls: StoreTls::default(),
         }
     }
@@ -80,6 +86,10 @@ fn default_url() -> String {
 
 fn default_timeout() -> Duration {
     Duration::from_millis(50)
+}
+
+fn default_max_keys() -> usize {
+    crate::store::memory::DEFAULT_MAX_KEYS
 }
 
 fn default_prefix() -> String {

@@ -320,6 +320,17 @@ fn check_store(store: &StoreConfig, text: &str) -> Result<(), ConfigError> {
         )
         .at_line(key_line(text, "prefix")));
     }
+    if store.max_keys < crate::store::memory::SHARDS {
+        return Err(ConfigError::new(
+            "store.max_keys",
+            format!(
+                "{}: at least {} (one key per shard of the memory store)",
+                store.max_keys,
+                crate::store::memory::SHARDS
+            ),
+        )
+        .at_line(key_line(text, "max_keys")));
+    }
     Ok(())
 }
 

@@ -270,6 +270,16 @@ fn server_limits_have_defaults_and_are_checked() {
 }
 
 #[test]
+fn the_memory_store_key_cap_has_a_default_and_a_floor() {
+    let c = Config::parse("rules: {}\n", Format::Yaml).unwrap();
+    assert_eq!(c.store.max_keys, crate::store::memory::DEFAULT_MAX_KEYS);
+    let c = Config::parse("store:\n  max_keys: 5000\n", Format::Yaml).unwrap();
+    assert_eq!(c.store.max_keys, 5000);
+    let e = yaml_error("store:\n  url: memory://\n  max_keys: 10\n");
+    assert_eq!((e.field.as_str(), e.line), ("store.max_keys", Some(3)));
+}
+
+#[test]
 fn the_denial_cache_section_has_defaults_and_bounds() {
     let config = Config::parse("rules: {}\n", Format::Yaml).unwrap();
     assert_eq!(config.denial_cache, DenialCacheConfig::default());

@@ -94,7 +94,8 @@ impl Limiter {
                 metrics::counter!("sluice_degraded_decisions_total", "rule" => name.to_string())
                     .increment(1);
                 let reply = match policy {
-                    FailPolicy::Local => Some(self.inner.local.decide_now(&calls, check.mode())),
+                    // A local store full of live keys cannot count this identity: deny it.
+                    FailPolicy::Local => self.inner.local.decide_now(&calls, check.mode()).ok(),
                     FailPolicy::Open | FailPolicy::Closed => None,
                 };
                 (reply, Some(error))
