@@ -5,95 +5,11 @@
 //! `penalty` values are positive and consistent (`warn_after <= ban_after`); `count_denied` only on
 //! the counting algorithms, where "count a denial" has a meaning.
 
-use std::fmt;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::{ModelError, Rate, format_duration, serde_text};
-
-/// The algorithm a limit uses. See `crate::algorithm` for each one's semantics.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
-#[serde(rename_all = "snake_case")]
-pub enum Algorithm {
-    /// Exact: the time of every admitted unit within the window.
-    SlidingLog,
-    /// Approximate: sub-window buckets; never admits more than the limit in any window.
-    SlidingWindow,
-    /// Exact per aligned window; up to twice the limit across a window edge.
-    FixedWindow,
-    /// Exact: a bucket of `burst` tokens refilled at the rate.
-    TokenBucket,
-    /// Exact: generic cell rate algorithm, one timestamp per key. The default.
-    #[default]
-    Gcra,
-    /// Exact: a queue drained at the rate; admits with a delay until the queue is full.
-    LeakyBucket,
-}
-
-impl Algorithm {
-    /// Every algorithm, in documentation order.
-    pub const ALL: [Algorithm; 6] = [
-        Algorithm::SlidingLog,
-        Algorithm::SlidingWindow,
-        Algorithm::FixedWindow,
-        Algorithm::TokenBucket,
-        Algorithm::Gcra,
-        Algorithm::LeakyBucket,
-    ];
-
-    /// The name used in config files and keys.
-    pub fn name(self) -> &'static str {
-        match self {
-            Algorithm::SlidingLog => "sliding_log",
-            Algorithm::SlidingWindow => "sliding_window",
-            Algorithm::FixedWindow => "fixed_window",
-            Algorithm::TokenBucket => "token_bucket",
-            Algorithm::Gcra => "gcra",
-            Algorithm::LeakyBucket => "leaky_bucket",
-        }
-    }
-
-    /// Whether "a denied request counts too" has a meaning: only for algorithms that count events.
-    pub fn supports_count_denied(self) -> bool {
-        matches!(
-            self,
-            Algorithm::SlidingLog | Algorithm::SlidingWindow | Algorithm::FixedWindow
-        )
-    }
-
-    /// Whether the algorithm takes a `burst` (a capacity different from the rate's count).
-    pub fn supports_burst(self) -> bool {
-        matches!(
-            self,
-            Algorithm::TokenBucket | Algorithm::Gcra | Algorithm::LeakyBucket
-        )
-    }
-}
-
-impl fmt::Display for Algorithm {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl std::str::FromStr for Algorithm {
-    type Err = ModelError;
-    fn from_str(s: &str) -> Result<Algorithm, ModelError> {
-        Algorithm::ALL
-            .into_iter()
-            .find(|a| a.name() == s)
-            .ok_or_else(|| {
-                ModelError::new(
-                    "algorithm",
-                    format!(
-                        "unknown algorithm `{s}`; expected one of sliding_log, sliding_window, \
-                         fixed_window, token_bucket, gcra, leaky_bucket"
-                    ),
-                )
-            })
-    }
-}
+use super::{Algorithm, ModelError, Rate, format_duration, serde_text};
 
 /// What the limiter does when its store cannot be asked in time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]

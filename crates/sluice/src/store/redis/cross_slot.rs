@@ -181,10 +181,7 @@ impl RedisStore {
         }
         let script = &self.inner.give_back;
         let mut invocation = script.prepare_invoke();
-        invocation.arg(
-            self.client_now()
-                .map_or_else(String::new, |n| n.to_string()),
-        );
+        invocation.arg(self.client_now_arg());
         invocation.arg(at);
         for &i in took {
             let call = &calls[i];

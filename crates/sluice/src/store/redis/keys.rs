@@ -14,6 +14,46 @@
 //! limit ids and escaped identities never contain `:`, `{` or `}` (see [`crate::limiter::keys`]
 //! and [`crate::model`]), so a key has exactly one parse and a block key can be turned back into
 //! its [`LimitKey`].
+//!
+//! # State formats
+//! | algorithm | state key | type |
+//! | --- | --- | --- |
+//! | `sliding_log` | one member `"<start, 16 digits>:<units>"` per recorded request, score = time; `start` counts the units recorded before it, so a count is one subtraction | ZSET |
+//! | `sliding_window` | field = bucket index, value = units; stale buckets deleted by the script (Redis 7.0 has no `HEXPIRE`) | HASH |
+//! | `fixed_window` | `-(slot × 2^25 + count)`, slot = window index mod (2^28 − 1) + 1: one integer, counted by `DECRBY` | integer |
+//! | `token_bucket` | `t<used level>:<last>` | string |
+//! | `gcra` | the tat (µs) | integer |
+//! | `leaky_bucket` | `l<queue level>:<last>` | string |
+//!
+//! Every key is written with a whole-millisecond expiry (`PEXPIRE`/`SET PX`, rounded up) equal to
+//! the time after which it can no longer affect a decision: the newest unit leaving the window,
+//! the end of the window, the bucket being back to full, the block's end, the violations' memory.
+//! A state that is already equivalent to no state is deleted instead. Upgrading from a version
+//! with the former key names starts every counter afresh (the old keys expire by themselves).
+//!
+//! # Memory per key
+//! `MEMORY USAGE <key> SAMPLES 0` on Redis 7.0.15 (Debian's `redis-server`, 64-bit, jemalloc),
+//! key name and Redis' per-key overhead included, for one request in the window, beside the
+//! minimal scripts of the benchmark kit (`scripts/floor/*.lua`, key `k:000000012345`). The
+//! rule and limit names never matter (they are hashed); the identity and the prefix do. Measured
+//! 2026-11-22 by writing each format with `redis-cli`; `scripts/redis_floor.py` samples the keys
+//! of a real run (`bytes per key` in BENCHMARKS.md):
+//!
+//! | algorithm | minimal | `sluice:…{key=k12345}` | `sluice:…{ip=203.0.113.9}` |
+//! | --- | --- | --- | --- |
+//! | `gcra` (integer) | 56 | 72 (+16) | 88 (+32) |
+//! | `fixed_window` (integer) | 56 | 72 (+16) | 88 (+32) |
+//! | `token_bucket` (string / the minimal's hash) | 104 | 104 (+0) | 120 (+16) |
+//! | `sliding_window`, one bucket | 72 | 88 (+16) | 104 (+32) |
+//! | `sliding_log`, 1 / 11 requests | 104 / 440 | 120 (+16) / — | 136 (+32) / 472 (+32) |
+//!
+//! Jemalloc rounds the key name's allocation to 16-byte classes: the 8-character limit hash, the
+//! braces and the prefix put a name one class above the minimal `k:<12 digits>` for identities
+//! up to about 10 bytes, two for longer ones; a shorter prefix (`RedisOptions::prefix`) gives one
+//! class back. A sliding log holds one member per request (about 30 bytes while it is a listpack,
+//! up to 128 members, about 100 as a skiplist beyond), whatever each request's cost. A blocked
+//! identity has a marker in its state key (an `embstr`, about 70 bytes), its parked state and a
+//! block key (about 90 bytes); a limit with a penalty adds the violations key (about 130 bytes).
 
 use crate::store::LimitKey;
 

@@ -32,33 +32,11 @@
 //! decision never depends on when Redis expires a key; expiry only frees memory.
 //!
 //! # Keys
-//! The state of a limit for an identity is one key, `{prefix}:{limit hash}{{identity}}`, e.g.
-//! `sluice:Xq3v_9aZ{ip=1.2.3.4}`: the limit hash is 8 characters of a hash of rule name and limit
-//! id ([`keys::limit_hash`]), because the name is most of what Redis holds per identity. Its
-//! readable form, `{prefix}:{rule}:{limit id}:{{identity}}` ([`keys::state_key_readable`]), is
-//! what documentation and listings show. Blocks and violations keep readable names:
-//! `sluice:login:ip-gcra-1m:{ip=1.2.3.4}:b` (block end, µs; admin listings scan these) and `…:v`
-//! (violation count and when it is forgotten). A block (configured, a ban, or an admin block)
-//! moves the state to `{state key}:h` and writes `B<end µs>` into the state key: decisions see
-//! it with the read they make anyway, and the next decision after its end moves the state back.
-//! The identity, already escaped by [`crate::limiter::keys`] (values with `{`, `}`, `:` or longer
-//! than 64 bytes are hashed), is a Redis Cluster hash tag, so every key of one identity shares a
-//! slot.
-//!
-//! | algorithm | state key | type |
-//! | --- | --- | --- |
-//! | `sliding_log` | one member `"<start, 16 digits>:<units>"` per recorded request, score = time; `start` counts the units recorded before it, so a count is one subtraction | ZSET |
-//! | `sliding_window` | field = bucket index, value = units; stale buckets deleted by the script (Redis 7.0 has no `HEXPIRE`) | HASH |
-//! | `fixed_window` | `-(slot × 2^25 + count)`, slot = window index mod (2^28 − 1) + 1: one integer, counted by `DECRBY` | integer |
-//! | `token_bucket` | `t<used level>:<last>` | string |
-//! | `gcra` | the tat (µs) | integer |
-//! | `leaky_bucket` | `l<queue level>:<last>` | string |
-//!
-//! Every key is written with a whole-millisecond expiry (`PEXPIRE`/`SET PX`, rounded up) equal to
-//! the time after which it can no longer affect a decision: the newest unit leaving the window,
-//! the end of the window, the bucket being back to full, the block's end, the violations' memory.
-//! A state that is already equivalent to no state is deleted instead. Upgrading from a version
-//! with the former key names starts every counter afresh (the old keys expire by themselves).
+//! The state of a limit for an identity is one short key, `{prefix}:{limit hash}{{identity}}`;
+//! blocks and violations keep readable names that admin listings scan. A block moves the state
+//! aside and leaves a marker in the state key, so decisions see it with the read they make
+//! anyway. The identity is a Redis Cluster hash tag: every key of one identity shares a slot.
+//! Names, state formats, expiries and memory per key: [`keys`].
 //!
 //! # Deployments: one server, Sentinel, Cluster
 //! [`RedisStore::connect`] takes `redis://`, `redis+sentinel://` and `redis+cluster://` URLs
@@ -83,30 +61,6 @@
 //! up to those units again. Sluice cannot see them; `WAIT` after every decision would close the
 //! gap at the cost of a replica round trip per decision, and is not done.
 //!
-//! # Memory per key
-//! `MEMORY USAGE <key> SAMPLES 0` on Redis 7.0.15 (Debian's `redis-server`, 64-bit, jemalloc),
-//! key name and Redis' per-key overhead included, for one request in the window, beside the
-//! minimal scripts of the benchmark kit (`scripts/floor/*.lua`, key `k:000000012345`). The
-//! rule and limit names never matter (they are hashed); the identity and the prefix do. Measured
-//! 2026-11-22 by writing each format with `redis-cli`; `scripts/redis_floor.py` samples the keys
-//! of a real run (`bytes per key` in BENCHMARKS.md):
-//!
-//! | algorithm | minimal | `sluice:…{key=k12345}` | `sluice:…{ip=203.0.113.9}` |
-//! | --- | --- | --- | --- |
-//! | `gcra` (integer) | 56 | 72 (+16) | 88 (+32) |
-//! | `fixed_window` (integer) | 56 | 72 (+16) | 88 (+32) |
-//! | `token_bucket` (string / the minimal's hash) | 104 | 104 (+0) | 120 (+16) |
-//! | `sliding_window`, one bucket | 72 | 88 (+16) | 104 (+32) |
-//! | `sliding_log`, 1 / 11 requests | 104 / 440 | 120 (+16) / — | 136 (+32) / 472 (+32) |
-//!
-//! Jemalloc rounds the key name's allocation to 16-byte classes: the 8-character limit hash, the
-//! braces and the prefix put a name one class above the minimal `k:<12 digits>` for identities
-//! up to about 10 bytes, two for longer ones; a shorter prefix (`RedisOptions::prefix`) gives one
-//! class back. A sliding log holds one member per request (about 30 bytes while it is a listpack,
-//! up to 128 members, about 100 as a skiplist beyond), whatever each request's cost. A blocked
-//! identity has a marker in its state key (an `embstr`, about 70 bytes), its parked state and a
-//! block key (about 90 bytes); a limit with a penalty adds the violations key (about 130 bytes).
-//!
 //! # Failures
 //! One multiplexed connection per server ([`redis::aio::ConnectionManager`]) carries every call, pipelining concurrent
 //! ones; each reply has a deadline ([`RedisOptions::response_timeout`]); a dropped connection is
@@ -123,6 +77,7 @@
 //! tell a late call from a timely one without a clock shared with the client, so this errs on
 //! the side of counting: limits stay safe, a client may lose a unit per timed-out call.
 
+mod admin;
 pub mod channel;
 pub mod connection;
 pub mod cross_slot;
@@ -293,6 +248,11 @@ impl RedisStore {
         self.inner.clock.as_ref().map(|c| c.now_us())
     }
 
+    /// The client clock as a script argument: `''` tells the script to read Redis `TIME`.
+    fn client_now_arg(&self) -> String {
+        script::now_arg(self.client_now())
+    }
+
     /// The decision time: the client clock if configured, else Redis `TIME`.
     async fn now_us(&self) -> Result<u64, StoreError> {
         if let Some(now) = self.client_now() {
@@ -394,86 +354,6 @@ impl RedisStore {
         let (now_us, outcomes) = script::parse_reply(&reply, calls.len())?;
         Ok(StoreReply { now_us, outcomes })
     }
-
-    /// Every key matching `pattern`: one `SCAN` over the server, or over each Cluster primary.
-    async fn scan(&self, pattern: &str) -> Result<Vec<String>, StoreError> {
-        let conn = &self.inner.conn;
-        let nodes = conn.cluster_primaries().await.map_err(store_error)?;
-        let targets: Vec<Option<(String, u16)>> = if conn.is_cluster() {
-            nodes.into_iter().map(Some).collect()
-        } else {
-            vec![None]
-        };
-        let mut found = Vec::new();
-        for target in targets {
-            let mut cursor: u64 = 0;
-            loop {
-                let mut cmd = redis::cmd("SCAN");
-                cmd.arg(cursor)
-                    .arg("MATCH")
-                    .arg(pattern)
-                    .arg("COUNT")
-                    .arg(1000);
-                let reply = match &target {
-                    Some((host, port)) => conn.on_node(cmd, host, *port).await,
-                    None => cmd.query_async(&mut conn.clone()).await,
-                };
-                let (next, batch): (u64, Vec<String>) = reply
-                    .and_then(|v| redis::from_redis_value(v).map_err(Into::into))
-                    .map_err(store_error)?;
-                found.extend(batch);
-                if next == 0 {
-                    break;
-                }
-                cursor = next;
-            }
-        }
-        Ok(found)
-    }
-
-    async fn blocks_of(&self, rule: &str) -> Result<Vec<BlockEntry>, StoreError> {
-        let pattern = keys::block_pattern(&self.inner.prefix, rule);
-        let mut conn = self.inner.conn.clone();
-        let mut found = self.scan(&pattern).await?;
-        found.sort();
-        found.dedup();
-        let now = self.now_us().await?;
-        let mut out = Vec::new();
-        for chunk in found.chunks(500) {
-            let values: Vec<Option<u64>> = if conn.is_cluster() {
-                let gets = chunk.iter().map(|key| {
-                    let mut conn = conn.clone();
-                    async move { redis::cmd("GET").arg(key).query_async(&mut conn).await }
-                });
-                futures::future::join_all(gets)
-                    .await
-                    .into_iter()
-                    .collect::<Result<_, _>>()
-                    .map_err(store_error)?
-            } else {
-                let mut pipe = redis::pipe();
-                for key in chunk {
-                    pipe.get(key);
-                }
-                pipe.query_async(&mut conn).await.map_err(store_error)?
-            };
-            for (key, until) in chunk.iter().zip(values) {
-                let (Some(until), Some(k)) =
-                    (until, keys::parse_block_key(&self.inner.prefix, rule, key))
-                else {
-                    continue;
-                };
-                if until > now {
-                    out.push(BlockEntry {
-                        key: k,
-                        until_us: until,
-                    });
-                }
-            }
-        }
-        out.sort_by(|a, b| a.key.cmp(&b.key));
-        Ok(out)
-    }
 }
 
 impl Store for RedisStore {
@@ -492,71 +372,15 @@ impl Store for RedisStore {
     }
 
     async fn reset(&self, keys: &[LimitKey]) -> Result<(), StoreError> {
-        if keys.is_empty() {
-            return Ok(());
-        }
-        let mut conn = self.inner.conn.clone();
-        if conn.is_cluster() {
-            // One DEL per identity (its keys share a slot), each routed to its node.
-            let deletes = keys.iter().map(|key| {
-                let mut conn = conn.clone();
-                let names = keys::all(&self.inner.prefix, key);
-                async move {
-                    redis::cmd("DEL")
-                        .arg(names.as_slice())
-                        .query_async::<()>(&mut conn)
-                        .await
-                }
-            });
-            for result in futures::future::join_all(deletes).await {
-                result.map_err(store_error)?;
-            }
-            return Ok(());
-        }
-        // One DEL per identity: its keys share a slot.
-        let mut pipe = redis::pipe();
-        for key in keys {
-            pipe.del(keys::all(&self.inner.prefix, key).as_slice())
-                .ignore();
-        }
-        pipe.query_async::<()>(&mut conn).await.map_err(store_error)
+        self.reset_keys(keys).await
     }
 
     async fn block(&self, key: &LimitKey, duration: Duration) -> Result<u64, StoreError> {
-        let mut conn = self.inner.conn.clone();
-        self.inner
-            .scripts
-            .block
-            .key(self.key(key, Part::Counter))
-            .key(self.key(key, Part::Block))
-            .arg(
-                self.client_now()
-                    .map_or_else(String::new, |n| n.to_string()),
-            )
-            .arg(micros(duration))
-            .arg(self.inner.min_ttl_us)
-            .invoke_async(&mut conn)
-            .await
-            .map_err(store_error)
+        self.block_key(key, duration).await
     }
 
     async fn unblock(&self, key: &LimitKey) -> Result<bool, StoreError> {
-        let mut conn = self.inner.conn.clone();
-        let was: i64 = self
-            .inner
-            .scripts
-            .unblock
-            .key(self.key(key, Part::Counter))
-            .key(self.key(key, Part::Block))
-            .key(self.key(key, Part::Violations))
-            .arg(
-                self.client_now()
-                    .map_or_else(String::new, |n| n.to_string()),
-            )
-            .invoke_async(&mut conn)
-            .await
-            .map_err(store_error)?;
-        Ok(was == 1)
+        self.unblock_key(key).await
     }
 
     async fn blocks(&self, rule: &str) -> Result<Vec<BlockEntry>, StoreError> {

@@ -163,7 +163,7 @@ fn check_exact(call: &LimitCall) -> Result<(), StoreError> {
     Ok(())
 }
 
-fn now_arg(now_us: Option<u64>) -> String {
+pub(super) fn now_arg(now_us: Option<u64>) -> String {
     now_us.map_or_else(String::new, |n| n.to_string())
 }
 

@@ -14,13 +14,15 @@ use clap::Args;
 use hdrhistogram::Histogram;
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
-use sluice::algorithm::Mode;
-use sluice::config::StoreConfig;
-use sluice::model::{Algorithm, Limit, Penalty, Rate, Rule, parse_duration};
-use sluice::store::redis::{RedisOptions, RedisStore};
-use sluice::{Check, Limiter, Options};
+use sluice::model::{Algorithm, Rate, parse_duration};
 
 use crate::store_url;
+
+mod ceiling;
+mod driver;
+
+use ceiling::ceiling;
+use driver::Driver;
 
 /// `sluice bench`.
 #[derive(Debug, Clone, Args)]
@@ -292,42 +294,6 @@ async fn warm_up(driver: &Driver, keys: &Arc<Vec<String>>, args: &BenchArgs) {
     }
 }
 
-/// Redis' own rate for Sluice's decision script: `redis-benchmark` sends the exact `EVALSHA` the
-/// store sends (same script, limit and arguments), with `concurrency` connections over `keys`
-/// random keys, as many requests as the library run made.
-async fn ceiling(args: &BenchArgs, limiter: &Limiter, requests: u64) -> anyhow::Result<f64> {
-    let scheme = args.store.split_once("://").map_or("", |(s, _)| s);
-    if scheme != "redis" {
-        bail!("--ceiling needs a redis:// store (redis-benchmark cannot reach {scheme}://)");
-    }
-    let store = RedisStore::connect(&args.store, RedisOptions::default()).await?;
-    store.load_scripts().await?;
-    // redis-benchmark replaces `__rand_int__` with a random number below `-r`.
-    let calls = limiter.calls("bench", &[("key", "k__rand_int__")], Check::ONE)?;
-    let command = store.decide_command(&calls, Mode::Apply)?;
-    let output = tokio::process::Command::new("redis-benchmark")
-        .args(["-u", &args.store, "--csv"])
-        .args(["-c", &args.concurrency.to_string()])
-        .args(["-n", &requests.max(10_000).to_string()])
-        .args(["-r", &args.keys.to_string()])
-        .args(&command)
-        .output()
-        .await
-        .context("running redis-benchmark (package redis-tools)")?;
-    let csv = String::from_utf8_lossy(&output.stdout);
-    // The last line is `"<command>","<requests per second>",...`.
-    csv.lines()
-        .last()
-        .and_then(|line| line.split("\",\"").nth(1))
-        .and_then(|rps| rps.trim_matches('"').parse::<f64>().ok())
-        .with_context(|| {
-            format!(
-                "unexpected redis-benchmark output: {csv}{}",
-                String::from_utf8_lossy(&output.stderr)
-            )
-        })
-}
-
 fn progress_bar(args: &BenchArgs) -> ProgressBar {
     if args.json {
         return ProgressBar::hidden();
@@ -337,88 +303,4 @@ fn progress_bar(args: &BenchArgs) -> ProgressBar {
         bar.set_style(style);
     }
     bar
-}
-
-/// What the tasks call: the library, or the service over HTTP.
-#[derive(Clone)]
-enum Driver {
-    Library(Limiter),
-    Http {
-        client: reqwest::Client,
-        url: Arc<str>,
-        rule: Arc<str>,
-        attribute: Arc<str>,
-    },
-}
-
-impl Driver {
-    async fn library(args: &BenchArgs) -> anyhow::Result<Driver> {
-        let opened = store_url::open(&args.store, &StoreConfig::default()).await?;
-        if args.limits == 0 {
-            bail!("--limits must be at least 1");
-        }
-        let limits = (0..args.limits)
-            .map(|i| {
-                let mut rate = args.limit;
-                rate.window += Duration::from_secs(i as u64);
-                let mut limit = Limit::new(&["key"], rate, args.algorithm);
-                limit.block = args.block;
-                limit.penalty = args.penalty.then_some(Penalty {
-                    warn_after: 1,
-                    ban_after: 3,
-                    ban: Duration::from_secs(3600),
-                    memory: Duration::from_secs(3600),
-                });
-                limit
-            })
-            .collect();
-        let mut builder = Limiter::builder(opened.store)
-            .options(Options {
-                timeout: args.timeout,
-                ..Options::default()
-            })
-            .rule("bench", Rule::new(limits));
-        if let Some(channel) = opened.channel {
-            builder = builder.invalidation_channel(channel);
-        }
-        let limiter = builder.build()?;
-        Ok(Driver::Library(limiter))
-    }
-
-    fn http(base: &str, rule: &str, attribute: &str) -> anyhow::Result<Driver> {
-        let client = reqwest::Client::builder()
-            .pool_max_idle_per_host(1024)
-            .build()
-            .context("building the HTTP client")?;
-        Ok(Driver::Http {
-            client,
-            url: format!("{}/v1/check", base.trim_end_matches('/')).into(),
-            rule: rule.into(),
-            attribute: attribute.into(),
-        })
-    }
-
-    /// One decision: `Some(allowed)`, or `None` when it failed or was degraded.
-    async fn check(&self, key: &str) -> Option<bool> {
-        match self {
-            Driver::Library(limiter) => match limiter.check("bench", &[("key", key)]).await {
-                Ok(d) if !d.degraded => Some(d.allowed),
-                _ => None,
-            },
-            Driver::Http {
-                client,
-                url,
-                rule,
-                attribute,
-            } => {
-                let body = serde_json::json!({"rule": &**rule, "attributes": {&**attribute: key}});
-                let response = client.post(&**url).json(&body).send().await.ok()?;
-                match response.status().as_u16() {
-                    200 => Some(true),
-                    429 => Some(false),
-                    _ => None,
-                }
-            }
-        }
-    }
 }
