@@ -6,7 +6,9 @@
 mod algorithm;
 mod decision;
 mod duration;
+mod fail_policy;
 mod headers;
+mod penalty;
 mod rate;
 mod rule;
 
@@ -14,9 +16,11 @@ pub use algorithm::Algorithm;
 pub use decision::{Decision, LimitDecision};
 pub(crate) use duration::serde_text;
 pub use duration::{format_duration, parse_duration};
+pub use fail_policy::FailPolicy;
 pub use headers::{HeaderStyle, headers, retry_after_secs};
+pub use penalty::Penalty;
 pub use rate::{MAX_COUNT, MAX_WINDOW, Rate};
-pub use rule::{By, FailPolicy, Limit, Penalty, Rule, validate_rule_name};
+pub use rule::{By, Limit, Rule, validate_rule_name};
 
 /// A value in a rule or rate that is not acceptable, with the field it came from.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -9,37 +9,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::{Algorithm, ModelError, Rate, format_duration, serde_text};
-
-/// What the limiter does when its store cannot be asked in time.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
-#[serde(rename_all = "snake_case")]
-pub enum FailPolicy {
-    /// Allow, marked `degraded`.
-    #[default]
-    Open,
-    /// Deny, marked `degraded`.
-    Closed,
-    /// Decide with this node's in-memory limiter, marked `degraded`.
-    Local,
-}
-
-/// Escalating punishment: violations are counted for `memory`; from `warn_after` the decision
-/// carries a warning, at `ban_after` the identity is banned for `ban`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Penalty {
-    /// Violations from which decisions carry `warning: true`.
-    pub warn_after: u32,
-    /// Violations at which the identity is banned.
-    pub ban_after: u32,
-    /// How long a ban lasts.
-    #[serde(with = "serde_text")]
-    pub ban: Duration,
-    /// How long violations are remembered after the last one.
-    #[serde(with = "serde_text")]
-    pub memory: Duration,
-}
+use super::{Algorithm, FailPolicy, ModelError, Penalty, Rate, format_duration, serde_text};
 
 /// One dimension of a limit's identity: the first of the alternatives the request carries.
 ///
