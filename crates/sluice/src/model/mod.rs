@@ -12,7 +12,7 @@ mod penalty;
 mod rate;
 mod rule;
 
-pub use algorithm::Algorithm;
+pub use algorithm::{Algorithm, Entry, REGISTRY};
 pub use decision::{Decision, LimitDecision};
 pub(crate) use duration::serde_text;
 pub use duration::{format_duration, parse_duration};

@@ -39,7 +39,6 @@ use futures::future::join_all;
 use redis::Script;
 
 use super::keys::{self, Part};
-use super::script::algorithm_code;
 use super::{RedisStore, slot, store_error};
 use crate::algorithm::{LimitOutcome, Mode};
 use crate::store::{LimitCall, StoreError, StoreReply};
@@ -188,7 +187,7 @@ impl RedisStore {
             let p = &call.step.params;
             invocation.key(keys::key(&self.inner.prefix, &call.key, Part::Counter));
             invocation
-                .arg(algorithm_code(call.step.algorithm))
+                .arg(call.step.algorithm.wire_code())
                 .arg(p.limit)
                 .arg(p.window_us)
                 .arg(p.capacity)

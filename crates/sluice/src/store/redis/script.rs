@@ -15,11 +15,11 @@
 use redis::Script;
 
 use crate::algorithm::{LimitOutcome, Mode};
-use crate::model::Algorithm;
+use crate::model::REGISTRY;
 use crate::store::{LimitCall, StoreError};
 
-/// The one-limit scripts, by algorithm code (1-based, see [`algorithm_code`]).
-pub const ONE: [Option<&str>; 6] = [
+/// The one-limit scripts, in registry order ([`crate::model::REGISTRY`]: index = wire code - 1).
+pub const ONE: [Option<&str>; REGISTRY.len()] = [
     Some(include_str!("lua/one_sliding_log.lua")),
     Some(include_str!("lua/one_sliding_window.lua")),
     Some(include_str!("lua/one_fixed_window.lua")),
@@ -28,7 +28,7 @@ pub const ONE: [Option<&str>; 6] = [
     None,
 ];
 
-/// The general decision script: prelude, every algorithm, then the driver.
+/// The general decision script: prelude, every algorithm in registry order, then the driver.
 pub const DECIDE: &str = concat!(
     include_str!("lua/prelude.lua"),
     include_str!("lua/sliding_log.lua"),
@@ -56,7 +56,7 @@ pub const UNBLOCK: &str = concat!(
 #[derive(Debug)]
 pub struct Scripts {
     /// See [`ONE`].
-    pub one: [Option<Script>; 6],
+    pub one: [Option<Script>; REGISTRY.len()],
     /// See [`DECIDE`].
     pub decide: Script,
     /// See [`BLOCK`].
@@ -90,7 +90,7 @@ impl Scripts {
     pub fn one_for(&self, calls: &[LimitCall], mode: Mode) -> Option<&Script> {
         match calls {
             [call] if mode == Mode::Apply && !guarded(call) => {
-                self.one[usize::from(algorithm_code(call.step.algorithm)) - 1].as_ref()
+                self.one[usize::from(call.step.algorithm.wire_code()) - 1].as_ref()
             }
             _ => None,
         }
@@ -106,18 +106,6 @@ pub fn guarded(call: &LimitCall) -> bool {
 pub const ARGS_PER_LIMIT: usize = 12;
 /// Values the decision scripts return per limit.
 pub const REPLY_PER_LIMIT: usize = 8;
-
-/// The wire code of an algorithm (its place in `decide.lua`'s tables, 1-based).
-pub fn algorithm_code(a: Algorithm) -> u8 {
-    match a {
-        Algorithm::SlidingLog => 1,
-        Algorithm::SlidingWindow => 2,
-        Algorithm::FixedWindow => 3,
-        Algorithm::TokenBucket => 4,
-        Algorithm::Gcra => 5,
-        Algorithm::LeakyBucket => 6,
-    }
-}
 
 /// Largest integer the scripts compute with exactly (2^53).
 const LUA_EXACT: u64 = 1 << 53;
@@ -212,7 +200,7 @@ pub fn decide_args(
         let penalty = s.penalty;
         let or_none = |v: Option<u64>| v.map_or_else(String::new, |v| v.to_string());
         args.extend([
-            algorithm_code(s.algorithm).to_string(),
+            s.algorithm.wire_code().to_string(),
             p.limit.to_string(),
             p.window_us.to_string(),
             p.capacity.to_string(),
@@ -285,6 +273,7 @@ pub fn parse_reply(reply: &[i64], limits: usize) -> Result<(u64, Vec<LimitOutcom
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::Algorithm;
 
     #[test]
     fn replies_decode_and_malformed_ones_are_errors() {
@@ -306,7 +295,7 @@ mod tests {
         }
         assert!(DECIDE.contains(&format!("local ARGS_PER_LIMIT = {ARGS_PER_LIMIT}")));
         for a in Algorithm::ALL {
-            if let Some(one) = ONE[usize::from(algorithm_code(a)) - 1] {
+            if let Some(one) = ONE[usize::from(a.wire_code()) - 1] {
                 assert!(one.starts_with(&format!("-- one_{}: ", a.name())));
             }
         }
