@@ -34,7 +34,7 @@ use sluice::store::redis::RedisStore;
 use sluice::store::url::{StoreKind, StoreUrl, redact};
 use sluice::{DynStore, Limiter, MemoryStore, Rule};
 
-/// The message of seed 000 for too many employee lookups.
+/// The message for too many employee lookups (a rule's `message` can be any text).
 pub const EMPLOYEE_MESSAGE: &str = "查询太快啦,喝杯茶再来";
 
 /// The rules of this app.

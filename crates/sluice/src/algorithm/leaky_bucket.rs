@@ -4,7 +4,7 @@
 //! that fits is admitted with `delay_us`, the time the units ahead of it need to drain, so the
 //! caller can pace its work instead of being rejected; a request that does not fit is denied. The
 //! level drains continuously and the fraction is kept: flooring the drained amount and resetting
-//! the timestamp (seed 004) would drain slower than configured.
+//! the timestamp on every request would drain slower than configured.
 
 use super::{LEVEL_EPSILON, Level, Outcome, Params};
 

@@ -1,4 +1,4 @@
-//! The serde shape of a rule file, exactly as documented in the design's "Config" section.
+//! The serde shape of a rule file, as `examples/sluice.yaml` shows it key by key.
 //!
 //! Every struct denies unknown fields, so a misspelt key is an error with its line rather than a
 //! setting silently ignored. Defaults are those of the documentation: memory store, 50ms store

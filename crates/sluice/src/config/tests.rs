@@ -1,4 +1,4 @@
-//! Parsing and validation of rule files: the design's example, TOML parity, and that every kind
+//! Parsing and validation of rule files: a file using every key, TOML parity, and that every kind
 //! of mistake names its rule, field and line.
 
 use std::time::Duration;
@@ -6,8 +6,8 @@ use std::time::Duration;
 use super::*;
 use crate::model::Algorithm;
 
-/// The example of the design's "Config" section.
-const DESIGN: &str = "\
+/// A rule file that uses every key of the format.
+const EVERY_KEY: &str = "\
 listen: 127.0.0.1:8080
 admin_token_env: SLUICE_ADMIN_TOKEN
 store:
@@ -49,7 +49,7 @@ fn yaml_error(text: &str) -> ConfigError {
 
 #[test]
 fn the_design_example_parses() {
-    let c = Config::parse(DESIGN, Format::Yaml).unwrap();
+    let c = Config::parse(EVERY_KEY, Format::Yaml).unwrap();
     assert_eq!(c.listen, Some("127.0.0.1:8080".parse().unwrap()));
     assert_eq!(c.admin_token_env.as_deref(), Some("SLUICE_ADMIN_TOKEN"));
     assert_eq!(c.store.timeout, Duration::from_millis(50));
@@ -103,7 +103,7 @@ limits = [
 ]
 "#;
     let c = Config::parse(toml, Format::Toml).unwrap();
-    let y = Config::parse(DESIGN, Format::Yaml).unwrap();
+    let y = Config::parse(EVERY_KEY, Format::Yaml).unwrap();
     assert_eq!(c.rules[0], y.rules[1]);
     assert_eq!(c.headers, HeaderStyle::Ietf);
     assert_eq!(c.store.clock, ClockSource::Local);

@@ -234,13 +234,8 @@ impl RedisStore {
         Ok(())
     }
 
-    /// The key prefix.
-    pub fn prefix(&self) -> &str {
-        &self.inner.prefix
-    }
-
-    /// The Redis key of one part of a limit key's state (for inspection and tests).
-    pub fn key(&self, key: &LimitKey, part: Part) -> String {
+    /// The Redis key of one part of a limit key's state.
+    fn key(&self, key: &LimitKey, part: Part) -> String {
         keys::key(&self.inner.prefix, key, part)
     }
 
