@@ -52,7 +52,7 @@ fn config() -> String {
 fn state_key(rule: &str, limit: &str, identity: &str) -> String {
     let key = sluice::store::LimitKey {
         rule: rule.into(),
-        limit: limit.into(),
+        limit_id: limit.into(),
         identity: identity.into(),
     };
     sluice::store::redis::keys::state_key("sluice", &key)

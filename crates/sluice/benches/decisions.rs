@@ -31,7 +31,7 @@ fn call(algorithm: Algorithm, names: &(Arc<str>, Arc<str>), identity: String) ->
     LimitCall {
         key: LimitKey {
             rule: names.0.clone(),
-            limit: names.1.clone(),
+            limit_id: names.1.clone(),
             identity,
         },
         step: LimitStep {
@@ -40,7 +40,7 @@ fn call(algorithm: Algorithm, names: &(Arc<str>, Arc<str>), identity: String) ->
             cost: 1,
             block_us: None,
             penalty: None,
-            enforce: true,
+            shadow: false,
         },
     }
 }

@@ -408,7 +408,7 @@ async fn penalty_warns_then_bans(h: Harness) {
     assert_eq!((d.violations, d.warning), (0, false));
     // Direct store call: penalty parameters with a zero-length memory.
     let mut s = step(Algorithm::Gcra, 1, S);
-    s.penalty = Some(penalty::Params {
+    s.penalty = Some(penalty::Settings {
         warn_after: 1,
         ban_after: 9,
         ban_us: S,
@@ -426,7 +426,7 @@ async fn peek_consumes_nothing(h: Harness) {
     for algorithm in Algorithm::ALL {
         let mut s = step(algorithm, 2, 60 * S);
         s.block_us = Some(60 * S);
-        s.penalty = Some(penalty::Params {
+        s.penalty = Some(penalty::Settings {
             warn_after: 1,
             ban_after: 1,
             ban_us: 120 * S,

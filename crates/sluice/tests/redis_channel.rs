@@ -108,7 +108,7 @@ async fn published_invalidations_reach_every_node_before_the_next_confirmation()
     }
     let reset = Invalidation::Keys(vec![LimitKey {
         rule: "login".into(),
-        limit: "ip".into(),
+        limit_id: "ip".into(),
         identity: "ip=203.0.113.9".into(),
     }]);
     b.publish(&reset).await.unwrap();

@@ -135,7 +135,7 @@ fn two_limits_never_over_admit(url: &str, units: impl Fn(&str) -> u64) {
                     &prefix,
                     &sluice::store::LimitKey {
                         rule: "pair".into(),
-                        limit: limit.into(),
+                        limit_id: limit.into(),
                         identity: identity.into(),
                     },
                 )

@@ -346,7 +346,7 @@ async fn peek_writes_nothing() {
     for (i, algorithm) in Algorithm::ALL.into_iter().enumerate() {
         let mut s = step(algorithm, 2, 60 * S);
         s.block_us = Some(S);
-        s.penalty = Some(sluice::algorithm::penalty::Params {
+        s.penalty = Some(sluice::algorithm::penalty::Settings {
             warn_after: 1,
             ban_after: 3,
             ban_us: S,

@@ -12,7 +12,7 @@
 
 use std::collections::VecDeque;
 
-use super::{Outcome, Params};
+use super::{Mode, Outcome, Params};
 
 /// One recorded request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -42,7 +42,7 @@ impl State {
 }
 
 /// Decides `cost` units at `now`; records them when `apply` and admitted (or counted when denied).
-pub fn decide(state: &mut State, now: u64, p: &Params, cost: u64, apply: bool) -> Outcome {
+pub fn decide(state: &mut State, now: u64, p: &Params, cost: u64, mode: Mode) -> Outcome {
     // Pruning never changes a decision: pruned entries no longer count.
     while let Some(&oldest) = state.entries.front() {
         if oldest.at_us.saturating_add(p.window_us) > now {
@@ -52,10 +52,10 @@ pub fn decide(state: &mut State, now: u64, p: &Params, cost: u64, apply: bool) -
         state.entries.pop_front();
     }
     let count = state.count();
-    let allowed = count.saturating_add(cost) <= p.limit;
+    let allowed = count.saturating_add(cost) <= p.count;
     let retry_after_us = (!allowed).then(|| {
         // The request fits once `need` of the oldest units have left the window.
-        let need = count + cost - p.limit;
+        let need = count + cost - p.count;
         let base = state.base;
         let holder = state
             .entries
@@ -65,7 +65,7 @@ pub fn decide(state: &mut State, now: u64, p: &Params, cost: u64, apply: bool) -
             _ => p.window_us,
         }
     });
-    if apply && (allowed || p.count_denied) {
+    if mode == Mode::Apply && (allowed || p.count_denied) {
         record(state, now, p, cost);
     }
     let reset_after_us = state
@@ -74,7 +74,7 @@ pub fn decide(state: &mut State, now: u64, p: &Params, cost: u64, apply: bool) -
         .map_or(0, |e| (e.at_us + p.window_us).saturating_sub(now));
     Outcome {
         allowed,
-        remaining: p.limit.saturating_sub(state.count()),
+        remaining: p.count.saturating_sub(state.count()),
         reset_after_us,
         retry_after_us,
         delay_us: 0,
@@ -93,10 +93,10 @@ fn record(state: &mut State, now: u64, p: &Params, cost: u64) {
         .map_or((now, state.base), |e| (now.max(e.at_us), e.total));
     state.entries.push_back(Entry {
         at_us,
-        total: total.wrapping_add(cost.min(p.limit)),
+        total: total.wrapping_add(cost.min(p.count)),
     });
-    let newest = total.wrapping_add(cost.min(p.limit));
-    while state.entries.len() > 1 && newest.wrapping_sub(state.entries[0].total) >= p.limit {
+    let newest = total.wrapping_add(cost.min(p.count));
+    while state.entries.len() > 1 && newest.wrapping_sub(state.entries[0].total) >= p.count {
         state.base = state.entries[0].total;
         state.entries.pop_front();
     }
@@ -117,17 +117,17 @@ mod tests {
         let p = p(5, 10);
         let mut s = State::default();
         for i in 0..5 {
-            let o = decide(&mut s, i * S, &p, 1, true);
+            let o = decide(&mut s, i * S, &p, 1, Mode::Apply);
             assert!(o.allowed);
             assert_eq!(o.remaining, 4 - i);
         }
-        let denied = decide(&mut s, 5 * S, &p, 1, true);
+        let denied = decide(&mut s, 5 * S, &p, 1, Mode::Apply);
         assert!(!denied.allowed);
         // The first unit (t=0) leaves the window at t=10s.
         assert_eq!(denied.retry_after_us, Some(5 * S));
         assert_eq!(denied.reset_after_us, 9 * S);
-        assert!(!decide(&mut s, 10 * S - 1, &p, 1, true).allowed);
-        assert!(decide(&mut s, 10 * S, &p, 1, true).allowed);
+        assert!(!decide(&mut s, 10 * S - 1, &p, 1, Mode::Apply).allowed);
+        assert!(decide(&mut s, 10 * S, &p, 1, Mode::Apply).allowed);
     }
 
     #[test]
@@ -135,7 +135,7 @@ mod tests {
         let p = p(1000, 1);
         let mut s = State::default();
         let admitted = (0..1500)
-            .filter(|_| decide(&mut s, 7, &p, 1, true).allowed)
+            .filter(|_| decide(&mut s, 7, &p, 1, Mode::Apply).allowed)
             .count();
         assert_eq!(admitted, 1000);
     }
@@ -144,9 +144,9 @@ mod tests {
     fn cost_counts_units_and_retry_waits_for_enough_of_them() {
         let p = p(5, 10);
         let mut s = State::default();
-        assert!(decide(&mut s, 0, &p, 3, true).allowed);
-        assert!(decide(&mut s, S, &p, 2, true).allowed);
-        let o = decide(&mut s, 2 * S, &p, 4, true);
+        assert!(decide(&mut s, 0, &p, 3, Mode::Apply).allowed);
+        assert!(decide(&mut s, S, &p, 2, Mode::Apply).allowed);
+        let o = decide(&mut s, 2 * S, &p, 4, Mode::Apply);
         assert!(!o.allowed);
         // Four units must leave: the three from t=0 and one from t=1s.
         assert_eq!(o.retry_after_us, Some(9 * S));
@@ -160,9 +160,9 @@ mod tests {
         let mut remaining_at_10s = Vec::new();
         for params in [counting, plain] {
             let mut s = State::default();
-            decide(&mut s, 0, &params, 2, true);
-            assert!(!decide(&mut s, 5 * S, &params, 1, true).allowed);
-            let o = decide(&mut s, 10 * S, &params, 1, true);
+            decide(&mut s, 0, &params, 2, Mode::Apply);
+            assert!(!decide(&mut s, 5 * S, &params, 1, Mode::Apply).allowed);
+            let o = decide(&mut s, 10 * S, &params, 1, Mode::Apply);
             assert!(o.allowed);
             remaining_at_10s.push(o.remaining);
         }
@@ -174,8 +174,8 @@ mod tests {
     fn peek_changes_nothing() {
         let p = p(1, 10);
         let mut s = State::default();
-        assert!(decide(&mut s, 0, &p, 1, false).allowed);
-        assert!(decide(&mut s, 0, &p, 1, true).allowed);
-        assert!(!decide(&mut s, 0, &p, 1, false).allowed);
+        assert!(decide(&mut s, 0, &p, 1, Mode::Peek).allowed);
+        assert!(decide(&mut s, 0, &p, 1, Mode::Apply).allowed);
+        assert!(!decide(&mut s, 0, &p, 1, Mode::Peek).allowed);
     }
 }

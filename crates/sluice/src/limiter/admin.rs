@@ -102,7 +102,7 @@ impl Limiter {
             .await?
             .into_iter()
             .map(|b| BlockInfo {
-                limit: b.key.limit.to_string(),
+                limit: b.key.limit_id.to_string(),
                 identity: b.key.identity,
                 blocked_until_ms: ms(b.until_us),
             })

@@ -35,8 +35,8 @@ pub(crate) struct CompiledLimit {
     algorithm: Algorithm,
     params: Params,
     block_us: Option<u64>,
-    penalty: Option<penalty::Params>,
-    enforce: bool,
+    penalty: Option<penalty::Settings>,
+    shadow: bool,
 }
 
 impl CompiledLimit {
@@ -48,7 +48,7 @@ impl CompiledLimit {
             cost,
             block_us: self.block_us,
             penalty: self.penalty,
-            enforce: self.enforce,
+            shadow: self.shadow,
         }
     }
 
@@ -57,9 +57,9 @@ impl CompiledLimit {
         self.params.capacity
     }
 
-    /// Whether a denial by this limit denies the request (false for shadow limits).
-    pub(crate) fn enforces(&self) -> bool {
-        self.enforce
+    /// Whether this is a shadow limit: its denial is reported, never enforced.
+    pub(crate) fn is_shadow(&self) -> bool {
+        self.shadow
     }
 }
 
@@ -80,19 +80,19 @@ impl CompiledRule {
                 by: l.by.clone(),
                 algorithm: l.algorithm,
                 params: Params {
-                    limit: l.rate.count,
+                    count: l.rate.count,
                     window_us: l.rate.window_us(),
                     capacity: l.capacity(),
                     count_denied: l.count_denied,
                 },
                 block_us: l.block.map(micros),
-                penalty: l.penalty.map(|p| penalty::Params {
+                penalty: l.penalty.map(|p| penalty::Settings {
                     warn_after: p.warn_after.into(),
                     ban_after: p.ban_after.into(),
                     ban_us: micros(p.ban),
                     memory_us: micros(p.memory),
                 }),
-                enforce: !l.shadow,
+                shadow: l.shadow,
             })
             .collect::<Vec<CompiledLimit>>();
         let steps: Vec<LimitStep> = limits.iter().map(|l| l.step(1)).collect();

@@ -49,7 +49,7 @@ impl Limiter {
         if let Some(too_big) = rule
             .limits
             .iter()
-            .find(|l| l.enforces() && cost > l.capacity())
+            .find(|l| !l.is_shadow() && cost > l.capacity())
         {
             let mut d = decision(name, shadow, &calls, None, false);
             d.reason = Some(format!(
@@ -242,7 +242,7 @@ fn unanswered(allowed: bool) -> LimitOutcome {
 fn limit_decision(call: &LimitCall, o: &LimitOutcome) -> LimitDecision {
     let step = &call.step;
     LimitDecision {
-        id: call.key.limit.to_string(),
+        id: call.key.limit_id.to_string(),
         identity: keys::attribute_names(&call.key.identity),
         algorithm: step.algorithm,
         allowed: o.allowed && step.cost <= step.params.capacity,
@@ -255,7 +255,7 @@ fn limit_decision(call: &LimitCall, o: &LimitOutcome) -> LimitDecision {
         violations: o.violations,
         warning: o.warning,
         delay_ms: ms(o.delay_us),
-        shadow: !step.enforce,
+        shadow: step.shadow,
     }
 }
 

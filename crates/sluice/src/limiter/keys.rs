@@ -144,7 +144,7 @@ pub(crate) fn limit_key(
     })?;
     Ok(LimitKey {
         rule: rule.name.clone(),
-        limit: limit.id.clone(),
+        limit_id: limit.id.clone(),
         identity,
     })
 }

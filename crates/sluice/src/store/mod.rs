@@ -35,14 +35,14 @@ pub struct LimitKey {
     /// The rule's name (shared with the compiled rule: cloning a key does not copy it).
     pub rule: Arc<str>,
     /// The limit's id within the rule (shared likewise).
-    pub limit: Arc<str>,
+    pub limit_id: Arc<str>,
     /// The escaped identity, e.g. `member=m1` or `*` for a global limit.
     pub identity: String,
 }
 
 impl fmt::Display for LimitKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}:{}:{}", self.rule, self.limit, self.identity)
+        write!(f, "{}:{}:{}", self.rule, self.limit_id, self.identity)
     }
 }
 

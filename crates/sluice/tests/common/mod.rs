@@ -197,12 +197,12 @@ pub async fn url_store(
 pub fn key(limit: &str, identity: &str) -> LimitKey {
     LimitKey {
         rule: "r".into(),
-        limit: limit.into(),
+        limit_id: limit.into(),
         identity: identity.into(),
     }
 }
 
-/// A plain step: `limit` per `window_us`, capacity `limit`, cost 1, enforced.
+/// A plain step: `limit` per `window_us`, capacity `limit`, cost 1, not shadow.
 pub fn step(algorithm: Algorithm, limit: u64, window_us: u64) -> LimitStep {
     LimitStep {
         algorithm,
@@ -210,7 +210,7 @@ pub fn step(algorithm: Algorithm, limit: u64, window_us: u64) -> LimitStep {
         cost: 1,
         block_us: None,
         penalty: None,
-        enforce: true,
+        shadow: false,
     }
 }
 

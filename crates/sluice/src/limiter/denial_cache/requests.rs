@@ -18,7 +18,7 @@ pub fn cacheable_limits(steps: &[LimitStep]) -> Vec<bool> {
                 .iter()
                 .enumerate()
                 .all(|(j, o)| j == i || o.block_us.is_none());
-            !leaves_trace && s.enforce && others_clean
+            !leaves_trace && !s.shadow && others_clean
         })
         .collect()
 }

@@ -16,7 +16,7 @@ pub struct KeyRef<'a> {
     /// The rule's name.
     pub rule: &'a str,
     /// The limit's id.
-    pub limit: &'a str,
+    pub limit_id: &'a str,
     /// The escaped identity.
     pub identity: &'a str,
 }
@@ -25,7 +25,7 @@ impl<'a> From<&'a LimitKey> for KeyRef<'a> {
     fn from(key: &'a LimitKey) -> KeyRef<'a> {
         KeyRef {
             rule: &key.rule,
-            limit: &key.limit,
+            limit_id: &key.limit_id,
             identity: &key.identity,
         }
     }
@@ -33,7 +33,7 @@ impl<'a> From<&'a LimitKey> for KeyRef<'a> {
 
 impl KeyRef<'_> {
     fn joined_len(&self) -> usize {
-        self.rule.len() + self.limit.len() + self.identity.len() + 2
+        self.rule.len() + self.limit_id.len() + self.identity.len() + 2
     }
 
     /// The key's hash under the store's seed. No separators: the parts are compared one by one
@@ -41,7 +41,7 @@ impl KeyRef<'_> {
     pub(super) fn hash_with(&self, seed: &impl BuildHasher) -> u64 {
         let mut h = seed.build_hasher();
         h.write(self.rule.as_bytes());
-        h.write(self.limit.as_bytes());
+        h.write(self.limit_id.as_bytes());
         h.write(self.identity.as_bytes());
         h.finish()
     }
@@ -63,7 +63,7 @@ impl StoredKey {
         let parts = [
             key.rule.as_bytes(),
             b"\0",
-            key.limit.as_bytes(),
+            key.limit_id.as_bytes(),
             b"\0",
             key.identity.as_bytes(),
         ];
@@ -97,9 +97,9 @@ impl StoredKey {
             return false;
         }
         let (rule, rest) = b.split_at(key.rule.len());
-        let (limit, identity) = rest[1..].split_at(key.limit.len());
+        let (limit, identity) = rest[1..].split_at(key.limit_id.len());
         rule == key.rule.as_bytes()
-            && limit == key.limit.as_bytes()
+            && limit == key.limit_id.as_bytes()
             && &identity[1..] == key.identity.as_bytes()
             && rest[0] == 0
             && identity[0] == 0
@@ -114,7 +114,7 @@ impl StoredKey {
         let mut next = || parts.next().unwrap_or_default();
         LimitKey {
             rule: next().into(),
-            limit: next().into(),
+            limit_id: next().into(),
             identity: next().into_owned(),
         }
     }
@@ -127,7 +127,7 @@ mod tests {
     fn key(rule: &str, limit: &str, identity: &str) -> LimitKey {
         LimitKey {
             rule: rule.into(),
-            limit: limit.into(),
+            limit_id: limit.into(),
             identity: identity.into(),
         }
     }

@@ -10,7 +10,7 @@ fn call(i: usize, block_us: Option<u64>) -> LimitCall {
     LimitCall {
         key: LimitKey {
             rule: "r".into(),
-            limit: "l".into(),
+            limit_id: "l".into(),
             identity: format!("ip={i}"),
         },
         step: LimitStep {
@@ -19,7 +19,7 @@ fn call(i: usize, block_us: Option<u64>) -> LimitCall {
             cost: 1,
             block_us,
             penalty: None,
-            enforce: true,
+            shadow: false,
         },
     }
 }

@@ -70,7 +70,7 @@ fn passes(calls: &[LimitCall], group: &[usize], outcomes: &[LimitOutcome]) -> bo
     group
         .iter()
         .zip(outcomes)
-        .all(|(&i, o)| o.allowed || !calls[i].step.enforce)
+        .all(|(&i, o)| o.allowed || calls[i].step.shadow)
 }
 
 impl RedisStore {
@@ -188,7 +188,7 @@ impl RedisStore {
             invocation.key(keys::key(&self.inner.prefix, &call.key, Part::Counter));
             invocation
                 .arg(call.step.algorithm.wire_code())
-                .arg(p.limit)
+                .arg(p.count)
                 .arg(p.window_us)
                 .arg(p.capacity)
                 .arg(call.step.cost);
@@ -208,7 +208,7 @@ fn returned(o: &mut LimitOutcome, call: &LimitCall) {
     o.remaining = o
         .remaining
         .saturating_add(call.step.cost)
-        .min(p.capacity.max(p.limit));
+        .min(p.capacity.max(p.count));
 }
 
 /// The give-back script, hashed once.

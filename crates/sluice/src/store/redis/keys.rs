@@ -84,7 +84,7 @@ pub fn limit_hash(rule: &str, limit: &str) -> [u8; 8] {
 
 /// The state key of a limit key.
 pub fn state_key(prefix: &str, k: &LimitKey) -> String {
-    let hash = limit_hash(&k.rule, &k.limit);
+    let hash = limit_hash(&k.rule, &k.limit_id);
     let mut key = String::with_capacity(prefix.len() + k.identity.len() + 11);
     key.push_str(prefix);
     key.push(':');
@@ -99,7 +99,7 @@ pub fn state_key(prefix: &str, k: &LimitKey) -> String {
 /// The readable form of a state key, `{prefix}:{rule}:{limit id}:{{identity}}`, as documentation
 /// and listings show it.
 pub fn state_key_readable(prefix: &str, k: &LimitKey) -> String {
-    format!("{prefix}:{}:{}:{{{}}}", k.rule, k.limit, k.identity)
+    format!("{prefix}:{}:{}:{{{}}}", k.rule, k.limit_id, k.identity)
 }
 
 /// The key of one part of a limit key's state.
@@ -151,7 +151,7 @@ pub fn parse_block_key(prefix: &str, rule: &str, key: &str) -> Option<LimitKey> 
     }
     Some(LimitKey {
         rule: rule.into(),
-        limit: limit.into(),
+        limit_id: limit.into(),
         identity: identity.to_string(),
     })
 }
@@ -163,7 +163,7 @@ mod tests {
     fn lk(identity: &str) -> LimitKey {
         LimitKey {
             rule: "login".into(),
-            limit: "ip-gcra-1m".into(),
+            limit_id: "ip-gcra-1m".into(),
             identity: identity.into(),
         }
     }

@@ -118,15 +118,15 @@ fn check_exact(call: &LimitCall) -> Result<(), StoreError> {
     let refuse = |what: &str| {
         Err(StoreError::permanent(
             "redis",
-            format!("limit `{}`: {what}", call.key.limit),
+            format!("limit `{}`: {what}", call.key.limit_id),
         ))
     };
-    if p.limit == 0 || p.window_us == 0 {
+    if p.count == 0 || p.window_us == 0 {
         return refuse("zero count or window");
     }
     let penalty = s.penalty;
     let numbers = [
-        p.limit,
+        p.count,
         p.window_us,
         p.capacity,
         s.cost,
@@ -174,7 +174,7 @@ pub fn one_args(
     Ok([
         now_arg(now_us),
         min_ttl_us.to_string(),
-        s.params.limit.to_string(),
+        s.params.count.to_string(),
         s.params.window_us.to_string(),
         s.params.capacity.to_string(),
         s.cost.to_string(),
@@ -201,12 +201,12 @@ pub fn decide_args(
         let or_none = |v: Option<u64>| v.map_or_else(String::new, |v| v.to_string());
         args.extend([
             s.algorithm.wire_code().to_string(),
-            p.limit.to_string(),
+            p.count.to_string(),
             p.window_us.to_string(),
             p.capacity.to_string(),
             s.cost.to_string(),
             flag(p.count_denied).to_string(),
-            flag(s.enforce).to_string(),
+            flag(s.shadow).to_string(),
             or_none(s.block_us),
             or_none(penalty.map(|p| p.warn_after)),
             penalty.map_or(0, |p| p.ban_after).to_string(),

@@ -10,8 +10,8 @@
 -- ARGV[2]: the shortest expiry to write, µs (0 in production; see RedisOptions::min_ttl).
 -- ARGV[3]: 'apply' or 'peek' (peek writes nothing).
 -- ARGV[4..]: 12 per limit: algorithm (1 sliding_log, 2 sliding_window, 3 fixed_window,
---   4 token_bucket, 5 gcra, 6 leaky_bucket), limit, window_us, capacity, cost, count_denied (0/1),
---   enforce (0: shadow), block_us ('': none), warn_after ('': no penalty), ban_after, ban_us,
+--   4 token_bucket, 5 gcra, 6 leaky_bucket), count, window_us, capacity, cost, count_denied (0/1),
+--   shadow (0/1), block_us ('': none), warn_after ('': no penalty), ban_after, ban_us,
 --   memory_us.
 -- Returns: { now_us, then 8 per limit: allowed (0/1), remaining, reset_after_us,
 --   retry_after_us (-1: none), delay_us, blocked_until_us (-1: none), violations, warning (0/1) }.
@@ -41,13 +41,13 @@ while ARGV[a] do
     look = LOOKS[code],
     record = RECORDS[code],
     p = {
-      limit = tonumber(ARGV[a + 1]),
+      count = tonumber(ARGV[a + 1]),
       window = tonumber(ARGV[a + 2]),
       capacity = tonumber(ARGV[a + 3]),
       count_denied = ARGV[a + 5] == '1',
     },
     cost = tonumber(ARGV[a + 4]),
-    enforce = ARGV[a + 6] == '1',
+    shadow = ARGV[a + 6] == '1',
     block = tonumber(ARGV[a + 7]),
     state = KEYS[k],
     violations = 0,
@@ -77,7 +77,7 @@ while ARGV[a] do
   local r = look_state(step.look, step.state, now, step.p, step.cost, peek)
   r.violations = step.violations
   r.warning = step.penalty ~= nil and warns(step.violations, step.penalty)
-  if not r.allowed and step.enforce then
+  if not r.allowed and not step.shadow then
     pass = false
   end
   steps[#steps + 1] = step

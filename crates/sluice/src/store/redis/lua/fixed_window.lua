@@ -17,7 +17,7 @@ end
 
 local function fixed_window_fill(o, now, p)
   local window_left = o.start + p.window - now
-  o.remaining = math.max(p.limit - o.count, 0)
+  o.remaining = math.max(p.count - o.count, 0)
   o.reset = 0
   if o.count > 0 then
     o.reset = window_left
@@ -47,7 +47,7 @@ local function fixed_window_look(key, now, p, cost)
   end
   local start, slot = fixed_window_slot(now, p)
   local count = fixed_window_count(raw, slot)
-  local o = { allowed = count + cost <= p.limit, delay = 0, start = start, slot = slot,
+  local o = { allowed = count + cost <= p.count, delay = 0, start = start, slot = slot,
               count = count }
   fixed_window_fill(o, now, p)
   return o
@@ -73,7 +73,7 @@ local function fixed_window_once(key, now, p, cost)
   if count == 0 then
     -- A new window (or a key that was missing or held something else): this is its first count.
     o.count = 0
-    o.allowed = cost <= p.limit
+    o.allowed = cost <= p.count
     if o.allowed or p.count_denied then
       fixed_window_record(key, now, p, cost, o)
     else
@@ -82,7 +82,7 @@ local function fixed_window_once(key, now, p, cost)
     end
     return o
   end
-  o.allowed = count <= p.limit
+  o.allowed = count <= p.count
   if not o.allowed then
     local keep = count - cost
     if p.count_denied then

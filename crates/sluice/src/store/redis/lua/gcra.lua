@@ -23,7 +23,7 @@ local function gcra_look(key, now, p, cost)
     end
     tat = 0
   end
-  local t = idiv_ceil(p.window, p.limit)
+  local t = idiv_ceil(p.window, p.count)
   local tau = p.capacity * t
   if tat < now then
     tat = now

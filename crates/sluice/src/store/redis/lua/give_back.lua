@@ -6,7 +6,7 @@
 -- KEYS[i]: the state key of limit i (all on one slot).
 -- ARGV[1]: now in µs from the client's clock, or '' to read Redis TIME.
 -- ARGV[2]: t0, the decision time (µs) the units were consumed at.
--- ARGV[3..]: 5 per limit: algorithm (codes as in decide.lua), limit, window_us, capacity, cost.
+-- ARGV[3..]: 5 per limit: algorithm (codes as in decide.lua), count, window_us, capacity, cost.
 -- Returns the number of limits whose state changed.
 --
 -- Counting states (sliding_log, sliding_window, fixed_window) lose exactly the consumed units:
@@ -37,13 +37,13 @@ end
 for i = 1, #KEYS do
   local a = 3 + (i - 1) * GIVE_BACK_ARGS
   local algorithm = tonumber(ARGV[a])
-  local p = { limit = tonumber(ARGV[a + 1]), window = tonumber(ARGV[a + 2]),
+  local p = { count = tonumber(ARGV[a + 1]), window = tonumber(ARGV[a + 2]),
               capacity = tonumber(ARGV[a + 3]) }
   local cost = tonumber(ARGV[a + 4])
   local key = KEYS[i]
   local kind = redis.call('TYPE', key).ok
   if algorithm == 1 and kind == 'zset' then
-    local units = int(math.min(cost, p.limit))
+    local units = int(math.min(cost, p.count))
     local recorded = redis.call('ZRANGEBYSCORE', key, int(t0), '+inf')
     for j = #recorded, 1, -1 do
       if string.match(recorded[j], ':(%d+)$') == units then
@@ -84,14 +84,14 @@ for i = 1, #KEYS do
       tag = 'l'
     end
     local l, t = match_tagged(redis.pcall('GET', key), '^' .. tag .. '([^:]+):(%d+)$')
-    local back = cost - elapsed * p.limit / p.window
+    local back = cost - elapsed * p.count / p.window
     if l and back > 0 then
       local level = math.max(drained(tonumber(l), tonumber(t), now, p) - back, 0)
       set_or_del(key, tag .. float(level) .. ':' .. int(now), level > 0)
     end
   elseif algorithm == 5 then
     local stored = kind == 'string' and tonumber(redis.call('GET', key))
-    local back = cost * idiv_ceil(p.window, p.limit) - elapsed
+    local back = cost * idiv_ceil(p.window, p.count) - elapsed
     if stored and back > 0 then
       local tat = stored - back
       set_or_del(key, int(tat), tat > now)

@@ -7,7 +7,7 @@
 --
 -- KEYS[1]: the state key, -(slot * 2^25 + count) (see fixed_window.lua).
 -- ARGV: now in µs from the client's clock ('' to read Redis TIME), the shortest expiry to write in
---   µs (see RedisOptions::min_ttl), limit, window_us, capacity, cost, count_denied (0/1).
+--   µs (see RedisOptions::min_ttl), count (units per window), window_us, capacity, cost, count_denied (0/1).
 -- Returns: { now_us, allowed (0/1), remaining, reset_after_us, retry_after_us (-1: none) }, or {}.
 
 local key = KEYS[1]

@@ -8,7 +8,7 @@
 --
 -- KEYS[1]: the state key, a ZSET (see sliding_log.lua).
 -- ARGV: now in µs from the client's clock ('' to read Redis TIME), the shortest expiry to write in
---   µs (see RedisOptions::min_ttl), limit, window_us, capacity, cost.
+--   µs (see RedisOptions::min_ttl), count (units per window), window_us, capacity, cost.
 -- Returns: { now_us, 1, remaining, reset_after_us, -1 }, or {}.
 
 local key = KEYS[1]

@@ -39,7 +39,7 @@ local LEVEL_EPSILON = 1e-6
 
 -- Params::time_to_drain: time for `units` to drain at the rate, rounded up to whole µs.
 local function time_to_drain(units, p)
-  local v = math.ceil(units * p.window / p.limit)
+  local v = math.ceil(units * p.window / p.count)
   if v < 0 then
     v = 0
   end
@@ -52,7 +52,7 @@ local function drained(level, last, now, p)
   if elapsed < 0 then
     elapsed = 0
   end
-  local v = level - elapsed * p.limit / p.window
+  local v = level - elapsed * p.count / p.window
   if v < 0 then
     v = 0
   end

@@ -52,10 +52,10 @@ local function sliding_log_look(key, now, p, cost)
     o.count = o.stop - o.base
     o.reset = t + p.window - now
   end
-  o.allowed = o.count + cost <= p.limit
+  o.allowed = o.count + cost <= p.count
   if not o.allowed then
     -- The request fits once `need` of the oldest units have left the window.
-    local need = o.count + cost - p.limit
+    local need = o.count + cost - p.count
     o.retry = p.window
     if need <= o.count then
       local lo = 0
@@ -84,7 +84,7 @@ local function sliding_log_look(key, now, p, cost)
       o.retry = t + p.window - now
     end
   end
-  o.remaining = math.max(p.limit - o.count, 0)
+  o.remaining = math.max(p.count - o.count, 0)
   return o
 end
 
@@ -97,7 +97,7 @@ local function sliding_log_record(key, now, p, cost, o)
   end
   local start = o.stop or 0
   local base = o.base or 0
-  local units = math.min(cost, p.limit)
+  local units = math.min(cost, p.count)
   local t = now
   if o.newest_t and o.newest_t > t then
     t = o.newest_t
@@ -115,16 +115,16 @@ local function sliding_log_record(key, now, p, cost, o)
   redis.call('ZADD', key, int(t), string.format('%016d:%d', start, units))
   local stop = start + units
   -- Keep only the requests that hold the newest `limit` units.
-  while stop - base > p.limit do
+  while stop - base > p.count do
     local s, c = sliding_log_entry(key, 0)
-    if stop - (s + c) < p.limit then
+    if stop - (s + c) < p.count then
       break
     end
     redis.call('ZREMRANGEBYRANK', key, 0, 0)
     base = s + c
   end
   o.count = stop - base
-  o.remaining = math.max(p.limit - o.count, 0)
+  o.remaining = math.max(p.count - o.count, 0)
   o.reset = t + p.window - now
   keep(key, o.reset)
 end

@@ -9,7 +9,7 @@
 local SW_BUCKETS = 10
 
 local function sliding_window_fill(o, now, p)
-  o.remaining = math.max(p.limit - o.count, 0)
+  o.remaining = math.max(p.count - o.count, 0)
   o.reset = 0
   local newest = o.buckets[#o.buckets]
   if newest then
@@ -50,9 +50,9 @@ local function sliding_window_look(key, now, p, cost)
   for _, b in ipairs(buckets) do
     o.count = o.count + b[2]
   end
-  o.allowed = o.count + cost <= p.limit
+  o.allowed = o.count + cost <= p.count
   if not o.allowed then
-    local need = o.count + cost - p.limit
+    local need = o.count + cost - p.count
     local freed = 0
     o.retry = p.window
     for _, b in ipairs(buckets) do
