@@ -49,7 +49,8 @@
 //!    takes those options.
 //!
 //! `tests/algorithm_registry.rs` fails until the Lua files, the scripts' tables and the wire
-//! codes agree with the registry; the conformance suite (`tests/conformance.rs`) and the
+//! codes agree with the registry; the conformance suite ([`conformance`], run by
+//! `tests/conformance.rs`; add the algorithm's behaviour there) and the
 //! differential test (`tests/redis_differential.rs`) then run the new algorithm on every store.
 //!
 //! # Adding a store
@@ -60,7 +61,9 @@
 //! only transient ones feed the breaker), never a denial. Give the store to
 //! [`Limiter::builder`]; the limiter holds it as `Arc<dyn DynStore>`. If the store is named by a
 //! URL, add its scheme to [`store::url::StoreUrl`], the one place URLs are recognised. Then run
-//! the shared behaviours of `tests/conformance.rs` against it.
+//! the conformance suite against it: with feature `conformance`, one line in a test file,
+//! `sluice::conformance_suite!(my_store, async { Subject::new(store, clock) })`, runs every
+//! behaviour every store of this crate passes (see [`conformance`]).
 #![warn(missing_docs)]
 #![forbid(unsafe_code)]
 
@@ -68,6 +71,8 @@ pub mod algorithm;
 pub mod clock;
 #[cfg(feature = "config")]
 pub mod config;
+#[cfg(feature = "conformance")]
+pub mod conformance;
 mod error;
 pub mod limited;
 pub mod limiter;

@@ -3,7 +3,7 @@
 //!
 //! Whether the store was asked is read from Redis itself (`INFO commandstats`: `EVALSHA` calls).
 //! Waits below are for a message to arrive (bounded by a real-time deadline), never for time.
-#![cfg(feature = "redis")]
+#![cfg(all(feature = "redis", feature = "conformance"))]
 
 mod common;
 

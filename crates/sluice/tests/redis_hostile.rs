@@ -1,6 +1,6 @@
 //! What a hostile request costs Redis: huge costs on shadow limits, errors that belong to one
 //! request, and sliding logs whose work does not grow with the cost.
-#![cfg(feature = "redis")]
+#![cfg(all(feature = "redis", feature = "conformance"))]
 
 mod common;
 

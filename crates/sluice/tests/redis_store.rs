@@ -1,6 +1,6 @@
 //! Redis-specific behaviour of the Redis store: unique sorted-set members, key layout and expiry,
 //! hostile identities, peek, connection and script handling.
-#![cfg(feature = "redis")]
+#![cfg(all(feature = "redis", feature = "conformance"))]
 
 mod common;
 
