@@ -29,14 +29,12 @@ pub fn decide(state: &mut State, now: u64, p: &Params, cost: u64, mode: Mode) ->
     }
     let window_left = start + p.window_us - now;
     let reset_after_us = if state.count == 0 { 0 } else { window_left };
-    Outcome {
+    Outcome::unshaped(
         allowed,
-        remaining: p.count.saturating_sub(state.count),
+        p.count.saturating_sub(state.count),
         reset_after_us,
-        retry_after_us: (!allowed).then_some(window_left),
-        delay_us: 0,
-        ttl_us: reset_after_us,
-    }
+        (!allowed).then_some(window_left),
+    )
 }
 
 #[cfg(test)]

@@ -35,15 +35,13 @@ pub fn decide(state: &mut State, now: u64, p: &Params, cost: u64, mode: Mode) ->
         state.tat_us = new_tat;
     }
     let reset_after_us = tat_after - now;
-    Outcome {
+    // A capacity lowered on a live key can leave the tat beyond now + tau: nothing remains.
+    Outcome::unshaped(
         allowed,
-        // A capacity lowered on a live key can leave the tat beyond now + tau: nothing remains.
-        remaining: now.saturating_add(tau).saturating_sub(tat_after) / t,
+        now.saturating_add(tau).saturating_sub(tat_after) / t,
         reset_after_us,
         retry_after_us,
-        delay_us: 0,
-        ttl_us: reset_after_us,
-    }
+    )
 }
 
 #[cfg(test)]

@@ -79,6 +79,25 @@ pub struct Outcome {
     pub ttl_us: u64,
 }
 
+impl Outcome {
+    /// An answer without shaping delay, whose state matters until the limit is full again.
+    pub fn unshaped(
+        allowed: bool,
+        remaining: u64,
+        reset_after_us: u64,
+        retry_after_us: Option<u64>,
+    ) -> Outcome {
+        Outcome {
+            allowed,
+            remaining,
+            reset_after_us,
+            retry_after_us,
+            delay_us: 0,
+            ttl_us: reset_after_us,
+        }
+    }
+}
+
 /// Units counted in a window or bucket stop growing here (only `count_denied` ever gets there).
 /// It is above any limit ([`crate::model::MAX_COUNT`]), so every decision is the same as with the
 /// full count, and it keeps counts far from overflow, in Rust and in the Redis scripts (2^53).

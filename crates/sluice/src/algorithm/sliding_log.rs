@@ -72,14 +72,12 @@ pub fn decide(state: &mut State, now: u64, p: &Params, cost: u64, mode: Mode) ->
         .entries
         .back()
         .map_or(0, |e| (e.at_us + p.window_us).saturating_sub(now));
-    Outcome {
+    Outcome::unshaped(
         allowed,
-        remaining: p.count.saturating_sub(state.count()),
+        p.count.saturating_sub(state.count()),
         reset_after_us,
         retry_after_us,
-        delay_us: 0,
-        ttl_us: reset_after_us,
-    }
+    )
 }
 
 /// Appends one entry of `min(cost, limit)` units at `now` (or the newest entry's time, if later),

@@ -55,14 +55,12 @@ pub fn decide(state: &mut State, now: u64, p: &Params, cost: u64, mode: Mode) ->
         .buckets
         .back()
         .map_or(0, |&(idx, _)| (idx + BUCKETS + 1) * g - now);
-    Outcome {
+    Outcome::unshaped(
         allowed,
-        remaining: p.count.saturating_sub(count),
+        p.count.saturating_sub(count),
         reset_after_us,
         retry_after_us,
-        delay_us: 0,
-        ttl_us: reset_after_us,
-    }
+    )
 }
 
 /// The bucket length. Windows are whole milliseconds, so this divides evenly.

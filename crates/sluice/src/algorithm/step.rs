@@ -68,6 +68,22 @@ pub struct LimitOutcome {
     pub warning: bool,
 }
 
+impl LimitOutcome {
+    /// The outcome of a limit the store was not asked about: `allowed`, and nothing else known.
+    pub fn unanswered(allowed: bool) -> LimitOutcome {
+        LimitOutcome {
+            allowed,
+            remaining: 0,
+            reset_after_us: 0,
+            retry_after_us: None,
+            delay_us: 0,
+            blocked_until_us: None,
+            violations: 0,
+            warning: false,
+        }
+    }
+}
+
 impl KeyState {
     /// How long after `now` this state still matters; 0 means it can be dropped.
     pub fn ttl_us(&self, algo_ttl_us: u64, now: u64) -> u64 {

@@ -21,14 +21,12 @@ pub fn decide(state: &mut Level, now: u64, p: &Params, cost: u64, mode: Mode) ->
         };
     }
     let reset_after_us = p.time_to_drain(used);
-    Outcome {
+    Outcome::unshaped(
         allowed,
-        remaining: (p.capacity as f64 - used + LEVEL_EPSILON).floor().max(0.0) as u64,
+        (p.capacity as f64 - used + LEVEL_EPSILON).floor().max(0.0) as u64,
         reset_after_us,
         retry_after_us,
-        delay_us: 0,
-        ttl_us: reset_after_us,
-    }
+    )
 }
 
 #[cfg(test)]

@@ -137,7 +137,7 @@ impl Limiter {
             .iter()
             .map(|c| {
                 let answer = if fits(c) { answered.next() } else { None };
-                answer.unwrap_or_else(|| unanswered(false))
+                answer.unwrap_or_else(|| LimitOutcome::unanswered(false))
             })
             .collect();
         Ok(reply)
@@ -216,25 +216,11 @@ fn decision(
             .map(|(call, outcome)| limit_decision(call, outcome))
             .collect(),
         None => {
-            let outcome = unanswered(fallback);
+            let outcome = LimitOutcome::unanswered(fallback);
             calls.iter().map(|c| limit_decision(c, &outcome)).collect()
         }
     };
     Decision::of_limits(rule, shadow, limits)
-}
-
-/// A limit's outcome when the store gave none.
-fn unanswered(allowed: bool) -> LimitOutcome {
-    LimitOutcome {
-        allowed,
-        remaining: 0,
-        reset_after_us: 0,
-        retry_after_us: None,
-        delay_us: 0,
-        blocked_until_us: None,
-        violations: 0,
-        warning: false,
-    }
 }
 
 /// One limit's part of the decision: the call says which limit and whose counter, the outcome

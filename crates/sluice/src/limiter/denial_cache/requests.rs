@@ -34,16 +34,7 @@ impl DenialCache {
             .enumerate()
             .filter(|(_, (_, cacheable))| **cacheable)
             .find_map(|(i, (call, _))| Some((i, self.lookup(&call.key, call.step.cost)?)))?;
-        let not_consulted = LimitOutcome {
-            allowed: true,
-            remaining: 0,
-            reset_after_us: 0,
-            retry_after_us: None,
-            delay_us: 0,
-            blocked_until_us: None,
-            violations: 0,
-            warning: false,
-        };
+        let not_consulted = LimitOutcome::unanswered(true);
         Some(
             (0..calls.len())
                 .map(|i| if i == hit { outcome } else { not_consulted })
