@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use sluice::config::StoreConfig;
+use sluice::limiter::denial_cache::DenialCacheOptions;
 use sluice::model::{Limit, Penalty, Rule};
 use sluice::{Limiter, Options};
 
@@ -47,6 +48,10 @@ impl Driver {
         let mut builder = Limiter::builder(opened.store)
             .options(Options {
                 timeout: args.timeout,
+                denial_cache: DenialCacheOptions {
+                    enabled: !args.no_denial_cache,
+                    ..DenialCacheOptions::default()
+                },
                 ..Options::default()
             })
             .rule("bench", Rule::new(limits));

@@ -75,6 +75,14 @@ pub struct BenchArgs {
     /// Deadline of one store call (library mode).
     #[arg(long, default_value = "1s", value_parser = parse_duration_arg)]
     pub timeout: Duration,
+    /// Ask the store for every decision: no local cache of denials (library mode).
+    #[arg(long)]
+    pub no_denial_cache: bool,
+    /// Runtime worker threads (default: one per core). The client shares the machine with what
+    /// it measures: on 2 cores, `--threads 1` leaves Redis (or the server) a core of its own, as
+    /// `redis-benchmark`, a single-threaded event loop, does.
+    #[arg(long)]
+    pub threads: Option<usize>,
     /// Visit every key this many times before the timed run (with `--limit 1/60s`, 2 passes
     /// leave every key denied: the all-denied shape).
     #[arg(long, default_value_t = 0)]

@@ -7,7 +7,9 @@
 //!   algorithm's state, for the sliding log a denial), having written nothing; the store then
 //!   sends the general script. The leaky bucket has none.
 //! - anything else (several limits, a block, a penalty, a peek): `decide`, the prelude, every
-//!   algorithm and `lua/decide.lua`, which restates [`crate::algorithm::step`].
+//!   algorithm and `lua/decide.lua`, which restates [`crate::algorithm::step`]. Its first part,
+//!   `lua/blocked.lua`, answers a one-limit request of a blocked identity before anything is
+//!   defined: a blocked identity costs Redis a read.
 //!
 //! The layout of KEYS/ARGV/reply is documented in each script and mirrored here by [`one_args`],
 //! [`decide_args`] and [`parse_reply`], which must stay in step with them.
@@ -28,8 +30,10 @@ pub const ONE: [Option<&str>; REGISTRY.len()] = [
     None,
 ];
 
-/// The general decision script: prelude, every algorithm in registry order, then the driver.
+/// The general decision script: the blocked answer, the prelude, every algorithm in registry
+/// order, then the driver.
 pub const DECIDE: &str = concat!(
+    include_str!("lua/blocked.lua"),
     include_str!("lua/prelude.lua"),
     include_str!("lua/sliding_log.lua"),
     include_str!("lua/sliding_window.lua"),
@@ -290,9 +294,11 @@ mod tests {
 
     #[test]
     fn every_script_starts_with_the_prelude_and_has_a_header() {
-        for s in [DECIDE, BLOCK, UNBLOCK] {
+        for s in [BLOCK, UNBLOCK] {
             assert!(s.starts_with("-- Sluice scripts, shared prelude"));
         }
+        assert!(DECIDE.starts_with("-- blocked: "));
+        assert!(DECIDE.contains(include_str!("lua/prelude.lua")));
         assert!(DECIDE.contains(&format!("local ARGS_PER_LIMIT = {ARGS_PER_LIMIT}")));
         for a in Algorithm::ALL {
             if let Some(one) = ONE[usize::from(a.wire_code()) - 1] {
