@@ -36,10 +36,15 @@ pub fn run(cli: Cli) -> ExitCode {
         eprintln!("error: {error:#}");
         return ExitCode::from(EXIT_ERROR);
     }
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
+    let mut runtime = tokio::runtime::Builder::new_multi_thread();
+    if let Command::Bench(crate::bench::BenchArgs {
+        threads: Some(threads),
+        ..
+    }) = &cli.command
     {
+        runtime.worker_threads((*threads).max(1));
+    }
+    let runtime = match runtime.enable_all().build() {
         Ok(runtime) => runtime,
         Err(error) => {
             eprintln!("error: cannot start the async runtime: {error}");

@@ -162,6 +162,21 @@ impl RedisServer {
     }
 }
 
+impl RedisServer {
+    /// How many times Redis has run `command` (lower case, e.g. `evalsha`) since it started, from
+    /// `INFO commandstats`: whether a test's request reached Redis at all.
+    pub fn command_calls(&self, command: &str) -> u64 {
+        let prefix = format!("cmdstat_{command}:calls=");
+        self.cli(&["INFO", "commandstats"])
+            .lines()
+            .find_map(|l| l.strip_prefix(prefix.as_str()))
+            .and_then(|rest| rest.split(',').next())
+            .map_or(0, |n| {
+                n.parse().expect("INFO commandstats counts are numbers")
+            })
+    }
+}
+
 impl Drop for RedisServer {
     fn drop(&mut self) {
         self.stop();

@@ -89,10 +89,11 @@ impl AppState {
         store: &OpenedStore,
         admin_token: Option<String>,
     ) -> anyhow::Result<Arc<AppState>> {
-        let limiter = Limiter::builder_arc(store.store.clone())
-            .options(config.limiter_options())
-            .build()
-            .context("building the limiter")?;
+        let mut builder = Limiter::builder(store.store.clone()).options(config.limiter_options());
+        if let Some(channel) = &store.channel {
+            builder = builder.invalidation_channel(channel.clone());
+        }
+        let limiter = builder.build().context("building the limiter")?;
         limiter
             .set_rules(reload::rules_in_force(&config))
             .context("the rules do not compile")?;

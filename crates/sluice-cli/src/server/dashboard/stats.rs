@@ -167,7 +167,7 @@ pub(super) async fn lift(
         )
     })?;
     let Some(limit) = rule
-        .rule
+        .definition
         .limits
         .iter()
         .map(|l| l.id())
@@ -185,15 +185,10 @@ pub(super) async fn lift(
     }
     let key = LimitKey {
         rule: request.rule.as_str().into(),
-        limit: limit.into(),
+        limit_id: limit.into(),
         identity: request.identity.clone(),
     };
-    let was = state
-        .limiter
-        .store()
-        .unblock(&key)
-        .await
-        .map_err(sluice::Error::from)?;
+    let was = state.limiter.unblock_key(&key).await?;
     tracing::info!(rule = %request.rule, limit = %request.limit, identity = %request.identity,
         was_blocked = was, "block lifted from the dashboard");
     Ok(Json(json!({
