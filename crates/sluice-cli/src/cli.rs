@@ -30,6 +30,9 @@ pub enum Command {
     Check(CheckArgs),
     /// Load tool: drive a store (or a running service) and report decisions/s and latency.
     Bench(crate::bench::BenchArgs),
+    /// Replay traffic through the algorithms or a rule file on a simulated clock; report how
+    /// each admits against an exact sliding log, with plots.
+    Simulate(Box<crate::simulate::SimulateArgs>),
 }
 
 /// Logging settings, shared by every subcommand.

@@ -2,8 +2,9 @@
 //!
 //! [`Nginx::start`] writes the config the test generates for a port into a prefix directory of
 //! its own (config, pid file, logs and temp files all live there: `-p PREFIX -e error.log`),
-//! runs `nginx -g 'daemon off;'` in the foreground as a child, waits until the port accepts
-//! connections, and stops it on drop. No system service is used or touched. A missing nginx is a
+//! runs `nginx -g 'daemon off; master_process off;'` in the foreground as a child, waits until
+//! the port accepts connections, and stops it on drop. Without a master process nginx is one
+//! process, the child itself: killing it leaves no worker behind to hold ports or files. No system service is used or touched. A missing nginx is a
 //! test failure saying how to install it, never a silent skip.
 
 use std::net::TcpStream;
@@ -122,7 +123,7 @@ fn spawn(prefix: &Path, config: &Path, port: u16) -> Result<Child, String> {
         .arg(prefix.join("error.log"))
         .arg("-c")
         .arg(config)
-        .args(["-g", "daemon off;"])
+        .args(["-g", "daemon off; master_process off;"])
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()

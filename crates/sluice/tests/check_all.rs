@@ -3,6 +3,7 @@
 //! cannot, bad input that decides nothing, each part's fail policy when the store is down, and
 //! exactness under concurrent requests.
 
+#![cfg(feature = "conformance")]
 mod common;
 
 use std::sync::Arc;
@@ -10,7 +11,7 @@ use std::sync::Arc;
 use common::{DownStore, Harness};
 use sluice::limiter::Part;
 use sluice::model::{Algorithm, FailPolicy, Limit};
-use sluice::{Limiter, Rule};
+use sluice::{Check, Limiter, Rule};
 
 fn rule(by: &str, rate: &str) -> Rule {
     Rule::new(vec![Limit::new(
@@ -42,7 +43,11 @@ fn part<'a>(
 }
 
 async fn remaining(limiter: &Limiter, rule: &str, attrs: &[(&str, &str)]) -> u64 {
-    limiter.peek(rule, attrs, 1).await.unwrap().remaining
+    limiter
+        .check_with(rule, attrs, Check::ONE.peek())
+        .await
+        .unwrap()
+        .remaining
 }
 
 async fn all_or_nothing(harness: Harness) {

@@ -168,7 +168,7 @@ pub async fn answer(
         let rate = Decision::most_restrictive(&d.limits).and_then(|top| {
             let limit = rules
                 .get(&d.rule)?
-                .rule
+                .definition
                 .limits
                 .iter()
                 .find(|l| l.id() == top.id)?;

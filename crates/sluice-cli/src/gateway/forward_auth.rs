@@ -28,6 +28,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::any;
 use axum::{Extension, Router};
 use serde::Deserialize;
+use sluice::Check;
 use sluice::config::ForwardAuthConfig;
 use sluice::config::gateway::{ClientIpHeader, DENIED_STATUSES};
 use sluice::middleware::{ClientIp, DEGRADED_HEADER, ForwardingHeader};
@@ -90,7 +91,7 @@ async fn auth(
 
     let decision = state
         .limiter
-        .check(&rule, &attributes, query.cost.unwrap_or(1))
+        .check_with(&rule, &attributes, Check::cost(query.cost.unwrap_or(1)))
         .await?;
     if decision.limits.iter().any(|l| !l.allowed) {
         state.top_denied.record(&decision, &attributes);

@@ -9,6 +9,7 @@
 //! # Layout
 //! - `routes`: check, peek, rules, health, metrics;
 //! - `admin`: bearer-token guard, reset and blocks;
+//! - `dashboard`: the `/ui` page and the admin read endpoints it uses (`/v1/stats`, block lifting);
 //! - `connections`: the accept loop, its connection cap and the timeouts of stalled connections;
 //! - `error`: JSON errors and body parsing (every client mistake is a 4xx with `{"error"}`);
 //! - `reload`: file watch and SIGHUP → parse → validate → swap;
@@ -16,6 +17,7 @@
 
 mod admin;
 mod connections;
+mod dashboard;
 pub(crate) mod error;
 pub mod metrics;
 pub mod reload;
@@ -89,10 +91,11 @@ impl AppState {
         store: &OpenedStore,
         admin_token: Option<String>,
     ) -> anyhow::Result<Arc<AppState>> {
-        let limiter = Limiter::builder_arc(store.store.clone())
-            .options(config.limiter_options())
-            .build()
-            .context("building the limiter")?;
+        let mut builder = Limiter::builder(store.store.clone()).options(config.limiter_options());
+        if let Some(channel) = &store.channel {
+            builder = builder.invalidation_channel(channel.clone());
+        }
+        let limiter = builder.build().context("building the limiter")?;
         limiter
             .set_rules(reload::rules_in_force(&config))
             .context("the rules do not compile")?;
@@ -125,6 +128,7 @@ pub fn now_ms() -> u64 {
 pub fn router(state: Arc<AppState>) -> Router {
     routes::router(state.clone())
         .merge(admin::router(state.clone()))
+        .merge(dashboard::router(state.clone()))
         .merge(crate::gateway::forward_auth::router(state))
 }
 

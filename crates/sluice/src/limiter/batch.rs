@@ -19,7 +19,8 @@ use crate::error::Error;
 use crate::model::{Decision, FailPolicy};
 use crate::store::{LimitCall, StoreError, StoreReply};
 
-use super::{Attributes, CompiledRule, Limiter, MAX_COST, record_metrics};
+use super::decide::{decision, record_metrics};
+use super::{Attributes, Check, CompiledRule, Limiter, MAX_COST, keys};
 use std::sync::Arc;
 
 /// One part of a request decided by [`Limiter::check_all`].
@@ -37,7 +38,6 @@ pub struct Part<'a, A: ?Sized> {
 struct Resolved {
     rule: Arc<CompiledRule>,
     calls: Vec<LimitCall>,
-    identities: Vec<Vec<String>>,
     look: bool,
 }
 
@@ -94,7 +94,7 @@ impl Limiter {
         let too_big = resolved.iter().flatten().any(|r| {
             r.calls
                 .iter()
-                .any(|c| c.step.enforce && !r.look && c.step.cost > c.step.params.capacity)
+                .any(|c| !c.step.shadow && !r.look && c.step.cost > c.step.params.capacity)
         });
         let looks: Vec<&Resolved> = resolved.iter().flatten().filter(|r| r.look).collect();
         let applies: Vec<&Resolved> = resolved.iter().flatten().filter(|r| !r.look).collect();
@@ -128,7 +128,8 @@ impl Limiter {
         let mut decided = all.iter().zip(replies).map(|(r, reply)| {
             let policy = self.policy(&r.rule);
             let fallback = policy == FailPolicy::Open;
-            let mut d = self.assemble(&r.rule, &r.identities, &r.calls, reply.as_ref(), fallback);
+            let shadow = r.rule.definition.shadow;
+            let mut d = decision(&r.rule.name, shadow, &r.calls, reply.as_ref(), fallback);
             if let Some(error) = &degraded {
                 d.degraded = true;
                 d.reason =
@@ -165,25 +166,30 @@ impl Limiter {
                 max: MAX_COST,
             });
         }
-        if !rule.rule.enabled {
+        if !rule.definition.enabled {
             return Ok(None);
         }
-        let (mut calls, identities) = self.calls_of(&rule, part.attrs, part.cost.max(1))?;
-        if rule.rule.shadow {
+        let check = Check::cost(part.cost.max(1));
+        let mut calls = keys::calls(
+            &rule,
+            part.attrs,
+            check,
+            self.inner.options.max_attribute_len,
+        )?;
+        if rule.definition.shadow {
             for call in &mut calls {
-                call.step.enforce = false;
+                call.step.shadow = true;
             }
         }
         Ok(Some(Resolved {
             rule,
             calls,
-            identities,
             look: part.cost == 0,
         }))
     }
 
     fn policy(&self, rule: &CompiledRule) -> FailPolicy {
-        rule.rule.fail.unwrap_or(self.inner.options.fail)
+        rule.definition.fail.unwrap_or(self.inner.options.fail)
     }
 
     /// The replies the fail policies give when the store could not answer.
@@ -198,7 +204,7 @@ impl Limiter {
             .collect();
         for r in all {
             tracing::debug!(rule = %r.rule.name, %error, "store unavailable; fail policy {:?}", self.policy(&r.rule));
-            metrics::counter!("sluice_degraded_decisions_total", "rule" => r.rule.name.clone())
+            metrics::counter!("sluice_degraded_decisions_total", "rule" => r.rule.name.to_string())
                 .increment(1);
         }
         let mut local_replies = Vec::new();
@@ -214,9 +220,17 @@ impl Limiter {
                 Mode::Apply
             };
             let calls: Vec<LimitCall> = group.iter().flat_map(|r| r.calls.clone()).collect();
-            let reply = self.inner.local.decide_now(&calls, mode);
-            denied |= denies(&calls, &reply);
-            local_replies.extend(split(reply, &group));
+            match self.inner.local.decide_now(&calls, mode) {
+                Ok(reply) => {
+                    denied |= denies(&calls, &reply);
+                    local_replies.extend(split(reply, &group));
+                }
+                // A local store full of live keys cannot count these identities: deny them.
+                Err(_) => {
+                    denied = true;
+                    local_replies.extend(group.iter().map(|_| None));
+                }
+            }
         }
         // `all` lists looks first, as the loop above does.
         let mut local_replies = local_replies.into_iter();
@@ -234,7 +248,7 @@ fn denies(calls: &[LimitCall], reply: &StoreReply) -> bool {
     calls
         .iter()
         .zip(&reply.outcomes)
-        .any(|(c, o)| c.step.enforce && !o.allowed)
+        .any(|(c, o)| !c.step.shadow && !o.allowed)
 }
 
 /// One reply per part, each with that part's outcomes.

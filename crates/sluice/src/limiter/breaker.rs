@@ -16,8 +16,9 @@ use crate::clock::Clock;
 pub const FAILURES_TO_OPEN: u32 = 3;
 /// First back-off.
 pub const MIN_BACKOFF: Duration = Duration::from_millis(250);
-/// Longest back-off.
-pub const MAX_BACKOFF: Duration = Duration::from_secs(5);
+/// Longest back-off. Short enough that a store back from a failover is probed again well within
+/// a second (one probe per back-off costs the store nothing).
+pub const MAX_BACKOFF: Duration = Duration::from_millis(500);
 
 /// Shared failure state of one store.
 #[derive(Debug)]

@@ -1,0 +1,259 @@
+//! The connection a [`RedisStore`](super::RedisStore) talks through, whatever the deployment:
+//! one server or a Sentinel-managed primary ([`Failover`]), or a Redis Cluster (the redis crate's
+//! async cluster client, which follows `MOVED` / `ASK`, retries `TRYAGAIN` and refreshes its slot
+//! map when a node fails or is demoted).
+//!
+//! [`RedisConnection`] is a [`ConnectionLike`], so commands and scripts run on it unchanged; a
+//! script call is routed by its first key, and `NOSCRIPT` reloads the script on the node that
+//! lacked it (`SCRIPT LOAD` goes to every node).
+
+use redis::aio::ConnectionLike;
+use redis::cluster::ClusterClientBuilder;
+use redis::cluster_async::ClusterConnection;
+use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
+use redis::{
+    ConnectionAddr, ConnectionInfo, IntoConnectionInfo, RedisConnectionInfo, RedisResult, TlsMode,
+};
+
+use super::failover::{Dial, Failover, Locate, primary_role};
+use super::url::{RedisUrl, Topology};
+
+/// A connection to the deployment a URL names. Cheap to clone.
+#[derive(Clone)]
+pub enum RedisConnection {
+    /// One primary at a time (a single server, or the one the sentinels name).
+    Primary(Failover),
+    /// A Redis Cluster.
+    Cluster(ClusterConnection),
+}
+
+impl std::fmt::Debug for RedisConnection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RedisConnection::Primary(p) => p.fmt(f),
+            RedisConnection::Cluster(_) => f.write_str("ClusterConnection"),
+        }
+    }
+}
+
+impl RedisConnection {
+    /// Opens (lazily) a connection to what `url` names.
+    pub fn open(url: &RedisUrl, dial: Dial) -> RedisResult<RedisConnection> {
+        let node = |host: &str, port: u16| node_info(url, host, port);
+        match &url.topology {
+            Topology::Single => {
+                let (host, port) = &url.nodes[0];
+                Ok(RedisConnection::Primary(Failover::new(
+                    Locate::Fixed(node(host, *port)?),
+                    dial,
+                )?))
+            }
+            Topology::Sentinel { master } => {
+                let (host, port) = &url.nodes[0];
+                let template = node(host, *port)?;
+                // Sentinels are asked without the data nodes' credentials and database.
+                let sentinels = url
+                    .nodes
+                    .iter()
+                    .map(|(h, p)| {
+                        node(h, *p).map(|i| i.set_redis_settings(RedisConnectionInfo::default()))
+                    })
+                    .collect::<RedisResult<Vec<_>>>()?;
+                Ok(RedisConnection::Primary(Failover::new(
+                    Locate::Sentinel {
+                        sentinels,
+                        master: master.clone(),
+                        template,
+                    },
+                    dial,
+                )?))
+            }
+            Topology::Cluster => {
+                let seeds = url
+                    .nodes
+                    .iter()
+                    .map(|(h, p)| node(h, *p))
+                    .collect::<RedisResult<Vec<_>>>()?;
+                let mut builder = ClusterClientBuilder::new(seeds)
+                    .connection_timeout(dial.connect_timeout)
+                    .response_timeout(dial.response_timeout)
+                    // Short retries: while a primary fails over, the fail policy answers; the
+                    // slot map is refreshed on every failure.
+                    .retries(2)
+                    .min_retry_wait(10)
+                    .max_retry_wait(100);
+                if url.tls {
+                    builder = builder.tls(TlsMode::Secure);
+                    if let Some(certs) = dial.certificates.clone() {
+                        builder = builder.certs(certs);
+                    }
+                }
+                let client = builder.build()?;
+                let config = redis::cluster::ClusterConfig::new()
+                    .set_connection_timeout(dial.connect_timeout)
+                    .set_response_timeout(dial.response_timeout);
+                Ok(RedisConnection::Cluster(
+                    client.get_pending_async_connection_with_config(config),
+                ))
+            }
+        }
+    }
+
+    /// Whether every slot (Cluster) or the primary (otherwise) takes writes now: `ROLE` is
+    /// `master`, and on a Cluster `cluster_state:ok` and every primary answers.
+    pub async fn writable(&self) -> Result<(), String> {
+        match self {
+            RedisConnection::Primary(p) => {
+                let mut conn = p.clone();
+                match primary_role(&mut conn).await {
+                    Ok(true) => Ok(()),
+                    Ok(false) => {
+                        p.relocate();
+                        Err("the Redis server is a replica, not a writable primary".into())
+                    }
+                    Err(e) => Err(e.to_string()),
+                }
+            }
+            RedisConnection::Cluster(c) => {
+                let mut conn = c.clone();
+                let info: String = conn
+                    .route_command(
+                        redis::cmd("CLUSTER").arg("INFO").clone(),
+                        RoutingInfo::SingleNode(SingleNodeRoutingInfo::Random),
+                    )
+                    .await
+                    .and_then(|v| redis::from_redis_value(v).map_err(Into::into))
+                    .map_err(|e| e.to_string())?;
+                if !info.contains("cluster_state:ok") {
+                    return Err("the Redis Cluster does not serve every slot".into());
+                }
+                // Every primary of the slot map, each asked directly.
+                let primaries = self.cluster_primaries().await.map_err(|e| e.to_string())?;
+                let pings = primaries.iter().map(|(host, port)| async move {
+                    self.on_node(redis::cmd("PING"), host, *port)
+                        .await
+                        .map_err(|e| format!("Redis Cluster primary {host}:{port}: {e}"))
+                });
+                for answer in futures::future::join_all(pings).await {
+                    answer?;
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// `host:port` of every Cluster primary (empty for a single primary).
+    pub async fn cluster_primaries(&self) -> RedisResult<Vec<(String, u16)>> {
+        let RedisConnection::Cluster(c) = self else {
+            return Ok(Vec::new());
+        };
+        let mut conn = c.clone();
+        let slots = conn
+            .route_command(
+                redis::cmd("CLUSTER").arg("SLOTS").clone(),
+                RoutingInfo::SingleNode(SingleNodeRoutingInfo::RandomPrimary),
+            )
+            .await?;
+        // Each entry: [start, end, [host, port, id, …], replicas…].
+        let ranges: Vec<Vec<redis::Value>> = redis::from_redis_value(slots)?;
+        let mut primaries: Vec<(String, u16)> = ranges
+            .into_iter()
+            .filter_map(|range| {
+                let primary = range.into_iter().nth(2)?;
+                let (host, port): (String, u16) =
+                    match redis::from_redis_value::<Vec<redis::Value>>(primary) {
+                        Ok(fields) if fields.len() >= 2 => (
+                            redis::from_redis_value(fields[0].clone()).ok()?,
+                            redis::from_redis_value(fields[1].clone()).ok()?,
+                        ),
+                        _ => return None,
+                    };
+                Some((host, port))
+            })
+            .collect();
+        primaries.sort();
+        primaries.dedup();
+        Ok(primaries)
+    }
+
+    /// Runs `cmd` on the Cluster node at `host:port`.
+    pub async fn on_node(
+        &self,
+        cmd: redis::Cmd,
+        host: &str,
+        port: u16,
+    ) -> RedisResult<redis::Value> {
+        match self {
+            RedisConnection::Cluster(c) => {
+                c.clone()
+                    .route_command(
+                        cmd,
+                        RoutingInfo::SingleNode(SingleNodeRoutingInfo::ByAddress {
+                            host: host.to_string(),
+                            port,
+                        }),
+                    )
+                    .await
+            }
+            RedisConnection::Primary(p) => cmd.query_async(&mut p.clone()).await,
+        }
+    }
+
+    /// Whether this is a Cluster connection.
+    pub fn is_cluster(&self) -> bool {
+        matches!(self, RedisConnection::Cluster(_))
+    }
+}
+
+impl ConnectionLike for RedisConnection {
+    fn req_packed_command<'a>(
+        &'a mut self,
+        cmd: &'a redis::Cmd,
+    ) -> redis::RedisFuture<'a, redis::Value> {
+        match self {
+            RedisConnection::Primary(p) => p.req_packed_command(cmd),
+            RedisConnection::Cluster(c) => c.req_packed_command(cmd),
+        }
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        pipeline: &'a redis::Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> redis::RedisFuture<'a, Vec<redis::Value>> {
+        match self {
+            RedisConnection::Primary(p) => p.req_packed_commands(pipeline, offset, count),
+            RedisConnection::Cluster(c) => c.req_packed_commands(pipeline, offset, count),
+        }
+    }
+
+    fn get_db(&self) -> i64 {
+        match self {
+            RedisConnection::Primary(p) => p.get_db(),
+            RedisConnection::Cluster(c) => c.get_db(),
+        }
+    }
+}
+
+/// How to reach one node of the deployment `url` names: its TLS, credentials and database.
+pub fn node_info(url: &RedisUrl, host: &str, port: u16) -> RedisResult<ConnectionInfo> {
+    let addr = if url.tls {
+        ConnectionAddr::TcpTls {
+            host: host.to_string(),
+            port,
+            insecure: false,
+            tls_params: None,
+        }
+    } else {
+        ConnectionAddr::Tcp(host.to_string(), port)
+    };
+    let mut redis = RedisConnectionInfo::default().set_db(url.db);
+    if let Some(user) = &url.username {
+        redis = redis.set_username(user);
+    }
+    if let Some(password) = &url.password {
+        redis = redis.set_password(password);
+    }
+    Ok(addr.into_connection_info()?.set_redis_settings(redis))
+}
