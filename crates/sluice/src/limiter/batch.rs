@@ -52,7 +52,7 @@ impl Limiter {
     /// ```
     /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
     /// use sluice::limiter::Part;
-    /// use sluice::{Limiter, MemoryStore, Rule, model::{Algorithm, Limit}};
+    /// use sluice::{Check, Limiter, MemoryStore, Rule, model::{Algorithm, Limit}};
     ///
     /// let limiter = Limiter::builder(MemoryStore::new())
     ///     .rule("per_ip", Rule::new(vec![Limit::new(&["ip"], "10/1m".parse()?, Algorithm::Gcra)]))
@@ -68,7 +68,8 @@ impl Limiter {
     /// let again = limiter.check_all(&both).await?;
     /// assert!(again[0].allowed && !again[1].allowed);
     /// // The denied request took nothing from `per_ip`: 8 of 10 left, not 7.
-    /// assert_eq!(limiter.peek("per_ip", &ip, 1).await?.remaining, 8);
+    /// let left = limiter.check_with("per_ip", &ip, Check::ONE.peek()).await?.remaining;
+    /// assert_eq!(left, 8);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// # }).unwrap();
     /// ```
