@@ -67,9 +67,9 @@ impl Limiter {
     /// assert!(limiter.check_all(&both).await?.iter().all(|d| d.allowed));
     /// let again = limiter.check_all(&both).await?;
     /// assert!(again[0].allowed && !again[1].allowed);
-    /// // The denied request took nothing from `per_ip`: 8 of 10 left, not 7.
+    /// // The denied request took nothing from `per_ip`: 9 of 10 left, not 8.
     /// let left = limiter.check_with("per_ip", &ip, Check::ONE.peek()).await?.remaining;
-    /// assert_eq!(left, 8);
+    /// assert_eq!(left, 9);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// # }).unwrap();
     /// ```
