@@ -31,9 +31,10 @@ use ipnet::IpNet;
 use sluice::middleware::{ClientIp, PathParam, SluiceLayer};
 use sluice::model::{Algorithm, Limit};
 use sluice::store::redis::RedisStore;
-use sluice::{Limiter, MemoryStore, Rule, Store};
+use sluice::store::url::{StoreKind, StoreUrl, redact};
+use sluice::{DynStore, Limiter, MemoryStore, Rule};
 
-/// The message of seed 000 for too many employee lookups.
+/// The message for too many employee lookups (a rule's `message` can be any text).
 pub const EMPLOYEE_MESSAGE: &str = "查询太快啦,喝杯茶再来";
 
 /// The rules of this app.
@@ -91,16 +92,16 @@ async fn api() -> &'static str {
 }
 
 /// The store named by `SLUICE_STORE`.
-async fn store(url: Option<&str>) -> anyhow::Result<Arc<dyn Store>> {
-    match url {
-        None | Some("memory://") => Ok(Arc::new(MemoryStore::new())),
-        Some(url) if url.starts_with("redis://") || url.starts_with("rediss://") => Ok(Arc::new(
-            RedisStore::connect(url, Default::default())
+async fn store(url: Option<&str>) -> anyhow::Result<Arc<dyn DynStore>> {
+    let url = StoreUrl::parse(url.unwrap_or("memory://"))?;
+    Ok(match url.kind {
+        StoreKind::Memory => Arc::new(MemoryStore::new()),
+        StoreKind::Redis => Arc::new(
+            RedisStore::connect(url.url, Default::default())
                 .await
-                .with_context(|| format!("connecting to {url}"))?,
-        )),
-        Some(other) => anyhow::bail!("SLUICE_STORE `{other}`: expected memory:// or redis://..."),
-    }
+                .with_context(|| format!("connecting to {}", redact(url.url)))?,
+        ),
+    })
 }
 
 fn trusted_proxies(list: Option<&str>) -> anyhow::Result<Vec<IpNet>> {
@@ -125,7 +126,7 @@ async fn main() -> anyhow::Result<()> {
         .init();
     let store_url = std::env::var("SLUICE_STORE").ok();
     let store = store(store_url.as_deref()).await?;
-    let limiter = Limiter::builder_arc(store).rules(rules()?).build()?;
+    let limiter = Limiter::builder(store).rules(rules()?).build()?;
     let proxies = trusted_proxies(std::env::var("SLUICE_TRUSTED_PROXIES").ok().as_deref())?;
     let port: u16 = match std::env::var("PORT") {
         Ok(p) => p.parse().with_context(|| format!("PORT `{p}`"))?,

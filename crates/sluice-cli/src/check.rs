@@ -5,6 +5,7 @@
 //! resolves to (limits, identity, headers); against Redis it consumes from the live counters like
 //! any other client.
 
+use sluice::Check;
 use std::process::ExitCode;
 
 use anyhow::Context;
@@ -20,14 +21,14 @@ pub async fn run(args: CheckArgs) -> anyhow::Result<ExitCode> {
     let config = Config::load(&args.config)?;
     let url = args.store.as_deref().unwrap_or(&config.store.url);
     let opened = store_url::open(url, &config.store).await?;
-    let limiter = Limiter::builder_arc(opened.store)
+    let limiter = Limiter::builder(opened.store)
         .options(config.limiter_options())
         .rules(config.rules.clone())
         .build()
         .context("building the limiter")?;
     limiter.set_enabled(config.enabled);
     let decision = limiter
-        .check(&args.rule, &args.attributes, args.cost)
+        .check_with(&args.rule, &args.attributes, Check::cost(args.cost))
         .await?;
     let headers: serde_json::Map<String, serde_json::Value> = headers(&decision, config.headers)
         .into_iter()

@@ -64,6 +64,10 @@ pub struct ServeArgs {
     /// Address to listen on (overrides `listen`; default 127.0.0.1:8080).
     #[arg(long)]
     pub listen: Option<SocketAddr>,
+    /// Address for the Envoy rate-limit service over gRPC (overrides `grpc_listen`; off unless
+    /// one of them is set).
+    #[arg(long)]
+    pub grpc_listen: Option<SocketAddr>,
     /// Store URL (overrides `store.url`): memory://, redis://host:port/db, rediss://...
     #[arg(long)]
     pub store: Option<String>,

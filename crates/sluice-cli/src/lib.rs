@@ -10,13 +10,15 @@
 //! - [`store_url`]: a store from its URL;
 //! - [`validate`], [`check`]: the one-shot commands; [`bench`]: the load tool;
 //! - [`simulate`]: traffic replayed on a simulated clock, with an accuracy report and plots;
-//! - [`server`]: the HTTP service, its admin endpoints, hot reload and metrics.
+//! - [`server`]: the HTTP service, its admin endpoints, hot reload and metrics;
+//! - [`gateway`]: Envoy's rate-limit service (gRPC) and the forward-auth endpoint.
 #![warn(missing_docs)]
 #![forbid(unsafe_code)]
 
 pub mod bench;
 pub mod check;
 pub mod cli;
+pub mod gateway;
 pub mod logging;
 pub mod server;
 pub mod simulate;
@@ -36,10 +38,15 @@ pub fn run(cli: Cli) -> ExitCode {
         eprintln!("error: {error:#}");
         return ExitCode::from(EXIT_ERROR);
     }
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
+    let mut runtime = tokio::runtime::Builder::new_multi_thread();
+    if let Command::Bench(crate::bench::BenchArgs {
+        threads: Some(threads),
+        ..
+    }) = &cli.command
     {
+        runtime.worker_threads((*threads).max(1));
+    }
+    let runtime = match runtime.enable_all().build() {
         Ok(runtime) => runtime,
         Err(error) => {
             eprintln!("error: cannot start the async runtime: {error}");

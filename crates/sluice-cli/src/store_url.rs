@@ -1,38 +1,43 @@
-//! A store from its URL: `memory://`, or a Redis URL — `redis://`, `redis+cluster://`,
-//! `redis+sentinel://` and their `rediss…` TLS forms (see [`sluice::store::redis::url`]).
-//!
-//! The one place the binary decides which store to run, so every command opens stores the same
-//! way.
+//! Opens the store a URL names ([`StoreUrl::parse`] in the library says which), so every
+//! command opens stores the same way.
 
 use std::sync::Arc;
 
-use anyhow::{Context, bail};
+use anyhow::Context;
 use sluice::config::{ClockSource, StoreConfig};
-pub use sluice::store::redis::redact;
+use sluice::store::invalidation::InvalidationChannel;
+use sluice::store::memory::MemoryOptions;
 use sluice::store::redis::{RedisOptions, RedisStore, TlsOptions};
-use sluice::{Clock, MemoryStore, Store, SystemClock};
+pub use sluice::store::url::redact;
+use sluice::store::url::{StoreKind, StoreUrl};
+use sluice::{Clock, DynStore, MemoryStore, SystemClock};
 
 /// An opened store.
 #[derive(Debug, Clone)]
 pub struct OpenedStore {
     /// The store decisions go to.
-    pub store: Arc<dyn Store>,
+    pub store: Arc<dyn DynStore>,
     /// The same store when it is in memory, for periodic [`MemoryStore::sweep`].
     pub memory: Option<MemoryStore>,
+    /// The channel that keeps the denial caches of every node using this store in step.
+    pub channel: Option<Arc<dyn InvalidationChannel>>,
 }
 
 /// Opens the store at `url` with the `store` section's prefix and clock.
 pub async fn open(url: &str, settings: &StoreConfig) -> anyhow::Result<OpenedStore> {
-    let scheme = url.split_once("://").map(|(scheme, _)| scheme);
-    match scheme {
-        Some("memory") => {
-            let memory = MemoryStore::new();
+    match StoreUrl::parse(url)?.kind {
+        StoreKind::Memory => {
+            let options = MemoryOptions {
+                max_keys: settings.max_keys,
+            };
+            let memory = MemoryStore::with_options(Arc::new(SystemClock), options);
             Ok(OpenedStore {
                 store: Arc::new(memory.clone()),
                 memory: Some(memory),
+                channel: None,
             })
         }
-        Some(s) if s == "redis" || s == "rediss" || s.starts_with("redis+") => {
+        StoreKind::Redis => {
             let clock: Option<Arc<dyn Clock>> = match settings.clock {
                 ClockSource::Store => None,
                 ClockSource::Local => Some(Arc::new(SystemClock)),
@@ -50,17 +55,13 @@ pub async fn open(url: &str, settings: &StoreConfig) -> anyhow::Result<OpenedSto
             let store = RedisStore::connect(url, options)
                 .await
                 .with_context(|| format!("cannot open the store at {}", redact(url)))?;
+            let channel = store.channel();
             Ok(OpenedStore {
                 store: Arc::new(store),
                 memory: None,
+                channel: Some(Arc::new(channel)),
             })
         }
-        _ => bail!(
-            "store URL `{}`: expected memory://, redis://host:port/db, \
-             redis+cluster://host:port,host:port/ or redis+sentinel://host:port,host:port/master \
-             (rediss… for TLS)",
-            redact(url)
-        ),
     }
 }
 

@@ -12,10 +12,10 @@ pub fn run(args: &ValidateArgs) -> ExitCode {
     match Config::load(&args.file) {
         Ok(config) => {
             println!("{}", summary(&args.file.display().to_string(), &config));
-            if let Some(var) = &config.admin_token_env {
-                if std::env::var_os(var).is_none_or(|v| v.is_empty()) {
-                    eprintln!("note: {var} is not set here; admin endpoints are off without it");
-                }
+            if let Some(var) = &config.admin_token_env
+                && std::env::var_os(var).is_none_or(|v| v.is_empty())
+            {
+                eprintln!("note: {var} is not set here; admin endpoints are off without it");
             }
             ExitCode::SUCCESS
         }

@@ -48,6 +48,16 @@ fn config() -> String {
     format!("store:\n  timeout: 50ms\n{CONFIG}{MORE_RULES}")
 }
 
+/// The name of a limit's state key in Redis (see `sluice::store::redis::keys`).
+fn state_key(rule: &str, limit: &str, identity: &str) -> String {
+    let key = sluice::store::LimitKey {
+        rule: rule.into(),
+        limit_id: limit.into(),
+        identity: identity.into(),
+    };
+    sluice::store::redis::keys::state_key("sluice", &key)
+}
+
 /// The keys under `pattern` with their PTTL (ms), sorted.
 fn keys(redis: &RedisServer, pattern: &str) -> Vec<(String, i64)> {
     let mut names: Vec<String> = redis
@@ -137,7 +147,7 @@ async fn decisions_are_counted_in_redis_with_expiring_keys() {
     let found = keys(&redis, "sluice:*");
     assert_eq!(found.len(), 1, "{found:?}");
     let (name, ttl) = &found[0];
-    assert_eq!(name, "sluice:employee:id-sliding_log-10s:{id=42}:c");
+    assert_eq!(name, &state_key("employee", "id-sliding_log-10s", "id=42"));
     assert!(*ttl > 0 && *ttl <= 10_000, "PTTL {ttl}");
     assert_eq!(
         redis.cli(&["ZCARD", name]),
@@ -264,7 +274,10 @@ async fn redis_down_follows_each_fail_policy_then_recovers() {
             "{a:?}"
         );
     }
-    let found = keys(&redis, "sluice:fail_local:*");
+    let found = keys(
+        &redis,
+        &state_key("fail_local", "id-sliding_log-1m", "id=after"),
+    );
     assert_eq!(found.len(), 1, "{found:?}");
     assert!(found[0].1 > 0, "{found:?}");
 }
@@ -358,10 +371,12 @@ async fn admin_operations_act_on_redis_for_every_service() {
     assert_eq!(listed.json, json!({ "blocks": [] }));
 
     // The counter is still full; a reset forgets every key of the identity.
-    assert!(!keys(&redis, "sluice:login:*").is_empty());
+    let state = state_key("login", "per_ip", "ip=203.0.113.9");
+    assert_eq!(keys(&redis, &state).len(), 1);
     let reset = b.admin(Method::POST, "/v1/reset", &body, token).await;
     assert_eq!(reset.json, json!({ "rule": "login", "reset": true }));
     assert_eq!(keys(&redis, "sluice:login:*"), vec![]);
+    assert_eq!(keys(&redis, &format!("{state}*")), vec![]);
     let again = a.check("login", ip.clone()).await;
     assert_eq!(
         (again.status, again.json["remaining"].as_u64()),

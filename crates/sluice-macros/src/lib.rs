@@ -228,8 +228,8 @@ fn expand(args: TokenStream2, item: TokenStream2) -> syn::Result<TokenStream2> {
         None => quote!(::core::option::Option::None),
     };
     let cost = match &args.cost {
-        Some(expr) => quote!(#expr),
-        None => quote!(1),
+        Some(expr) => quote!(::sluice::Check::cost(#expr)),
+        None => quote!(::sluice::Check::ONE),
     };
     Ok(quote! {
         #(#attrs)*

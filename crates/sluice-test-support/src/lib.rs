@@ -5,20 +5,26 @@
 //! - [`cluster`]: [`RedisCluster`], 3 primaries and 3 replicas;
 //! - [`sentinel`]: [`RedisSentinel`], a primary, a replica and three sentinels;
 //! - [`tls`]: [`TlsFiles`] (a CA and certificates made on the spot) and [`TlsRedis`];
-//! - [`member`]: one process of a multi-process set-up, which tests kill, pause and restart.
+//! - [`member`]: one process of a multi-process set-up, which tests kill, pause and restart;
+//! - [`browser`]: [`Browser`], a `chromedriver` driving headless `chromium` (dashboard tests).
+//! - [`nginx`]: [`Nginx`], a real nginx from a generated config, in a prefix of its own.
 //!
 //! [`RedisServer::start`] spawns `redis-server` with persistence off, waits until it answers
 //! `PING`, and kills it on drop. Tests that need a store fault call [`RedisServer::stop`] and
 //! [`RedisServer::restart`] (same port). A missing `redis-server` is a test failure with a message
 //! saying how to install it, never a silent skip.
 
+pub mod browser;
 pub mod cluster;
 pub mod member;
+pub mod nginx;
 pub mod sentinel;
 pub mod tls;
 
+pub use browser::Browser;
 pub use cluster::RedisCluster;
 pub use member::{Member, wait_until};
+pub use nginx::Nginx;
 pub use sentinel::RedisSentinel;
 pub use tls::{TlsFiles, TlsRedis};
 
@@ -86,14 +92,14 @@ impl RedisServer {
         self.child = Some(child);
         let deadline = Instant::now() + Duration::from_secs(10);
         while Instant::now() < deadline {
-            if let Some(child) = self.child.as_mut() {
-                if let Ok(Some(status)) = child.try_wait() {
-                    self.child = None;
-                    return Err(format!(
-                        "redis-server exited with {status} on port {}",
-                        self.port
-                    ));
-                }
+            if let Some(child) = self.child.as_mut()
+                && let Ok(Some(status)) = child.try_wait()
+            {
+                self.child = None;
+                return Err(format!(
+                    "redis-server exited with {status} on port {}",
+                    self.port
+                ));
             }
             if self.ping() {
                 return Ok(());
@@ -156,6 +162,21 @@ impl RedisServer {
             .output()
             .expect("redis-cli is installed with redis-server (package redis-tools)");
         String::from_utf8_lossy(&out.stdout).trim().to_string()
+    }
+}
+
+impl RedisServer {
+    /// How many times Redis has run `command` (lower case, e.g. `evalsha`) since it started, from
+    /// `INFO commandstats`: whether a test's request reached Redis at all.
+    pub fn command_calls(&self, command: &str) -> u64 {
+        let prefix = format!("cmdstat_{command}:calls=");
+        self.cli(&["INFO", "commandstats"])
+            .lines()
+            .find_map(|l| l.strip_prefix(prefix.as_str()))
+            .and_then(|rest| rest.split(',').next())
+            .map_or(0, |n| {
+                n.parse().expect("INFO commandstats counts are numbers")
+            })
     }
 }
 

@@ -204,6 +204,8 @@ pub fn which(program: &str) {
         let package = match program {
             "redis-sentinel" => "redis-sentinel",
             "redis-cli" => "redis-tools",
+            "chromium" => "chromium",
+            "chromedriver" => "chromium-driver",
             _ => "redis-server",
         };
         panic!(

@@ -2,13 +2,16 @@
 //!
 //! Workloads: one hot key, and 100k keys visited in turn; each on 1 and 2 threads. The default
 //! limit lets nearly every decision through, as in production where most requests pass.
-//! `sluice/*/store` calls the memory store directly with a prepared request (the algorithm, state
-//! lookup and locking); `sluice/*/limiter` goes through `Limiter::check` (rule lookup, key
-//! building, decision assembly) on a current-thread runtime.
+//! `sluice_store/*` calls the memory store directly with a prepared request (the algorithm, state
+//! lookup and locking); `sluice_limiter/*` goes through `Limiter::check` (rule lookup, identity,
+//! decision) from the request's attributes, polled once: an in-process store answers at once.
 
+use std::future::Future;
 use std::hint::black_box;
 use std::num::NonZeroU32;
+use std::pin::pin;
 use std::sync::Arc;
+use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
@@ -28,7 +31,7 @@ fn call(algorithm: Algorithm, names: &(Arc<str>, Arc<str>), identity: String) ->
     LimitCall {
         key: LimitKey {
             rule: names.0.clone(),
-            limit: names.1.clone(),
+            limit_id: names.1.clone(),
             identity,
         },
         step: LimitStep {
@@ -37,7 +40,7 @@ fn call(algorithm: Algorithm, names: &(Arc<str>, Arc<str>), identity: String) ->
             cost: 1,
             block_us: None,
             penalty: None,
-            enforce: true,
+            shadow: false,
         },
     }
 }
@@ -57,12 +60,26 @@ fn run_threads(iters: u64, threads: u64, f: &(dyn Fn(u64) + Sync)) -> Duration {
     start.elapsed()
 }
 
+/// Polls a future once: `Limiter::check` on the memory store is ready at once.
+fn ready<F: Future>(future: F) -> F::Output {
+    let mut future = pin!(future);
+    match future
+        .as_mut()
+        .poll(&mut Context::from_waker(Waker::noop()))
+    {
+        Poll::Ready(output) => output,
+        Poll::Pending => panic!("an in-process check does not wait"),
+    }
+}
+
 fn store_vs_governor(c: &mut Criterion) {
+    let rate = format!("{RATE}/1s").parse().expect("a valid rate");
     for (workload, keys) in [("hot_key", 1usize), ("100k_keys", KEYS)] {
+        let ids: Vec<String> = (0..keys).map(|i| format!("user={i}")).collect();
+        let values: Vec<String> = (0..keys).map(|i| i.to_string()).collect();
         for threads in [1u64, 2] {
             let mut group = c.benchmark_group(format!("{workload}/{threads}_threads"));
             group.throughput(Throughput::Elements(1));
-            let ids: Vec<String> = (0..keys).map(|i| format!("user={i}")).collect();
 
             let governor = RateLimiter::keyed(Quota::per_second(
                 NonZeroU32::new(RATE as u32).expect("RATE is not zero"),
@@ -90,7 +107,31 @@ fn store_vs_governor(c: &mut Criterion) {
                 group.bench_function(BenchmarkId::new("sluice_store", algorithm), |b| {
                     b.iter_custom(|iters| {
                         run_threads(iters, threads, &|i| {
-                            black_box(store.decide_one(&calls[i as usize % keys], Mode::Apply));
+                            let _ =
+                                black_box(store.decide_one(&calls[i as usize % keys], Mode::Apply));
+                        })
+                    })
+                });
+            }
+
+            for algorithm in [
+                Algorithm::Gcra,
+                Algorithm::TokenBucket,
+                Algorithm::FixedWindow,
+            ] {
+                let limiter = Limiter::builder(MemoryStore::new())
+                    .rule(
+                        "bench",
+                        Rule::new(vec![Limit::new(&["user"], rate, algorithm)]),
+                    )
+                    .build()
+                    .expect("valid rule");
+                group.bench_function(BenchmarkId::new("sluice_limiter", algorithm), |b| {
+                    b.iter_custom(|iters| {
+                        run_threads(iters, threads, &|i| {
+                            let attrs = [("user", values[i as usize % keys].as_str())];
+                            let decision = ready(limiter.check("bench", &attrs));
+                            black_box(decision.expect("valid request").allowed);
                         })
                     })
                 });
@@ -100,49 +141,12 @@ fn store_vs_governor(c: &mut Criterion) {
     }
 }
 
-fn limiter_check(c: &mut Criterion) {
-    let mut group = c.benchmark_group("limiter_check/1_thread");
-    group.throughput(Throughput::Elements(1));
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .build()
-        .expect("a current-thread runtime builds");
-    let rate = format!("{RATE}/1s").parse().expect("a valid rate");
-    for algorithm in [
-        Algorithm::Gcra,
-        Algorithm::TokenBucket,
-        Algorithm::FixedWindow,
-    ] {
-        let limiter = Limiter::builder(MemoryStore::new())
-            .rule(
-                "bench",
-                Rule::new(vec![Limit::new(&["user"], rate, algorithm)]),
-            )
-            .build()
-            .expect("valid rule");
-        let ids: Vec<String> = (0..1000).map(|i| i.to_string()).collect();
-        group.bench_function(BenchmarkId::new("sluice_limiter", algorithm), |b| {
-            let mut i = 0usize;
-            b.iter(|| {
-                i = (i + 1) % ids.len();
-                let attrs = [("user", ids[i].as_str())];
-                black_box(
-                    runtime
-                        .block_on(limiter.check("bench", &attrs, 1))
-                        .expect("valid request")
-                        .allowed,
-                )
-            })
-        });
-    }
-    group.finish();
-}
-
 criterion_group! {
     name = benches;
     config = Criterion::default()
         .warm_up_time(Duration::from_millis(500))
         .measurement_time(Duration::from_secs(2))
         .sample_size(20);
-    targets = store_vs_governor, limiter_check
+    targets = store_vs_governor
 }
 criterion_main!(benches);

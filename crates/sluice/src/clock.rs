@@ -7,6 +7,14 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+/// A length of time in whole microseconds, the unit stores and algorithms compute in.
+///
+/// The one conversion from [`Duration`]: saturating, so a duration beyond `u64::MAX` µs (half a
+/// million years) cannot wrap around into a short one.
+pub fn micros(d: Duration) -> u64 {
+    u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
+}
+
 /// A source of the current time.
 pub trait Clock: Send + Sync + std::fmt::Debug {
     /// Microseconds since the Unix epoch.
@@ -35,7 +43,7 @@ fn wall_us() -> u64 {
     // A clock before 1970 is a broken host; treat it as the epoch rather than panic.
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_micros() as u64)
+        .map_or(0, micros)
 }
 
 fn fast() -> &'static Fast {
@@ -66,7 +74,13 @@ impl Clock for SystemClock {
             epoch_us + elapsed_ns / 1_000
         };
         // Anchors of different threads (or a wall clock stepped back) may disagree by a little:
-        // never return less than any earlier reading.
+        // never return less than any earlier reading. Every reading returned has been published
+        // in `last_us`; it is written only when time has moved on (about once a microsecond),
+        // so threads reading the clock do not fight over its cache line on every call.
+        let last = fast.last_us.load(Ordering::Relaxed);
+        if now <= last {
+            return last;
+        }
         fast.last_us.fetch_max(now, Ordering::Relaxed).max(now)
     }
 }
@@ -101,8 +115,7 @@ impl ManualClock {
 
     /// Moves time forward.
     pub fn advance(&self, by: Duration) {
-        self.now_us
-            .fetch_add(by.as_micros() as u64, Ordering::SeqCst);
+        self.now_us.fetch_add(micros(by), Ordering::SeqCst);
     }
 
     /// Sets the time.

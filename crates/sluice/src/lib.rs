@@ -13,9 +13,9 @@
 //!     ]))
 //!     .build()?;
 //! for _ in 0..5 {
-//!     assert!(limiter.check("employee", &[("id", "42")], 1).await?.allowed);
+//!     assert!(limiter.check("employee", &[("id", "42")]).await?.allowed);
 //! }
-//! let sixth = limiter.check("employee", &[("id", "42")], 1).await?;
+//! let sixth = limiter.check("employee", &[("id", "42")]).await?;
 //! assert!(!sixth.allowed);
 //! assert!(sixth.retry_after_ms.is_some());
 //! # Ok::<(), Box<dyn std::error::Error>>(())
@@ -31,7 +31,39 @@
 //!   reads rule files;
 //! - [`store`]: the [`Store`] trait, [`MemoryStore`], and `store::redis` (feature `redis`);
 //! - [`algorithm`]: the pure algorithms (time in, decision out) and the multi-limit step;
-//! - [`model`]: rules, limits, rates, decisions; [`clock`]: injectable time.
+//! - [`model`]: rules, limits, rates, decisions, the algorithm registry; [`clock`]: injectable
+//!   time.
+//!
+//! # Adding an algorithm
+//! 1. Add the variant to [`Algorithm`] and its row to [`model::REGISTRY`] (name, wire code —
+//!    the next number —, Lua files), in the same position.
+//! 2. Write the pure algorithm in `algorithm/<name>.rs` (`decide(state, now, params, cost,
+//!    apply) -> Outcome`, with its state type) and its arm in `AlgoState` and
+//!    `AlgoState::decide` (`algorithm/mod.rs`; the match is exhaustive, so the compiler points
+//!    there, and at the denial cache's float margin).
+//! 3. Restate it in `store/redis/lua/<name>.lua` as `<name>_look` and `<name>_record`, include
+//!    the file in `script::DECIDE` and append both functions to `LOOKS` and `RECORDS` in
+//!    `decide.lua`, in wire-code order. A one-limit script `one_<name>.lua` is optional: list it
+//!    (or `None`) in `script::ONE`.
+//! 4. Say in [`Algorithm::supports_burst`] / [`Algorithm::supports_count_denied`] whether it
+//!    takes those options.
+//!
+//! `tests/algorithm_registry.rs` fails until the Lua files, the scripts' tables and the wire
+//! codes agree with the registry; the conformance suite ([`conformance`], run by
+//! `tests/conformance.rs`; add the algorithm's behaviour there) and the
+//! differential test (`tests/redis_differential.rs`) then run the new algorithm on every store.
+//!
+//! # Adding a store
+//! Implement [`Store`] with plain `async fn`s; a store outside this crate needs nothing else.
+//! Each method is one atomic step: [`Store::decide`] runs [`algorithm::step`] (or a
+//! restatement of it) over all the calls of a request at one instant and returns one outcome
+//! per call, in call order; an `Err` is an infrastructure failure (say whether it is transient:
+//! only transient ones feed the breaker), never a denial. Give the store to
+//! [`Limiter::builder`]; the limiter holds it as `Arc<dyn DynStore>`. If the store is named by a
+//! URL, add its scheme to [`store::url::StoreUrl`], the one place URLs are recognised. Then run
+//! the conformance suite against it: with feature `conformance`, one line in a test file,
+//! `sluice::conformance_suite!(my_store, async { Subject::new(store, clock) })`, runs every
+//! behaviour every store of this crate passes (see [`conformance`]).
 #![warn(missing_docs)]
 #![forbid(unsafe_code)]
 
@@ -39,6 +71,8 @@ pub mod algorithm;
 pub mod clock;
 #[cfg(feature = "config")]
 pub mod config;
+#[cfg(feature = "conformance")]
+pub mod conformance;
 mod error;
 pub mod limited;
 pub mod limiter;
@@ -50,9 +84,9 @@ pub mod store;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use error::Error;
 pub use limited::{Limited, check_call, global_limiter, set_global_limiter};
-pub use limiter::{Attributes, Limiter, LimiterBuilder, Options};
+pub use limiter::{Attributes, Check, Limiter, LimiterBuilder, Options};
 pub use model::{Algorithm, Decision, FailPolicy, Limit, LimitDecision, Rate, Rule};
 #[cfg(feature = "macros")]
 pub use sluice_macros::limit;
 pub use store::memory::MemoryStore;
-pub use store::{Store, StoreError};
+pub use store::{DynStore, Store, StoreError};

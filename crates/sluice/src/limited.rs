@@ -12,7 +12,7 @@
 use std::sync::OnceLock;
 
 use crate::error::Error;
-use crate::limiter::{Attributes, Limiter};
+use crate::limiter::{Attributes, Check, Limiter};
 use crate::model::Decision;
 
 /// Why a rate-limited function did not run.
@@ -71,7 +71,8 @@ pub fn global_limiter() -> Option<&'static Limiter> {
     GLOBAL.get()
 }
 
-/// Checks one call of `cost` units against `rule`: `Ok` with the decision when allowed.
+/// Checks one call against `rule` (usually [`Check::ONE`], or `Check::cost(n)`): `Ok` with the
+/// decision when allowed.
 ///
 /// `limiter` `None` means the global limiter. This is what `#[sluice::limit]` expands to, and is
 /// usable by hand where an attribute does not fit.
@@ -79,23 +80,19 @@ pub async fn check_call(
     limiter: Option<&Limiter>,
     rule: &str,
     attrs: &(impl Attributes + ?Sized),
-    cost: u64,
+    check: Check,
 ) -> Result<Decision, Limited> {
     let limiter = match limiter {
         Some(l) => l,
         None => global_limiter().ok_or(Limited::NoLimiter)?,
     };
-    let decision = limiter.check(rule, attrs, cost).await?;
+    let decision = limiter.check_with(rule, attrs, check).await?;
     if decision.allowed {
         Ok(decision)
     } else {
-        let message = limiter
-            .rules()
-            .get(rule)
-            .and_then(|r| r.rule.message.clone());
         Err(Limited::Denied {
             decision: Box::new(decision),
-            message,
+            message: limiter.message(rule),
         })
     }
 }
@@ -107,7 +104,7 @@ mod tests {
     #[tokio::test]
     async fn without_a_limiter_the_call_fails_clearly() {
         // No unit test sets the global limiter, so this process has none.
-        let e = check_call(None, "any", &[("id", "1")], 1)
+        let e = check_call(None, "any", &[("id", "1")], Check::ONE)
             .await
             .unwrap_err();
         assert_eq!(e, Limited::NoLimiter);

@@ -7,7 +7,7 @@
 
 use proptest::prelude::*;
 use sluice::algorithm::{
-    Level, Outcome, Params, fixed_window, gcra, leaky_bucket, sliding_log, sliding_window,
+    Level, Mode, Outcome, Params, fixed_window, gcra, leaky_bucket, sliding_log, sliding_window,
     token_bucket,
 };
 
@@ -69,35 +69,35 @@ proptest! {
 
     #[test]
     fn sliding_log_matches_a_list_of_admitted_times(p in params(), tl in timeline()) {
-        let p = Params { capacity: p.limit, ..p };
+        let p = Params { capacity: p.count, ..p };
         let mut state = sliding_log::State::default();
         let mut admitted: Vec<u64> = Vec::new();
         for (now, cost) in times(&tl, &p) {
             let in_window = admitted.iter().filter(|&&t| t + p.window_us > now).count() as u64;
-            let expected = in_window + cost <= p.limit;
+            let expected = in_window + cost <= p.count;
             let before = state.clone();
-            let o = sliding_log::decide(&mut state, now, &p, cost, true);
+            let o = sliding_log::decide(&mut state, now, &p, cost, Mode::Apply);
             prop_assert_eq!(o.allowed, expected);
-            check_retry(&before, now, cost, &o, |s, t| sliding_log::decide(s, t, &p, cost, false))?;
+            check_retry(&before, now, cost, &o, |s, t| sliding_log::decide(s, t, &p, cost, Mode::Peek))?;
             if expected {
                 admitted.extend(std::iter::repeat_n(now, cost as usize));
-                prop_assert_eq!(o.remaining, p.limit - in_window - cost);
+                prop_assert_eq!(o.remaining, p.count - in_window - cost);
             }
         }
     }
 
     #[test]
     fn fixed_window_matches_a_map_of_windows(p in params(), tl in timeline()) {
-        let p = Params { capacity: p.limit, ..p };
+        let p = Params { capacity: p.count, ..p };
         let mut state = fixed_window::State::default();
         let mut counts = std::collections::HashMap::<u64, u64>::new();
         for (now, cost) in times(&tl, &p) {
             let count = counts.entry(now / p.window_us).or_default();
-            let expected = *count + cost <= p.limit;
+            let expected = *count + cost <= p.count;
             let before = state;
-            let o = fixed_window::decide(&mut state, now, &p, cost, true);
+            let o = fixed_window::decide(&mut state, now, &p, cost, Mode::Apply);
             prop_assert_eq!(o.allowed, expected);
-            check_retry(&before, now, cost, &o, |s, t| fixed_window::decide(s, t, &p, cost, false))?;
+            check_retry(&before, now, cost, &o, |s, t| fixed_window::decide(s, t, &p, cost, Mode::Peek))?;
             if expected {
                 *count += cost;
             }
@@ -108,21 +108,21 @@ proptest! {
     fn sliding_window_is_bounded_by_the_exact_log(p in params(), tl in timeline()) {
         // Never admits what the exact log over `window` would deny; always admits what the exact
         // log over `window + window / BUCKETS` would admit.
-        let p = Params { capacity: p.limit, ..p };
+        let p = Params { capacity: p.count, ..p };
         let g = sliding_window::bucket_us(&p);
         let mut state = sliding_window::State::default();
         let mut admitted: Vec<u64> = Vec::new();
         for (now, cost) in times(&tl, &p) {
             let count_over = |w: u64| admitted.iter().filter(|&&t| t + w > now).count() as u64;
             let before = state.clone();
-            let o = sliding_window::decide(&mut state, now, &p, cost, true);
+            let o = sliding_window::decide(&mut state, now, &p, cost, Mode::Apply);
             if o.allowed {
-                prop_assert!(count_over(p.window_us) + cost <= p.limit, "admitted beyond the limit");
+                prop_assert!(count_over(p.window_us) + cost <= p.count, "admitted beyond the limit");
                 admitted.extend(std::iter::repeat_n(now, cost as usize));
             } else {
-                prop_assert!(count_over(p.window_us + g) + cost > p.limit, "denied within the bound");
+                prop_assert!(count_over(p.window_us + g) + cost > p.count, "denied within the bound");
             }
-            check_retry(&before, now, cost, &o, |s, t| sliding_window::decide(s, t, &p, cost, false))?;
+            check_retry(&before, now, cost, &o, |s, t| sliding_window::decide(s, t, &p, cost, Mode::Peek))?;
         }
     }
 
@@ -137,9 +137,9 @@ proptest! {
             last = now;
             let expected = credits >= cost * t;
             let before = state;
-            let o = gcra::decide(&mut state, now, &p, cost, true);
+            let o = gcra::decide(&mut state, now, &p, cost, Mode::Apply);
             prop_assert_eq!(o.allowed, expected);
-            check_retry(&before, now, cost, &o, |s, at| gcra::decide(s, at, &p, cost, false))?;
+            check_retry(&before, now, cost, &o, |s, at| gcra::decide(s, at, &p, cost, Mode::Peek))?;
             if expected {
                 credits -= cost * t;
                 prop_assert_eq!(o.remaining, credits / t);
@@ -164,18 +164,18 @@ proptest! {
 fn bucket_matches_exact_tokens(
     p: Params,
     tl: &[(u64, u64)],
-    decide: fn(&mut Level, u64, &Params, u64, bool) -> Outcome,
+    decide: fn(&mut Level, u64, &Params, u64, Mode) -> Outcome,
     shaping: bool,
 ) -> Result<(), TestCaseError> {
     let w = p.window_us as i128;
     let mut state = Level::default();
     let (mut scaled, mut last) = (0i128, 0u64);
     for (now, cost) in times(tl, &p) {
-        scaled = (scaled - (now - last) as i128 * p.limit as i128).max(0);
+        scaled = (scaled - (now - last) as i128 * p.count as i128).max(0);
         last = now;
         let margin = p.capacity as i128 * w - (scaled + cost as i128 * w);
         let before = state;
-        let o = decide(&mut state, now, &p, cost, true);
+        let o = decide(&mut state, now, &p, cost, Mode::Apply);
         if margin.abs() > w / 1_000_000 + 1 {
             prop_assert_eq!(o.allowed, margin >= 0, "margin {}", margin);
         }
@@ -184,7 +184,7 @@ fn bucket_matches_exact_tokens(
             // Shaping delay: the time for the level ahead to drain, rounded up.
             let ahead = scaled - cost as i128 * w;
             let exact_delay = if shaping {
-                (ahead + p.limit as i128 - 1) / p.limit as i128
+                (ahead + p.count as i128 - 1) / p.count as i128
             } else {
                 0
             };
@@ -196,7 +196,7 @@ fn bucket_matches_exact_tokens(
             );
         } else {
             let retry = o.retry_after_us.expect("a denial carries a retry time");
-            prop_assert!(decide(&mut before.clone(), now + retry, &p, cost, false).allowed);
+            prop_assert!(decide(&mut before.clone(), now + retry, &p, cost, Mode::Peek).allowed);
         }
     }
     Ok(())
@@ -218,7 +218,7 @@ proptest! {
     ) {
         use sluice::algorithm::{KeyState, LimitStep, Mode, penalty as pen, step};
         let p = Params {
-            capacity: if algorithm.supports_burst() { p.capacity } else { p.limit },
+            capacity: if algorithm.supports_burst() { p.capacity } else { p.count },
             count_denied: count_denied && algorithm.supports_count_denied(),
             ..p
         };
@@ -229,13 +229,13 @@ proptest! {
                 params: p,
                 cost,
                 block_us: block,
-                penalty: penalty.map(|(warn, ban)| pen::Params {
+                penalty: penalty.map(|(warn, ban)| pen::Settings {
                     warn_after: warn,
                     ban_after: warn + ban,
                     ban_us: 30_000,
                     memory_us: 100_000,
                 }),
-                enforce: true,
+                shadow: false,
             };
             let mode = if i % peek_every == 0 { Mode::Peek } else { Mode::Apply };
             let one = step::decide_one(&mut fast, &s, now, mode);

@@ -1,6 +1,7 @@
 //! Exactness under concurrency on the memory store: 16 threads hammering one key never admit
 //! more than the limit on the exact algorithms, and a multi-limit rule never over-admits either.
 
+use sluice::Check;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -22,7 +23,7 @@ fn hammer(limiter: &Limiter, rule: &str, attrs: &'static [(&'static str, &'stati
                     .expect("a current-thread runtime builds without I/O drivers");
                 runtime.block_on(async {
                     for _ in 0..ATTEMPTS_PER_THREAD {
-                        let d = limiter.check(rule, attrs, 1).await.expect("valid request");
+                        let d = limiter.check(rule, attrs).await.expect("valid request");
                         if d.allowed {
                             admitted.fetch_add(1, Ordering::Relaxed);
                         }
@@ -91,7 +92,11 @@ fn multi_limit_rules_are_all_or_nothing_under_contention() {
         .build()
         .unwrap();
     let peek = runtime
-        .block_on(limiter.peek("pair", &[("member", "m2"), ("ip", "10.0.0.1")], 1))
+        .block_on(limiter.check_with(
+            "pair",
+            &[("member", "m2"), ("ip", "10.0.0.1")],
+            Check::cost(1).peek(),
+        ))
         .unwrap();
     // The IP limit consumed exactly the 700 admitted requests, nothing for the denied ones.
     assert_eq!(peek.limits[1].remaining, 300);

@@ -2,6 +2,8 @@
 //! penalties, shadow mode, switches, rule changes, admin operations and fail policies.
 //! Time is a `ManualClock`; nothing sleeps.
 
+use sluice::Check;
+use sluice::Options;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -36,18 +38,18 @@ async fn seed_000_five_per_ten_seconds_then_the_sixth_waits() {
         )],
     );
     for i in 0..5 {
-        let d = limiter.check("employee", &[("id", "7")], 1).await.unwrap();
+        let d = limiter.check("employee", &[("id", "7")]).await.unwrap();
         assert!(d.allowed);
         assert_eq!(d.remaining, 4 - i);
         clock.advance(SEC);
     }
-    let sixth = limiter.check("employee", &[("id", "7")], 1).await.unwrap();
+    let sixth = limiter.check("employee", &[("id", "7")]).await.unwrap();
     assert!(!sixth.allowed);
     assert_eq!(sixth.retry_after_ms, Some(5_000));
     // Another identity is not affected by this one.
     assert!(
         limiter
-            .check("employee", &[("id", "8")], 1)
+            .check("employee", &[("id", "8")])
             .await
             .unwrap()
             .allowed
@@ -55,7 +57,7 @@ async fn seed_000_five_per_ten_seconds_then_the_sixth_waits() {
     clock.advance(5 * SEC);
     assert!(
         limiter
-            .check("employee", &[("id", "7")], 1)
+            .check("employee", &[("id", "7")])
             .await
             .unwrap()
             .allowed
@@ -73,18 +75,15 @@ async fn identity_fallback_says_which_attribute_counted() {
         )],
     );
     let guest = limiter
-        .check("browse", &[("session", "s1"), ("ip", "1.2.3.4")], 1)
+        .check("browse", &[("session", "s1"), ("ip", "1.2.3.4")])
         .await
         .unwrap();
     assert_eq!(guest.limits[0].identity, ["session"]);
-    let anonymous = limiter
-        .check("browse", &[("ip", "1.2.3.4")], 1)
-        .await
-        .unwrap();
+    let anonymous = limiter.check("browse", &[("ip", "1.2.3.4")]).await.unwrap();
     assert_eq!(anonymous.limits[0].identity, ["ip"]);
     assert_eq!(anonymous.remaining, 1, "the IP has its own counter");
     let err = limiter
-        .check("browse", &[("user_agent", "x")], 1)
+        .check("browse", &[("user_agent", "x")])
         .await
         .unwrap_err();
     assert!(
@@ -104,21 +103,23 @@ async fn bad_input_is_an_error_and_changes_nothing() {
         )],
     );
     assert!(matches!(
-        limiter.check("nope", &[("ip", "a")], 1).await,
+        limiter.check("nope", &[("ip", "a")]).await,
         Err(Error::UnknownRule { .. })
     ));
     let long = "1".repeat(2000);
     assert!(matches!(
-        limiter.check("login", &[("ip", long.as_str())], 1).await,
+        limiter.check("login", &[("ip", long.as_str())]).await,
         Err(Error::AttributeTooLong { len: 2000, .. })
     ));
     assert!(matches!(
-        limiter.check("login", &[("ip", "a")], u64::MAX).await,
+        limiter
+            .check_with("login", &[("ip", "a")], Check::cost(u64::MAX))
+            .await,
         Err(Error::InvalidCost { .. })
     ));
     assert!(
         limiter
-            .check("login", &[("ip", "a")], 1)
+            .check("login", &[("ip", "a")])
             .await
             .unwrap()
             .allowed
@@ -136,17 +137,39 @@ async fn cost_zero_peeks_and_cost_above_capacity_is_denied_without_counting() {
         )],
     );
     let attrs = [("user", "u")];
-    let d = limiter.check("export", &attrs, 11).await.unwrap();
+    let d = limiter
+        .check_with("export", &attrs, Check::cost(11))
+        .await
+        .unwrap();
     assert!(!d.allowed);
     assert_eq!(d.retry_after_ms, None, "it can never pass");
     assert!(d.reason.unwrap().contains("exceeds the capacity 10"));
-    assert!(limiter.check("export", &attrs, 7).await.unwrap().allowed);
-    let peek = limiter.check("export", &attrs, 0).await.unwrap();
+    assert!(
+        limiter
+            .check_with("export", &attrs, Check::cost(7))
+            .await
+            .unwrap()
+            .allowed
+    );
+    let peek = limiter
+        .check_with("export", &attrs, Check::cost(0))
+        .await
+        .unwrap();
     assert!(peek.allowed);
     assert_eq!(peek.remaining, 3);
-    assert!(!limiter.peek("export", &attrs, 4).await.unwrap().allowed);
+    assert!(
+        !limiter
+            .check_with("export", &attrs, Check::cost(4).peek())
+            .await
+            .unwrap()
+            .allowed
+    );
     assert_eq!(
-        limiter.check("export", &attrs, 3).await.unwrap().remaining,
+        limiter
+            .check_with("export", &attrs, Check::cost(3))
+            .await
+            .unwrap()
+            .remaining,
         0
     );
 }
@@ -168,7 +191,7 @@ async fn seed_001_member_and_ip_must_both_be_under_all_or_nothing() {
         let limiter = limiter.clone();
         async move {
             limiter
-                .check("bank_account_update", &[("member", member), ("ip", ip)], 1)
+                .check("bank_account_update", &[("member", member), ("ip", ip)])
                 .await
                 .unwrap()
         }
@@ -197,7 +220,7 @@ async fn seed_001_block_lock_gives_an_unlock_time_for_countdowns() {
     for _ in 0..3 {
         assert!(
             limiter
-                .check("secure_forgot_account", &attrs, 1)
+                .check("secure_forgot_account", &attrs)
                 .await
                 .unwrap()
                 .allowed
@@ -205,7 +228,7 @@ async fn seed_001_block_lock_gives_an_unlock_time_for_countdowns() {
     }
     clock.advance(60 * SEC);
     let denied = limiter
-        .check("secure_forgot_account", &attrs, 1)
+        .check("secure_forgot_account", &attrs)
         .await
         .unwrap();
     let now_ms = 1_767_225_600_000 + 60_000;
@@ -215,7 +238,7 @@ async fn seed_001_block_lock_gives_an_unlock_time_for_countdowns() {
     clock.advance(Duration::from_secs(1799));
     assert!(
         !limiter
-            .check("secure_forgot_account", &attrs, 1)
+            .check("secure_forgot_account", &attrs)
             .await
             .unwrap()
             .allowed
@@ -223,7 +246,7 @@ async fn seed_001_block_lock_gives_an_unlock_time_for_countdowns() {
     clock.advance(SEC);
     assert!(
         limiter
-            .check("secure_forgot_account", &attrs, 1)
+            .check("secure_forgot_account", &attrs)
             .await
             .unwrap()
             .allowed
@@ -242,11 +265,11 @@ async fn seed_002_warning_then_ban() {
     let limiter = limiter_with(&clock, vec![("mini_game", Rule::new(vec![l]))]);
     let attrs = [("member", "m1")];
     for _ in 0..5 {
-        assert!(limiter.check("mini_game", &attrs, 1).await.unwrap().allowed);
+        assert!(limiter.check("mini_game", &attrs).await.unwrap().allowed);
     }
     let mut seen = Vec::new();
     for _ in 0..5 {
-        let d = limiter.check("mini_game", &attrs, 1).await.unwrap();
+        let d = limiter.check("mini_game", &attrs).await.unwrap();
         seen.push((d.violations, d.warning, d.blocked_until_ms.is_some()));
     }
     assert_eq!(
@@ -261,10 +284,10 @@ async fn seed_002_warning_then_ban() {
     );
     // Banned for 30 minutes: a fresh window does not help.
     clock.advance(Duration::from_secs(120));
-    let d = limiter.check("mini_game", &attrs, 1).await.unwrap();
+    let d = limiter.check("mini_game", &attrs).await.unwrap();
     assert!(!d.allowed && d.warning);
     clock.advance(Duration::from_secs(1800));
-    let d = limiter.check("mini_game", &attrs, 1).await.unwrap();
+    let d = limiter.check("mini_game", &attrs).await.unwrap();
     assert!(d.allowed);
     assert!(d.warning, "violations are remembered for an hour");
 }
@@ -278,15 +301,12 @@ async fn shadow_rules_allow_but_report() {
     let no_attrs: [(&str, &str); 0] = [];
     assert!(
         limiter
-            .check("global_payments", &no_attrs, 1)
+            .check("global_payments", &no_attrs)
             .await
             .unwrap()
             .allowed
     );
-    let d = limiter
-        .check("global_payments", &no_attrs, 1)
-        .await
-        .unwrap();
+    let d = limiter.check("global_payments", &no_attrs).await.unwrap();
     assert!(d.allowed && d.shadow);
     assert!(!d.limits[0].allowed, "the limit itself denied");
 }
@@ -307,44 +327,14 @@ async fn switches_turn_rules_and_the_limiter_off() {
         ],
     );
     for _ in 0..3 {
-        assert!(
-            limiter
-                .check("off", &[("ip", "a")], 1)
-                .await
-                .unwrap()
-                .allowed
-        );
+        assert!(limiter.check("off", &[("ip", "a")]).await.unwrap().allowed);
     }
-    assert!(
-        limiter
-            .check("on", &[("ip", "a")], 1)
-            .await
-            .unwrap()
-            .allowed
-    );
-    assert!(
-        !limiter
-            .check("on", &[("ip", "a")], 1)
-            .await
-            .unwrap()
-            .allowed
-    );
+    assert!(limiter.check("on", &[("ip", "a")]).await.unwrap().allowed);
+    assert!(!limiter.check("on", &[("ip", "a")]).await.unwrap().allowed);
     limiter.set_enabled(false);
-    assert!(
-        limiter
-            .check("on", &[("ip", "a")], 1)
-            .await
-            .unwrap()
-            .allowed
-    );
+    assert!(limiter.check("on", &[("ip", "a")]).await.unwrap().allowed);
     limiter.set_enabled(true);
-    assert!(
-        !limiter
-            .check("on", &[("ip", "a")], 1)
-            .await
-            .unwrap()
-            .allowed
-    );
+    assert!(!limiter.check("on", &[("ip", "a")]).await.unwrap().allowed);
 }
 
 #[tokio::test]
@@ -353,12 +343,12 @@ async fn changing_the_count_keeps_live_counters_and_bad_rules_keep_the_old_ones(
     let rule = |rate: &str| Rule::new(vec![limit(&["ip"], rate, Algorithm::SlidingLog)]);
     let limiter = limiter_with(&clock, vec![("api", rule("3/1m"))]);
     for _ in 0..3 {
-        limiter.check("api", &[("ip", "a")], 1).await.unwrap();
+        limiter.check("api", &[("ip", "a")]).await.unwrap();
     }
     limiter
         .set_rules([("api".to_string(), rule("5/1m"))])
         .unwrap();
-    let d = limiter.check("api", &[("ip", "a")], 1).await.unwrap();
+    let d = limiter.check("api", &[("ip", "a")]).await.unwrap();
     assert_eq!(
         (d.allowed, d.remaining),
         (true, 1),
@@ -369,11 +359,11 @@ async fn changing_the_count_keeps_live_counters_and_bad_rules_keep_the_old_ones(
         limiter.set_rules([("api".to_string(), bad)]),
         Err(Error::InvalidRule { .. })
     ));
-    assert_eq!(limiter.rules()["api"].rule, rule("5/1m"));
+    assert_eq!(limiter.rules()["api"].definition, rule("5/1m"));
     limiter
         .set_rules([("api".to_string(), rule("5/2m"))])
         .unwrap();
-    let d = limiter.check("api", &[("ip", "a")], 1).await.unwrap();
+    let d = limiter.check("api", &[("ip", "a")]).await.unwrap();
     assert_eq!(d.remaining, 4, "a new window starts fresh counters");
 }
 
@@ -393,7 +383,7 @@ async fn admin_block_unblock_reset_and_list() {
         .await
         .unwrap();
     assert_eq!(until, 1_767_225_600_000 + 900_000);
-    let d = limiter.check("login", &attrs, 1).await.unwrap();
+    let d = limiter.check("login", &attrs).await.unwrap();
     assert_eq!((d.allowed, d.blocked_until_ms), (false, Some(until)));
     let blocks = limiter.blocks("login").await.unwrap();
     assert_eq!(blocks.len(), 1);
@@ -403,11 +393,11 @@ async fn admin_block_unblock_reset_and_list() {
     );
     assert!(limiter.unblock("login", &attrs).await.unwrap());
     assert!(!limiter.unblock("login", &attrs).await.unwrap());
-    assert!(limiter.check("login", &attrs, 1).await.unwrap().allowed);
-    assert!(limiter.check("login", &attrs, 1).await.unwrap().allowed);
-    assert!(!limiter.check("login", &attrs, 1).await.unwrap().allowed);
+    assert!(limiter.check("login", &attrs).await.unwrap().allowed);
+    assert!(limiter.check("login", &attrs).await.unwrap().allowed);
+    assert!(!limiter.check("login", &attrs).await.unwrap().allowed);
     limiter.reset("login", &attrs).await.unwrap();
-    assert!(limiter.check("login", &attrs, 1).await.unwrap().allowed);
+    assert!(limiter.check("login", &attrs).await.unwrap().allowed);
     assert!(limiter.blocks("login").await.unwrap().is_empty());
 }
 
@@ -417,9 +407,12 @@ fn down_limiter(clock: &ManualClock, store: Arc<DownStore>) -> Limiter {
         r.fail = Some(fail);
         r
     };
-    Limiter::builder_arc(store)
+    Limiter::builder(store)
         .clock(Arc::new(clock.clone()))
-        .timeout(Duration::from_millis(50))
+        .options(Options {
+            timeout: Duration::from_millis(50),
+            ..Options::default()
+        })
         .rule("open", rule(FailPolicy::Open))
         .rule("closed", rule(FailPolicy::Closed))
         .rule("local", rule(FailPolicy::Local))
@@ -432,14 +425,14 @@ async fn fail_policies_decide_when_the_store_is_down() {
     let clock = ManualClock::at_2026();
     let limiter = down_limiter(&clock, Arc::new(DownStore::default()));
     let attrs = [("ip", "1.2.3.4")];
-    let open = limiter.check("open", &attrs, 1).await.unwrap();
+    let open = limiter.check("open", &attrs).await.unwrap();
     assert!(open.allowed && open.degraded);
-    let closed = limiter.check("closed", &attrs, 1).await.unwrap();
+    let closed = limiter.check("closed", &attrs).await.unwrap();
     assert!(!closed.allowed && closed.degraded);
     // Local: this node's own limiter decides, with the same limit.
     let mut allowed = Vec::new();
     for _ in 0..3 {
-        let d = limiter.check("local", &attrs, 1).await.unwrap();
+        let d = limiter.check("local", &attrs).await.unwrap();
         assert!(d.degraded);
         allowed.push(d.allowed);
     }
@@ -459,7 +452,7 @@ async fn a_hanging_store_is_cut_off_at_the_deadline_then_skipped() {
     let attrs = [("ip", "1.2.3.4")];
     for _ in 0..3 {
         let started = tokio::time::Instant::now();
-        let d = limiter.check("open", &attrs, 1).await.unwrap();
+        let d = limiter.check("open", &attrs).await.unwrap();
         assert!(d.degraded && d.allowed);
         assert_eq!(
             started.elapsed(),
@@ -471,12 +464,12 @@ async fn a_hanging_store_is_cut_off_at_the_deadline_then_skipped() {
     // While skipped, requests do not wait on the store at all.
     let started = tokio::time::Instant::now();
     for _ in 0..100 {
-        assert!(limiter.check("open", &attrs, 1).await.unwrap().degraded);
+        assert!(limiter.check("open", &attrs).await.unwrap().degraded);
     }
     assert_eq!(started.elapsed(), Duration::ZERO);
     assert_eq!(store.calls(), 3);
     // After the back-off one request probes the store again.
     clock.advance(Duration::from_millis(250));
-    limiter.check("open", &attrs, 1).await.unwrap();
+    limiter.check("open", &attrs).await.unwrap();
     assert_eq!(store.calls(), 4);
 }

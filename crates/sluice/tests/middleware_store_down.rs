@@ -2,6 +2,7 @@
 //! a fail-closed route answers 429, marked the same. Real HTTP against an in-process server.
 #![cfg(feature = "tower")]
 
+use sluice::Options;
 use std::time::Duration;
 
 use axum::Router;
@@ -21,7 +22,10 @@ fn limiter(hangs: bool) -> Limiter {
         hangs,
         ..DownStore::default()
     })
-    .timeout(Duration::from_millis(20))
+    .options(Options {
+        timeout: Duration::from_millis(20),
+        ..Options::default()
+    })
     .rule("open", Rule::new(vec![by_ip()]))
     .rule("closed", closed)
     .build()

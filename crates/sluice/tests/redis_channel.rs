@@ -12,6 +12,7 @@ use parking_lot::Mutex;
 use sluice::store::LimitKey;
 use sluice::store::invalidation::{Invalidation, InvalidationChannel, InvalidationListener};
 use sluice::store::redis::channel::RedisChannel;
+use sluice::store::redis::{RedisOptions, RedisStore};
 use sluice::{Clock, SystemClock};
 use sluice_test_support::RedisServer;
 use tokio::sync::watch;
@@ -72,6 +73,13 @@ fn confirmed_after(events: &[Event], t: u64) -> bool {
         .any(|e| matches!(e, Event::Confirmed(at) if *at > t))
 }
 
+async fn channel(server: &RedisServer) -> RedisChannel {
+    RedisStore::connect(&server.url(), RedisOptions::default())
+        .await
+        .expect("a valid URL")
+        .channel()
+}
+
 fn subscribe(channel: &RedisChannel, recorder: &Arc<Recorder>) {
     let weak: Weak<dyn InvalidationListener> =
         Arc::downgrade(&(recorder.clone() as Arc<dyn InvalidationListener>));
@@ -81,10 +89,7 @@ fn subscribe(channel: &RedisChannel, recorder: &Arc<Recorder>) {
 #[tokio::test]
 async fn published_invalidations_reach_every_node_before_the_next_confirmation() {
     let server = RedisServer::start();
-    let (a, b) = (
-        RedisChannel::new(&server.url(), "sluice").unwrap(),
-        RedisChannel::new(&server.url(), "sluice").unwrap(),
-    );
+    let (a, b) = (channel(&server).await, channel(&server).await);
     assert_eq!(a.name(), "sluice:denial-cache");
     let (on_a, on_b) = (Recorder::new(), Recorder::new());
     subscribe(&a, &on_a);
@@ -103,7 +108,7 @@ async fn published_invalidations_reach_every_node_before_the_next_confirmation()
     }
     let reset = Invalidation::Keys(vec![LimitKey {
         rule: "login".into(),
-        limit: "ip".into(),
+        limit_id: "ip".into(),
         identity: "ip=203.0.113.9".into(),
     }]);
     b.publish(&reset).await.unwrap();
@@ -137,7 +142,7 @@ async fn published_invalidations_reach_every_node_before_the_next_confirmation()
 #[tokio::test]
 async fn a_broken_subscription_resubscribes_and_forgets_everything() {
     let mut server = RedisServer::start();
-    let channel = RedisChannel::new(&server.url(), "sluice").unwrap();
+    let channel = channel(&server).await;
     let recorder = Recorder::new();
     subscribe(&channel, &recorder);
     recorder
@@ -167,7 +172,7 @@ async fn a_broken_subscription_resubscribes_and_forgets_everything() {
 #[tokio::test]
 async fn the_subscription_ends_with_its_listener() {
     let server = RedisServer::start();
-    let channel = RedisChannel::new(&server.url(), "sluice").unwrap();
+    let channel = channel(&server).await;
     let recorder = Recorder::new();
     subscribe(&channel, &recorder);
     recorder

@@ -74,20 +74,20 @@ fn random_step(rng: &mut Rng, scale: &Scale) -> LimitStep {
     LimitStep {
         algorithm,
         params: Params {
-            limit,
+            count: limit,
             window_us,
             capacity,
             count_denied: algorithm.supports_count_denied() && rng.chance(30),
         },
         cost: 1,
         block_us: rng.chance(20).then(|| rng.pick(scale.blocks)),
-        penalty: rng.chance(25).then(|| penalty::Params {
+        penalty: rng.chance(25).then(|| penalty::Settings {
             warn_after: rng.pick(&[0, 1, 2]),
             ban_after: rng.pick(&[2, 3, 5]),
             ban_us: rng.pick(scale.blocks),
             memory_us: rng.pick(scale.memories),
         }),
-        enforce: rng.chance(85),
+        shadow: rng.chance(15),
     }
 }
 
@@ -115,7 +115,7 @@ async fn random_timelines_give_identical_replies() {
             .collect();
         let key = |i: usize, who: &str| LimitKey {
             rule: rule.as_str().into(),
-            limit: format!("l{i}").into(),
+            limit_id: format!("l{i}").into(),
             identity: format!("ip={who}"),
         };
         for event in 0..80 {
@@ -128,8 +128,8 @@ async fn random_timelines_give_identical_replies() {
                     let k = key(0, who);
                     let d = rng.pick(&[1_000, S]);
                     assert_eq!(
-                        memory.block(&k, d).await,
-                        redis.block(&k, d).await,
+                        memory.block(&k, Duration::from_micros(d)).await,
+                        redis.block(&k, Duration::from_micros(d)).await,
                         "block: {context}"
                     );
                 }
@@ -190,7 +190,7 @@ async fn random_timelines_on_redis_time_give_identical_replies() {
             .collect();
         let key = |i: usize, who: &str| LimitKey {
             rule: rule.as_str().into(),
-            limit: format!("l{i}").into(),
+            limit_id: format!("l{i}").into(),
             identity: format!("ip={who}"),
         };
         let mut last_us = 0;
@@ -203,10 +203,10 @@ async fn random_timelines_on_redis_time_give_identical_replies() {
                     // instant (a block never shortens, so a longer one in force answers alike).
                     let k = key(0, who);
                     let d = rng.pick(REDIS_TIME.blocks);
-                    let until = redis.block(&k, d).await.unwrap();
+                    let until = redis.block(&k, Duration::from_micros(d)).await.unwrap();
                     clock.set_us(until.saturating_sub(d).max(last_us));
                     assert_eq!(
-                        memory.block(&k, d).await.unwrap(),
+                        memory.block(&k, Duration::from_micros(d)).await.unwrap(),
                         until,
                         "block: {context}"
                     );

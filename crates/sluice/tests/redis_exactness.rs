@@ -14,6 +14,7 @@
 
 mod common;
 
+use sluice::Options;
 use std::process::Command;
 use std::time::Duration;
 
@@ -128,8 +129,17 @@ fn two_limits_never_over_admit(url: &str, units: impl Fn(&str) -> u64) {
         );
         if algorithm == Algorithm::SlidingLog {
             let [member, ip] = pair_limits(algorithm).map(|l| l.id());
-            let key =
-                |limit: &str, identity: &str| format!("{prefix}:pair:{limit}:{{{identity}}}:c");
+            // Every request costs one unit: one member each.
+            let key = |limit: &str, identity: &str| {
+                sluice::store::redis::keys::state_key(
+                    &prefix,
+                    &sluice::store::LimitKey {
+                        rule: "pair".into(),
+                        limit_id: limit.into(),
+                        identity: identity.into(),
+                    },
+                )
+            };
             assert_eq!(units(&key(&member, "member=m")), a + b, "member units");
             assert_eq!(units(&key(&ip, "ip=a")), a, "ip a units");
             assert_eq!(units(&key(&ip, "ip=b")), b, "ip b units");
@@ -199,8 +209,11 @@ async fn exactness_worker() {
     let limiter = Limiter::builder(store)
         .rule(&rule, Rule::new(limits))
         // A degraded decision would not be an answer from Redis: deny those and count them.
-        .fail(FailPolicy::Closed)
-        .timeout(Duration::from_secs(10))
+        .options(Options {
+            fail: FailPolicy::Closed,
+            timeout: Duration::from_secs(10),
+            ..Options::default()
+        })
         .build()
         .unwrap();
     let mut tasks = tokio::task::JoinSet::new();
@@ -212,7 +225,7 @@ async fn exactness_worker() {
             let (mut admitted, mut degraded) = (0u64, 0u64);
             for _ in 0..ATTEMPTS_PER_TASK {
                 let attrs = [("member", "m"), ("ip", ip)];
-                let d = limiter.check(&rule, &attrs, 1).await.unwrap();
+                let d = limiter.check(&rule, &attrs).await.unwrap();
                 admitted += u64::from(d.allowed);
                 degraded += u64::from(d.degraded);
             }

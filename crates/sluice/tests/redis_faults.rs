@@ -6,6 +6,7 @@
 
 mod common;
 
+use sluice::Options;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -32,7 +33,10 @@ async fn limiter(server: &RedisServer) -> Limiter {
         .rule("open", rule(FailPolicy::Open))
         .rule("closed", rule(FailPolicy::Closed))
         .rule("local", rule(FailPolicy::Local))
-        .timeout(TIMEOUT)
+        .options(Options {
+            timeout: TIMEOUT,
+            ..Options::default()
+        })
         .build()
         .unwrap()
 }
@@ -40,7 +44,7 @@ async fn limiter(server: &RedisServer) -> Limiter {
 /// A check with its real duration, which must stay under the bound.
 async fn timed(limiter: &Limiter, rule: &str, ip: &str) -> Decision {
     let started = Instant::now();
-    let d = limiter.check(rule, &[("ip", ip)], 1).await.unwrap();
+    let d = limiter.check(rule, &[("ip", ip)]).await.unwrap();
     let took = started.elapsed();
     assert!(took < BOUND, "{rule} took {took:?}");
     d
@@ -77,10 +81,7 @@ async fn a_paused_redis_times_out_into_the_fail_policy() {
         "repeated timeouts open the breaker"
     );
     let started = Instant::now();
-    let d = limiter
-        .check("open", &[("ip", "1.1.1.1")], 1)
-        .await
-        .unwrap();
+    let d = limiter.check("open", &[("ip", "1.1.1.1")]).await.unwrap();
     assert!(d.degraded);
     assert!(started.elapsed() < TIMEOUT / 2, "skipped, not waited on");
 }
@@ -138,7 +139,7 @@ async fn killed_mid_traffic_then_restarted_redis_degrades_and_recovers() {
     for _ in 0..100 {
         assert!(
             limiter
-                .check("open", &[("ip", "1.1.1.1")], 1)
+                .check("open", &[("ip", "1.1.1.1")])
                 .await
                 .unwrap()
                 .degraded

@@ -5,6 +5,7 @@
 
 mod common;
 
+use sluice::Options;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -46,11 +47,18 @@ async fn memory_usage_per_algorithm() {
         let limiter = Limiter::builder(store.clone())
             .rule("login", rule)
             .clock(Arc::new(clock.clone()))
-            .timeout(Duration::from_secs(5))
+            .options(Options {
+                timeout: Duration::from_secs(5),
+                ..Options::default()
+            })
             .build()
             .unwrap();
         let attrs = [("ip", "203.0.113.9")];
-        let key = format!("sluice:login:ip-{algorithm}-1m:{{ip=203.0.113.9}}:c");
+        let call = limiter
+            .calls("login", &attrs, sluice::Check::ONE)
+            .unwrap()
+            .remove(0);
+        let key = sluice::store::redis::keys::state_key("sluice", &call.key);
         let mut report = Vec::new();
         for (done, target) in [(0, 1), (1, 11), (11, 100), (100, 1000)] {
             for i in done..target {
@@ -60,19 +68,21 @@ async fn memory_usage_per_algorithm() {
                         clock.advance(Duration::from_secs(6));
                     }
                 }
-                limiter.check("login", &attrs, 1).await.unwrap();
+                limiter.check("login", &attrs).await.unwrap();
             }
             report.push(format!("{target} units: {} B", usage(&key)));
         }
         println!("{algorithm}: {}", report.join(", "));
         if algorithm == Algorithm::Gcra {
             // A denial records a violation and bans.
-            limiter.check("login", &attrs, 1).await.unwrap();
-            let base = key.trim_end_matches(":c");
+            limiter.check("login", &attrs).await.unwrap();
+            use sluice::store::redis::keys::{Part, key as part_key};
             println!(
-                "block: {} B, violations: {} B",
-                usage(&format!("{base}:b")),
-                usage(&format!("{base}:v"))
+                "block marker: {} B, parked state: {} B, block: {} B, violations: {} B",
+                usage(&key),
+                usage(&format!("{key}:h")),
+                usage(&part_key("sluice", &call.key, Part::Block)),
+                usage(&part_key("sluice", &call.key, Part::Violations))
             );
         }
     }

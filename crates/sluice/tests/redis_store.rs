@@ -1,6 +1,6 @@
 //! Redis-specific behaviour of the Redis store: unique sorted-set members, key layout and expiry,
 //! hostile identities, peek, connection and script handling.
-#![cfg(feature = "redis")]
+#![cfg(all(feature = "redis", feature = "conformance"))]
 
 mod common;
 
@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use common::{Harness, S, call, redis_store, step};
 use sluice::algorithm::Mode;
 use sluice::model::{Algorithm, Limit, Penalty};
-use sluice::store::redis::{RedisOptions, RedisStore};
+use sluice::store::redis::{RedisOptions, RedisStore, keys};
 use sluice::{Clock, ManualClock, Rule, Store, SystemClock};
 use sluice_test_support::RedisServer;
 
@@ -37,7 +37,7 @@ async fn a_thousand_units_in_one_millisecond_are_a_thousand_members() {
     }
     assert_eq!(admitted, 1000, "all within the limit, at one instant");
     assert!(!h.one(&c).await.allowed, "the 1,001st is denied");
-    let zset = "sluice:r:log:{ip=1}:c";
+    let zset = &keys::state_key("sluice", &c.key);
     assert_eq!(h.server().cli(&["ZCARD", zset]), "1000");
     let scores = h.server().cli(&["ZRANGE", zset, "0", "-1", "WITHSCORES"]);
     let now = h.now_us().to_string();
@@ -100,7 +100,10 @@ async fn every_key_expires_exactly_when_it_stops_mattering() {
     let limiter = sluice::Limiter::builder(store)
         .rules(rules.iter().map(|(n, r)| (n.to_string(), r.clone())))
         .clock(Arc::new(clock.clone()))
-        .timeout(Duration::from_secs(5))
+        .options(sluice::Options {
+            timeout: Duration::from_secs(5),
+            ..sluice::Options::default()
+        })
         .build()
         .unwrap();
     // All traffic at one instant, so every key was last written at `now`.
@@ -108,57 +111,42 @@ async fn every_key_expires_exactly_when_it_stops_mattering() {
     for (name, _) in &rules {
         for ip in ["1.1.1.1", "2.2.2.2"] {
             for _ in 0..5 {
-                let d = limiter.check(name, &[("ip", ip)], 1).await.unwrap();
+                let d = limiter.check(name, &[("ip", ip)]).await.unwrap();
                 assert!(!d.degraded);
             }
         }
     }
     let window_us = window.as_micros() as u64;
-    let keys = keys_with_pttl(&server);
-    // Per algorithm and IP: the plain counter; counter and block; counter, block, violations.
-    assert_eq!(keys.len(), 6 * 2 * (1 + 2 + 3), "{keys:?}");
-    let mut parts = std::collections::BTreeSet::new();
-    for (key, pttl) in &keys {
-        assert!(*pttl > 0, "{key} has no expiry ({pttl})");
-        let part = key.rsplit(':').next().unwrap();
-        parts.insert(part.to_string());
-        let rule = key.split(':').nth(1).unwrap();
-        let bound = match part {
-            // A sliding-window bucket counts up to a tenth of the window longer.
-            "c" if rule.ends_with("sliding_window") => window + window / 10,
-            "c" => window,
-            "b" => block.max(penalty.ban),
-            "v" => penalty.memory,
-            _ => panic!("unexpected key {key}"),
-        };
-        assert!(
-            *pttl as u128 <= bound.as_millis(),
-            "{key}: {pttl} ms > {bound:?}"
-        );
-        // The key expires when its own content says it stops mattering, to the millisecond
-        // (less the real time spent since it was written).
+    // Which algorithm each state key belongs to (state keys are named by a hash of rule and limit).
+    let mut algorithms = std::collections::HashMap::new();
+    for (name, _) in &rules {
+        for ip in ["1.1.1.1", "2.2.2.2"] {
+            for c in limiter
+                .calls(name, &[("ip", ip)], sluice::Check::ONE)
+                .unwrap()
+            {
+                algorithms.insert(keys::state_key("sluice", &c.key), c.step.algorithm);
+            }
+        }
+    }
+    // When a state stops mattering, from its content.
+    let state_deadline = |key: &str, algorithm: Algorithm| -> u64 {
         let value = server.cli(&["GET", key]);
         let level_deadline = |v: &str| {
             let (level, last) = v[1..].split_once(':').unwrap();
             let level: f64 = level.parse().unwrap();
             last.parse::<u64>().unwrap() + (level * window_us as f64 / 3.0).ceil() as u64
         };
-        let deadline_us: u64 = match (part, rule) {
-            ("b", _) => value.parse().unwrap(),
-            ("v", _) => value.split(':').nth(1).unwrap().parse().unwrap(),
-            (_, r) if r.ends_with("gcra") => value[1..].parse().unwrap(),
-            (_, r) if r.ends_with("fixed_window") => {
-                let start: u64 = value[1..].split(':').next().unwrap().parse().unwrap();
-                start + window_us
-            }
-            (_, r) if r.ends_with("token_bucket") || r.ends_with("leaky_bucket") => {
-                level_deadline(&value)
-            }
-            (_, r) if r.ends_with("sliding_log") => {
+        match algorithm {
+            Algorithm::Gcra => value.parse().unwrap(),
+            // All traffic came at `now`: the count lives until the end of now's window.
+            Algorithm::FixedWindow => now - now % window_us + window_us,
+            Algorithm::TokenBucket | Algorithm::LeakyBucket => level_deadline(&value),
+            Algorithm::SlidingLog => {
                 let newest = server.cli(&["ZRANGE", key, "-1", "-1", "WITHSCORES"]);
                 newest.lines().nth(1).unwrap().parse::<u64>().unwrap() + window_us
             }
-            (_, r) if r.ends_with("sliding_window") => {
+            Algorithm::SlidingWindow => {
                 let fields = server.cli(&["HKEYS", key]);
                 let newest: u64 = fields
                     .lines()
@@ -167,8 +155,52 @@ async fn every_key_expires_exactly_when_it_stops_mattering() {
                     .unwrap();
                 (newest + 11) * (window_us / 10)
             }
-            _ => panic!("unexpected key {key}"),
+        }
+    };
+    let keys = keys_with_pttl(&server);
+    // Per algorithm and IP: the plain state; the blocking limit's parked state, marker and
+    // block; the punishing limit's parked state, marker, block and violations.
+    assert_eq!(keys.len(), 6 * 2 * (1 + 3 + 4), "{keys:?}");
+    let mut parts = std::collections::BTreeSet::new();
+    for (key, pttl) in &keys {
+        assert!(*pttl > 0, "{key} has no expiry ({pttl})");
+        let state = key.strip_suffix(":h").unwrap_or(key);
+        let (part, deadline_us, bound) = if let Some(&algorithm) = algorithms.get(state) {
+            // A sliding-window bucket counts up to a tenth of the window longer.
+            let bound = match algorithm {
+                Algorithm::SlidingWindow => window + window / 10,
+                _ => window,
+            };
+            let value = server.cli(&["GET", key]);
+            if let Some(until) = value.strip_prefix('B') {
+                // A block marker lives as long as the block or the parked state.
+                let parked = state_deadline(&format!("{key}:h"), algorithm);
+                let until: u64 = until.parse().unwrap();
+                ("marker", until.max(parked), block.max(penalty.ban))
+            } else if key.ends_with(":h") {
+                ("h", state_deadline(key, algorithm), bound)
+            } else {
+                ("state", state_deadline(key, algorithm), bound)
+            }
+        } else {
+            let value = server.cli(&["GET", key]);
+            match key.rsplit(':').next().unwrap() {
+                "b" => ("b", value.parse().unwrap(), block.max(penalty.ban)),
+                "v" => (
+                    "v",
+                    value.split(':').nth(1).unwrap().parse().unwrap(),
+                    penalty.memory,
+                ),
+                _ => panic!("unexpected key {key}"),
+            }
         };
+        parts.insert(part);
+        assert!(
+            *pttl as u128 <= bound.as_millis(),
+            "{key}: {pttl} ms > {bound:?}"
+        );
+        // The key expires when its own content says it stops mattering, to the millisecond
+        // (less the real time spent since it was written).
         let exact_ms = (deadline_us - now).div_ceil(1000) as i64;
         assert!(*pttl <= exact_ms, "{key}: {pttl} ms > {exact_ms} ms");
         assert!(
@@ -176,8 +208,12 @@ async fn every_key_expires_exactly_when_it_stops_mattering() {
             "{key}: {pttl} ms, expected {exact_ms} ms"
         );
     }
-    assert_eq!(parts.into_iter().collect::<Vec<_>>(), ["b", "c", "v"]);
-    // Lifting a block deletes it and the violations; a reset deletes everything of an identity.
+    assert_eq!(
+        parts.into_iter().collect::<Vec<_>>(),
+        ["b", "h", "marker", "state", "v"]
+    );
+    // Lifting a block deletes it and the violations and puts the state back; a reset deletes
+    // everything of an identity.
     let blocked = limiter.blocks("b-gcra").await.unwrap();
     assert_eq!(blocked.len(), 4, "{blocked:?}");
     assert!(
@@ -187,14 +223,28 @@ async fn every_key_expires_exactly_when_it_stops_mattering() {
             .unwrap()
     );
     let left = server.cli(&["--scan", "--pattern", "sluice:b-gcra:*:{ip=1.1.1.1}:*"]);
-    assert_eq!(
-        left.lines().filter(|k| !k.ends_with(":c")).count(),
-        0,
-        "{left}"
-    );
+    assert_eq!(left, "");
+    for c in limiter
+        .calls("b-gcra", &[("ip", "1.1.1.1")], sluice::Check::ONE)
+        .unwrap()
+    {
+        let state = keys::state_key("sluice", &c.key);
+        assert!(
+            server.cli(&["GET", &state]).parse::<u64>().is_ok(),
+            "{state}"
+        );
+        assert_eq!(server.cli(&["EXISTS", &format!("{state}:h")]), "0");
+    }
     limiter.reset("b-gcra", &[("ip", "2.2.2.2")]).await.unwrap();
     let left = server.cli(&["--scan", "--pattern", "sluice:b-gcra:*:{ip=2.2.2.2}:*"]);
     assert_eq!(left, "");
+    for c in limiter
+        .calls("b-gcra", &[("ip", "2.2.2.2")], sluice::Check::ONE)
+        .unwrap()
+    {
+        let state = keys::state_key("sluice", &c.key);
+        assert_eq!(server.cli(&["EXISTS", &state, &format!("{state}:h")]), "0");
+    }
 }
 
 #[tokio::test]
@@ -219,7 +269,7 @@ async fn expiries_are_whole_milliseconds_rounded_up() {
         .unwrap();
     let pttl: i64 = h
         .server()
-        .cli(&["PTTL", "exact:r:g:{ip=1}:c"])
+        .cli(&["PTTL", &keys::state_key("exact", &c.key)])
         .parse()
         .unwrap();
     assert!((3000..=3334).contains(&pttl), "{pttl}");
@@ -244,31 +294,37 @@ async fn hostile_identities_cannot_break_their_key_or_collide() {
     for v in values {
         let attrs = [("user", v)];
         assert!(
-            limiter.check("login", &attrs, 1).await.unwrap().allowed,
+            limiter.check("login", &attrs).await.unwrap().allowed,
             "{v:.20}"
         );
     }
     for v in values {
         let attrs = [("user", v)];
-        let d = limiter.check("login", &attrs, 1).await.unwrap();
+        let d = limiter.check("login", &attrs).await.unwrap();
         assert!(!d.allowed && d.blocked_until_ms.is_some(), "{v:.20}");
     }
-    let keys = h.server().cli(&["--scan", "--pattern", "*"]);
-    let keys: Vec<&str> = keys.lines().collect();
+    let names = h.server().cli(&["--scan", "--pattern", "*"]);
+    let names: Vec<&str> = names.lines().collect();
     assert_eq!(
-        keys.len(),
-        values.len() * 2,
-        "one counter and one block each"
+        names.len(),
+        values.len() * 3,
+        "one block marker, one parked state and one block each"
     );
-    for key in &keys {
+    let hash = keys::limit_hash("login", "user-gcra-1h");
+    let state_head = format!("sluice:{}", std::str::from_utf8(&hash).unwrap());
+    for key in &names {
         assert!(key.len() < 120, "{key}");
         assert_eq!(key.matches('{').count(), 1, "{key}");
         assert_eq!(key.matches('}').count(), 1, "{key}");
         let (head, tail) = key.split_once('{').unwrap();
-        assert_eq!(head, "sluice:login:user-gcra-1h:");
         let (identity, part) = tail.split_once('}').unwrap();
         assert!(!identity.contains(':'));
-        assert!(part == ":c" || part == ":b");
+        if head == state_head {
+            assert!(part.is_empty() || part == ":h", "{key}");
+        } else {
+            assert_eq!(head, "sluice:login:user-gcra-1h:");
+            assert_eq!(part, ":b");
+        }
     }
     let blocks = limiter.blocks("login").await.unwrap();
     assert_eq!(blocks.len(), values.len());
@@ -290,7 +346,7 @@ async fn peek_writes_nothing() {
     for (i, algorithm) in Algorithm::ALL.into_iter().enumerate() {
         let mut s = step(algorithm, 2, 60 * S);
         s.block_us = Some(S);
-        s.penalty = Some(sluice::algorithm::penalty::Params {
+        s.penalty = Some(sluice::algorithm::penalty::Settings {
             warn_after: 1,
             ban_after: 3,
             ban_us: S,
@@ -377,7 +433,10 @@ async fn time_comes_from_redis_by_default() {
         "{} vs {local}",
         reply.now_us
     );
-    let until = store.block(&c.key, 10 * S).await.unwrap();
+    let until = store
+        .block(&c.key, Duration::from_micros(10 * S))
+        .await
+        .unwrap();
     assert!(until.abs_diff(local + 10 * S) < 5 * S);
     assert_eq!(store.blocks("r").await.unwrap()[0].until_us, until);
     assert!(store.unblock(&c.key).await.unwrap());

@@ -58,7 +58,11 @@ pub(super) fn router(state: Arc<AppState>) -> Router {
 }
 
 /// Lets a request through only with the right bearer token.
-async fn guard(State(state): State<Arc<AppState>>, request: Request, next: Next) -> Response {
+pub(super) async fn guard(
+    State(state): State<Arc<AppState>>,
+    request: Request,
+    next: Next,
+) -> Response {
     let Some(token) = &state.admin_token else {
         return ApiError::new(
             StatusCode::NOT_FOUND,

@@ -167,7 +167,7 @@ impl Drop for InFlight {
 
 /// Accepts connections until `shutdown` flips to true, then lets the open ones finish their
 /// requests in flight and returns.
-pub(super) async fn accept_loop(
+pub(crate) async fn accept_loop(
     listener: TcpListener,
     router: Router,
     limits: ServerConfig,

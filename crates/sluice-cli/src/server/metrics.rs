@@ -2,7 +2,9 @@
 //!
 //! The library emits its metrics through the `metrics` facade (`sluice_decisions_total`,
 //! `sluice_store_latency_seconds`, `sluice_store_errors_total`,
-//! `sluice_degraded_decisions_total`); the service adds `sluice_config_reloads_total{result}` and,
+//! `sluice_degraded_decisions_total`, and the denial cache's `sluice_denial_cache_hits_total`,
+//! `sluice_denial_cache_entries`, `sluice_denial_cache_evictions_total`,
+//! `sluice_denial_cache_invalidations_total`); the service adds `sluice_config_reloads_total{result}` and,
 //! rendered separately for bounded cardinality, the top denied identities (see `topk`). The
 //! recorder is process-global and installed once; a second install (several servers in one test
 //! process) reuses the first.

@@ -9,6 +9,7 @@
 //! # Layout
 //! - `routes`: check, peek, rules, health, metrics;
 //! - `admin`: bearer-token guard, reset and blocks;
+//! - `dashboard`: the `/ui` page and the admin read endpoints it uses (`/v1/stats`, block lifting);
 //! - `connections`: the accept loop, its connection cap and the timeouts of stalled connections;
 //! - `error`: JSON errors and body parsing (every client mistake is a 4xx with `{"error"}`);
 //! - `reload`: file watch and SIGHUP → parse → validate → swap;
@@ -16,11 +17,14 @@
 
 mod admin;
 mod connections;
-mod error;
+mod dashboard;
+pub(crate) mod error;
 pub mod metrics;
 pub mod reload;
 mod routes;
 pub mod topk;
+
+pub(crate) use connections::accept_loop;
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -87,10 +91,11 @@ impl AppState {
         store: &OpenedStore,
         admin_token: Option<String>,
     ) -> anyhow::Result<Arc<AppState>> {
-        let limiter = Limiter::builder_arc(store.store.clone())
-            .options(config.limiter_options())
-            .build()
-            .context("building the limiter")?;
+        let mut builder = Limiter::builder(store.store.clone()).options(config.limiter_options());
+        if let Some(channel) = &store.channel {
+            builder = builder.invalidation_channel(channel.clone());
+        }
+        let limiter = builder.build().context("building the limiter")?;
         limiter
             .set_rules(reload::rules_in_force(&config))
             .context("the rules do not compile")?;
@@ -121,7 +126,10 @@ pub fn now_ms() -> u64 {
 
 /// The service's routes over a state.
 pub fn router(state: Arc<AppState>) -> Router {
-    routes::router(state.clone()).merge(admin::router(state))
+    routes::router(state.clone())
+        .merge(admin::router(state.clone()))
+        .merge(dashboard::router(state.clone()))
+        .merge(crate::gateway::forward_auth::router(state))
 }
 
 /// Serves until `shutdown` completes, then finishes the requests in flight.
@@ -213,6 +221,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         .with_context(|| format!("cannot listen on {listen}"))?;
     let _watch = reload::watch(state.clone())?;
     spawn_upkeep(store.memory.clone(), prometheus);
+    let _grpc = crate::gateway::spawn_grpc(args.grpc_listen, &state).await?;
     serve(listener, state, shutdown_signal()).await?;
     Ok(())
 }

@@ -41,7 +41,7 @@ pub fn rules_in_force(config: &Config) -> Vec<(String, Rule)> {
 
 /// What a reload did.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Outcome {
+pub enum Reloaded {
     /// New rules are in force.
     Applied,
     /// The file is the one in force; nothing to do.
@@ -51,9 +51,9 @@ pub enum Outcome {
 }
 
 /// Reloads the rule file. With `force`, applies it even if its text is unchanged.
-pub fn reload(state: &AppState, force: bool) -> Outcome {
+pub fn reload(state: &AppState, force: bool) -> Reloaded {
     let Some(path) = &state.config_path else {
-        return Outcome::Unchanged;
+        return Reloaded::Unchanged;
     };
     let config = match Config::load(path) {
         Ok(config) => config,
@@ -61,7 +61,7 @@ pub fn reload(state: &AppState, force: bool) -> Outcome {
     };
     let current = state.live.load();
     if !force && config.version == current.version {
-        return Outcome::Unchanged;
+        return Reloaded::Unchanged;
     }
     if let Err(error) = state.limiter.set_rules(rules_in_force(&config)) {
         return refuse(format!("{}: {error}", path.display()));
@@ -89,13 +89,13 @@ pub fn reload(state: &AppState, force: bool) -> Outcome {
         config,
     }));
     metrics::reload(true);
-    Outcome::Applied
+    Reloaded::Applied
 }
 
-fn refuse(reason: String) -> Outcome {
+fn refuse(reason: String) -> Reloaded {
     tracing::error!(error = %reason, "config reload refused; the previous rules stay in force");
     metrics::reload(false);
-    Outcome::Refused(reason)
+    Reloaded::Refused(reason)
 }
 
 /// The settings that differ from those the server started with and that only a restart applies.
@@ -103,6 +103,9 @@ fn needs_restart(started: &Config, now: &Config) -> Vec<&'static str> {
     let mut out = Vec::new();
     if started.listen != now.listen {
         out.push("listen");
+    }
+    if started.grpc_listen != now.grpc_listen {
+        out.push("grpc_listen");
     }
     if started.store.url != now.store.url {
         out.push("store.url");
@@ -118,6 +121,9 @@ fn needs_restart(started: &Config, now: &Config) -> Vec<&'static str> {
     }
     if started.admin_token_env != now.admin_token_env {
         out.push("admin_token_env");
+    }
+    if started.denial_cache != now.denial_cache {
+        out.push("denial_cache");
     }
     out
 }

@@ -5,6 +5,7 @@
 //! [`sluice::model::headers`]; `/v1/check` answers 429 when denied, `/v1/peek` always 200 (it
 //! consumed nothing, so nothing was limited; `allowed` says what a check would do).
 
+use sluice::Check;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -97,7 +98,7 @@ async fn check(
     let attributes = request.attributes()?;
     let decision = state
         .limiter
-        .check(&request.rule, &attributes, request.cost()?)
+        .check_with(&request.rule, &attributes, Check::cost(request.cost()?))
         .await?;
     if decision.limits.iter().any(|l| !l.allowed) {
         state.top_denied.record(&decision, &attributes);
@@ -108,15 +109,7 @@ async fn check(
         StatusCode::TOO_MANY_REQUESTS
     };
     let message = (!decision.allowed)
-        .then(|| {
-            state
-                .limiter
-                .rules()
-                .get(&decision.rule)?
-                .rule
-                .message
-                .clone()
-        })
+        .then(|| state.limiter.message(&decision.rule))
         .flatten();
     Ok(decision_response(
         status,
@@ -134,7 +127,11 @@ async fn peek(
     let attributes = request.attributes()?;
     let decision = state
         .limiter
-        .peek(&request.rule, &attributes, request.cost()?)
+        .check_with(
+            &request.rule,
+            &attributes,
+            Check::cost(request.cost()?).peek(),
+        )
         .await?;
     Ok(decision_response(
         StatusCode::OK,
@@ -175,9 +172,9 @@ async fn rules(State(state): State<Arc<AppState>>) -> Json<Value> {
     let rules: serde_json::Map<String, Value> = book
         .iter()
         .map(|(name, compiled)| {
-            let mut rule = serde_json::to_value(&compiled.rule).unwrap_or(Value::Null);
+            let mut rule = serde_json::to_value(&compiled.definition).unwrap_or(Value::Null);
             if let Value::Object(fields) = &mut rule {
-                let ids: Vec<String> = compiled.rule.limits.iter().map(|l| l.id()).collect();
+                let ids: Vec<String> = compiled.definition.limits.iter().map(|l| l.id()).collect();
                 fields.insert("limit_ids".into(), json!(ids));
             }
             (name.clone(), rule)
@@ -196,19 +193,25 @@ async fn healthz() -> Json<Value> {
     Json(json!({ "status": "ok" }))
 }
 
-async fn readyz(State(state): State<Arc<AppState>>) -> Response {
+/// Whether the store answers a ping within a deadline derived from the store timeout; the error
+/// says why not.
+pub(super) async fn store_answer(state: &AppState) -> Result<(), String> {
     let store = state.limiter.store();
     let deadline = (state.limiter.options().timeout * 4)
         .clamp(Duration::from_millis(100), Duration::from_secs(2));
-    let answer = match tokio::time::timeout(deadline, store.ping()).await {
+    match tokio::time::timeout(deadline, store.ping()).await {
         Ok(Ok(())) => Ok(()),
         Ok(Err(error)) => Err(error.to_string()),
         Err(_) => Err(format!(
             "{} store: no answer within {deadline:?}",
             store.name()
         )),
-    };
-    match answer {
+    }
+}
+
+async fn readyz(State(state): State<Arc<AppState>>) -> Response {
+    let store = state.limiter.store();
+    match store_answer(&state).await {
         Ok(()) => Json(json!({ "status": "ready", "store": store.name() })).into_response(),
         Err(error) => (
             StatusCode::SERVICE_UNAVAILABLE,

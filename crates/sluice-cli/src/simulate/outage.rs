@@ -7,9 +7,10 @@
 //! all) until the store is back.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use sluice::algorithm::Mode;
-use sluice::store::{BlockEntry, BoxFuture, LimitCall, LimitKey, StoreReply};
+use sluice::store::{BlockEntry, LimitCall, LimitKey, StoreReply};
 use sluice::{Clock, FailPolicy, Limiter, ManualClock, MemoryStore, Rule, Store, StoreError};
 
 /// The fail policies, in the order reports show them.
@@ -61,42 +62,30 @@ impl Store for DownStore {
         "memory"
     }
 
-    fn decide<'a>(
-        &'a self,
-        calls: &'a [LimitCall],
-        mode: Mode,
-    ) -> BoxFuture<'a, Result<StoreReply, StoreError>> {
-        match self.check() {
-            Ok(()) => self.inner.decide(calls, mode),
-            Err(e) => Box::pin(std::future::ready(Err(e))),
-        }
+    async fn decide(&self, calls: &[LimitCall], mode: Mode) -> Result<StoreReply, StoreError> {
+        self.check()?;
+        self.inner.decide(calls, mode).await
     }
 
-    fn reset<'a>(&'a self, keys: &'a [LimitKey]) -> BoxFuture<'a, Result<(), StoreError>> {
-        self.inner.reset(keys)
+    async fn reset(&self, keys: &[LimitKey]) -> Result<(), StoreError> {
+        self.inner.reset(keys).await
     }
 
-    fn block<'a>(
-        &'a self,
-        key: &'a LimitKey,
-        duration_us: u64,
-    ) -> BoxFuture<'a, Result<u64, StoreError>> {
-        self.inner.block(key, duration_us)
+    async fn block(&self, key: &LimitKey, duration: Duration) -> Result<u64, StoreError> {
+        self.inner.block(key, duration).await
     }
 
-    fn unblock<'a>(&'a self, key: &'a LimitKey) -> BoxFuture<'a, Result<bool, StoreError>> {
-        self.inner.unblock(key)
+    async fn unblock(&self, key: &LimitKey) -> Result<bool, StoreError> {
+        self.inner.unblock(key).await
     }
 
-    fn blocks<'a>(&'a self, rule: &'a str) -> BoxFuture<'a, Result<Vec<BlockEntry>, StoreError>> {
-        self.inner.blocks(rule)
+    async fn blocks(&self, rule: &str) -> Result<Vec<BlockEntry>, StoreError> {
+        self.inner.blocks(rule).await
     }
 
-    fn ping(&self) -> BoxFuture<'_, Result<(), StoreError>> {
-        match self.check() {
-            Ok(()) => self.inner.ping(),
-            Err(e) => Box::pin(std::future::ready(Err(e))),
-        }
+    async fn ping(&self) -> Result<(), StoreError> {
+        self.check()?;
+        self.inner.ping().await
     }
 }
 
@@ -109,7 +98,7 @@ pub fn fleet(
     clock: &ManualClock,
     (from_us, to_us): (u64, u64),
 ) -> anyhow::Result<Vec<Limiter>> {
-    let store: Arc<dyn Store> = Arc::new(DownStore::new(clock.clone(), from_us, to_us));
+    let store = Arc::new(DownStore::new(clock.clone(), from_us, to_us));
     let rules: Vec<(String, Rule)> = rules
         .iter()
         .map(|(name, rule)| {
@@ -120,7 +109,7 @@ pub fn fleet(
         .collect();
     (0..nodes.max(1))
         .map(|_| {
-            Ok(Limiter::builder_arc(store.clone())
+            Ok(Limiter::builder(store.clone())
                 .clock(Arc::new(clock.clone()))
                 .rules(rules.clone())
                 .build()?)

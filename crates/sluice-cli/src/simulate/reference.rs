@@ -36,7 +36,7 @@ impl ExactSlidingLog {
     /// Decides (and records, when admitted) `cost` units of `identity` at `now`.
     pub fn admit(&mut self, identity: &str, now: u64, cost: u64) -> bool {
         self.decisions += 1;
-        if self.decisions % SWEEP_EVERY == 0 {
+        if self.decisions.is_multiple_of(SWEEP_EVERY) {
             let window_us = self.window_us;
             self.logs.retain(|_, log| log.advance(now, window_us) > 0);
         }

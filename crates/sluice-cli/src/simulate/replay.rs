@@ -7,6 +7,7 @@
 //! next request says so: a day of traffic costs what its decisions cost, not a day.
 
 use indicatif::ProgressBar;
+use sluice::Check;
 use sluice::{Limiter, ManualClock, Rule};
 
 use super::event::{Event, Identities};
@@ -93,7 +94,10 @@ pub async fn replay(
         let attributes = traffic.identities().get(event.identity);
         for subject in subjects.iter_mut() {
             let node = &subject.nodes[(totals.requests % subject.nodes.len() as u64) as usize];
-            let decision = match node.check(&subject.rule, attributes, event.cost).await {
+            let decision = match node
+                .check_with(&subject.rule, attributes, Check::cost(event.cost))
+                .await
+            {
                 Ok(decision) => decision,
                 Err(_) => {
                     subject.skipped += 1;

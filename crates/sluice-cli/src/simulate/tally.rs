@@ -187,7 +187,7 @@ impl Tally {
             cost,
         } = request;
         let s = &mut self.summary;
-        if s.offered_requests % SWEEP_EVERY == 0 {
+        if s.offered_requests.is_multiple_of(SWEEP_EVERY) {
             let window_us = self.window_us;
             self.admitted_windows
                 .retain(|_, w| w.advance(at_us, window_us) > 0);

@@ -3,7 +3,7 @@
 //! Exact within a window; a burst of `limit` at the end of one window and `limit` at the start of
 //! the next admits up to twice the limit across the edge. That is the known price of O(1) state.
 
-use super::{Outcome, Params};
+use super::{COUNT_CAP, Mode, Outcome, Params};
 
 /// The current window's start (µs) and the units counted in it.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -15,7 +15,7 @@ pub struct State {
 }
 
 /// Decides `cost` units at `now`.
-pub fn decide(state: &mut State, now: u64, p: &Params, cost: u64, apply: bool) -> Outcome {
+pub fn decide(state: &mut State, now: u64, p: &Params, cost: u64, mode: Mode) -> Outcome {
     let start = now - now % p.window_us;
     if state.window_start != start {
         *state = State {
@@ -23,20 +23,18 @@ pub fn decide(state: &mut State, now: u64, p: &Params, cost: u64, apply: bool) -
             count: 0,
         };
     }
-    let allowed = state.count + cost <= p.limit;
-    if apply && (allowed || p.count_denied) {
-        state.count += cost;
+    let allowed = state.count + cost <= p.count;
+    if mode == Mode::Apply && (allowed || p.count_denied) {
+        state.count = (state.count + cost).min(COUNT_CAP);
     }
     let window_left = start + p.window_us - now;
     let reset_after_us = if state.count == 0 { 0 } else { window_left };
-    Outcome {
+    Outcome::unshaped(
         allowed,
-        remaining: p.limit.saturating_sub(state.count),
+        p.count.saturating_sub(state.count),
         reset_after_us,
-        retry_after_us: (!allowed).then_some(window_left),
-        delay_us: 0,
-        ttl_us: reset_after_us,
-    }
+        (!allowed).then_some(window_left),
+    )
 }
 
 #[cfg(test)]
@@ -50,14 +48,14 @@ mod tests {
         let p = Params::new(3, 10 * S, 3);
         let mut s = State::default();
         for _ in 0..3 {
-            assert!(decide(&mut s, 12 * S, &p, 1, true).allowed);
+            assert!(decide(&mut s, 12 * S, &p, 1, Mode::Apply).allowed);
         }
-        let o = decide(&mut s, 15 * S, &p, 1, true);
+        let o = decide(&mut s, 15 * S, &p, 1, Mode::Apply);
         assert!(!o.allowed);
         assert_eq!(o.retry_after_us, Some(5 * S));
         assert_eq!(o.remaining, 0);
         // A new window starts at 20s with a full quota.
-        let o = decide(&mut s, 20 * S, &p, 1, true);
+        let o = decide(&mut s, 20 * S, &p, 1, Mode::Apply);
         assert!(o.allowed);
         assert_eq!(o.remaining, 2);
         assert_eq!(o.reset_after_us, 10 * S);
@@ -68,7 +66,7 @@ mod tests {
         let p = Params::new(3, 10 * S, 3);
         let mut s = State::default();
         let admitted = (0..6)
-            .filter(|i| decide(&mut s, 10 * S - 1 + (i / 3), &p, 1, true).allowed)
+            .filter(|i| decide(&mut s, 10 * S - 1 + (i / 3), &p, 1, Mode::Apply).allowed)
             .count();
         assert_eq!(admitted, 6);
     }
@@ -77,8 +75,8 @@ mod tests {
     fn cost_above_what_is_left_is_denied_whole() {
         let p = Params::new(5, 10 * S, 5);
         let mut s = State::default();
-        assert!(decide(&mut s, 0, &p, 4, true).allowed);
-        assert!(!decide(&mut s, 0, &p, 2, true).allowed);
-        assert!(decide(&mut s, 0, &p, 1, true).allowed);
+        assert!(decide(&mut s, 0, &p, 4, Mode::Apply).allowed);
+        assert!(!decide(&mut s, 0, &p, 2, Mode::Apply).allowed);
+        assert!(decide(&mut s, 0, &p, 1, Mode::Apply).allowed);
     }
 }

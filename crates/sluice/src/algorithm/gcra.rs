@@ -4,9 +4,11 @@
 //! microseconds, so never faster than the rate); the theoretical arrival time `tat` is the time
 //! at which the key is back to full. A request of `cost` is admitted when
 //! `max(tat, now) + cost * T <= now + capacity * T`, so up to `capacity` units pass at once.
-//! Integer arithmetic throughout; the Redis script computes the same numbers.
+//! Integer arithmetic throughout; the Redis script computes the same numbers. Rules are refused
+//! when `capacity * T` reaches 2^53 (see [`crate::model::Limit::validate`]) and a request never
+//! costs more than the capacity, so no product overflows; the arithmetic saturates regardless.
 
-use super::{Outcome, Params};
+use super::{Mode, Outcome, Params};
 
 /// The theoretical arrival time (µs); 0 when the key has no history.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -16,28 +18,30 @@ pub struct State {
 }
 
 /// Decides `cost` units at `now`.
-pub fn decide(state: &mut State, now: u64, p: &Params, cost: u64, apply: bool) -> Outcome {
+pub fn decide(state: &mut State, now: u64, p: &Params, cost: u64, mode: Mode) -> Outcome {
     let t = p.emission_interval_us();
-    let tau = p.capacity * t;
+    let tau = p.capacity.saturating_mul(t);
     let tat = state.tat_us.max(now);
-    let new_tat = tat + cost * t;
-    let allowed = new_tat <= now + tau;
+    let new_tat = tat.saturating_add(cost.saturating_mul(t));
+    let allowed = new_tat <= now.saturating_add(tau);
     let retry_after_us = (!allowed).then(|| new_tat - tau - now);
     // What remains after this request: consumed only when applied (a peek reports the present).
-    let tat_after = if apply && allowed { new_tat } else { tat };
-    if apply && allowed {
+    let tat_after = if mode == Mode::Apply && allowed {
+        new_tat
+    } else {
+        tat
+    };
+    if mode == Mode::Apply && allowed {
         state.tat_us = new_tat;
     }
     let reset_after_us = tat_after - now;
-    Outcome {
+    // A capacity lowered on a live key can leave the tat beyond now + tau: nothing remains.
+    Outcome::unshaped(
         allowed,
-        // A capacity lowered on a live key can leave the tat beyond now + tau: nothing remains.
-        remaining: (now + tau).saturating_sub(tat_after) / t,
+        now.saturating_add(tau).saturating_sub(tat_after) / t,
         reset_after_us,
         retry_after_us,
-        delay_us: 0,
-        ttl_us: reset_after_us,
-    }
+    )
 }
 
 #[cfg(test)]
@@ -52,16 +56,16 @@ mod tests {
         let p = Params::new(5, 10 * S, 5);
         let mut s = State::default();
         for i in 0..5 {
-            let o = decide(&mut s, 100 * S, &p, 1, true);
+            let o = decide(&mut s, 100 * S, &p, 1, Mode::Apply);
             assert!(o.allowed);
             assert_eq!(o.remaining, 4 - i);
         }
-        let o = decide(&mut s, 100 * S, &p, 1, true);
+        let o = decide(&mut s, 100 * S, &p, 1, Mode::Apply);
         assert!(!o.allowed);
         assert_eq!(o.retry_after_us, Some(2 * S));
         assert_eq!(o.reset_after_us, 10 * S);
-        assert!(!decide(&mut s, 102 * S - 1, &p, 1, true).allowed);
-        assert!(decide(&mut s, 102 * S, &p, 1, true).allowed);
+        assert!(!decide(&mut s, 102 * S - 1, &p, 1, Mode::Apply).allowed);
+        assert!(decide(&mut s, 102 * S, &p, 1, Mode::Apply).allowed);
     }
 
     #[test]

@@ -4,18 +4,18 @@
 //! that fits is admitted with `delay_us`, the time the units ahead of it need to drain, so the
 //! caller can pace its work instead of being rejected; a request that does not fit is denied. The
 //! level drains continuously and the fraction is kept: flooring the drained amount and resetting
-//! the timestamp (seed 004) would drain slower than configured.
+//! the timestamp on every request would drain slower than configured.
 
-use super::{LEVEL_EPSILON, Level, Outcome, Params};
+use super::{LEVEL_EPSILON, Level, Mode, Outcome, Params};
 
 /// Decides `cost` units at `now`.
-pub fn decide(state: &mut Level, now: u64, p: &Params, cost: u64, apply: bool) -> Outcome {
+pub fn decide(state: &mut Level, now: u64, p: &Params, cost: u64, mode: Mode) -> Outcome {
     let mut level = state.drained(now, p);
     let allowed = level + cost as f64 <= p.capacity as f64 + LEVEL_EPSILON;
     let delay_us = if allowed { p.time_to_drain(level) } else { 0 };
     let retry_after_us =
         (!allowed).then(|| p.time_to_drain(level + cost as f64 - p.capacity as f64));
-    if apply && allowed {
+    if mode == Mode::Apply && allowed {
         level += cost as f64;
         *state = Level {
             level,
@@ -45,12 +45,12 @@ mod tests {
         let p = Params::new(1, S, 3);
         let mut s = Level::default();
         let delays: Vec<u64> = (0..3)
-            .map(|_| decide(&mut s, 0, &p, 1, true))
+            .map(|_| decide(&mut s, 0, &p, 1, Mode::Apply))
             .inspect(|o| assert!(o.allowed))
             .map(|o| o.delay_us)
             .collect();
         assert_eq!(delays, [0, S, 2 * S]);
-        let o = decide(&mut s, 0, &p, 1, true);
+        let o = decide(&mut s, 0, &p, 1, Mode::Apply);
         assert!(!o.allowed);
         assert_eq!(o.retry_after_us, Some(S));
     }
@@ -60,11 +60,11 @@ mod tests {
         // 1 unit per second, queue of 1; checks every 0.4 s.
         let p = Params::new(1, S, 1);
         let mut s = Level::default();
-        assert!(decide(&mut s, 0, &p, 1, true).allowed);
-        assert!(!decide(&mut s, 400_000, &p, 1, true).allowed);
-        assert!(!decide(&mut s, 800_000, &p, 1, true).allowed);
+        assert!(decide(&mut s, 0, &p, 1, Mode::Apply).allowed);
+        assert!(!decide(&mut s, 400_000, &p, 1, Mode::Apply).allowed);
+        assert!(!decide(&mut s, 800_000, &p, 1, Mode::Apply).allowed);
         // Exactly one second after the first unit the queue is empty again.
-        assert!(decide(&mut s, S, &p, 1, true).allowed);
+        assert!(decide(&mut s, S, &p, 1, Mode::Apply).allowed);
         assert_eq!(s.level, 1.0);
     }
 }

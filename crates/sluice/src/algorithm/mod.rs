@@ -3,8 +3,10 @@
 //! Every store runs these (the memory store directly, the Redis store as Lua that restates the
 //! same arithmetic and is tested against it). Time is microseconds since the Unix epoch.
 //!
-//! Each algorithm exposes `decide(state, now, params, cost, apply) -> Outcome`. With
-//! `apply == false` the call is a peek: the answer is the same, the state is not consumed.
+//! Each algorithm exposes `decide(state, now, params, cost, mode) -> Outcome`. With
+//! [`Mode::Peek`] the answer is the same, the state is not consumed. `Mode` is the one
+//! representation of "consume or only look", from the API ([`crate::Check`]) down to the Redis
+//! scripts, which receive it as `'apply'`/`'peek'`.
 //! [`step`] combines the algorithms with [`block`] and [`penalty`] into one decision over all
 //! the limits of a request.
 
@@ -26,7 +28,7 @@ use crate::model::Algorithm;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Params {
     /// Units per window (the rate's count).
-    pub limit: u64,
+    pub count: u64,
     /// Window length in µs.
     pub window_us: u64,
     /// The most units that may be outstanding at once: `burst` for the bucket algorithms,
@@ -38,9 +40,9 @@ pub struct Params {
 
 impl Params {
     /// Params without `count_denied`.
-    pub fn new(limit: u64, window_us: u64, capacity: u64) -> Params {
+    pub fn new(count: u64, window_us: u64, capacity: u64) -> Params {
         Params {
-            limit,
+            count,
             window_us,
             capacity,
             count_denied: false,
@@ -49,12 +51,12 @@ impl Params {
 
     /// GCRA's spacing between units, rounded up to whole µs.
     pub fn emission_interval_us(&self) -> u64 {
-        self.window_us.div_ceil(self.limit)
+        self.window_us.div_ceil(self.count)
     }
 
     /// Time for `units` to drain at the rate, rounded up to whole µs.
     pub fn time_to_drain(&self, units: f64) -> u64 {
-        (units * self.window_us as f64 / self.limit as f64)
+        (units * self.window_us as f64 / self.count as f64)
             .ceil()
             .max(0.0) as u64
     }
@@ -77,6 +79,30 @@ pub struct Outcome {
     pub ttl_us: u64,
 }
 
+impl Outcome {
+    /// An answer without shaping delay, whose state matters until the limit is full again.
+    pub fn unshaped(
+        allowed: bool,
+        remaining: u64,
+        reset_after_us: u64,
+        retry_after_us: Option<u64>,
+    ) -> Outcome {
+        Outcome {
+            allowed,
+            remaining,
+            reset_after_us,
+            retry_after_us,
+            delay_us: 0,
+            ttl_us: reset_after_us,
+        }
+    }
+}
+
+/// Units counted in a window or bucket stop growing here (only `count_denied` ever gets there).
+/// It is above any limit ([`crate::model::MAX_COUNT`]), so every decision is the same as with the
+/// full count, and it keeps counts far from overflow, in Rust and in the Redis scripts (2^53).
+pub const COUNT_CAP: u64 = 1 << 24;
+
 /// Float tolerance (in units) for the level comparisons of token and leaky bucket. Draining by
 /// fractions (`elapsed * limit / window`) leaves rounding noise of a few ulps; without it a
 /// request retried exactly after `retry_after` could be denied by 1e-15 of a unit.
@@ -95,7 +121,7 @@ impl Level {
     /// The level at `now`. A clock that steps back drains nothing rather than filling up.
     pub fn drained(&self, now: u64, p: &Params) -> f64 {
         let elapsed = now.saturating_sub(self.last_us) as f64;
-        (self.level - elapsed * p.limit as f64 / p.window_us as f64).max(0.0)
+        (self.level - elapsed * p.count as f64 / p.window_us as f64).max(0.0)
     }
 }
 
@@ -128,7 +154,7 @@ impl AlgoState {
         now: u64,
         p: &Params,
         cost: u64,
-        apply: bool,
+        mode: Mode,
     ) -> Outcome {
         macro_rules! run {
             ($variant:ident, $module:ident) => {{
@@ -138,7 +164,7 @@ impl AlgoState {
                 let AlgoState::$variant(state) = self else {
                     unreachable!("the variant was set just above")
                 };
-                $module::decide(state, now, p, cost, apply)
+                $module::decide(state, now, p, cost, mode)
             }};
         }
         match algorithm {

@@ -7,7 +7,7 @@
 
 /// Penalty settings in microseconds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Params {
+pub struct Settings {
     /// Warning threshold.
     pub warn_after: u64,
     /// Ban threshold.
@@ -38,7 +38,7 @@ impl State {
     }
 
     /// Records one violation; returns the new count and whether it earns a ban.
-    pub fn record(&mut self, now: u64, p: &Params) -> (u64, bool) {
+    pub fn record(&mut self, now: u64, p: &Settings) -> (u64, bool) {
         self.violations = self.current(now) + 1;
         self.expires_us = now + p.memory_us;
         (self.violations, self.violations >= p.ban_after)
@@ -46,7 +46,7 @@ impl State {
 }
 
 /// Whether `violations` deserve a warning.
-pub fn warns(violations: u64, p: &Params) -> bool {
+pub fn warns(violations: u64, p: &Settings) -> bool {
     violations > 0 && violations >= p.warn_after
 }
 
@@ -54,7 +54,7 @@ pub fn warns(violations: u64, p: &Params) -> bool {
 mod tests {
     use super::*;
 
-    const P: Params = Params {
+    const P: Settings = Settings {
         warn_after: 3,
         ban_after: 5,
         ban_us: 1_000,

@@ -1,63 +1,101 @@
-//! Sliding log: the exact limit, keeping the time of every admitted unit.
+//! Sliding log: the exact limit, keeping the time of every recorded request.
 //!
-//! A unit admitted at `t` counts while `now < t + window`. A request of `cost` units is admitted
-//! when `count + cost <= limit`. Memory is O(limit): with `count_denied` the log keeps only the
-//! newest `limit` entries, which gives the same decisions (see `record`).
+//! A unit recorded at `t` counts while `now < t + window`. A request of `cost` units is admitted
+//! when `count + cost <= limit`. The log holds one entry per request, whatever its cost: its time
+//! and the running total of units recorded up to it, so the count in the window is a difference
+//! of two totals and the request holding the k-th oldest unit is found by binary search. A
+//! decision is O(log n) in the requests in the window (plus, amortized, removing the entries that
+//! left it), never O(cost). Memory is O(limit): with `count_denied` the log keeps only the
+//! requests that hold the newest `limit` units, which gives the same decisions (see `record`).
+//! A request's time is never before the newest entry's: a clock stepping back cannot reorder the
+//! log. The Redis script keeps the same log in a sorted set.
 
 use std::collections::VecDeque;
 
-use super::{Outcome, Params};
+use super::{Mode, Outcome, Params};
 
-/// The admitted units' timestamps (µs), oldest first.
+/// One recorded request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Entry {
+    /// When it was recorded (µs).
+    pub at_us: u64,
+    /// Units recorded on the key up to and including this request (wrapping).
+    pub total: u64,
+}
+
+/// The recorded requests, oldest first.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct State {
-    /// One entry per admitted unit; equal timestamps are distinct entries.
-    pub entries: VecDeque<u64>,
+    /// One entry per recorded request.
+    pub entries: VecDeque<Entry>,
+    /// Units recorded before the oldest entry (wrapping).
+    pub base: u64,
+}
+
+impl State {
+    /// Units in the log.
+    pub fn count(&self) -> u64 {
+        self.entries
+            .back()
+            .map_or(0, |e| e.total.wrapping_sub(self.base))
+    }
 }
 
 /// Decides `cost` units at `now`; records them when `apply` and admitted (or counted when denied).
-pub fn decide(state: &mut State, now: u64, p: &Params, cost: u64, apply: bool) -> Outcome {
+pub fn decide(state: &mut State, now: u64, p: &Params, cost: u64, mode: Mode) -> Outcome {
     // Pruning never changes a decision: pruned entries no longer count.
-    while state
-        .entries
-        .front()
-        .is_some_and(|&t| t + p.window_us <= now)
-    {
+    while let Some(&oldest) = state.entries.front() {
+        if oldest.at_us.saturating_add(p.window_us) > now {
+            break;
+        }
+        state.base = oldest.total;
         state.entries.pop_front();
     }
-    let count = state.entries.len() as u64;
-    let allowed = count + cost <= p.limit;
+    let count = state.count();
+    let allowed = count.saturating_add(cost) <= p.count;
     let retry_after_us = (!allowed).then(|| {
-        // The request fits once `need` of the oldest entries have expired.
-        let need = (count + cost - p.limit) as usize;
-        match need.checked_sub(1).and_then(|i| state.entries.get(i)) {
-            Some(&t) => t + p.window_us - now,
-            None => p.window_us,
+        // The request fits once `need` of the oldest units have left the window.
+        let need = count + cost - p.count;
+        let base = state.base;
+        let holder = state
+            .entries
+            .partition_point(|e| e.total.wrapping_sub(base) < need);
+        match state.entries.get(holder) {
+            Some(e) if need <= count => (e.at_us + p.window_us).saturating_sub(now),
+            _ => p.window_us,
         }
     });
-    if apply && (allowed || p.count_denied) {
+    if mode == Mode::Apply && (allowed || p.count_denied) {
         record(state, now, p, cost);
     }
-    let count = state.entries.len() as u64;
-    let reset_after_us = state.entries.back().map_or(0, |&t| t + p.window_us - now);
-    Outcome {
+    let reset_after_us = state
+        .entries
+        .back()
+        .map_or(0, |e| (e.at_us + p.window_us).saturating_sub(now));
+    Outcome::unshaped(
         allowed,
-        remaining: p.limit.saturating_sub(count),
+        p.count.saturating_sub(state.count()),
         reset_after_us,
         retry_after_us,
-        delay_us: 0,
-        ttl_us: reset_after_us,
-    }
+    )
 }
 
-/// Appends `cost` entries at `now`, keeping at most `limit` entries. Dropping the oldest beyond
-/// `limit` keeps decisions exact: with `limit` entries in the window everything is denied, and the
-/// wait until `cost` units fit depends only on the newest `limit` entries.
+/// Appends one entry of `min(cost, limit)` units at `now` (or the newest entry's time, if later),
+/// then drops the oldest entries while the newer ones alone hold `limit` units. Both keep
+/// decisions exact: with `limit` units in the window everything is denied, and the wait until
+/// `cost` units fit depends only on the newest `limit` units.
 fn record(state: &mut State, now: u64, p: &Params, cost: u64) {
-    for _ in 0..cost {
-        state.entries.push_back(now);
-    }
-    while state.entries.len() as u64 > p.limit {
+    let (at_us, total) = state
+        .entries
+        .back()
+        .map_or((now, state.base), |e| (now.max(e.at_us), e.total));
+    state.entries.push_back(Entry {
+        at_us,
+        total: total.wrapping_add(cost.min(p.count)),
+    });
+    let newest = total.wrapping_add(cost.min(p.count));
+    while state.entries.len() > 1 && newest.wrapping_sub(state.entries[0].total) >= p.count {
+        state.base = state.entries[0].total;
         state.entries.pop_front();
     }
 }
@@ -77,17 +115,17 @@ mod tests {
         let p = p(5, 10);
         let mut s = State::default();
         for i in 0..5 {
-            let o = decide(&mut s, i * S, &p, 1, true);
+            let o = decide(&mut s, i * S, &p, 1, Mode::Apply);
             assert!(o.allowed);
             assert_eq!(o.remaining, 4 - i);
         }
-        let denied = decide(&mut s, 5 * S, &p, 1, true);
+        let denied = decide(&mut s, 5 * S, &p, 1, Mode::Apply);
         assert!(!denied.allowed);
         // The first unit (t=0) leaves the window at t=10s.
         assert_eq!(denied.retry_after_us, Some(5 * S));
         assert_eq!(denied.reset_after_us, 9 * S);
-        assert!(!decide(&mut s, 10 * S - 1, &p, 1, true).allowed);
-        assert!(decide(&mut s, 10 * S, &p, 1, true).allowed);
+        assert!(!decide(&mut s, 10 * S - 1, &p, 1, Mode::Apply).allowed);
+        assert!(decide(&mut s, 10 * S, &p, 1, Mode::Apply).allowed);
     }
 
     #[test]
@@ -95,7 +133,7 @@ mod tests {
         let p = p(1000, 1);
         let mut s = State::default();
         let admitted = (0..1500)
-            .filter(|_| decide(&mut s, 7, &p, 1, true).allowed)
+            .filter(|_| decide(&mut s, 7, &p, 1, Mode::Apply).allowed)
             .count();
         assert_eq!(admitted, 1000);
     }
@@ -104,9 +142,9 @@ mod tests {
     fn cost_counts_units_and_retry_waits_for_enough_of_them() {
         let p = p(5, 10);
         let mut s = State::default();
-        assert!(decide(&mut s, 0, &p, 3, true).allowed);
-        assert!(decide(&mut s, S, &p, 2, true).allowed);
-        let o = decide(&mut s, 2 * S, &p, 4, true);
+        assert!(decide(&mut s, 0, &p, 3, Mode::Apply).allowed);
+        assert!(decide(&mut s, S, &p, 2, Mode::Apply).allowed);
+        let o = decide(&mut s, 2 * S, &p, 4, Mode::Apply);
         assert!(!o.allowed);
         // Four units must leave: the three from t=0 and one from t=1s.
         assert_eq!(o.retry_after_us, Some(9 * S));
@@ -120,9 +158,9 @@ mod tests {
         let mut remaining_at_10s = Vec::new();
         for params in [counting, plain] {
             let mut s = State::default();
-            decide(&mut s, 0, &params, 2, true);
-            assert!(!decide(&mut s, 5 * S, &params, 1, true).allowed);
-            let o = decide(&mut s, 10 * S, &params, 1, true);
+            decide(&mut s, 0, &params, 2, Mode::Apply);
+            assert!(!decide(&mut s, 5 * S, &params, 1, Mode::Apply).allowed);
+            let o = decide(&mut s, 10 * S, &params, 1, Mode::Apply);
             assert!(o.allowed);
             remaining_at_10s.push(o.remaining);
         }
@@ -134,8 +172,8 @@ mod tests {
     fn peek_changes_nothing() {
         let p = p(1, 10);
         let mut s = State::default();
-        assert!(decide(&mut s, 0, &p, 1, false).allowed);
-        assert!(decide(&mut s, 0, &p, 1, true).allowed);
-        assert!(!decide(&mut s, 0, &p, 1, false).allowed);
+        assert!(decide(&mut s, 0, &p, 1, Mode::Peek).allowed);
+        assert!(decide(&mut s, 0, &p, 1, Mode::Apply).allowed);
+        assert!(!decide(&mut s, 0, &p, 1, Mode::Peek).allowed);
     }
 }

@@ -8,7 +8,7 @@
 
 use std::collections::VecDeque;
 
-use super::{Outcome, Params};
+use super::{COUNT_CAP, Mode, Outcome, Params};
 
 /// Sub-windows per window.
 pub const BUCKETS: u64 = 10;
@@ -21,7 +21,7 @@ pub struct State {
 }
 
 /// Decides `cost` units at `now`.
-pub fn decide(state: &mut State, now: u64, p: &Params, cost: u64, apply: bool) -> Outcome {
+pub fn decide(state: &mut State, now: u64, p: &Params, cost: u64, mode: Mode) -> Outcome {
     let g = bucket_us(p);
     let current = now / g;
     while state
@@ -32,9 +32,9 @@ pub fn decide(state: &mut State, now: u64, p: &Params, cost: u64, apply: bool) -
         state.buckets.pop_front();
     }
     let count: u64 = state.buckets.iter().map(|&(_, n)| n).sum();
-    let allowed = count + cost <= p.limit;
+    let allowed = count + cost <= p.count;
     let retry_after_us = (!allowed).then(|| {
-        let need = count + cost - p.limit;
+        let need = count + cost - p.count;
         let mut freed = 0;
         for &(idx, n) in &state.buckets {
             freed += n;
@@ -44,10 +44,10 @@ pub fn decide(state: &mut State, now: u64, p: &Params, cost: u64, apply: bool) -
         }
         p.window_us
     });
-    if apply && (allowed || p.count_denied) {
+    if mode == Mode::Apply && (allowed || p.count_denied) {
         match state.buckets.back_mut() {
-            Some((idx, n)) if *idx == current => *n += cost,
-            _ => state.buckets.push_back((current, cost)),
+            Some((idx, n)) if *idx == current => *n = (*n + cost).min(COUNT_CAP),
+            _ => state.buckets.push_back((current, cost.min(COUNT_CAP))),
         }
     }
     let count: u64 = state.buckets.iter().map(|&(_, n)| n).sum();
@@ -55,14 +55,12 @@ pub fn decide(state: &mut State, now: u64, p: &Params, cost: u64, apply: bool) -
         .buckets
         .back()
         .map_or(0, |&(idx, _)| (idx + BUCKETS + 1) * g - now);
-    Outcome {
+    Outcome::unshaped(
         allowed,
-        remaining: p.limit.saturating_sub(count),
+        p.count.saturating_sub(count),
         reset_after_us,
         retry_after_us,
-        delay_us: 0,
-        ttl_us: reset_after_us,
-    }
+    )
 }
 
 /// The bucket length. Windows are whole milliseconds, so this divides evenly.
@@ -81,14 +79,14 @@ mod tests {
         let p = Params::new(4, 10 * S, 4);
         let mut s = State::default();
         for t in [0, S, 2 * S, 3 * S] {
-            assert!(decide(&mut s, t, &p, 1, true).allowed);
+            assert!(decide(&mut s, t, &p, 1, Mode::Apply).allowed);
         }
-        let o = decide(&mut s, 5 * S, &p, 1, true);
+        let o = decide(&mut s, 5 * S, &p, 1, Mode::Apply);
         assert!(!o.allowed);
         // Bucket 0 (t in [0,1s)) stops counting at (0 + 10 + 1) * 1s.
         assert_eq!(o.retry_after_us, Some(6 * S));
-        assert!(!decide(&mut s, 11 * S - 1, &p, 1, true).allowed);
-        assert!(decide(&mut s, 11 * S, &p, 1, true).allowed);
+        assert!(!decide(&mut s, 11 * S - 1, &p, 1, Mode::Apply).allowed);
+        assert!(decide(&mut s, 11 * S, &p, 1, Mode::Apply).allowed);
     }
 
     #[test]
@@ -96,7 +94,7 @@ mod tests {
         let p = Params::new(1000, 10 * S, 1000);
         let mut s = State::default();
         for i in 0..100 {
-            decide(&mut s, i * S / 2, &p, 1, true);
+            decide(&mut s, i * S / 2, &p, 1, Mode::Apply);
             assert!(s.buckets.len() as u64 <= BUCKETS + 1);
         }
     }

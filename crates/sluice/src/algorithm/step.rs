@@ -31,9 +31,9 @@ pub struct LimitStep {
     /// Block length (µs) once the limit denies.
     pub block_us: Option<u64>,
     /// Escalating penalty.
-    pub penalty: Option<penalty::Params>,
-    /// False for shadow limits: their denial does not deny the request.
-    pub enforce: bool,
+    pub penalty: Option<penalty::Settings>,
+    /// A shadow limit: its denial is reported but does not deny the request.
+    pub shadow: bool,
 }
 
 /// Everything a store keeps for one limit and one identity.
@@ -68,6 +68,22 @@ pub struct LimitOutcome {
     pub warning: bool,
 }
 
+impl LimitOutcome {
+    /// The outcome of a limit the store was not asked about: `allowed`, and nothing else known.
+    pub fn unanswered(allowed: bool) -> LimitOutcome {
+        LimitOutcome {
+            allowed,
+            remaining: 0,
+            reset_after_us: 0,
+            retry_after_us: None,
+            delay_us: 0,
+            blocked_until_us: None,
+            violations: 0,
+            warning: false,
+        }
+    }
+}
+
 impl KeyState {
     /// How long after `now` this state still matters; 0 means it can be dropped.
     pub fn ttl_us(&self, algo_ttl_us: u64, now: u64) -> u64 {
@@ -92,7 +108,7 @@ fn look(state: &mut KeyState, step: &LimitStep, now: u64) -> Look {
         // the counts still decide.
         let algo = state
             .algo
-            .decide(step.algorithm, now, &step.params, step.cost, false);
+            .decide(step.algorithm, now, &step.params, step.cost, Mode::Peek);
         return Look {
             outcome: LimitOutcome {
                 allowed: false,
@@ -110,7 +126,7 @@ fn look(state: &mut KeyState, step: &LimitStep, now: u64) -> Look {
     }
     let o = state
         .algo
-        .decide(step.algorithm, now, &step.params, step.cost, false);
+        .decide(step.algorithm, now, &step.params, step.cost, Mode::Peek);
     Look {
         outcome: limit_outcome(o, violations, warning),
         ttl_us: o.ttl_us,
@@ -144,7 +160,7 @@ fn commit(
     if record {
         let o = state
             .algo
-            .decide(step.algorithm, now, &step.params, step.cost, true);
+            .decide(step.algorithm, now, &step.params, step.cost, Mode::Apply);
         outcome = LimitOutcome {
             allowed: outcome.allowed,
             ..limit_outcome(o, outcome.violations, outcome.warning)
@@ -192,12 +208,11 @@ pub fn decide_one(
     }
     let violations = state.penalty.current(now);
     let warning = step.penalty.is_some_and(|p| penalty::warns(violations, &p));
-    let apply = mode == Mode::Apply;
     let o = state
         .algo
-        .decide(step.algorithm, now, &step.params, step.cost, apply);
+        .decide(step.algorithm, now, &step.params, step.cost, mode);
     let mut outcome = limit_outcome(o, violations, warning);
-    if apply && !outcome.allowed {
+    if mode == Mode::Apply && !outcome.allowed {
         punish(state, step, now, &mut outcome);
     }
     (outcome, state.ttl_us(o.ttl_us, now))
@@ -220,7 +235,7 @@ pub fn decide(
     let pass = looks
         .iter()
         .zip(steps)
-        .all(|(l, step)| l.outcome.allowed || !step.enforce);
+        .all(|(l, step)| l.outcome.allowed || step.shadow);
     states
         .iter_mut()
         .zip(steps)
@@ -255,7 +270,7 @@ mod tests {
             cost: 1,
             block_us: None,
             penalty: None,
-            enforce: true,
+            shadow: false,
         }
     }
 
@@ -281,7 +296,7 @@ mod tests {
     #[test]
     fn shadow_limits_do_not_deny_the_request() {
         let mut shadow = step(1);
-        shadow.enforce = false;
+        shadow.shadow = true;
         let steps = [step(5), shadow];
         let mut states = [KeyState::default(), KeyState::default()];
         run(&mut states, &steps, 0);
@@ -325,7 +340,7 @@ mod tests {
     #[test]
     fn penalty_warns_then_bans() {
         let mut s = step(1);
-        s.penalty = Some(penalty::Params {
+        s.penalty = Some(penalty::Settings {
             warn_after: 2,
             ban_after: 3,
             ban_us: 60 * S,

@@ -5,15 +5,15 @@
 //! is admitted when `used + cost <= capacity`. State is written only when a request is admitted,
 //! so a denied flood changes nothing.
 
-use super::{LEVEL_EPSILON, Level, Outcome, Params};
+use super::{LEVEL_EPSILON, Level, Mode, Outcome, Params};
 
 /// Decides `cost` units at `now`.
-pub fn decide(state: &mut Level, now: u64, p: &Params, cost: u64, apply: bool) -> Outcome {
+pub fn decide(state: &mut Level, now: u64, p: &Params, cost: u64, mode: Mode) -> Outcome {
     let mut used = state.drained(now, p);
     let allowed = used + cost as f64 <= p.capacity as f64 + LEVEL_EPSILON;
     let retry_after_us =
         (!allowed).then(|| p.time_to_drain(used + cost as f64 - p.capacity as f64));
-    if apply && allowed {
+    if mode == Mode::Apply && allowed {
         used += cost as f64;
         *state = Level {
             level: used,
@@ -21,14 +21,12 @@ pub fn decide(state: &mut Level, now: u64, p: &Params, cost: u64, apply: bool) -
         };
     }
     let reset_after_us = p.time_to_drain(used);
-    Outcome {
+    Outcome::unshaped(
         allowed,
-        remaining: (p.capacity as f64 - used + LEVEL_EPSILON).floor().max(0.0) as u64,
+        (p.capacity as f64 - used + LEVEL_EPSILON).floor().max(0.0) as u64,
         reset_after_us,
         retry_after_us,
-        delay_us: 0,
-        ttl_us: reset_after_us,
-    }
+    )
 }
 
 #[cfg(test)]
@@ -43,14 +41,14 @@ mod tests {
         let p = Params::new(10, 10 * S, 3);
         let mut s = Level::default();
         for _ in 0..3 {
-            assert!(decide(&mut s, 0, &p, 1, true).allowed);
+            assert!(decide(&mut s, 0, &p, 1, Mode::Apply).allowed);
         }
-        let o = decide(&mut s, 0, &p, 1, true);
+        let o = decide(&mut s, 0, &p, 1, Mode::Apply);
         assert!(!o.allowed);
         assert_eq!(o.retry_after_us, Some(S));
         assert_eq!(o.reset_after_us, 3 * S);
-        assert!(!decide(&mut s, S / 2, &p, 1, true).allowed);
-        let o = decide(&mut s, S, &p, 1, true);
+        assert!(!decide(&mut s, S / 2, &p, 1, Mode::Apply).allowed);
+        let o = decide(&mut s, S, &p, 1, Mode::Apply);
         assert!(o.allowed);
         assert_eq!(o.remaining, 0);
     }
@@ -59,20 +57,20 @@ mod tests {
     fn fractional_refill_is_kept() {
         let p = Params::new(10, 10 * S, 1);
         let mut s = Level::default();
-        assert!(decide(&mut s, 0, &p, 1, true).allowed);
+        assert!(decide(&mut s, 0, &p, 1, Mode::Apply).allowed);
         // Four denied peeks at 0.25 s steps must not lose the partial refill.
         for i in 1..4 {
-            assert!(!decide(&mut s, i * S / 4, &p, 1, true).allowed);
+            assert!(!decide(&mut s, i * S / 4, &p, 1, Mode::Apply).allowed);
         }
-        assert!(decide(&mut s, S, &p, 1, true).allowed);
+        assert!(decide(&mut s, S, &p, 1, Mode::Apply).allowed);
     }
 
     #[test]
     fn cost_beyond_the_tokens_left_waits_for_them() {
         let p = Params::new(10, 10 * S, 10);
         let mut s = Level::default();
-        assert!(decide(&mut s, 0, &p, 8, true).allowed);
-        let o = decide(&mut s, 0, &p, 5, true);
+        assert!(decide(&mut s, 0, &p, 8, Mode::Apply).allowed);
+        let o = decide(&mut s, 0, &p, 5, Mode::Apply);
         assert!(!o.allowed);
         assert_eq!(o.retry_after_us, Some(3 * S));
     }

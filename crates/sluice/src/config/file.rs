@@ -1,4 +1,4 @@
-//! The serde shape of a rule file, exactly as documented in the design's "Config" section.
+//! The serde shape of a rule file, as `examples/sluice.yaml` shows it key by key.
 //!
 //! Every struct denies unknown fields, so a misspelt key is an error with its line rather than a
 //! setting silently ignored. Defaults are those of the documentation: memory store, 50ms store
@@ -10,6 +10,8 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use super::gateway::{EnvoyDomains, ForwardAuthConfig};
+use crate::limiter::denial_cache::DenialCacheOptions;
 use crate::model::{FailPolicy, HeaderStyle, Rule, serde_text};
 
 /// Where a store reads the time from.
@@ -40,6 +42,11 @@ pub struct StoreConfig {
     /// First part of every store key, so several deployments can share one Redis.
     #[serde(default = "default_prefix")]
     pub prefix: String,
+    /// Memory store only: the most keys (limit × identity) held at once. At the cap, keys whose
+    /// state has expired are evicted; when every key is live, a new identity is refused and the
+    /// fail policy decides for it (kept keys stay exact).
+    #[serde(default = "default_max_keys")]
+    pub max_keys: usize,
     /// Certificate files for `rediss…` URLs.
     #[serde(default)]
     pub tls: StoreTls,
@@ -68,6 +75,7 @@ impl Default for StoreConfig {
             timeout: default_timeout(),
             clock: ClockSource::default(),
             prefix: default_prefix(),
+            max_keys: default_max_keys(),
             tls: StoreTls::default(),
         }
     }
@@ -79,6 +87,10 @@ fn default_url() -> String {
 
 fn default_timeout() -> Duration {
     Duration::from_millis(50)
+}
+
+fn default_max_keys() -> usize {
+    crate::store::memory::DEFAULT_MAX_KEYS
 }
 
 fn default_prefix() -> String {
@@ -135,6 +147,52 @@ fn default_true() -> bool {
     true
 }
 
+/// The `denial_cache` section: the per-process cache that answers requests a remote store has
+/// already denied (see [`crate::limiter::denial_cache`]). Stores in this process never use it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DenialCacheConfig {
+    /// On by default.
+    #[serde(default = "default_true")]
+    pub enabled: bool,
+    /// The most denials kept (about 150 bytes each plus the identity); default 200000.
+    #[serde(default = "default_max_entries")]
+    pub max_entries: usize,
+    /// How long a cached denial may outlive an administrative change made on another node when
+    /// the invalidation channel is down or slow, and how long denials live without one;
+    /// default 1s.
+    #[serde(default = "default_max_stale", with = "serde_text")]
+    pub max_stale: Duration,
+}
+
+impl Default for DenialCacheConfig {
+    fn default() -> Self {
+        DenialCacheConfig {
+            enabled: true,
+            max_entries: default_max_entries(),
+            max_stale: default_max_stale(),
+        }
+    }
+}
+
+fn default_max_entries() -> usize {
+    DenialCacheOptions::default().max_entries
+}
+
+fn default_max_stale() -> Duration {
+    DenialCacheOptions::default().max_stale
+}
+
+impl From<DenialCacheConfig> for DenialCacheOptions {
+    fn from(c: DenialCacheConfig) -> DenialCacheOptions {
+        DenialCacheOptions {
+            enabled: c.enabled,
+            max_entries: c.max_entries,
+            max_stale: c.max_stale,
+        }
+    }
+}
+
 /// A whole rule file, before semantic validation.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -154,5 +212,13 @@ pub(crate) struct ConfigFile {
     #[serde(default = "default_true")]
     pub enabled: bool,
     #[serde(default)]
+    pub denial_cache: DenialCacheConfig,
+    #[serde(default)]
     pub rules: BTreeMap<String, Rule>,
+    #[serde(default)]
+    pub grpc_listen: Option<SocketAddr>,
+    #[serde(default)]
+    pub envoy: EnvoyDomains,
+    #[serde(default)]
+    pub forward_auth: ForwardAuthConfig,
 }

@@ -221,11 +221,11 @@ fn yaml(text: &str) -> SourceMap {
         } else if let Some((key_depth, items)) = &mut limits {
             if depth <= *key_depth && !trimmed.starts_with('-') {
                 limits = None;
-            } else if let Some(body) = trimmed.strip_prefix('-') {
-                if body.is_empty() || body.starts_with(' ') {
-                    let item_depth = *items.get_or_insert(depth);
-                    map.limit_starts[i] = depth == item_depth;
-                }
+            } else if let Some(body) = trimmed.strip_prefix('-')
+                && (body.is_empty() || body.starts_with(' '))
+            {
+                let item_depth = *items.get_or_insert(depth);
+                map.limit_starts[i] = depth == item_depth;
             }
         }
         if depth > level && limits.is_none() && yaml_key(trimmed).as_deref() == Some("limits") {

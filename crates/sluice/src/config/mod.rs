@@ -25,21 +25,25 @@
 //!
 //! # Layout
 //! - `file`: the serde shape of the file and its defaults;
+//! - [`gateway`]: the `grpc_listen`, `envoy` and `forward_auth` sections;
 //! - `locate`: lines of rules and limits in the text, for errors found after parsing;
 //! - `error`: [`ConfigError`], naming file, line, rule and field.
 
 mod error;
 mod file;
+pub mod gateway;
 mod locate;
 
 use std::net::SocketAddr;
 use std::path::Path;
 
 pub use error::ConfigError;
-pub use file::{ClockSource, ServerConfig, StoreConfig};
+pub use file::{ClockSource, DenialCacheConfig, ServerConfig, StoreConfig};
+pub use gateway::{EnvoyDomains, ForwardAuthConfig};
 
 use crate::limiter::Options;
 use crate::model::{FailPolicy, HeaderStyle, Rule, validate_rule_name};
+use crate::store::url::StoreUrl;
 use file::ConfigFile;
 use locate::SourceMap;
 
@@ -87,10 +91,18 @@ pub struct Config {
     pub headers: HeaderStyle,
     /// Off switch for the whole limiter.
     pub enabled: bool,
+    /// The denial cache (remote stores).
+    pub denial_cache: DenialCacheConfig,
     /// The rules, by name, in name order.
     pub rules: Vec<(String, Rule)>,
     /// Hex SHA-1 of the file's text: which version is in force.
     pub version: String,
+    /// Where the Envoy rate-limit service (gRPC) listens; off when `None`.
+    pub grpc_listen: Option<SocketAddr>,
+    /// Envoy domains and descriptors → rules and attributes.
+    pub envoy: EnvoyDomains,
+    /// How the forward-auth endpoint reads a request.
+    pub forward_auth: ForwardAuthConfig,
 }
 
 impl Config {
@@ -162,14 +174,16 @@ impl Config {
         }
         check_store(&file.store, text)?;
         check_server(&file.server, text)?;
-        if let Some(var) = &file.admin_token_env {
-            if var.is_empty() || var.contains('=') || var.contains('\0') {
-                return Err(ConfigError::new(
-                    "admin_token_env",
-                    format!("`{var}` is not an environment variable name"),
-                )
-                .at_line(key_line(text, "admin_token_env")));
-            }
+        check_denial_cache(&file.denial_cache, text)?;
+        gateway::validate(&file.envoy, &file.forward_auth, &file.rules, text)?;
+        if let Some(var) = &file.admin_token_env
+            && (var.is_empty() || var.contains('=') || var.contains('\0'))
+        {
+            return Err(ConfigError::new(
+                "admin_token_env",
+                format!("`{var}` is not an environment variable name"),
+            )
+            .at_line(key_line(text, "admin_token_env")));
         }
         Ok(Config {
             listen: file.listen,
@@ -179,8 +193,12 @@ impl Config {
             fail: file.fail,
             headers: file.headers,
             enabled: file.enabled,
+            denial_cache: file.denial_cache,
             rules: file.rules.into_iter().collect(),
             version: sha1_smol::Sha1::from(text.as_bytes()).digest().to_string(),
+            grpc_listen: file.grpc_listen,
+            envoy: file.envoy,
+            forward_auth: file.forward_auth,
         })
     }
 
@@ -189,9 +207,34 @@ impl Config {
         Options {
             timeout: self.store.timeout,
             fail: self.fail,
+            denial_cache: self.denial_cache.into(),
             ..Options::default()
         }
     }
+}
+
+/// The most denials a cache may be told to keep (a few GiB at most).
+pub const MAX_DENIAL_CACHE_ENTRIES: usize = 10_000_000;
+
+/// A staleness bound must be positive and short: it is how long a node may deny after an
+/// administrator lifted a block elsewhere.
+fn check_denial_cache(c: &DenialCacheConfig, text: &str) -> Result<(), ConfigError> {
+    let line = key_line(text, "denial_cache");
+    if c.max_entries > MAX_DENIAL_CACHE_ENTRIES {
+        return Err(ConfigError::new(
+            "denial_cache.max_entries",
+            format!("at most {MAX_DENIAL_CACHE_ENTRIES}"),
+        )
+        .at_line(line));
+    }
+    if c.max_stale.is_zero() || c.max_stale > std::time::Duration::from_secs(60) {
+        return Err(ConfigError::new(
+            "denial_cache.max_stale",
+            "must be more than 0 and at most 60s",
+        )
+        .at_line(line));
+    }
+    Ok(())
 }
 
 /// A parser's error, attributed to the rule whose block holds its line.
@@ -220,10 +263,10 @@ fn yaml_message(error: &serde_saphyr::Error) -> String {
 /// The field a parser's message is about: serde says "unknown field `x`" or "missing field `x`";
 /// values checked while parsing (rates, durations) say "x: ...".
 fn field_of(message: &str) -> String {
-    if let Some(rest) = message.split("field `").nth(1) {
-        if let Some((name, _)) = rest.split_once('`') {
-            return name.to_string();
-        }
+    if let Some(rest) = message.split("field `").nth(1)
+        && let Some((name, _)) = rest.split_once('`')
+    {
+        return name.to_string();
     }
     match message.split_once(": ") {
         Some((head, _))
@@ -284,18 +327,11 @@ fn check_server(server: &ServerConfig, text: &str) -> Result<(), ConfigError> {
 }
 
 fn check_store(store: &StoreConfig, text: &str) -> Result<(), ConfigError> {
-    let scheme = store.url.split_once("://").map(|(s, _)| s);
-    let known = matches!(scheme, Some("memory"))
-        || scheme.is_some_and(|s| s == "redis" || s == "rediss" || s.starts_with("redis+"));
-    if !known {
-        return Err(ConfigError::new(
-            "store.url",
-            format!(
-                "`{}`: expected memory://, redis://host:port/db or rediss://host:port/db",
-                store.url
-            ),
-        )
-        .at_line(key_line(text, "url")));
+    if let Err(e) = StoreUrl::parse(&store.url) {
+        return Err(
+            ConfigError::new("store.url", format!("`{}`: {}", e.url, e.message))
+                .at_line(key_line(text, "url")),
+        );
     }
     let prefix_ok = !store.prefix.is_empty()
         && store.prefix.len() <= 64
@@ -312,6 +348,17 @@ fn check_store(store: &StoreConfig, text: &str) -> Result<(), ConfigError> {
             ),
         )
         .at_line(key_line(text, "prefix")));
+    }
+    if store.max_keys < crate::store::memory::SHARDS {
+        return Err(ConfigError::new(
+            "store.max_keys",
+            format!(
+                "{}: at least {} (one key per shard of the memory store)",
+                store.max_keys,
+                crate::store::memory::SHARDS
+            ),
+        )
+        .at_line(key_line(text, "max_keys")));
     }
     Ok(())
 }

@@ -1,4 +1,4 @@
-//! Parsing and validation of rule files: the design's example, TOML parity, and that every kind
+//! Parsing and validation of rule files: a file using every key, TOML parity, and that every kind
 //! of mistake names its rule, field and line.
 
 use std::time::Duration;
@@ -6,8 +6,8 @@ use std::time::Duration;
 use super::*;
 use crate::model::Algorithm;
 
-/// The example of the design's "Config" section.
-const DESIGN: &str = "\
+/// A rule file that uses every key of the format.
+const EVERY_KEY: &str = "\
 listen: 127.0.0.1:8080
 admin_token_env: SLUICE_ADMIN_TOKEN
 store:
@@ -49,7 +49,7 @@ fn yaml_error(text: &str) -> ConfigError {
 
 #[test]
 fn the_design_example_parses() {
-    let c = Config::parse(DESIGN, Format::Yaml).unwrap();
+    let c = Config::parse(EVERY_KEY, Format::Yaml).unwrap();
     assert_eq!(c.listen, Some("127.0.0.1:8080".parse().unwrap()));
     assert_eq!(c.admin_token_env.as_deref(), Some("SLUICE_ADMIN_TOKEN"));
     assert_eq!(c.store.timeout, Duration::from_millis(50));
@@ -103,7 +103,7 @@ limits = [
 ]
 "#;
     let c = Config::parse(toml, Format::Toml).unwrap();
-    let y = Config::parse(DESIGN, Format::Yaml).unwrap();
+    let y = Config::parse(EVERY_KEY, Format::Yaml).unwrap();
     assert_eq!(c.rules[0], y.rules[1]);
     assert_eq!(c.headers, HeaderStyle::Ietf);
     assert_eq!(c.store.clock, ClockSource::Local);
@@ -267,4 +267,56 @@ fn server_limits_have_defaults_and_are_checked() {
     let error =
         Config::parse("server:\n  request_timeout: 0s\nrules: {}\n", Format::Yaml).unwrap_err();
     assert_eq!(error.line, Some(2));
+}
+
+#[test]
+fn the_memory_store_key_cap_has_a_default_and_a_floor() {
+    let c = Config::parse("rules: {}\n", Format::Yaml).unwrap();
+    assert_eq!(c.store.max_keys, crate::store::memory::DEFAULT_MAX_KEYS);
+    let c = Config::parse("store:\n  max_keys: 5000\n", Format::Yaml).unwrap();
+    assert_eq!(c.store.max_keys, 5000);
+    let e = yaml_error("store:\n  url: memory://\n  max_keys: 10\n");
+    assert_eq!((e.field.as_str(), e.line), ("store.max_keys", Some(3)));
+}
+
+#[test]
+fn the_denial_cache_section_has_defaults_and_bounds() {
+    let config = Config::parse("rules: {}\n", Format::Yaml).unwrap();
+    assert_eq!(config.denial_cache, DenialCacheConfig::default());
+    let options = config.limiter_options().denial_cache;
+    assert!(options.enabled);
+    assert_eq!(options.max_entries, 200_000);
+    assert_eq!(options.max_stale, Duration::from_secs(1));
+
+    let text =
+        "denial_cache:\n  enabled: false\n  max_entries: 10\n  max_stale: 250ms\nrules: {}\n";
+    let options = Config::parse(text, Format::Yaml)
+        .unwrap()
+        .limiter_options()
+        .denial_cache;
+    assert_eq!(
+        (options.enabled, options.max_entries, options.max_stale),
+        (false, 10, Duration::from_millis(250))
+    );
+
+    for (text, field) in [
+        (
+            "denial_cache:\n  max_stale: 61s\nrules: {}\n",
+            "denial_cache.max_stale",
+        ),
+        (
+            "denial_cache:\n  max_entries: 10000001\nrules: {}\n",
+            "denial_cache.max_entries",
+        ),
+    ] {
+        let error = Config::parse(text, Format::Yaml).unwrap_err();
+        assert_eq!(
+            (error.field.as_str(), error.line),
+            (field, Some(1)),
+            "{error}"
+        );
+    }
+    let error =
+        Config::parse("denial_cache:\n  max_size: 1\nrules: {}\n", Format::Yaml).unwrap_err();
+    assert!(error.to_string().contains("max_size"), "{error}");
 }

@@ -1,4 +1,5 @@
-//! From a request's attributes to store keys: identity fallback and escaping.
+//! From a request's attributes to store keys: identity fallback, escaping, and the store calls
+//! of a check.
 //!
 //! An identity is `name=value` per `by` entry, joined by `,` (`member=m1,promo_code=P7`), or `*`
 //! for a global limit. Values made only of `[A-Za-z0-9._@+-]` and at most [`MAX_PLAIN_LEN`] bytes
@@ -11,7 +12,11 @@ use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
 use std::hash::BuildHasher;
 
+use super::compile::{CompiledLimit, CompiledRule};
+use super::options::Check;
+use crate::error::Error;
 use crate::model::By;
+use crate::store::{LimitCall, LimitKey};
 
 /// Longest value kept readable in keys; longer ones are hashed.
 pub const MAX_PLAIN_LEN: usize = 64;
@@ -75,19 +80,18 @@ pub enum IdentityError {
     },
 }
 
-/// Builds the escaped identity of a limit and the attribute names it used.
+/// Builds the escaped identity of a limit.
 ///
 /// An empty value counts as absent, so fallback moves on to the next alternative.
-pub fn identity(
+pub(crate) fn identity(
     by: &[By],
     attrs: &(impl Attributes + ?Sized),
     max_len: usize,
-) -> Result<(String, Vec<String>), IdentityError> {
+) -> Result<String, IdentityError> {
     if by.is_empty() {
-        return Ok(("*".to_string(), Vec::new()));
+        return Ok("*".to_string());
     }
     let mut identity = String::new();
-    let mut used = Vec::with_capacity(by.len());
     for entry in by {
         let (name, value) = entry
             .alternatives
@@ -106,9 +110,61 @@ pub fn identity(
         identity.push_str(name);
         identity.push('=');
         identity.push_str(&escape(value));
-        used.push(name.clone());
     }
-    Ok((identity, used))
+    Ok(identity)
+}
+
+/// The attribute names an identity was built from (after fallback), e.g. `["session"]`; none for
+/// the global identity `*`. Escaped values contain neither `,` nor `=`, so this is exact.
+pub(crate) fn attribute_names(identity: &str) -> Vec<String> {
+    identity
+        .split(',')
+        .filter_map(|part| part.split_once('=').map(|(name, _)| name.to_string()))
+        .collect()
+}
+
+/// The store key of one limit of `rule` for these attributes, or why it cannot be built.
+pub(crate) fn limit_key(
+    rule: &CompiledRule,
+    limit: &CompiledLimit,
+    attrs: &(impl Attributes + ?Sized),
+    max_len: usize,
+) -> Result<LimitKey, Error> {
+    let identity = identity(&limit.by, attrs, max_len).map_err(|e| match e {
+        IdentityError::Missing(attribute) => Error::MissingAttribute {
+            rule: rule.name.to_string(),
+            limit: limit.id.to_string(),
+            attribute,
+        },
+        IdentityError::TooLong { attribute, len } => Error::AttributeTooLong {
+            attribute,
+            len,
+            max: max_len,
+        },
+    })?;
+    Ok(LimitKey {
+        rule: rule.name.clone(),
+        limit_id: limit.id.clone(),
+        identity,
+    })
+}
+
+/// The store calls of one check: one per limit of the rule, in the rule's order.
+pub(crate) fn calls(
+    rule: &CompiledRule,
+    attrs: &(impl Attributes + ?Sized),
+    check: Check,
+    max_len: usize,
+) -> Result<Vec<LimitCall>, Error> {
+    rule.limits
+        .iter()
+        .map(|limit| {
+            Ok(LimitCall {
+                key: limit_key(rule, limit, attrs, max_len)?,
+                step: limit.step(check.units()),
+            })
+        })
+        .collect()
 }
 
 /// A value as it appears in keys (see the module docs).
@@ -136,12 +192,10 @@ mod tests {
     fn falls_back_to_the_first_present_alternative() {
         let b = by(&["member|session|ip"]);
         let guest = [("session", "s1"), ("ip", "1.2.3.4")];
-        assert_eq!(
-            identity(&b, &guest, 100).unwrap(),
-            ("session=s1".to_string(), vec!["session".to_string()])
-        );
+        assert_eq!(identity(&b, &guest, 100).unwrap(), "session=s1".to_string());
+        assert_eq!(attribute_names("session=s1"), vec!["session".to_string()]);
         let anonymous = [("member", ""), ("ip", "1.2.3.4")];
-        assert_eq!(identity(&b, &anonymous, 100).unwrap().0, "ip=1.2.3.4");
+        assert_eq!(identity(&b, &anonymous, 100).unwrap(), "ip=1.2.3.4");
         assert_eq!(
             identity(&b, &[("x", "y")], 100),
             Err(IdentityError::Missing("member|session|ip".into()))
@@ -153,10 +207,10 @@ mod tests {
         let b = by(&["member", "promo_code"]);
         let attrs = [("promo_code", "P7"), ("member", "m1")];
         assert_eq!(
-            identity(&b, &attrs, 100).unwrap().0,
+            identity(&b, &attrs, 100).unwrap(),
             "member=m1,promo_code=P7"
         );
-        assert_eq!(identity(&[], &attrs, 100).unwrap().0, "*");
+        assert_eq!(identity(&[], &attrs, 100).unwrap(), "*");
     }
 
     #[test]

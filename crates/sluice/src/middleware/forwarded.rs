@@ -172,7 +172,7 @@ impl Reverse<'_> {
         let mut open = close;
         loop {
             open = self.text[..open].iter().rposition(|&b| b == b'"')?;
-            if self.backslashes_before(open) % 2 == 0 {
+            if self.backslashes_before(open).is_multiple_of(2) {
                 break;
             }
         }

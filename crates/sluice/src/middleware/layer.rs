@@ -25,7 +25,7 @@ use tower::{Layer, Service};
 
 use super::extract::{AttributeList, Extract};
 use super::response::{DEFAULT_MESSAGE, DELAY_HEADER, apply_headers, check_error, denied, error};
-use crate::limiter::Limiter;
+use crate::limiter::{Check, Limiter};
 use crate::model::HeaderStyle;
 
 /// What the middleware does with a shaping delay (`delay_ms` of a leaky bucket decision).
@@ -211,7 +211,7 @@ where
     }
     let decision = match config
         .limiter
-        .check(&config.rule, &attrs, config.cost)
+        .check_with(&config.rule, &attrs, Check::cost(config.cost))
         .await
     {
         Ok(d) => d,
@@ -228,7 +228,9 @@ where
     if !decision.allowed {
         let message = match &config.message {
             Some(m) => m.clone(),
-            None => rule_message(&config.limiter, &config.rule)
+            None => config
+                .limiter
+                .message(&config.rule)
                 .unwrap_or_else(|| DEFAULT_MESSAGE.to_string()),
         };
         return Ok(denied(&decision, &message, config.headers));
@@ -246,11 +248,4 @@ where
             .insert(DELAY_HEADER, http::HeaderValue::from(decision.delay_ms));
     }
     Ok(response)
-}
-
-fn rule_message(limiter: &Limiter, rule: &str) -> Option<String> {
-    limiter
-        .rules()
-        .get(rule)
-        .and_then(|r| r.rule.message.clone())
 }

@@ -95,6 +95,34 @@ impl Decision {
         }
     }
 
+    /// The decision of a rule from each limit's answer: allowed when every enforcing limit
+    /// allows (or always, in shadow mode); the top-level numbers are those of the
+    /// [most restrictive](Decision::most_restrictive) limit.
+    pub fn of_limits(rule: &str, shadow: bool, limits: Vec<LimitDecision>) -> Decision {
+        let top = Decision::most_restrictive(&limits);
+        let enforced_ok = limits.iter().all(|l| l.allowed || l.shadow);
+        Decision {
+            allowed: enforced_ok || shadow,
+            rule: rule.to_string(),
+            limit: top.map_or(0, |l| l.limit),
+            remaining: top.map_or(0, |l| l.remaining),
+            reset_after_ms: top.map_or(0, |l| l.reset_after_ms),
+            retry_after_ms: if enforced_ok {
+                None
+            } else {
+                top.and_then(|l| l.retry_after_ms)
+            },
+            blocked_until_ms: limits.iter().filter_map(|l| l.blocked_until_ms).max(),
+            violations: limits.iter().map(|l| l.violations).max().unwrap_or(0),
+            warning: limits.iter().any(|l| l.warning),
+            degraded: false,
+            shadow,
+            delay_ms: limits.iter().map(|l| l.delay_ms).max().unwrap_or(0),
+            reason: None,
+            limits,
+        }
+    }
+
     /// The limit whose numbers the top level reports: when denied, the one with the longest
     /// wait; when allowed, the one with the fewest units left.
     pub fn most_restrictive(limits: &[LimitDecision]) -> Option<&LimitDecision> {

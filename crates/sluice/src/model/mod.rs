@@ -3,18 +3,24 @@
 //! Everything here is plain data with validation. A [`Rule`] that passed [`Rule::validate`] can
 //! be handed to the [`Limiter`](crate::Limiter) without further checks.
 
+mod algorithm;
 mod decision;
 mod duration;
+mod fail_policy;
 mod headers;
+mod penalty;
 mod rate;
 mod rule;
 
+pub use algorithm::{Algorithm, Entry, REGISTRY};
 pub use decision::{Decision, LimitDecision};
 pub(crate) use duration::serde_text;
 pub use duration::{format_duration, parse_duration};
+pub use fail_policy::FailPolicy;
 pub use headers::{HeaderStyle, headers, retry_after_secs};
+pub use penalty::Penalty;
 pub use rate::{MAX_COUNT, MAX_WINDOW, Rate};
-pub use rule::{Algorithm, By, FailPolicy, Limit, Penalty, Rule, validate_rule_name};
+pub use rule::{By, Limit, Rule, validate_rule_name};
 
 /// A value in a rule or rate that is not acceptable, with the field it came from.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -62,8 +62,7 @@ impl Rate {
 
     /// The window in microseconds, the unit every algorithm computes in.
     pub fn window_us(&self) -> u64 {
-        // Bounded by MAX_WINDOW, so the cast cannot truncate.
-        self.window.as_micros() as u64
+        crate::clock::micros(self.window)
     }
 }
 

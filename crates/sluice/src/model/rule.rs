@@ -5,125 +5,11 @@
 //! `penalty` values are positive and consistent (`warn_after <= ban_after`); `count_denied` only on
 //! the counting algorithms, where "count a denial" has a meaning.
 
-use std::fmt;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::{ModelError, Rate, format_duration, serde_text};
-
-/// The algorithm a limit uses. See `crate::algorithm` for each one's semantics.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
-#[serde(rename_all = "snake_case")]
-pub enum Algorithm {
-    /// Exact: the time of every admitted unit within the window.
-    SlidingLog,
-    /// Approximate: sub-window buckets; never admits more than the limit in any window.
-    SlidingWindow,
-    /// Exact per aligned window; up to twice the limit across a window edge.
-    FixedWindow,
-    /// Exact: a bucket of `burst` tokens refilled at the rate.
-    TokenBucket,
-    /// Exact: generic cell rate algorithm, one timestamp per key. The default.
-    #[default]
-    Gcra,
-    /// Exact: a queue drained at the rate; admits with a delay until the queue is full.
-    LeakyBucket,
-}
-
-impl Algorithm {
-    /// Every algorithm, in documentation order.
-    pub const ALL: [Algorithm; 6] = [
-        Algorithm::SlidingLog,
-        Algorithm::SlidingWindow,
-        Algorithm::FixedWindow,
-        Algorithm::TokenBucket,
-        Algorithm::Gcra,
-        Algorithm::LeakyBucket,
-    ];
-
-    /// The name used in config files and keys.
-    pub fn name(self) -> &'static str {
-        match self {
-            Algorithm::SlidingLog => "sliding_log",
-            Algorithm::SlidingWindow => "sliding_window",
-            Algorithm::FixedWindow => "fixed_window",
-            Algorithm::TokenBucket => "token_bucket",
-            Algorithm::Gcra => "gcra",
-            Algorithm::LeakyBucket => "leaky_bucket",
-        }
-    }
-
-    /// Whether "a denied request counts too" has a meaning: only for algorithms that count events.
-    pub fn supports_count_denied(self) -> bool {
-        matches!(
-            self,
-            Algorithm::SlidingLog | Algorithm::SlidingWindow | Algorithm::FixedWindow
-        )
-    }
-
-    /// Whether the algorithm takes a `burst` (a capacity different from the rate's count).
-    pub fn supports_burst(self) -> bool {
-        matches!(
-            self,
-            Algorithm::TokenBucket | Algorithm::Gcra | Algorithm::LeakyBucket
-        )
-    }
-}
-
-impl fmt::Display for Algorithm {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl std::str::FromStr for Algorithm {
-    type Err = ModelError;
-    fn from_str(s: &str) -> Result<Algorithm, ModelError> {
-        Algorithm::ALL
-            .into_iter()
-            .find(|a| a.name() == s)
-            .ok_or_else(|| {
-                ModelError::new(
-                    "algorithm",
-                    format!(
-                        "unknown algorithm `{s}`; expected one of sliding_log, sliding_window, \
-                         fixed_window, token_bucket, gcra, leaky_bucket"
-                    ),
-                )
-            })
-    }
-}
-
-/// What the limiter does when its store cannot be asked in time.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
-#[serde(rename_all = "snake_case")]
-pub enum FailPolicy {
-    /// Allow, marked `degraded`.
-    #[default]
-    Open,
-    /// Deny, marked `degraded`.
-    Closed,
-    /// Decide with this node's in-memory limiter, marked `degraded`.
-    Local,
-}
-
-/// Escalating punishment: violations are counted for `memory`; from `warn_after` the decision
-/// carries a warning, at `ban_after` the identity is banned for `ban`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Penalty {
-    /// Violations from which decisions carry `warning: true`.
-    pub warn_after: u32,
-    /// Violations at which the identity is banned.
-    pub ban_after: u32,
-    /// How long a ban lasts.
-    #[serde(with = "serde_text")]
-    pub ban: Duration,
-    /// How long violations are remembered after the last one.
-    #[serde(with = "serde_text")]
-    pub memory: Duration,
-}
+use super::{Algorithm, FailPolicy, ModelError, Penalty, Rate, format_duration, serde_text};
 
 /// One dimension of a limit's identity: the first of the alternatives the request carries.
 ///
@@ -137,10 +23,17 @@ pub struct By {
 }
 
 impl By {
+    /// `a|b|c` split without checking the names; [`Limit::validate`] checks them.
+    fn unchecked(text: &str) -> By {
+        By {
+            alternatives: text.split('|').map(|s| s.trim().to_string()).collect(),
+        }
+    }
+
     /// Parses `a|b|c`, checking each attribute name.
     pub fn parse(text: &str) -> Result<By, ModelError> {
-        let alternatives: Vec<String> = text.split('|').map(|s| s.trim().to_string()).collect();
-        for name in &alternatives {
+        let by = By::unchecked(text);
+        for name in &by.alternatives {
             if name.is_empty()
                 || name.len() > 64
                 || !name
@@ -153,7 +46,7 @@ impl By {
                 ));
             }
         }
-        Ok(By { alternatives })
+        Ok(by)
     }
 }
 
@@ -215,17 +108,12 @@ pub struct Limit {
 impl Limit {
     /// A limit with no extras, for rules written in code.
     ///
-    /// # Panics
-    /// If an attribute name is not `[a-z0-9_]` (1 to 64 characters): names in code are literals,
-    /// so this is a programming error. Rules from input go through serde and [`By::parse`],
-    /// which return errors instead.
+    /// Attribute names are checked with the rest of the rule, when the limiter is built
+    /// ([`Rule::validate`]): a bad name is an error there, never a panic here.
     pub fn new(by: &[&str], rate: Rate, algorithm: Algorithm) -> Limit {
         Limit {
             name: None,
-            by: by
-                .iter()
-                .map(|b| By::parse(b).expect("Limit::new takes literal attribute names"))
-                .collect(),
+            by: by.iter().map(|b| By::unchecked(b)).collect(),
             rate,
             algorithm,
             burst: None,
@@ -284,18 +172,17 @@ impl Limit {
 
     /// Checks the invariants listed in the module docs.
     pub fn validate(&self) -> Result<(), ModelError> {
-        if let Some(name) = &self.name {
-            if name.is_empty()
+        if let Some(name) = &self.name
+            && (name.is_empty()
                 || name.len() > 64
                 || !name
                     .bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
-            {
-                return Err(ModelError::new(
-                    "name",
-                    format!("`{name}`: 1 to 64 characters of a-z, A-Z, 0-9, _ and -"),
-                ));
-            }
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-'))
+        {
+            return Err(ModelError::new(
+                "name",
+                format!("`{name}`: 1 to 64 characters of a-z, A-Z, 0-9, _ and -"),
+            ));
         }
         Rate::new(self.rate.count, self.rate.window)?;
         for by in &self.by {
@@ -317,6 +204,25 @@ impl Limit {
                     format!("{burst} must be between 1 and {}", super::MAX_COUNT),
                 ));
             }
+        }
+        // The algorithms compute `capacity × interval` (GCRA's burst offset, the buckets' time to
+        // drain a full bucket) in integer µs, exactly in Rust and in the Redis scripts' Lua
+        // numbers: refuse rules where it reaches 2^53 (e.g. `burst: 10000000` on `1/30d`).
+        let interval = self.rate.window_us().div_ceil(self.rate.count);
+        if self
+            .capacity()
+            .checked_mul(interval)
+            .is_none_or(|v| v >= MAX_EXACT)
+        {
+            return Err(ModelError::new(
+                "burst",
+                format!(
+                    "{} units of {} µs each (the rate's interval) reach 2^53 µs: lower the \
+                     burst or shorten the window",
+                    self.capacity(),
+                    interval
+                ),
+            ));
         }
         if self.count_denied && !self.algorithm.supports_count_denied() {
             return Err(ModelError::new(
@@ -349,6 +255,9 @@ impl Limit {
         Ok(())
     }
 }
+
+/// The largest integer the algorithms' products may reach: Lua numbers are exact below it.
+pub const MAX_EXACT: u64 = 1 << 53;
 
 fn check_duration(field: &str, d: Duration) -> Result<(), ModelError> {
     if d.as_millis() == 0 {
@@ -481,5 +390,7 @@ mod tests {
         assert!(By::parse("Member").is_err());
         assert!(By::parse("member|").is_err());
         assert!(validate_rule_name("a:b").is_err());
+        let bad = Limit::new(&["Member"], "5/1m".parse().unwrap(), Algorithm::Gcra);
+        assert_eq!(bad.validate().unwrap_err().field, "by");
     }
 }

@@ -51,7 +51,13 @@ impl Invalidation {
             Invalidation::Keys(keys) => Wire {
                 keys: keys
                     .iter()
-                    .map(|k| (k.rule.to_string(), k.limit.to_string(), k.identity.clone()))
+                    .map(|k| {
+                        (
+                            k.rule.to_string(),
+                            k.limit_id.to_string(),
+                            k.identity.clone(),
+                        )
+                    })
                     .collect(),
                 rules: Vec::new(),
                 all: false,
@@ -82,7 +88,7 @@ impl Invalidation {
                     .into_iter()
                     .map(|(rule, limit, identity)| LimitKey {
                         rule: rule.into(),
-                        limit: limit.into(),
+                        limit_id: limit.into(),
                         identity,
                     })
                     .collect(),
@@ -129,7 +135,7 @@ mod tests {
     fn key(identity: &str) -> LimitKey {
         LimitKey {
             rule: "login".into(),
-            limit: "ip".into(),
+            limit_id: "ip".into(),
             identity: identity.into(),
         }
     }

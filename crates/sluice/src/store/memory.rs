@@ -1,114 +1,75 @@
 //! The in-memory store: limit state in this process, for one node or as the `local` fail policy.
 //!
-//! State lives in [`SHARDS`] shards, each a `HashMap` behind its own mutex, picked by the key's
-//! hash. A request's keys are locked in shard order (no deadlock) and decided in one critical
-//! section, so decisions are exact under any number of threads.
+//! State lives in [`SHARDS`] shards, each a hash table behind its own mutex (on its own cache
+//! lines), picked by the key's hash. A request's keys are locked in shard order (no deadlock) and
+//! decided in one critical section, so decisions are exact under any number of threads. A key of up to 46 bytes lives inside its entry (see [`KeyRef`]), so deciding
+//! on a known key, or storing a new short one, allocates nothing.
 //!
-//! **Memory bound.** An entry is dropped as soon as its state is equivalent to no state (its TTL
-//! is zero after a decision), and every entry carries the time after which it can no longer affect
-//! a decision (`expires_us`: window, block and violation memory). A shard sweeps its expired
-//! entries whenever it has doubled in size since its last sweep, and [`MemoryStore::sweep`] sweeps
-//! every shard (the server calls it periodically). So a shard holds at most twice the number of
-//! keys that were live at its last sweep plus the keys touched since, and memory is proportional
-//! to the keys active within their TTL: about 100 bytes per key plus 8 bytes per entry of a
-//! sliding log (at most `limit`) and 16 per sliding-window bucket (at most 11).
+//! **Memory bound.** Every entry carries the time after which its state can no longer affect a
+//! decision (`expires_us`: window, block and violation memory); an entry found expired is reused
+//! as a fresh one. A shard sweeps its expired entries whenever it has doubled in size since its
+//! last sweep, and [`MemoryStore::sweep`] sweeps every shard (the server calls it periodically).
+//! An entry is 128 bytes (plus the key beyond 46 bytes, 8 bytes per entry of a sliding log, at
+//! most `limit`, and 16 per sliding-window bucket, at most 11).
+//!
+//! **Key cap.** The store holds at most [`MemoryOptions::max_keys`] keys (default
+//! [`DEFAULT_MAX_KEYS`], about 130 MB), each shard at most its 1/[`SHARDS`] share, so a flood of
+//! identities (IPv6 addresses, random user ids) cannot grow it without bound. When a new key
+//! meets a full shard, the eviction order is:
+//! 1. every entry whose state has expired: it equals no state, so dropping it changes no decision
+//!    (counted in `sluice_memory_evictions_total`);
+//! 2. nothing else. Any live entry (a count, a timestamp, a block, remembered violations) could
+//!    still deny a request; forgetting it would let its identity start over and admit more than
+//!    its limit. The new key is refused instead (`sluice_memory_refused_keys_total`): the request
+//!    changes nothing and fails with a transient [`StoreError`], so the rule's fail policy
+//!    decides for that identity alone (`open` admits it, `closed` denies it, `local` on a full
+//!    local store denies it). Keys already held are decided exactly as before.
+//!
+//! A full shard sweeps at most once per expiry instant, so refused keys cost no repeated scans.
+//! Refusals can start a little before `max_keys` keys in total, once the fullest shard is full.
 
-use std::hash::BuildHasher;
+mod shard;
+mod stored_key;
+
+use std::sync::Arc;
+use std::time::Duration;
 
 use foldhash::fast::RandomState;
-use hashbrown::HashTable;
-use std::sync::Arc;
-
 use parking_lot::{Mutex, MutexGuard};
 
-use super::{BlockEntry, BoxFuture, LimitCall, LimitKey, Store, StoreError, StoreReply};
-use crate::algorithm::{KeyState, LimitOutcome, Mode, step};
-use crate::clock::{Clock, SystemClock};
+use super::{BlockEntry, LimitCall, LimitKey, Store, StoreError, StoreReply};
+use crate::algorithm::{KeyState, LimitOutcome, LimitStep, Mode, step};
+use crate::clock::{Clock, SystemClock, micros};
+use shard::{Full, Shard};
+pub use stored_key::KeyRef;
 
 /// Number of shards; a power of two well above the core count keeps contention low.
 pub const SHARDS: usize = 64;
 
+/// Default [`MemoryOptions::max_keys`]: about 130 MB of entries at the cap.
+pub const DEFAULT_MAX_KEYS: usize = 1_000_000;
+
+/// Settings of a [`MemoryStore`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MemoryOptions {
+    /// Most keys held at once (rounded up to a multiple of [`SHARDS`]; each shard holds its
+    /// share). See the module docs for what happens at the cap.
+    pub max_keys: usize,
+}
+
+impl Default for MemoryOptions {
+    fn default() -> MemoryOptions {
+        MemoryOptions {
+            max_keys: DEFAULT_MAX_KEYS,
+        }
+    }
+}
+
+/// A shard on its own cache lines, so that two threads working in neighbouring shards do not
+/// slow each other down.
 #[derive(Debug)]
-struct Entry {
-    /// The key's hash, kept so the table never rehashes keys when it grows.
-    hash: u64,
-    /// `rule\0limit\0identity` in one allocation: one cache miss to compare, not three (no part
-    /// contains a NUL: names and escaped identities are restricted to printable characters).
-    key: Box<str>,
-    state: KeyState,
-    expires_us: u64,
-}
-
-impl Entry {
-    fn is(&self, key: &LimitKey) -> bool {
-        self.key
-            .strip_prefix(&*key.rule)
-            .and_then(|rest| rest.strip_prefix('\0'))
-            .and_then(|rest| rest.strip_prefix(&*key.limit))
-            .and_then(|rest| rest.strip_prefix('\0'))
-            == Some(key.identity.as_str())
-    }
-
-    fn limit_key(&self) -> LimitKey {
-        let mut parts = self.key.splitn(3, '\0');
-        let mut next = || parts.next().unwrap_or_default();
-        LimitKey {
-            rule: next().into(),
-            limit: next().into(),
-            identity: next().to_string(),
-        }
-    }
-}
-
-/// One shard: entries found by a hash computed once per request (it also picks the shard).
-#[derive(Debug, Default)]
-struct Shard {
-    table: HashTable<Entry>,
-    sweep_at_len: usize,
-}
-
-impl Shard {
-    fn sweep(&mut self, now: u64) {
-        self.table.retain(|e| e.expires_us > now);
-        self.sweep_at_len = (self.table.len() * 2).max(64);
-    }
-
-    fn find(&mut self, hash: u64, key: &LimitKey) -> Option<&mut Entry> {
-        self.table.find_mut(hash, |e| e.is(key))
-    }
-
-    /// Removes a key's state, returning it with the time it expires (no state if expired).
-    fn take(&mut self, hash: u64, key: &LimitKey, now: u64) -> (KeyState, u64) {
-        match self.table.find_entry(hash, |e| e.is(key)) {
-            Ok(found) => {
-                let (e, _) = found.remove();
-                if e.expires_us > now {
-                    (e.state, e.expires_us)
-                } else {
-                    (KeyState::default(), now)
-                }
-            }
-            Err(_) => (KeyState::default(), now),
-        }
-    }
-
-    /// Stores a key's state for `ttl_us` (not at all when 0). The key must not be present.
-    fn put(&mut self, hash: u64, key: &LimitKey, state: KeyState, ttl_us: u64, now: u64) {
-        if ttl_us == 0 {
-            return;
-        }
-        let entry = Entry {
-            hash,
-            key: format!("{}\0{}\0{}", key.rule, key.limit, key.identity).into_boxed_str(),
-            state,
-            expires_us: now + ttl_us,
-        };
-        self.table.insert_unique(hash, entry, |e| e.hash);
-        if self.table.len() >= self.sweep_at_len {
-            self.sweep(now);
-        }
-    }
-}
+#[repr(align(128))]
+struct Padded(Mutex<Shard>);
 
 /// Limit state in this process. Cheap to clone (clones share state).
 ///
@@ -120,9 +81,9 @@ impl Shard {
 ///     .build()
 ///     .unwrap();
 /// let attrs = [("ip", "203.0.113.9")];
-/// assert!(limiter.check("login", &attrs, 1).await.unwrap().allowed);
-/// assert!(limiter.check("login", &attrs, 1).await.unwrap().allowed);
-/// assert!(!limiter.check("login", &attrs, 1).await.unwrap().allowed);
+/// assert!(limiter.check("login", &attrs).await.unwrap().allowed);
+/// assert!(limiter.check("login", &attrs).await.unwrap().allowed);
+/// assert!(!limiter.check("login", &attrs).await.unwrap().allowed);
 /// # });
 /// # fn tokio_test_block_on<F: std::future::Future>(f: F) -> F::Output {
 /// #     tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(f)
@@ -135,9 +96,10 @@ pub struct MemoryStore {
 
 #[derive(Debug)]
 struct Inner {
-    shards: Vec<Mutex<Shard>>,
+    shards: Box<[Padded]>,
     hasher: RandomState,
     clock: Arc<dyn Clock>,
+    max_keys: usize,
 }
 
 impl Default for MemoryStore {
@@ -154,95 +116,153 @@ impl MemoryStore {
 
     /// A store on the given clock.
     pub fn with_clock(clock: Arc<dyn Clock>) -> MemoryStore {
+        MemoryStore::with_options(clock, MemoryOptions::default())
+    }
+
+    /// A store on the given clock with these settings.
+    pub fn with_options(clock: Arc<dyn Clock>, options: MemoryOptions) -> MemoryStore {
+        let per_shard = options.max_keys.div_ceil(SHARDS).max(1);
         MemoryStore {
             inner: Arc::new(Inner {
-                shards: (0..SHARDS).map(|_| Mutex::new(Shard::default())).collect(),
+                shards: (0..SHARDS)
+                    .map(|_| Padded(Mutex::new(Shard::new(per_shard))))
+                    .collect(),
                 hasher: RandomState::default(),
                 clock,
+                max_keys: per_shard * SHARDS,
             }),
         }
     }
 
-    /// The key's hash, and its shard (from the top bits: the table uses the low ones).
-    fn locate(&self, key: &LimitKey) -> (u64, usize) {
-        let hash = self.inner.hasher.hash_one(key);
-        (hash, (hash >> 58) as usize & (SHARDS - 1))
+    /// The key's hash, and its shard. The shard comes from middle bits: the table finds a slot
+    /// with the low bits and tags it with the top seven, which must stay random within a shard.
+    fn locate(&self, key: KeyRef<'_>) -> (u64, usize) {
+        let hash = key.hash_with(&self.inner.hasher);
+        (hash, (hash >> 40) as usize & (SHARDS - 1))
     }
 
-    /// Decides a single-limit request synchronously, without allocating. Returns the time used
-    /// and the outcome.
-    pub fn decide_one(&self, call: &LimitCall, mode: Mode) -> (u64, LimitOutcome) {
+    fn shard(&self, i: usize) -> MutexGuard<'_, Shard> {
+        self.inner.shards[i].0.lock()
+    }
+
+    fn full(&self) -> StoreError {
+        StoreError::transient(
+            "memory",
+            format!(
+                "full: {} keys, all live; new keys are refused until some expire",
+                self.inner.max_keys
+            ),
+        )
+    }
+
+    /// Decides a single-limit request synchronously, without allocating for a key the store
+    /// holds (or any key of up to 46 bytes). Returns the time used and the outcome.
+    pub fn decide_one(
+        &self,
+        call: &LimitCall,
+        mode: Mode,
+    ) -> Result<(u64, LimitOutcome), StoreError> {
+        self.decide_key((&call.key).into(), &call.step, mode)
+    }
+
+    /// [`MemoryStore::decide_one`] for a key given by its parts.
+    pub fn decide_key(
+        &self,
+        key: KeyRef<'_>,
+        step: &LimitStep,
+        mode: Mode,
+    ) -> Result<(u64, LimitOutcome), StoreError> {
         let now = self.inner.clock.now_us();
-        let (hash, shard) = self.locate(&call.key);
-        let mut shard = self.inner.shards[shard].lock();
-        if let Some(entry) = shard.find(hash, &call.key) {
+        let (hash, shard) = self.locate(key);
+        let mut shard = self.shard(shard);
+        if let Some(entry) = shard.find(hash, key) {
             if entry.expires_us <= now {
                 entry.state = KeyState::default();
             }
-            let (outcome, ttl) = step::decide_one(&mut entry.state, &call.step, now, mode);
+            let (outcome, ttl) = step::decide_one(&mut entry.state, step, now, mode);
             // An entry whose TTL is 0 stays until swept or reused: it equals no state.
             entry.expires_us = now + ttl;
-            return (now, outcome);
+            shard.expires_at(now + ttl);
+            return Ok((now, outcome));
         }
         let mut state = KeyState::default();
-        let (outcome, ttl) = step::decide_one(&mut state, &call.step, now, mode);
-        shard.put(hash, &call.key, state, ttl, now);
-        (now, outcome)
+        let (outcome, ttl) = step::decide_one(&mut state, step, now, mode);
+        match shard.put(hash, key, state, ttl, now) {
+            Ok(()) => Ok((now, outcome)),
+            Err(Full) => Err(self.full()),
+        }
     }
 
     /// Decides a request synchronously (the [`Store::decide`] future is this, already done).
-    pub fn decide_now(&self, calls: &[LimitCall], mode: Mode) -> StoreReply {
+    /// A request with a new key that does not fit changes nothing and fails.
+    pub fn decide_now(&self, calls: &[LimitCall], mode: Mode) -> Result<StoreReply, StoreError> {
         if let [call] = calls {
-            let (now_us, outcome) = self.decide_one(call, mode);
-            return StoreReply {
+            let (now_us, outcome) = self.decide_one(call, mode)?;
+            return Ok(StoreReply {
                 now_us,
                 outcomes: vec![outcome],
-            };
+            });
         }
-        let now = self.inner.clock.now_us();
         let steps: Vec<_> = calls.iter().map(|c| c.step).collect();
-        let located: Vec<(u64, usize)> = calls.iter().map(|c| self.locate(&c.key)).collect();
+        let located: Vec<(u64, usize)> =
+            calls.iter().map(|c| self.locate((&c.key).into())).collect();
         let mut order: Vec<usize> = located.iter().map(|&(_, s)| s).collect();
         order.sort_unstable();
         order.dedup();
-        let mut guards: Vec<(usize, MutexGuard<'_, Shard>)> = order
-            .iter()
-            .map(|&i| (i, self.inner.shards[i].lock()))
-            .collect();
+        let mut guards: Vec<MutexGuard<'_, Shard>> = order.iter().map(|&i| self.shard(i)).collect();
+        let now = self.inner.clock.now_us();
         let guard_of = |i: usize| {
             order
                 .binary_search(&i)
                 .expect("every shard of the calls was locked above")
         };
+        // Room first, so that a request that cannot be stored whole changes nothing (a peek
+        // stores nothing new).
+        let mut new = vec![0; order.len()];
+        for (call, &(h, s)) in calls.iter().zip(&located) {
+            let g = guard_of(s);
+            if mode == Mode::Apply
+                && guards[g]
+                    .find(h, (&call.key).into())
+                    .is_none_or(|e| e.expires_us <= now)
+            {
+                new[g] += 1;
+            }
+        }
+        for (guard, &n) in guards.iter_mut().zip(&new) {
+            if guard.make_room(n, now).is_err() {
+                return Err(self.full());
+            }
+        }
         let mut states: Vec<KeyState> = calls
             .iter()
             .zip(&located)
-            .map(|(c, &(h, s))| guards[guard_of(s)].1.take(h, &c.key, now).0)
+            .map(|(c, &(h, s))| guards[guard_of(s)].take(h, (&c.key).into(), now).0)
             .collect();
         let mut refs: Vec<&mut KeyState> = states.iter_mut().collect();
         let results = step::decide(&mut refs, &steps, now, mode);
         for ((call, state), (&(h, s), (_, ttl))) in
             calls.iter().zip(states).zip(located.iter().zip(&results))
         {
-            guards[guard_of(s)].1.put(h, &call.key, state, *ttl, now);
+            guards[guard_of(s)].insert(h, (&call.key).into(), state, *ttl, now);
         }
-        StoreReply {
+        Ok(StoreReply {
             now_us: now,
             outcomes: results.into_iter().map(|(o, _)| o).collect(),
-        }
+        })
     }
 
     /// Drops every entry that can no longer affect a decision.
     pub fn sweep(&self) {
         let now = self.inner.clock.now_us();
-        for shard in &self.inner.shards {
-            shard.lock().sweep(now);
+        for i in 0..SHARDS {
+            self.shard(i).sweep(now);
         }
     }
 
     /// Number of keys held (live or not yet swept).
     pub fn len(&self) -> usize {
-        self.inner.shards.iter().map(|s| s.lock().table.len()).sum()
+        (0..SHARDS).map(|i| self.shard(i).len()).sum()
     }
 
     /// Whether no key is held.
@@ -250,16 +270,38 @@ impl MemoryStore {
         self.len() == 0
     }
 
-    fn with_entry<T>(&self, key: &LimitKey, f: impl FnOnce(&mut KeyState, u64) -> T) -> T {
-        let now = self.inner.clock.now_us();
+    /// The most keys this store holds ([`MemoryOptions::max_keys`] rounded up).
+    pub fn max_keys(&self) -> usize {
+        self.inner.max_keys
+    }
+
+    /// Entries dropped so far to make room for new keys (each one expired).
+    pub fn evictions(&self) -> u64 {
+        (0..SHARDS).map(|i| self.shard(i).evictions).sum()
+    }
+
+    /// New keys refused so far because the store was full of live keys.
+    pub fn refused_keys(&self) -> u64 {
+        (0..SHARDS).map(|i| self.shard(i).refusals).sum()
+    }
+
+    fn with_entry<T>(
+        &self,
+        key: &LimitKey,
+        f: impl FnOnce(&mut KeyState, u64) -> T,
+    ) -> Result<T, StoreError> {
+        let key = KeyRef::from(key);
         let (hash, shard) = self.locate(key);
-        let mut shard = self.inner.shards[shard].lock();
+        let mut shard = self.shard(shard);
+        let now = self.inner.clock.now_us();
         let (mut state, expires_us) = shard.take(hash, key, now);
         let out = f(&mut state, now);
         // The algorithm's own TTL is not known here: keep at least the previous expiry.
         let keep = state.ttl_us(expires_us - now, now);
-        shard.put(hash, key, state, keep, now);
-        out
+        match shard.put(hash, key, state, keep, now) {
+            Ok(()) => Ok(out),
+            Err(Full) => Err(self.full()),
+        }
     }
 }
 
@@ -272,50 +314,41 @@ impl Store for MemoryStore {
         true
     }
 
-    fn decide<'a>(
-        &'a self,
-        calls: &'a [LimitCall],
-        mode: Mode,
-    ) -> BoxFuture<'a, Result<StoreReply, StoreError>> {
-        let reply = self.decide_now(calls, mode);
-        Box::pin(async move { Ok(reply) })
+    async fn decide(&self, calls: &[LimitCall], mode: Mode) -> Result<StoreReply, StoreError> {
+        self.decide_now(calls, mode)
     }
 
-    fn reset<'a>(&'a self, keys: &'a [LimitKey]) -> BoxFuture<'a, Result<(), StoreError>> {
+    async fn reset(&self, keys: &[LimitKey]) -> Result<(), StoreError> {
         let now = self.inner.clock.now_us();
         for key in keys {
+            let key = KeyRef::from(key);
             let (hash, shard) = self.locate(key);
-            self.inner.shards[shard].lock().take(hash, key, now);
+            self.shard(shard).take(hash, key, now);
         }
-        Box::pin(async { Ok(()) })
+        Ok(())
     }
 
-    fn block<'a>(
-        &'a self,
-        key: &'a LimitKey,
-        duration_us: u64,
-    ) -> BoxFuture<'a, Result<u64, StoreError>> {
-        let until = self.with_entry(key, |s, now| s.block.impose(now, duration_us));
-        Box::pin(async move { Ok(until) })
+    async fn block(&self, key: &LimitKey, duration: Duration) -> Result<u64, StoreError> {
+        let duration_us = micros(duration);
+        self.with_entry(key, |s, now| s.block.impose(now, duration_us))
     }
 
-    fn unblock<'a>(&'a self, key: &'a LimitKey) -> BoxFuture<'a, Result<bool, StoreError>> {
-        let was = self.with_entry(key, |s, now| {
+    async fn unblock(&self, key: &LimitKey) -> Result<bool, StoreError> {
+        self.with_entry(key, |s, now| {
             let was = s.block.active(now).is_some();
             s.block = Default::default();
             s.penalty = Default::default();
             was
-        });
-        Box::pin(async move { Ok(was) })
+        })
     }
 
-    fn blocks<'a>(&'a self, rule: &'a str) -> BoxFuture<'a, Result<Vec<BlockEntry>, StoreError>> {
+    async fn blocks(&self, rule: &str) -> Result<Vec<BlockEntry>, StoreError> {
         let now = self.inner.clock.now_us();
         let mut out: Vec<BlockEntry> = Vec::new();
-        for shard in &self.inner.shards {
-            out.extend(shard.lock().table.iter().filter_map(|e| {
+        for i in 0..SHARDS {
+            out.extend(self.shard(i).entries().filter_map(|e| {
                 let until = e.state.block.active(now)?;
-                let key = e.limit_key();
+                let key = e.key.limit_key();
                 (&*key.rule == rule).then_some(BlockEntry {
                     key,
                     until_us: until,
@@ -323,69 +356,13 @@ impl Store for MemoryStore {
             }));
         }
         out.sort_by(|a, b| a.key.cmp(&b.key));
-        Box::pin(async move { Ok(out) })
+        Ok(out)
     }
 
-    fn ping(&self) -> BoxFuture<'_, Result<(), StoreError>> {
-        Box::pin(async { Ok(()) })
+    async fn ping(&self) -> Result<(), StoreError> {
+        Ok(())
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::algorithm::{LimitStep, Params};
-    use crate::clock::ManualClock;
-    use crate::model::Algorithm;
-
-    fn call(i: usize, block_us: Option<u64>) -> LimitCall {
-        LimitCall {
-            key: LimitKey {
-                rule: "r".into(),
-                limit: "l".into(),
-                identity: format!("ip={i}"),
-            },
-            step: LimitStep {
-                algorithm: Algorithm::Gcra,
-                params: Params::new(1, 1_000_000, 1),
-                cost: 1,
-                block_us,
-                penalty: None,
-                enforce: true,
-            },
-        }
-    }
-
-    #[test]
-    fn idle_keys_are_evicted_once_they_cannot_matter() {
-        let clock = ManualClock::at_2026();
-        let store = MemoryStore::with_clock(Arc::new(clock.clone()));
-        // 10k keys each touched once; every state lasts one second.
-        for round in 0..10 {
-            for i in 0..10_000 {
-                store.decide_now(&[call(round * 10_000 + i, None)], Mode::Apply);
-            }
-            clock.advance(std::time::Duration::from_secs(2));
-        }
-        // Growth-triggered sweeps keep at most about twice the live keys per shard.
-        assert!(store.len() <= 2 * 10_000 + SHARDS * 64, "{}", store.len());
-        store.sweep();
-        assert_eq!(store.len(), 0);
-    }
-
-    #[test]
-    fn a_block_keeps_its_key_until_it_ends() {
-        let clock = ManualClock::at_2026();
-        let store = MemoryStore::with_clock(Arc::new(clock.clone()));
-        let c = call(1, Some(60_000_000));
-        store.decide_now(std::slice::from_ref(&c), Mode::Apply);
-        let denied = store.decide_now(std::slice::from_ref(&c), Mode::Apply);
-        assert!(denied.outcomes[0].blocked_until_us.is_some());
-        clock.advance(std::time::Duration::from_secs(30));
-        store.sweep();
-        assert_eq!(store.len(), 1, "the block still matters");
-        clock.advance(std::time::Duration::from_secs(31));
-        store.sweep();
-        assert!(store.is_empty());
-    }
-}
+mod tests;

@@ -12,15 +12,18 @@ pub mod invalidation;
 pub mod memory;
 #[cfg(feature = "redis")]
 pub mod redis;
+pub mod url;
 
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::time::Duration;
 
 use crate::algorithm::{LimitOutcome, LimitStep, Mode};
 
-/// A boxed future, so that `dyn Store` works.
+/// A boxed, sendable future: what [`DynStore`] returns so that stores can be held as
+/// `Arc<dyn DynStore>`.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
 /// The state of one limit for one identity: rule, limit id, escaped identity.
@@ -32,14 +35,14 @@ pub struct LimitKey {
     /// The rule's name (shared with the compiled rule: cloning a key does not copy it).
     pub rule: Arc<str>,
     /// The limit's id within the rule (shared likewise).
-    pub limit: Arc<str>,
+    pub limit_id: Arc<str>,
     /// The escaped identity, e.g. `member=m1` or `*` for a global limit.
     pub identity: String,
 }
 
 impl fmt::Display for LimitKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}:{}:{}", self.rule, self.limit, self.identity)
+        write!(f, "{}:{}:{}", self.rule, self.limit_id, self.identity)
     }
 }
 
@@ -104,6 +107,10 @@ impl StoreError {
 }
 
 /// Where limit state lives. Every method is one atomic step in the store.
+///
+/// Implement it with plain `async fn`s; the limiter holds any store as `Arc<dyn DynStore>`
+/// (implemented for every `Store`), so a store outside this crate needs nothing else. See
+/// "Adding a store" in the crate docs.
 pub trait Store: Send + Sync + fmt::Debug + 'static {
     /// A short name for logs and metrics (`memory`, `redis`).
     fn name(&self) -> &'static str;
@@ -114,31 +121,99 @@ pub trait Store: Send + Sync + fmt::Debug + 'static {
         false
     }
 
-    /// Decides one request over its limits, atomically (see [`crate::algorithm::step`]).
+    /// Decides one request over its limits, atomically (see [`crate::algorithm::step`]): one
+    /// outcome per call, in call order.
+    fn decide(
+        &self,
+        calls: &[LimitCall],
+        mode: Mode,
+    ) -> impl Future<Output = Result<StoreReply, StoreError>> + Send;
+
+    /// Forgets the counters, blocks and violations of these keys.
+    fn reset(&self, keys: &[LimitKey]) -> impl Future<Output = Result<(), StoreError>> + Send;
+
+    /// Blocks a key for `duration` from the store's now (never shortening a longer block).
+    /// Returns the block's end (µs since the epoch).
+    fn block(
+        &self,
+        key: &LimitKey,
+        duration: Duration,
+    ) -> impl Future<Output = Result<u64, StoreError>> + Send;
+
+    /// Lifts a block or ban on a key; its violations are forgotten too. Returns whether one was
+    /// in force.
+    fn unblock(&self, key: &LimitKey) -> impl Future<Output = Result<bool, StoreError>> + Send;
+
+    /// The blocks and bans in force for a rule.
+    fn blocks(
+        &self,
+        rule: &str,
+    ) -> impl Future<Output = Result<Vec<BlockEntry>, StoreError>> + Send;
+
+    /// Checks that the store answers (for readiness probes).
+    fn ping(&self) -> impl Future<Output = Result<(), StoreError>> + Send;
+}
+
+/// The object-safe form of [`Store`], implemented for every store: the same operations, each
+/// returning a [`BoxFuture`]. Hold stores as `Arc<dyn DynStore>`; implement [`Store`].
+pub trait DynStore: Send + Sync + fmt::Debug + 'static {
+    /// See [`Store::name`].
+    fn name(&self) -> &'static str;
+    /// See [`Store::in_process`].
+    fn in_process(&self) -> bool;
+    /// See [`Store::decide`].
     fn decide<'a>(
         &'a self,
         calls: &'a [LimitCall],
         mode: Mode,
     ) -> BoxFuture<'a, Result<StoreReply, StoreError>>;
-
-    /// Forgets the counters, blocks and violations of these keys.
+    /// See [`Store::reset`].
     fn reset<'a>(&'a self, keys: &'a [LimitKey]) -> BoxFuture<'a, Result<(), StoreError>>;
-
-    /// Blocks a key for `duration_us` from the store's now (never shortening a longer block).
-    /// Returns the block's end (µs since the epoch).
+    /// See [`Store::block`].
     fn block<'a>(
         &'a self,
         key: &'a LimitKey,
-        duration_us: u64,
+        duration: Duration,
     ) -> BoxFuture<'a, Result<u64, StoreError>>;
-
-    /// Lifts a block or ban on a key; its violations are forgotten too. Returns whether one was
-    /// in force.
+    /// See [`Store::unblock`].
     fn unblock<'a>(&'a self, key: &'a LimitKey) -> BoxFuture<'a, Result<bool, StoreError>>;
-
-    /// The blocks and bans in force for a rule.
+    /// See [`Store::blocks`].
     fn blocks<'a>(&'a self, rule: &'a str) -> BoxFuture<'a, Result<Vec<BlockEntry>, StoreError>>;
-
-    /// Checks that the store answers (for readiness probes).
+    /// See [`Store::ping`].
     fn ping(&self) -> BoxFuture<'_, Result<(), StoreError>>;
+}
+
+impl<S: Store> DynStore for S {
+    fn name(&self) -> &'static str {
+        Store::name(self)
+    }
+    fn in_process(&self) -> bool {
+        Store::in_process(self)
+    }
+    fn decide<'a>(
+        &'a self,
+        calls: &'a [LimitCall],
+        mode: Mode,
+    ) -> BoxFuture<'a, Result<StoreReply, StoreError>> {
+        Box::pin(Store::decide(self, calls, mode))
+    }
+    fn reset<'a>(&'a self, keys: &'a [LimitKey]) -> BoxFuture<'a, Result<(), StoreError>> {
+        Box::pin(Store::reset(self, keys))
+    }
+    fn block<'a>(
+        &'a self,
+        key: &'a LimitKey,
+        duration: Duration,
+    ) -> BoxFuture<'a, Result<u64, StoreError>> {
+        Box::pin(Store::block(self, key, duration))
+    }
+    fn unblock<'a>(&'a self, key: &'a LimitKey) -> BoxFuture<'a, Result<bool, StoreError>> {
+        Box::pin(Store::unblock(self, key))
+    }
+    fn blocks<'a>(&'a self, rule: &'a str) -> BoxFuture<'a, Result<Vec<BlockEntry>, StoreError>> {
+        Box::pin(Store::blocks(self, rule))
+    }
+    fn ping(&self) -> BoxFuture<'_, Result<(), StoreError>> {
+        Box::pin(Store::ping(self))
+    }
 }

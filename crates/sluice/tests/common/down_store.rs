@@ -2,10 +2,11 @@
 
 use std::future::pending;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 
 use sluice::Store;
 use sluice::algorithm::Mode;
-use sluice::store::{BlockEntry, BoxFuture, LimitCall, LimitKey, StoreError, StoreReply};
+use sluice::store::{BlockEntry, LimitCall, LimitKey, StoreError, StoreReply};
 
 /// A store that is down: every call fails at once, or (with `hangs`) never answers.
 #[derive(Debug, Default)]
@@ -30,11 +31,11 @@ impl DownStore {
         self.calls.load(Ordering::SeqCst)
     }
 
-    fn fail<'a, T: Send + 'a>(&'a self) -> BoxFuture<'a, Result<T, StoreError>> {
+    async fn fail<T>(&self) -> Result<T, StoreError> {
         if self.hangs {
-            Box::pin(pending())
+            pending().await
         } else {
-            Box::pin(async { Err(StoreError::transient("down", "connection refused")) })
+            Err(StoreError::transient("down", "connection refused"))
         }
     }
 }
@@ -43,27 +44,23 @@ impl Store for DownStore {
     fn name(&self) -> &'static str {
         "down"
     }
-    fn decide<'a>(
-        &'a self,
-        _calls: &'a [LimitCall],
-        _mode: Mode,
-    ) -> BoxFuture<'a, Result<StoreReply, StoreError>> {
+    async fn decide(&self, _calls: &[LimitCall], _mode: Mode) -> Result<StoreReply, StoreError> {
         self.calls.fetch_add(1, Ordering::SeqCst);
-        self.fail()
+        self.fail().await
     }
-    fn reset<'a>(&'a self, _keys: &'a [LimitKey]) -> BoxFuture<'a, Result<(), StoreError>> {
-        self.fail()
+    async fn reset(&self, _keys: &[LimitKey]) -> Result<(), StoreError> {
+        self.fail().await
     }
-    fn block<'a>(&'a self, _key: &'a LimitKey, _d: u64) -> BoxFuture<'a, Result<u64, StoreError>> {
-        self.fail()
+    async fn block(&self, _key: &LimitKey, _for: Duration) -> Result<u64, StoreError> {
+        self.fail().await
     }
-    fn unblock<'a>(&'a self, _key: &'a LimitKey) -> BoxFuture<'a, Result<bool, StoreError>> {
-        self.fail()
+    async fn unblock(&self, _key: &LimitKey) -> Result<bool, StoreError> {
+        self.fail().await
     }
-    fn blocks<'a>(&'a self, _rule: &'a str) -> BoxFuture<'a, Result<Vec<BlockEntry>, StoreError>> {
-        self.fail()
+    async fn blocks(&self, _rule: &str) -> Result<Vec<BlockEntry>, StoreError> {
+        self.fail().await
     }
-    fn ping(&self) -> BoxFuture<'_, Result<(), StoreError>> {
-        self.fail()
+    async fn ping(&self) -> Result<(), StoreError> {
+        self.fail().await
     }
 }

@@ -36,7 +36,7 @@ impl Load {
             set.spawn(async move {
                 while !stop.load(Ordering::Relaxed) {
                     let started = Instant::now();
-                    let d = limiter.check(rule, &[("ip", ip)], 1).await.unwrap();
+                    let d = limiter.check(rule, &[("ip", ip)]).await.unwrap();
                     let at = Instant::now();
                     samples.lock().unwrap().push(Sample {
                         at,
@@ -101,4 +101,54 @@ pub fn exact_again_after(samples: &[Sample], t: Instant) -> Option<Instant> {
 /// The longest decision.
 pub fn slowest(samples: &[Sample]) -> Duration {
     samples.iter().map(|s| s.took).max().unwrap_or_default()
+}
+
+/// Checks what a failover test saw against the bounds of the issue — some decisions degraded,
+/// none slower than the timeout plus slack, every decision exact again within 1 s of the new
+/// primary taking writes — and prints the figures for the record.
+pub fn check_failover(
+    name: &str,
+    samples: &[Sample],
+    (killed_at, writable_at): (Instant, Instant),
+    timeout: Duration,
+    not_ready: &dyn std::fmt::Debug,
+) {
+    let degraded = samples.iter().filter(|s| s.degraded).count();
+    let recovered = samples
+        .iter()
+        .rfind(|s| s.degraded)
+        .map_or(Duration::ZERO, |s| {
+            s.at.saturating_duration_since(writable_at)
+        });
+    eprintln!(
+        "{name} failover: replica took writes {:?} after the kill; decisions exact again {:?} \
+         after that; {degraded} of {} decisions degraded; slowest decision {:?}; readiness while \
+         down: {not_ready:?}",
+        writable_at - killed_at,
+        recovered,
+        samples.len(),
+        slowest(samples),
+    );
+    assert!(degraded > 0, "the kill was noticed");
+    assert!(
+        slowest(samples) < timeout + Duration::from_millis(150),
+        "every decision within the timeout: {:?}",
+        slowest(samples)
+    );
+    assert!(
+        recovered < Duration::from_secs(1),
+        "exact again within 1 s of the new primary taking writes: {recovered:?}"
+    );
+}
+
+/// Checks `rule` for identity `ip` twice its `limit` times: exactly `limit` admitted, none
+/// degraded.
+pub async fn admits_exactly(limiter: &Limiter, rule: &str, ip: &str, limit: u32) {
+    let mut admitted = 0;
+    for _ in 0..2 * limit {
+        let d = limiter.check(rule, &[("ip", ip)]).await.unwrap();
+        assert!(!d.degraded, "{d:?}");
+        admitted += u32::from(d.allowed);
+    }
+    assert_eq!(admitted, limit);
 }

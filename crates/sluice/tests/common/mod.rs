@@ -1,11 +1,14 @@
-//! Shared helpers of the integration tests: one harness per store on a shared manual clock, a
-//! store that is down ([`DownStore`]), and serving an app over HTTP ([`serve`]).
+//! Shared helpers of the integration tests: one harness per store on a shared manual clock
+//! ([`Harness`], a conformance subject), a store that is down ([`DownStore`]), and serving an app
+//! over HTTP ([`serve`]).
 //!
 //! `Harness::memory()` and `Harness::redis()` build the same thing — a store, its clock, and a
 //! limiter over it — so one test body runs against both.
 #![allow(dead_code)]
 
 mod down_store;
+#[cfg(feature = "conformance")]
+mod harness;
 #[cfg(feature = "tower")]
 mod http;
 #[cfg(feature = "redis")]
@@ -13,137 +16,23 @@ pub mod load;
 
 #[allow(unused_imports)]
 pub use down_store::DownStore;
+#[cfg(feature = "conformance")]
+#[allow(unused_imports)]
+pub use harness::Harness;
 #[cfg(feature = "tower")]
 #[allow(unused_imports)]
 pub use http::serve;
+#[cfg(feature = "conformance")]
+#[allow(unused_imports)]
+pub use sluice::conformance::{S, call, key, step};
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use sluice::algorithm::{LimitOutcome, LimitStep, Mode, Params};
-use sluice::model::Algorithm;
-use sluice::store::{LimitCall, LimitKey, StoreReply};
-use sluice::{Limiter, ManualClock, MemoryStore, Options, Rule, Store};
+#[cfg(feature = "redis")]
+use sluice::ManualClock;
 #[cfg(feature = "redis")]
 use sluice_test_support::RedisServer;
-
-/// Microseconds per second.
-pub const S: u64 = 1_000_000;
-
-/// A store under test with its clock (and its Redis server, if any).
-pub struct Harness {
-    /// The clock every decision reads.
-    pub clock: ManualClock,
-    /// The store.
-    pub store: Arc<dyn Store>,
-    /// The Redis server behind the store, if it is the Redis store.
-    #[cfg(feature = "redis")]
-    pub server: Option<RedisServer>,
-}
-
-impl Harness {
-    /// The memory store on a manual clock.
-    pub fn memory() -> Harness {
-        let clock = ManualClock::at_2026();
-        Harness {
-            store: Arc::new(MemoryStore::with_clock(Arc::new(clock.clone()))),
-            clock,
-            #[cfg(feature = "redis")]
-            server: None,
-        }
-    }
-
-    /// The Redis store on its own server and a manual clock.
-    #[cfg(feature = "redis")]
-    pub async fn redis() -> Harness {
-        let server = RedisServer::start();
-        let clock = ManualClock::at_2026();
-        let store = redis_store(&server, Some(clock.clone())).await;
-        Harness {
-            store: Arc::new(store),
-            clock,
-            server: Some(server),
-        }
-    }
-
-    /// The Redis store on the shared Redis Cluster of this test binary (its own key prefix).
-    #[cfg(feature = "redis")]
-    pub async fn cluster() -> Harness {
-        let url = sluice_test_support::RedisCluster::shared().url();
-        Harness::on_url(&url).await
-    }
-
-    /// The Redis store on the shared Sentinel set-up of this test binary (its own key prefix).
-    #[cfg(feature = "redis")]
-    pub async fn sentinel() -> Harness {
-        let url = sluice_test_support::RedisSentinel::shared().url();
-        Harness::on_url(&url).await
-    }
-
-    #[cfg(feature = "redis")]
-    async fn on_url(url: &str) -> Harness {
-        let clock = ManualClock::at_2026();
-        let store = url_store(url, Some(clock.clone()), &unique_prefix()).await;
-        Harness {
-            store: Arc::new(store),
-            clock,
-            server: None,
-        }
-    }
-
-    /// The Redis server (Redis harnesses only).
-    #[cfg(feature = "redis")]
-    pub fn server(&self) -> &RedisServer {
-        self.server.as_ref().expect("a Redis harness has a server")
-    }
-
-    /// A limiter over the store with a generous timeout (decisions must not degrade here).
-    pub fn limiter(&self, rules: Vec<(&str, Rule)>) -> Limiter {
-        self.limiter_with(
-            rules,
-            Options {
-                timeout: Duration::from_secs(5),
-                max_attribute_len: 16 * 1024,
-                ..Options::default()
-            },
-        )
-    }
-
-    /// A limiter over the store with these options.
-    pub fn limiter_with(&self, rules: Vec<(&str, Rule)>, options: Options) -> Limiter {
-        Limiter::builder_arc(self.store.clone())
-            .rules(rules.into_iter().map(|(n, r)| (n.to_string(), r)))
-            .clock(Arc::new(self.clock.clone()))
-            .options(options)
-            .build()
-            .expect("test rules are valid")
-    }
-
-    /// Moves the clock forward by `us` microseconds.
-    pub fn advance_us(&self, us: u64) {
-        self.clock.advance(Duration::from_micros(us));
-    }
-
-    /// The clock's time.
-    pub fn now_us(&self) -> u64 {
-        sluice::Clock::now_us(&self.clock)
-    }
-
-    /// Decides through the store directly.
-    pub async fn decide(&self, calls: &[LimitCall], mode: Mode) -> StoreReply {
-        self.store
-            .decide(calls, mode)
-            .await
-            .expect("the store answers")
-    }
-
-    /// Decides one call through the store directly and returns its outcome.
-    pub async fn one(&self, call: &LimitCall) -> LimitOutcome {
-        self.decide(std::slice::from_ref(call), Mode::Apply)
-            .await
-            .outcomes[0]
-    }
-}
 
 /// A Redis store on `server` with an optional client clock. With a manual clock, keys live at
 /// least an hour of real time, so Redis never expires a key the manual clock still needs.
@@ -191,33 +80,4 @@ pub async fn url_store(
     )
     .await
     .expect("a valid URL connects")
-}
-
-/// A key for direct store calls.
-pub fn key(limit: &str, identity: &str) -> LimitKey {
-    LimitKey {
-        rule: "r".into(),
-        limit: limit.into(),
-        identity: identity.into(),
-    }
-}
-
-/// A plain step: `limit` per `window_us`, capacity `limit`, cost 1, enforced.
-pub fn step(algorithm: Algorithm, limit: u64, window_us: u64) -> LimitStep {
-    LimitStep {
-        algorithm,
-        params: Params::new(limit, window_us, limit),
-        cost: 1,
-        block_us: None,
-        penalty: None,
-        enforce: true,
-    }
-}
-
-/// A call on `key(limit_id, "ip=1")`.
-pub fn call(limit_id: &str, step: LimitStep) -> LimitCall {
-    LimitCall {
-        key: key(limit_id, "ip=1"),
-        step,
-    }
 }

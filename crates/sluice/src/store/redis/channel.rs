@@ -1,6 +1,12 @@
 //! The invalidation channel on Redis pub/sub: `PUBLISH {prefix}:denial-cache <json>` from the
 //! node that made an administrative change, one subscription per node delivering to its denial
-//! cache.
+//! cache. [`RedisStore::channel`] makes one for a store: it publishes through the store's own
+//! connection and subscribes with the store's TLS settings and credentials.
+//!
+//! Where it subscribes: the server of a `redis://` URL; on a Cluster, any of the seed nodes (Redis
+//! Cluster forwards every `PUBLISH` to every node), the next one when a subscription breaks. On
+//! Sentinel URLs it does not subscribe (the primary moves; the sentinels carry no data): the
+//! denial cache then keeps each denial at most its `max_stale`.
 //!
 //! Freshness is confirmed with `PING` on the subscription connection itself: Redis answers in
 //! order, so once the `PONG` arrives every message published before the `PING` reached the server
@@ -15,9 +21,12 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use futures::future::FutureExt;
-use redis::aio::{ConnectionManager, ConnectionManagerConfig, PubSubSink, PubSubStream};
+use redis::aio::{PubSubSink, PubSubStream};
+use redis::{ConnectionInfo, RedisResult};
 
-use super::store_error;
+use super::connection::node_info;
+use super::url::{RedisUrl, Topology};
+use super::{RedisStore, store_error};
 use crate::store::invalidation::{Invalidation, InvalidationChannel, InvalidationListener};
 use crate::store::{BoxFuture, StoreError};
 
@@ -28,9 +37,8 @@ pub struct RedisChannel {
 }
 
 struct Inner {
-    client: redis::Client,
+    store: RedisStore,
     name: String,
-    publisher: ConnectionManager,
     timeout: Duration,
 }
 
@@ -42,31 +50,35 @@ impl std::fmt::Debug for RedisChannel {
     }
 }
 
-impl RedisChannel {
-    /// The channel `{prefix}:denial-cache` on the Redis at `url` (connected lazily).
-    pub fn new(url: &str, prefix: &str) -> Result<RedisChannel, StoreError> {
-        let client = redis::Client::open(url)
-            .map_err(|e| StoreError::permanent("redis", format!("invalid Redis URL: {e}")))?;
-        let timeout = Duration::from_secs(1);
-        let config = ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(timeout))
-            .set_response_timeout(Some(timeout))
-            .set_number_of_retries(1);
-        let publisher = ConnectionManager::new_lazy_with_config(client.clone(), config)
-            .map_err(|e| StoreError::permanent("redis", format!("Redis client: {e}")))?;
-        Ok(RedisChannel {
+impl RedisStore {
+    /// The invalidation channel `{prefix}:denial-cache` of this store's deployment.
+    pub fn channel(&self) -> RedisChannel {
+        RedisChannel {
             inner: Arc::new(Inner {
-                client,
-                name: format!("{prefix}:denial-cache"),
-                publisher,
-                timeout,
+                name: format!("{}:denial-cache", self.inner.prefix),
+                timeout: self.inner.dial.connect_timeout,
+                store: self.clone(),
             }),
-        })
+        }
     }
+}
 
+impl RedisChannel {
     /// The Redis channel's name.
     pub fn name(&self) -> &str {
         &self.inner.name
+    }
+}
+
+/// The nodes a channel may subscribe to, in the order it tries them.
+pub(super) fn subscription_nodes(url: &RedisUrl) -> RedisResult<Vec<ConnectionInfo>> {
+    match url.topology {
+        Topology::Single | Topology::Cluster => url
+            .nodes
+            .iter()
+            .map(|(host, port)| node_info(url, host, *port))
+            .collect(),
+        Topology::Sentinel { .. } => Ok(Vec::new()),
     }
 }
 
@@ -76,7 +88,7 @@ impl InvalidationChannel for RedisChannel {
         invalidation: &'a Invalidation,
     ) -> BoxFuture<'a, Result<(), StoreError>> {
         Box::pin(async move {
-            let mut conn = self.inner.publisher.clone();
+            let mut conn = self.inner.store.inner.conn.clone();
             redis::cmd("PUBLISH")
                 .arg(&self.inner.name)
                 .arg(invalidation.encode())
@@ -92,11 +104,22 @@ impl InvalidationChannel for RedisChannel {
             tracing::warn!("no Tokio runtime: the denial cache gets no invalidations");
             return;
         };
+        let nodes = self.inner.store.inner.subscribe_to.len();
+        if nodes == 0 {
+            tracing::info!(
+                "no invalidation subscription on this deployment: cached denials live at most \
+                 the denial cache's max_stale"
+            );
+            return;
+        }
         let inner = self.inner.clone();
         runtime.spawn(async move {
             let mut backoff = Duration::ZERO;
+            let mut node = 0;
             while listener.strong_count() > 0 {
-                match inner.connect(&listener).await {
+                let result = inner.connect(&listener, node % nodes).await;
+                node += 1;
+                match result {
                     Ok((sink, stream)) => {
                         backoff = Duration::ZERO;
                         let error = inner.listen(&listener, sink, stream, heartbeat).await;
@@ -119,9 +142,15 @@ impl Inner {
     async fn connect(
         &self,
         listener: &Weak<dyn InvalidationListener>,
+        node: usize,
     ) -> Result<(PubSubSink, PubSubStream), StoreError> {
         let timed_out = || StoreError::transient("redis", "subscription timed out");
-        let pubsub = tokio::time::timeout(self.timeout, self.client.get_async_pubsub())
+        let store = &self.store.inner;
+        let client = store
+            .dial
+            .client(store.subscribe_to[node].clone())
+            .map_err(store_error)?;
+        let pubsub = tokio::time::timeout(self.timeout, client.get_async_pubsub())
             .await
             .map_err(|_| timed_out())?
             .map_err(store_error)?;

@@ -7,8 +7,6 @@
 //! script call is routed by its first key, and `NOSCRIPT` reloads the script on the node that
 //! lacked it (`SCRIPT LOAD` goes to every node).
 
-use std::time::Duration;
-
 use redis::aio::ConnectionLike;
 use redis::cluster::ClusterClientBuilder;
 use redis::cluster_async::ClusterConnection;
@@ -41,26 +39,7 @@ impl std::fmt::Debug for RedisConnection {
 impl RedisConnection {
     /// Opens (lazily) a connection to what `url` names.
     pub fn open(url: &RedisUrl, dial: Dial) -> RedisResult<RedisConnection> {
-        let node = |host: &str, port: u16| -> RedisResult<ConnectionInfo> {
-            let addr = if url.tls {
-                ConnectionAddr::TcpTls {
-                    host: host.to_string(),
-                    port,
-                    insecure: false,
-                    tls_params: None,
-                }
-            } else {
-                ConnectionAddr::Tcp(host.to_string(), port)
-            };
-            let mut redis = RedisConnectionInfo::default().set_db(url.db);
-            if let Some(user) = &url.username {
-                redis = redis.set_username(user);
-            }
-            if let Some(password) = &url.password {
-                redis = redis.set_password(password);
-            }
-            Ok(addr.into_connection_info()?.set_redis_settings(redis))
-        };
+        let node = |host: &str, port: u16| node_info(url, host, port);
         match &url.topology {
             Topology::Single => {
                 let (host, port) = &url.nodes[0];
@@ -226,9 +205,6 @@ impl RedisConnection {
     }
 }
 
-/// How long a readiness probe may take at most.
-pub const READY_TIMEOUT: Duration = Duration::from_secs(1);
-
 impl ConnectionLike for RedisConnection {
     fn req_packed_command<'a>(
         &'a mut self,
@@ -258,4 +234,26 @@ impl ConnectionLike for RedisConnection {
             RedisConnection::Cluster(c) => c.get_db(),
         }
     }
+}
+
+/// How to reach one node of the deployment `url` names: its TLS, credentials and database.
+pub fn node_info(url: &RedisUrl, host: &str, port: u16) -> RedisResult<ConnectionInfo> {
+    let addr = if url.tls {
+        ConnectionAddr::TcpTls {
+            host: host.to_string(),
+            port,
+            insecure: false,
+            tls_params: None,
+        }
+    } else {
+        ConnectionAddr::Tcp(host.to_string(), port)
+    };
+    let mut redis = RedisConnectionInfo::default().set_db(url.db);
+    if let Some(user) = &url.username {
+        redis = redis.set_username(user);
+    }
+    if let Some(password) = &url.password {
+        redis = redis.set_password(password);
+    }
+    Ok(addr.into_connection_info()?.set_redis_settings(redis))
 }

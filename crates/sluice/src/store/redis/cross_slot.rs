@@ -39,7 +39,6 @@ use futures::future::join_all;
 use redis::Script;
 
 use super::keys::{self, Part};
-use super::script::algorithm_code;
 use super::{RedisStore, slot, store_error};
 use crate::algorithm::{LimitOutcome, Mode};
 use crate::store::{LimitCall, StoreError, StoreReply};
@@ -71,7 +70,7 @@ fn passes(calls: &[LimitCall], group: &[usize], outcomes: &[LimitOutcome]) -> bo
     group
         .iter()
         .zip(outcomes)
-        .all(|(&i, o)| o.allowed || !calls[i].step.enforce)
+        .all(|(&i, o)| o.allowed || calls[i].step.shadow)
 }
 
 impl RedisStore {
@@ -181,18 +180,15 @@ impl RedisStore {
         }
         let script = &self.inner.give_back;
         let mut invocation = script.prepare_invoke();
-        invocation.arg(
-            self.client_now()
-                .map_or_else(String::new, |n| n.to_string()),
-        );
+        invocation.arg(self.client_now_arg());
         invocation.arg(at);
         for &i in took {
             let call = &calls[i];
             let p = &call.step.params;
             invocation.key(keys::key(&self.inner.prefix, &call.key, Part::Counter));
             invocation
-                .arg(algorithm_code(call.step.algorithm))
-                .arg(p.limit)
+                .arg(call.step.algorithm.wire_code())
+                .arg(p.count)
                 .arg(p.window_us)
                 .arg(p.capacity)
                 .arg(call.step.cost);
@@ -212,7 +208,7 @@ fn returned(o: &mut LimitOutcome, call: &LimitCall) {
     o.remaining = o
         .remaining
         .saturating_add(call.step.cost)
-        .min(p.capacity.max(p.limit));
+        .min(p.capacity.max(p.count));
 }
 
 /// The give-back script, hashed once.

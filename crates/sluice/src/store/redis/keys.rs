@@ -1,49 +1,123 @@
-//! Redis key names: `{prefix}:{rule}:{limit id}:{identity}:{part}`, and back.
+//! Redis key names, and back.
 //!
-//! The identity sits inside a Redis Cluster hash tag (`{ip=1.2.3.4}`), so the three keys of one
-//! identity — the algorithm's state (`:c`), the block (`:b`) and the violations (`:v`) — share a
-//! slot and one script touches one slot. Rule names, limit ids and escaped identities never contain
-//! `:`, `{` or `}` (see [`crate::limiter::keys`] and [`crate::model`]), so a key has exactly one
-//! parse and a block key can be turned back into its [`LimitKey`].
+//! - The algorithm's state: `{prefix}:{limit hash}{{identity}}`, e.g. `sluice:Xq3v_9aZ{ip=1.2.3.4}`.
+//!   The limit hash is 8 URL-safe base64 characters (48 bits of FNV-1a over the rule name and the
+//!   limit id): short, because the state key is the one Redis holds per identity and its name is
+//!   most of its memory. [`state_key_readable`] is its readable form, for docs and debugging.
+//! - While blocked, the state is parked at `{state key}:h` (see `lua/prelude.lua`).
+//! - The block end `{prefix}:{rule}:{limit id}:{{identity}}:b` and the remembered violations
+//!   `…:v`, written only for blocks and for limits with a penalty, keep readable names: admin
+//!   listings scan them and parse them back.
+//!
+//! The identity sits inside a Redis Cluster hash tag, so every key of one identity of a limit —
+//! and of all the limits of a rule counting by the same identity — shares a slot. Rule names,
+//! limit ids and escaped identities never contain `:`, `{` or `}` (see [`crate::limiter::keys`]
+//! and [`crate::model`]), so a key has exactly one parse and a block key can be turned back into
+//! its [`LimitKey`].
+//!
+//! # State formats
+//! | algorithm | state key | type |
+//! | --- | --- | --- |
+//! | `sliding_log` | one member `"<start, 16 digits>:<units>"` per recorded request, score = time; `start` counts the units recorded before it, so a count is one subtraction | ZSET |
+//! | `sliding_window` | field = bucket index, value = units; stale buckets deleted by the script (Redis 7.0 has no `HEXPIRE`) | HASH |
+//! | `fixed_window` | `-(slot × 2^25 + count)`, slot = window index mod (2^28 − 1) + 1: one integer, counted by `DECRBY` | integer |
+//! | `token_bucket` | `t<used level>:<last>` | string |
+//! | `gcra` | the tat (µs) | integer |
+//! | `leaky_bucket` | `l<queue level>:<last>` | string |
+//!
+//! Every key is written with a whole-millisecond expiry (`PEXPIRE`/`SET PX`, rounded up) equal to
+//! the time after which it can no longer affect a decision: the newest unit leaving the window,
+//! the end of the window, the bucket being back to full, the block's end, the violations' memory.
+//! A state that is already equivalent to no state is deleted instead. Upgrading from a version
+//! with the former key names starts every counter afresh (the old keys expire by themselves).
+//!
+//! # Memory per key
+//! `MEMORY USAGE <key> SAMPLES 0` on Redis 7.0.15 (Debian's `redis-server`, 64-bit, jemalloc),
+//! key name and Redis' per-key overhead included, for one request in the window, beside the
+//! minimal scripts of the benchmark kit (`scripts/floor/*.lua`, key `k:000000012345`). The
+//! rule and limit names never matter (they are hashed); the identity and the prefix do. Measured
+//! 2026-11-22 by writing each format with `redis-cli`; `scripts/redis_floor.py` samples the keys
+//! of a real run (`bytes per key` in BENCHMARKS.md):
+//!
+//! | algorithm | minimal | `sluice:…{key=k12345}` | `sluice:…{ip=203.0.113.9}` |
+//! | --- | --- | --- | --- |
+//! | `gcra` (integer) | 56 | 72 (+16) | 88 (+32) |
+//! | `fixed_window` (integer) | 56 | 72 (+16) | 88 (+32) |
+//! | `token_bucket` (string / the minimal's hash) | 104 | 104 (+0) | 120 (+16) |
+//! | `sliding_window`, one bucket | 72 | 88 (+16) | 104 (+32) |
+//! | `sliding_log`, 1 / 11 requests | 104 / 440 | 120 (+16) / — | 136 (+32) / 472 (+32) |
+//!
+//! Jemalloc rounds the key name's allocation to 16-byte classes: the 8-character limit hash, the
+//! braces and the prefix put a name one class above the minimal `k:<12 digits>` for identities
+//! up to about 10 bytes, two for longer ones; a shorter prefix (`RedisOptions::prefix`) gives one
+//! class back. A sliding log holds one member per request (about 30 bytes while it is a listpack,
+//! up to 128 members, about 100 as a skiplist beyond), whatever each request's cost. A blocked
+//! identity has a marker in its state key (an `embstr`, about 70 bytes), its parked state and a
+//! block key (about 90 bytes); a limit with a penalty adds the violations key (about 130 bytes).
 
 use crate::store::LimitKey;
 
 /// The part of an identity's state a key holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Part {
-    /// The algorithm's state (`:c`).
+    /// The algorithm's state (or a block marker while blocked).
     Counter,
-    /// The block lock / ban end (`:b`).
+    /// The block end, for listings (`:b`).
     Block,
     /// The remembered violations (`:v`).
     Violations,
 }
 
-impl Part {
-    fn suffix(self) -> &'static str {
-        match self {
-            Part::Counter => "c",
-            Part::Block => "b",
-            Part::Violations => "v",
-        }
+/// The 8-character hash of a rule's limit in state keys.
+pub fn limit_hash(rule: &str, limit: &str) -> [u8; 8] {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in rule.bytes().chain([0xff]).chain(limit.bytes()) {
+        h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
     }
+    let mut out = [0u8; 8];
+    for (i, c) in out.iter_mut().enumerate() {
+        *c = ALPHABET[((h >> (i * 6)) & 63) as usize];
+    }
+    out
+}
+
+/// The state key of a limit key.
+pub fn state_key(prefix: &str, k: &LimitKey) -> String {
+    let hash = limit_hash(&k.rule, &k.limit_id);
+    let mut key = String::with_capacity(prefix.len() + k.identity.len() + 11);
+    key.push_str(prefix);
+    key.push(':');
+    // The alphabet is ASCII.
+    key.extend(hash.iter().map(|&b| char::from(b)));
+    key.push('{');
+    key.push_str(&k.identity);
+    key.push('}');
+    key
+}
+
+/// The readable form of a state key, `{prefix}:{rule}:{limit id}:{{identity}}`, as documentation
+/// and listings show it.
+pub fn state_key_readable(prefix: &str, k: &LimitKey) -> String {
+    format!("{prefix}:{}:{}:{{{}}}", k.rule, k.limit_id, k.identity)
 }
 
 /// The key of one part of a limit key's state.
 pub fn key(prefix: &str, k: &LimitKey, part: Part) -> String {
-    format!(
-        "{prefix}:{}:{}:{{{}}}:{}",
-        k.rule,
-        k.limit,
-        k.identity,
-        part.suffix()
-    )
+    match part {
+        Part::Counter => state_key(prefix, k),
+        Part::Block => format!("{}:b", state_key_readable(prefix, k)),
+        Part::Violations => format!("{}:v", state_key_readable(prefix, k)),
+    }
 }
 
-/// The three keys of a limit key, in script order (state, block, violations).
-pub fn triple(prefix: &str, k: &LimitKey) -> [String; 3] {
+/// Every key a limit key may have: state, parked state, block, violations.
+pub fn all(prefix: &str, k: &LimitKey) -> [String; 4] {
+    let state = state_key(prefix, k);
+    let parked = format!("{state}:h");
     [
-        key(prefix, k, Part::Counter),
+        state,
+        parked,
         key(prefix, k, Part::Block),
         key(prefix, k, Part::Violations),
     ]
@@ -77,7 +151,7 @@ pub fn parse_block_key(prefix: &str, rule: &str, key: &str) -> Option<LimitKey> 
     }
     Some(LimitKey {
         rule: rule.into(),
-        limit: limit.into(),
+        limit_id: limit.into(),
         identity: identity.to_string(),
     })
 }
@@ -89,17 +163,40 @@ mod tests {
     fn lk(identity: &str) -> LimitKey {
         LimitKey {
             rule: "login".into(),
-            limit: "ip-gcra-1m".into(),
+            limit_id: "ip-gcra-1m".into(),
             identity: identity.into(),
         }
     }
 
     #[test]
     fn one_hash_tag_around_the_identity() {
-        let [c, b, v] = triple("sluice", &lk("ip=1.2.3.4"));
-        assert_eq!(c, "sluice:login:ip-gcra-1m:{ip=1.2.3.4}:c");
+        let [c, h, b, v] = all("sluice", &lk("ip=1.2.3.4"));
+        let hash = limit_hash("login", "ip-gcra-1m");
+        let hash = std::str::from_utf8(&hash).unwrap();
+        assert_eq!(c, format!("sluice:{hash}{{ip=1.2.3.4}}"));
+        assert_eq!(h, format!("{c}:h"));
         assert_eq!(b, "sluice:login:ip-gcra-1m:{ip=1.2.3.4}:b");
         assert_eq!(v, "sluice:login:ip-gcra-1m:{ip=1.2.3.4}:v");
+        assert_eq!(
+            state_key_readable("sluice", &lk("ip=1.2.3.4")),
+            "sluice:login:ip-gcra-1m:{ip=1.2.3.4}"
+        );
+    }
+
+    #[test]
+    fn limit_hashes_are_stable_and_tell_limits_apart() {
+        // Stored keys depend on it: it must never change between versions.
+        assert_eq!(&limit_hash("login", "ip-gcra-1m"), b"PCtOB5-X");
+        assert_ne!(
+            limit_hash("login", "ip-gcra-1m"),
+            limit_hash("login", "ip-gcra-1h")
+        );
+        assert_ne!(limit_hash("ab", "c"), limit_hash("a", "bc"));
+        assert!(
+            limit_hash("r", "l")
+                .iter()
+                .all(|b| b.is_ascii_alphanumeric() || b"-_".contains(b))
+        );
     }
 
     #[test]

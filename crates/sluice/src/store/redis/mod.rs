@@ -5,15 +5,26 @@
 //! - [`keys`]: key names and parsing them back;
 //! - [`script`]: the Lua scripts (`lua/*.lua`, concatenated at compile time) and their wire format.
 //!
-//! # One decision, one script call
-//! The decision script (`lua/decide.lua` after `lua/prelude.lua` and one file per algorithm)
-//! restates [`crate::algorithm::step`] and the algorithm modules: block/ban check, the algorithms
-//! (looking only), the all-or-nothing commit, violation counting and penalty, block/ban, and a
-//! reply with every outcome field — for all the limits of a request in one `EVALSHA` (reloaded on
-//! `NOSCRIPT`). The arithmetic is the Rust arithmetic: integer microseconds, the same `f64`
-//! formulas in the same order for the bucket algorithms, the same rounding, and floats stored with
-//! `%.17g` so they round-trip. One conformance suite and a randomized differential test run the
-//! memory store and this store side by side (`tests/`). [`Mode::Peek`] writes nothing.
+//! # One decision, one script call, at the floor
+//! Each decision is one `EVALSHA` (reloaded on `NOSCRIPT`), chosen by the request's shape
+//! ([`script::Scripts::one_for`]):
+//! - one limit without block or penalty — the common case — runs `lua/one_<algorithm>.lua`,
+//!   written for that algorithm alone so that Redis does what the algorithm needs and no more:
+//!   `TIME`, one read and one write of one key (the fixed window: one `DECRBY`). It answers only
+//!   the case it expects; for anything else (a block marker, another algorithm's state, a sliding
+//!   log denial, whose retry time needs a search) it writes nothing and answers `{}`, and the
+//!   store sends the general script;
+//! - anything else runs `lua/decide.lua` after `lua/prelude.lua` and one file per algorithm, which
+//!   restates [`crate::algorithm::step`]: block check, each algorithm's look (one read), the
+//!   all-or-nothing records (one write each, only once every enforcing limit passes), violations
+//!   and penalty, block/ban. Only limits with a penalty read a violations key; no decision reads a
+//!   block key (see Keys).
+//!
+//! The arithmetic is the Rust arithmetic: integer microseconds, the same `f64` formulas in the
+//! same order for the bucket algorithms, the same rounding, and floats stored with `%.17g` so they
+//! round-trip. One conformance suite and a randomized differential test (on a client clock and on
+//! Redis `TIME`) run the memory store and this store side by side (`tests/`). [`Mode::Peek`]
+//! writes nothing.
 //!
 //! Time comes from Redis `TIME` (µs), so app nodes with skewed clocks agree; with
 //! [`RedisOptions::clock`] set, the client's clock is sent instead (tests use a
@@ -21,25 +32,11 @@
 //! decision never depends on when Redis expires a key; expiry only frees memory.
 //!
 //! # Keys
-//! `{prefix}:{rule}:{limit id}:{identity}:{c|b|v}`, e.g.
-//! `sluice:login:ip-gcra-1m:{ip=1.2.3.4}:c` (the algorithm's state), `…:b` (block end, µs) and
-//! `…:v` (violation count and when it is forgotten). The identity, already escaped by
-//! [`crate::limiter::keys`] (values with `{`, `}`, `:` or longer than 64 bytes are hashed), is a
-//! Redis Cluster hash tag, so the three keys of one identity share a slot.
-//!
-//! | algorithm | state key | type |
-//! | --- | --- | --- |
-//! | `sliding_log` | one member per admitted unit, score = time, members unique per µs | ZSET |
-//! | `sliding_window` | field = bucket index, value = units; stale buckets deleted by the script (Redis 7.0 has no `HEXPIRE`) | HASH |
-//! | `fixed_window` | `f<window start>:<count>` | string |
-//! | `token_bucket` | `t<used level>:<last>` | string |
-//! | `gcra` | `g<tat>` | string |
-//! | `leaky_bucket` | `l<queue level>:<last>` | string |
-//!
-//! Every key is written with a whole-millisecond expiry (`PEXPIRE`/`SET PX`, rounded up) equal to
-//! the time after which it can no longer affect a decision: the newest unit leaving the window,
-//! the end of the window, the bucket being back to full, the block's end, the violations' memory.
-//! A state that is already equivalent to no state is deleted instead.
+//! The state of a limit for an identity is one short key, `{prefix}:{limit hash}{{identity}}`;
+//! blocks and violations keep readable names that admin listings scan. A block moves the state
+//! aside and leaves a marker in the state key, so decisions see it with the read they make
+//! anyway. The identity is a Redis Cluster hash tag: every key of one identity shares a slot.
+//! Names, state formats, expiries and memory per key: [`keys`].
 //!
 //! # Deployments: one server, Sentinel, Cluster
 //! [`RedisStore::connect`] takes `redis://`, `redis+sentinel://` and `redis+cluster://` URLs
@@ -59,22 +56,10 @@
 //! limiter's fail policy answers. [`Store::ping`] (readiness) succeeds only when writes would:
 //! `ROLE` is `master`, and on a Cluster every slot is served and every primary answers.
 //!
-//! # Memory per key
-//! Measured with `MEMORY USAGE <key> SAMPLES 0` on Redis 7.0.15 (Debian's `redis-server`, 64-bit,
-//! jemalloc), key names of the shape `sluice:login:ip-<algorithm>-1m:{ip=203.0.113.9}:c`, by the
-//! ignored test `memory_usage_per_algorithm`
-//! (`cargo test -p sluice --features redis --test redis_memory -- --ignored --nocapture`); the
-//! figures include the key name and Redis's per-key overhead:
-//!
-//! | state | bytes |
-//! | --- | --- |
-//! | `sliding_log`, 1 / 11 / 100 / 1,000 units in the window | 152 / 488 / 3,688 / 118,864 |
-//! | `sliding_window`, 1 bucket / 11 buckets (the most it keeps) | 120 / 200 |
-//! | `fixed_window`, `token_bucket`, `gcra`, `leaky_bucket` | 136 each |
-//! | block (`:b`) / violations (`:v`) | 88 / 136 |
-//!
-//! A sliding log costs about 35 bytes per unit while it is a listpack (up to 128 members) and about
-//! 120 bytes per unit as a skiplist beyond; prefer `gcra` or `sliding_window` for large limits.
+//! Redis replicates asynchronously: units counted on a primary in the last moments before it dies
+//! and not yet copied to its replica are lost with it, so right after a failover a limit may admit
+//! up to those units again. Sluice cannot see them; `WAIT` after every decision would close the
+//! gap at the cost of a replica round trip per decision, and is not done.
 //!
 //! # Failures
 //! One multiplexed connection per server ([`redis::aio::ConnectionManager`]) carries every call, pipelining concurrent
@@ -83,7 +68,8 @@
 //! Redis: it returns at once and connects in the background, so a server can start while Redis is
 //! down and degrade per its fail policy until Redis answers. Connection errors and timeouts are
 //! transient [`StoreError`]s (the limiter's fail policy and breaker take over); script or type
-//! errors are permanent.
+//! errors are permanent, and the limiter answers them for their request alone (they never open
+//! the breaker).
 //!
 //! A call abandoned at the limiter's deadline may still reach Redis and run later (a paused or
 //! overloaded server runs its queue when it resumes): the caller got the fail policy's answer, yet
@@ -91,6 +77,7 @@
 //! tell a late call from a timely one without a clock shared with the client, so this errs on
 //! the side of counting: limits stay safe, a client may lose a unit per timed-out call.
 
+mod admin;
 pub mod channel;
 pub mod connection;
 pub mod cross_slot;
@@ -106,9 +93,9 @@ use std::time::Duration;
 
 use redis::{RedisError, RetryMethod, Script};
 
-use super::{BlockEntry, BoxFuture, LimitCall, LimitKey, Store, StoreError, StoreReply};
+use super::{BlockEntry, LimitCall, LimitKey, Store, StoreError, StoreReply};
 use crate::algorithm::Mode;
-use crate::clock::Clock;
+use crate::clock::{Clock, micros};
 use connection::RedisConnection;
 use failover::Dial;
 use keys::Part;
@@ -166,6 +153,9 @@ struct Inner {
     min_ttl_us: u64,
     scripts: Scripts,
     give_back: Script,
+    /// Where the invalidation channel subscribes (see [`channel`]), and how to dial it.
+    subscribe_to: Vec<redis::ConnectionInfo>,
+    dial: Dial,
 }
 
 /// Maps a client error: whatever may pass by retrying later is transient.
@@ -200,7 +190,10 @@ impl RedisStore {
             connect_timeout: options.connect_timeout,
             response_timeout: options.response_timeout,
         };
-        let conn = RedisConnection::open(&parsed, dial).map_err(|e| {
+        let subscribe_to = channel::subscription_nodes(&parsed).map_err(|e| {
+            StoreError::permanent(NAME, format!("Redis client for {}: {e}", redact(url)))
+        })?;
+        let conn = RedisConnection::open(&parsed, dial.clone()).map_err(|e| {
             StoreError::permanent(NAME, format!("Redis client for {}: {e}", redact(url)))
         })?;
         let store = RedisStore {
@@ -208,9 +201,11 @@ impl RedisStore {
                 conn,
                 prefix: options.prefix,
                 clock: options.clock,
-                min_ttl_us: options.min_ttl.as_micros() as u64,
+                min_ttl_us: micros(options.min_ttl),
                 scripts: Scripts::default(),
                 give_back: cross_slot::script(),
+                subscribe_to,
+                dial,
             }),
         };
         // Connect and load the scripts in the background; the first decisions need not wait.
@@ -229,7 +224,7 @@ impl RedisStore {
     pub async fn load_scripts(&self) -> Result<(), StoreError> {
         let mut conn = self.inner.conn.clone();
         let s = &self.inner.scripts;
-        for script in [&s.decide, &s.block, &s.unblock, &self.inner.give_back] {
+        for script in s.all().chain([&self.inner.give_back]) {
             script
                 .prepare_invoke()
                 .load_async(&mut conn)
@@ -239,18 +234,18 @@ impl RedisStore {
         Ok(())
     }
 
-    /// The key prefix.
-    pub fn prefix(&self) -> &str {
-        &self.inner.prefix
-    }
-
-    /// The Redis key of one part of a limit key's state (for inspection and tests).
-    pub fn key(&self, key: &LimitKey, part: Part) -> String {
+    /// The Redis key of one part of a limit key's state.
+    fn key(&self, key: &LimitKey, part: Part) -> String {
         keys::key(&self.inner.prefix, key, part)
     }
 
     fn client_now(&self) -> Option<u64> {
         self.inner.clock.as_ref().map(|c| c.now_us())
+    }
+
+    /// The client clock as a script argument: `''` tells the script to read Redis `TIME`.
+    fn client_now_arg(&self) -> String {
+        script::now_arg(self.client_now())
     }
 
     /// The decision time: the client clock if configured, else Redis `TIME`.
@@ -274,17 +269,47 @@ impl RedisStore {
         calls: &[LimitCall],
         mode: Mode,
     ) -> Result<Vec<String>, StoreError> {
-        let args = script::decide_args(calls, mode, self.client_now(), self.inner.min_ttl_us)?;
+        let prefix = &self.inner.prefix;
+        let (now, min_ttl) = (self.client_now(), self.inner.min_ttl_us);
+        let (script, keys, args): (_, Vec<String>, Vec<String>) =
+            match self.inner.scripts.one_for(calls, mode) {
+                Some(one) => (
+                    one,
+                    vec![keys::state_key(prefix, &calls[0].key)],
+                    script::one_args(&calls[0], now, min_ttl)?.into(),
+                ),
+                None => {
+                    let (keys, args) = self.general_parts(calls, mode)?;
+                    (&self.inner.scripts.decide, keys, args)
+                }
+            };
         let mut command = vec![
             "EVALSHA".to_string(),
-            self.inner.scripts.decide.get_hash().to_string(),
-            (calls.len() * 3).to_string(),
+            script.get_hash().to_string(),
+            keys.len().to_string(),
         ];
-        for call in calls {
-            command.extend(keys::triple(&self.inner.prefix, &call.key));
-        }
+        command.extend(keys);
         command.extend(args);
         Ok(command)
+    }
+
+    /// The KEYS and ARGV of the general decision script.
+    fn general_parts(
+        &self,
+        calls: &[LimitCall],
+        mode: Mode,
+    ) -> Result<(Vec<String>, Vec<String>), StoreError> {
+        let prefix = &self.inner.prefix;
+        let mut names = Vec::with_capacity(calls.len() * 3);
+        for call in calls {
+            names.push(keys::state_key(prefix, &call.key));
+            if script::guarded(call) {
+                names.push(keys::key(prefix, &call.key, Part::Block));
+                names.push(keys::key(prefix, &call.key, Part::Violations));
+            }
+        }
+        let args = script::decide_args(calls, mode, self.client_now(), self.inner.min_ttl_us)?;
+        Ok((names, args))
     }
 
     async fn decide_calls(
@@ -292,103 +317,37 @@ impl RedisStore {
         calls: &[LimitCall],
         mode: Mode,
     ) -> Result<StoreReply, StoreError> {
-        let args = script::decide_args(calls, mode, self.client_now(), self.inner.min_ttl_us)?;
-        let mut invocation = self.inner.scripts.decide.prepare_invoke();
-        for call in calls {
-            for key in keys::triple(&self.inner.prefix, &call.key) {
-                invocation.key(key);
+        let mut conn = self.inner.conn.clone();
+        if let Some(one) = self.inner.scripts.one_for(calls, mode) {
+            let call = &calls[0];
+            let args = script::one_args(call, self.client_now(), self.inner.min_ttl_us)?;
+            let reply: Vec<i64> = one
+                .key(keys::state_key(&self.inner.prefix, &call.key))
+                .arg(&args[..])
+                .invoke_async(&mut conn)
+                .await
+                .map_err(store_error)?;
+            if let Some((now_us, outcome)) = script::parse_one_reply(&reply)? {
+                return Ok(StoreReply {
+                    now_us,
+                    outcomes: vec![outcome],
+                });
             }
+        }
+        let (keys, args) = self.general_parts(calls, mode)?;
+        let mut invocation = self.inner.scripts.decide.prepare_invoke();
+        for key in keys {
+            invocation.key(key);
         }
         for arg in args {
             invocation.arg(arg);
         }
-        let mut conn = self.inner.conn.clone();
         let reply: Vec<i64> = invocation
             .invoke_async(&mut conn)
             .await
             .map_err(store_error)?;
         let (now_us, outcomes) = script::parse_reply(&reply, calls.len())?;
         Ok(StoreReply { now_us, outcomes })
-    }
-
-    /// Every key matching `pattern`: one `SCAN` over the server, or over each Cluster primary.
-    async fn scan(&self, pattern: &str) -> Result<Vec<String>, StoreError> {
-        let conn = &self.inner.conn;
-        let nodes = conn.cluster_primaries().await.map_err(store_error)?;
-        let targets: Vec<Option<(String, u16)>> = if conn.is_cluster() {
-            nodes.into_iter().map(Some).collect()
-        } else {
-            vec![None]
-        };
-        let mut found = Vec::new();
-        for target in targets {
-            let mut cursor: u64 = 0;
-            loop {
-                let mut cmd = redis::cmd("SCAN");
-                cmd.arg(cursor)
-                    .arg("MATCH")
-                    .arg(pattern)
-                    .arg("COUNT")
-                    .arg(1000);
-                let reply = match &target {
-                    Some((host, port)) => conn.on_node(cmd, host, *port).await,
-                    None => cmd.query_async(&mut conn.clone()).await,
-                };
-                let (next, batch): (u64, Vec<String>) = reply
-                    .and_then(|v| redis::from_redis_value(v).map_err(Into::into))
-                    .map_err(store_error)?;
-                found.extend(batch);
-                if next == 0 {
-                    break;
-                }
-                cursor = next;
-            }
-        }
-        Ok(found)
-    }
-
-    async fn blocks_of(&self, rule: &str) -> Result<Vec<BlockEntry>, StoreError> {
-        let pattern = keys::block_pattern(&self.inner.prefix, rule);
-        let mut conn = self.inner.conn.clone();
-        let mut found = self.scan(&pattern).await?;
-        found.sort();
-        found.dedup();
-        let now = self.now_us().await?;
-        let mut out = Vec::new();
-        for chunk in found.chunks(500) {
-            let values: Vec<Option<u64>> = if conn.is_cluster() {
-                let gets = chunk.iter().map(|key| {
-                    let mut conn = conn.clone();
-                    async move { redis::cmd("GET").arg(key).query_async(&mut conn).await }
-                });
-                futures::future::join_all(gets)
-                    .await
-                    .into_iter()
-                    .collect::<Result<_, _>>()
-                    .map_err(store_error)?
-            } else {
-                let mut pipe = redis::pipe();
-                for key in chunk {
-                    pipe.get(key);
-                }
-                pipe.query_async(&mut conn).await.map_err(store_error)?
-            };
-            for (key, until) in chunk.iter().zip(values) {
-                let (Some(until), Some(k)) =
-                    (until, keys::parse_block_key(&self.inner.prefix, rule, key))
-                else {
-                    continue;
-                };
-                if until > now {
-                    out.push(BlockEntry {
-                        key: k,
-                        until_us: until,
-                    });
-                }
-            }
-        }
-        out.sort_by(|a, b| a.key.cmp(&b.key));
-        Ok(out)
     }
 }
 
@@ -397,110 +356,37 @@ impl Store for RedisStore {
         NAME
     }
 
-    fn decide<'a>(
-        &'a self,
-        calls: &'a [LimitCall],
-        mode: Mode,
-    ) -> BoxFuture<'a, Result<StoreReply, StoreError>> {
-        Box::pin(async move {
-            if self.inner.conn.is_cluster() {
-                let groups = cross_slot::groups(&self.inner.prefix, calls);
-                if groups.len() > 1 {
-                    return self.decide_across_slots(calls, &groups, mode).await;
-                }
+    async fn decide(&self, calls: &[LimitCall], mode: Mode) -> Result<StoreReply, StoreError> {
+        if self.inner.conn.is_cluster() {
+            let groups = cross_slot::groups(&self.inner.prefix, calls);
+            if groups.len() > 1 {
+                return self.decide_across_slots(calls, &groups, mode).await;
             }
-            self.decide_calls(calls, mode).await
-        })
+        }
+        self.decide_calls(calls, mode).await
     }
 
-    fn reset<'a>(&'a self, keys: &'a [LimitKey]) -> BoxFuture<'a, Result<(), StoreError>> {
-        Box::pin(async move {
-            if keys.is_empty() {
-                return Ok(());
-            }
-            let names: Vec<String> = keys
-                .iter()
-                .flat_map(|k| keys::triple(&self.inner.prefix, k))
-                .collect();
-            let mut conn = self.inner.conn.clone();
-            if conn.is_cluster() {
-                // One DEL per identity (its three keys share a slot), each routed to its node.
-                let deletes = names.chunks(3).map(|triple| {
-                    let mut conn = conn.clone();
-                    async move {
-                        redis::cmd("DEL")
-                            .arg(triple)
-                            .query_async::<()>(&mut conn)
-                            .await
-                    }
-                });
-                for result in futures::future::join_all(deletes).await {
-                    result.map_err(store_error)?;
-                }
-                return Ok(());
-            }
-            let mut pipe = redis::pipe();
-            for triple in names.chunks(3) {
-                pipe.del(triple).ignore();
-            }
-            pipe.query_async::<()>(&mut conn).await.map_err(store_error)
-        })
+    async fn reset(&self, keys: &[LimitKey]) -> Result<(), StoreError> {
+        self.reset_keys(keys).await
     }
 
-    fn block<'a>(
-        &'a self,
-        key: &'a LimitKey,
-        duration_us: u64,
-    ) -> BoxFuture<'a, Result<u64, StoreError>> {
-        Box::pin(async move {
-            let mut conn = self.inner.conn.clone();
-            self.inner
-                .scripts
-                .block
-                .key(self.key(key, Part::Block))
-                .arg(
-                    self.client_now()
-                        .map_or_else(String::new, |n| n.to_string()),
-                )
-                .arg(duration_us)
-                .arg(self.inner.min_ttl_us)
-                .invoke_async(&mut conn)
-                .await
-                .map_err(store_error)
-        })
+    async fn block(&self, key: &LimitKey, duration: Duration) -> Result<u64, StoreError> {
+        self.block_key(key, duration).await
     }
 
-    fn unblock<'a>(&'a self, key: &'a LimitKey) -> BoxFuture<'a, Result<bool, StoreError>> {
-        Box::pin(async move {
-            let mut conn = self.inner.conn.clone();
-            let was: i64 = self
-                .inner
-                .scripts
-                .unblock
-                .key(self.key(key, Part::Block))
-                .key(self.key(key, Part::Violations))
-                .arg(
-                    self.client_now()
-                        .map_or_else(String::new, |n| n.to_string()),
-                )
-                .invoke_async(&mut conn)
-                .await
-                .map_err(store_error)?;
-            Ok(was == 1)
-        })
+    async fn unblock(&self, key: &LimitKey) -> Result<bool, StoreError> {
+        self.unblock_key(key).await
     }
 
-    fn blocks<'a>(&'a self, rule: &'a str) -> BoxFuture<'a, Result<Vec<BlockEntry>, StoreError>> {
-        Box::pin(self.blocks_of(rule))
+    async fn blocks(&self, rule: &str) -> Result<Vec<BlockEntry>, StoreError> {
+        self.blocks_of(rule).await
     }
 
-    fn ping(&self) -> BoxFuture<'_, Result<(), StoreError>> {
-        Box::pin(async move {
-            self.inner
-                .conn
-                .writable()
-                .await
-                .map_err(|message| StoreError::transient(NAME, message))
-        })
+    async fn ping(&self) -> Result<(), StoreError> {
+        self.inner
+            .conn
+            .writable()
+            .await
+            .map_err(|message| StoreError::transient(NAME, message))
     }
 }

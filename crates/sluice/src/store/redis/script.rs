@@ -1,18 +1,39 @@
 //! The Lua scripts and their wire format: arguments out, outcomes back.
 //!
-//! Each script is the shared prelude followed by its own parts, concatenated at compile time. The
-//! decision script restates [`crate::algorithm::step`] and the algorithm modules; the layout of its
-//! KEYS/ARGV/reply is documented in `lua/decide.lua` and mirrored here by [`decide_args`] and
-//! [`parse_reply`], which must stay in step with it.
+//! Which script decides a request depends on its shape ([`Scripts::for_calls`]):
+//! - one limit without block or penalty, applied (the common case): `one_<algorithm>.lua`, a
+//!   script written for that algorithm alone, at the floor of what Redis must do. It handles
+//!   the state it expects and answers `{}` for anything else (a block marker, another
+//!   algorithm's state, for the sliding log a denial), having written nothing; the store then
+//!   sends the general script. The leaky bucket has none.
+//! - anything else (several limits, a block, a penalty, a peek): `decide`, the prelude, every
+//!   algorithm and `lua/decide.lua`, which restates [`crate::algorithm::step`]. Its first part,
+//!   `lua/blocked.lua`, answers a one-limit request of a blocked identity before anything is
+//!   defined: a blocked identity costs Redis a read.
+//!
+//! The layout of KEYS/ARGV/reply is documented in each script and mirrored here by [`one_args`],
+//! [`decide_args`] and [`parse_reply`], which must stay in step with them.
 
 use redis::Script;
 
 use crate::algorithm::{LimitOutcome, Mode};
-use crate::model::Algorithm;
+use crate::model::REGISTRY;
 use crate::store::{LimitCall, StoreError};
 
-/// The decision script: prelude, one function per algorithm, then the driver.
+/// The one-limit scripts, in registry order ([`crate::model::REGISTRY`]: index = wire code - 1).
+pub const ONE: [Option<&str>; REGISTRY.len()] = [
+    Some(include_str!("lua/one_sliding_log.lua")),
+    Some(include_str!("lua/one_sliding_window.lua")),
+    Some(include_str!("lua/one_fixed_window.lua")),
+    Some(include_str!("lua/one_token_bucket.lua")),
+    Some(include_str!("lua/one_gcra.lua")),
+    None,
+];
+
+/// The general decision script: the blocked answer, the prelude, every algorithm in registry
+/// order, then the driver.
 pub const DECIDE: &str = concat!(
+    include_str!("lua/blocked.lua"),
     include_str!("lua/prelude.lua"),
     include_str!("lua/sliding_log.lua"),
     include_str!("lua/sliding_window.lua"),
@@ -38,6 +59,8 @@ pub const UNBLOCK: &str = concat!(
 /// The scripts, hashed once.
 #[derive(Debug)]
 pub struct Scripts {
+    /// See [`ONE`].
+    pub one: [Option<Script>; REGISTRY.len()],
     /// See [`DECIDE`].
     pub decide: Script,
     /// See [`BLOCK`].
@@ -50,6 +73,7 @@ impl Default for Scripts {
     /// Hashes the scripts.
     fn default() -> Scripts {
         Scripts {
+            one: ONE.map(|s| s.map(Script::new)),
             decide: Script::new(DECIDE),
             block: Script::new(BLOCK),
             unblock: Script::new(UNBLOCK),
@@ -57,28 +81,112 @@ impl Default for Scripts {
     }
 }
 
-/// Values the decision script reads per limit (`ARGS_PER_LIMIT` in `decide.lua`).
-pub const ARGS_PER_LIMIT: usize = 13;
-/// Values the decision script returns per limit.
-pub const REPLY_PER_LIMIT: usize = 8;
+impl Scripts {
+    /// Every script, for loading them all.
+    pub fn all(&self) -> impl Iterator<Item = &Script> {
+        self.one
+            .iter()
+            .flatten()
+            .chain([&self.decide, &self.block, &self.unblock])
+    }
 
-/// The number that names an algorithm in the scripts' ARGV.
-pub fn algorithm_code(a: Algorithm) -> u8 {
-    match a {
-        Algorithm::SlidingLog => 1,
-        Algorithm::SlidingWindow => 2,
-        Algorithm::FixedWindow => 3,
-        Algorithm::TokenBucket => 4,
-        Algorithm::Gcra => 5,
-        Algorithm::LeakyBucket => 6,
+    /// The one-limit script that decides these calls, if they have that shape.
+    pub fn one_for(&self, calls: &[LimitCall], mode: Mode) -> Option<&Script> {
+        match calls {
+            [call] if mode == Mode::Apply && !guarded(call) => {
+                self.one[usize::from(call.step.algorithm.wire_code()) - 1].as_ref()
+            }
+            _ => None,
+        }
     }
 }
 
-/// Largest integer the script computes with exactly (2^53).
+/// Whether a limit keeps a block key and a violations key beside its state.
+pub fn guarded(call: &LimitCall) -> bool {
+    call.step.block_us.is_some() || call.step.penalty.is_some()
+}
+
+/// Values `decide.lua` reads per limit (`ARGS_PER_LIMIT` there).
+pub const ARGS_PER_LIMIT: usize = 12;
+/// Values the decision scripts return per limit.
+pub const REPLY_PER_LIMIT: usize = 8;
+
+/// Largest integer the scripts compute with exactly (2^53).
 const LUA_EXACT: u64 = 1 << 53;
 
-/// The ARGV of the decision script. Refuses numbers the script could not compute exactly
-/// (a permanent error: the configuration, not the store, is at fault).
+/// Refuses numbers (and products) the scripts could not compute exactly: a permanent error, the
+/// configuration or the request is at fault, not the store.
+fn check_exact(call: &LimitCall) -> Result<(), StoreError> {
+    let s = &call.step;
+    let p = &s.params;
+    let refuse = |what: &str| {
+        Err(StoreError::permanent(
+            "redis",
+            format!("limit `{}`: {what}", call.key.limit_id),
+        ))
+    };
+    if p.count == 0 || p.window_us == 0 {
+        return refuse("zero count or window");
+    }
+    let penalty = s.penalty;
+    let numbers = [
+        p.count,
+        p.window_us,
+        p.capacity,
+        s.cost,
+        s.block_us.unwrap_or(0),
+        penalty.map_or(0, |p| p.warn_after),
+        penalty.map_or(0, |p| p.ban_after),
+        penalty.map_or(0, |p| p.ban_us),
+        penalty.map_or(0, |p| p.memory_us),
+    ];
+    if numbers.iter().any(|&n| n >= LUA_EXACT) {
+        return refuse("a number above 2^53 that Lua cannot hold");
+    }
+    // The largest products the algorithms form: capacity (or cost) times the emission interval.
+    let t = p.emission_interval_us();
+    if p.capacity
+        .max(s.cost)
+        .checked_mul(t)
+        .is_none_or(|v| v >= LUA_EXACT)
+    {
+        return refuse("capacity or cost times the emission interval reaches 2^53");
+    }
+    Ok(())
+}
+
+pub(super) fn now_arg(now_us: Option<u64>) -> String {
+    now_us.map_or_else(String::new, |n| n.to_string())
+}
+
+fn mode_arg(mode: Mode) -> &'static str {
+    if mode == Mode::Peek { "peek" } else { "apply" }
+}
+
+fn flag(b: bool) -> &'static str {
+    if b { "1" } else { "0" }
+}
+
+/// The ARGV of a `one_<algorithm>` script.
+pub fn one_args(
+    call: &LimitCall,
+    now_us: Option<u64>,
+    min_ttl_us: u64,
+) -> Result<[String; 7], StoreError> {
+    check_exact(call)?;
+    let s = &call.step;
+    Ok([
+        now_arg(now_us),
+        min_ttl_us.to_string(),
+        s.params.count.to_string(),
+        s.params.window_us.to_string(),
+        s.params.capacity.to_string(),
+        s.cost.to_string(),
+        flag(s.params.count_denied).to_string(),
+    ])
+}
+
+/// The ARGV of the general decision script (`lua/decide.lua`).
 pub fn decide_args(
     calls: &[LimitCall],
     mode: Mode,
@@ -86,57 +194,50 @@ pub fn decide_args(
     min_ttl_us: u64,
 ) -> Result<Vec<String>, StoreError> {
     let mut args = Vec::with_capacity(3 + calls.len() * ARGS_PER_LIMIT);
-    args.push(if mode == Mode::Peek { "peek" } else { "apply" }.to_string());
-    args.push(now_us.map_or_else(String::new, |n| n.to_string()));
+    args.push(now_arg(now_us));
     args.push(min_ttl_us.to_string());
+    args.push(mode_arg(mode).to_string());
     for call in calls {
+        check_exact(call)?;
         let s = &call.step;
         let p = &s.params;
-        if p.limit == 0 || p.window_us == 0 {
-            return Err(StoreError::permanent(
-                "redis",
-                format!("limit `{}` has a zero count or window", call.key.limit),
-            ));
-        }
         let penalty = s.penalty;
-        let numbers = [
-            p.limit,
-            p.window_us,
-            p.capacity,
-            s.cost,
-            s.block_us.unwrap_or(0),
-            penalty.map_or(0, |p| p.warn_after),
-            penalty.map_or(0, |p| p.ban_after),
-            penalty.map_or(0, |p| p.ban_us),
-            penalty.map_or(0, |p| p.memory_us),
-        ];
-        if numbers.iter().any(|&n| n >= LUA_EXACT) {
-            return Err(StoreError::permanent(
-                "redis",
-                format!(
-                    "limit `{}` has a number above 2^53 that Lua cannot hold",
-                    call.key.limit
-                ),
-            ));
-        }
-        let flag = |b: bool| if b { "1" } else { "0" }.to_string();
+        let or_none = |v: Option<u64>| v.map_or_else(String::new, |v| v.to_string());
         args.extend([
-            algorithm_code(s.algorithm).to_string(),
-            p.limit.to_string(),
+            s.algorithm.wire_code().to_string(),
+            p.count.to_string(),
             p.window_us.to_string(),
             p.capacity.to_string(),
-            flag(p.count_denied),
             s.cost.to_string(),
-            s.block_us.map_or_else(String::new, |b| b.to_string()),
-            flag(s.enforce),
-            flag(penalty.is_some()),
-            penalty.map_or(0, |p| p.warn_after).to_string(),
+            flag(p.count_denied).to_string(),
+            flag(s.shadow).to_string(),
+            or_none(s.block_us),
+            or_none(penalty.map(|p| p.warn_after)),
             penalty.map_or(0, |p| p.ban_after).to_string(),
             penalty.map_or(0, |p| p.ban_us).to_string(),
             penalty.map_or(0, |p| p.memory_us).to_string(),
         ]);
     }
     Ok(args)
+}
+
+/// Values a `one_<algorithm>` script returns.
+pub const ONE_REPLY: usize = 5;
+
+/// Decodes a `one_<algorithm>` script's reply: `None` when it left the request to the general
+/// script.
+pub fn parse_one_reply(reply: &[i64]) -> Result<Option<(u64, LimitOutcome)>, StoreError> {
+    if reply.is_empty() {
+        return Ok(None);
+    }
+    let mut full = Vec::with_capacity(1 + REPLY_PER_LIMIT);
+    full.extend_from_slice(reply);
+    if reply.len() == ONE_REPLY {
+        // delay, blocked_until (none), violations, warning: nothing for these limits.
+        full.extend_from_slice(&[0, -1, 0, 0]);
+    }
+    let (now, mut outcomes) = parse_reply(&full, 1)?;
+    Ok(outcomes.pop().map(|o| (now, o)))
 }
 
 /// Decodes the decision script's reply for `limits` limits: the time and one outcome each.
@@ -176,6 +277,7 @@ pub fn parse_reply(reply: &[i64], limits: usize) -> Result<(u64, Vec<LimitOutcom
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::Algorithm;
 
     #[test]
     fn replies_decode_and_malformed_ones_are_errors() {
@@ -192,9 +294,16 @@ mod tests {
 
     #[test]
     fn every_script_starts_with_the_prelude_and_has_a_header() {
-        for s in [DECIDE, BLOCK, UNBLOCK] {
+        for s in [BLOCK, UNBLOCK] {
             assert!(s.starts_with("-- Sluice scripts, shared prelude"));
         }
+        assert!(DECIDE.starts_with("-- blocked: "));
+        assert!(DECIDE.contains(include_str!("lua/prelude.lua")));
         assert!(DECIDE.contains(&format!("local ARGS_PER_LIMIT = {ARGS_PER_LIMIT}")));
+        for a in Algorithm::ALL {
+            if let Some(one) = ONE[usize::from(a.wire_code()) - 1] {
+                assert!(one.starts_with(&format!("-- one_{}: ", a.name())));
+            }
+        }
     }
 }

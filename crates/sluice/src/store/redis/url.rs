@@ -70,14 +70,8 @@ pub struct UrlError {
 }
 
 /// The schemes this module understands.
-pub const SCHEMES: [&str; 6] = [
-    "redis",
-    "rediss",
-    "redis+cluster",
-    "rediss+cluster",
-    "redis+sentinel",
-    "rediss+sentinel",
-];
+pub use crate::store::url::REDIS_SCHEMES as SCHEMES;
+pub use crate::store::url::redact;
 
 impl RedisUrl {
     /// Parses and checks a Redis store URL.
@@ -225,22 +219,6 @@ fn percent_decode(s: &str) -> Option<String> {
     String::from_utf8(out).ok()
 }
 
-/// The URL with its password replaced by `***` (unchanged when it has none). Works on any URL,
-/// parsed or not, so that even a refused URL never shows its password.
-pub fn redact(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return url.to_string();
-    };
-    let (authority, path) = rest.split_at(rest.find(['/', '?', '#']).unwrap_or(rest.len()));
-    match authority.rsplit_once('@') {
-        Some((user_info, host)) => {
-            let user = user_info.split(':').next().unwrap_or_default();
-            format!("{scheme}://{user}:***@{host}{path}")
-        }
-        None => url.to_string(),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -294,13 +272,6 @@ mod tests {
 
     #[test]
     fn passwords_are_hidden() {
-        assert_eq!(redact("redis://:secret@h:6380/1"), "redis://:***@h:6380/1");
-        assert_eq!(redact("rediss://u:p@h/0"), "rediss://u:***@h/0");
-        assert_eq!(redact("redis://h:1/0"), "redis://h:1/0");
-        assert_eq!(
-            redact("redis+sentinel://u:p@a:1,b:2/m"),
-            "redis+sentinel://u:***@a:1,b:2/m"
-        );
         let debug = format!("{:?}", RedisUrl::parse("redis://:hunter2@h/").unwrap());
         assert!(!debug.contains("hunter2"), "{debug}");
     }

@@ -1,97 +1,94 @@
--- decide: one decision over all the limits of a request; restates algorithm/step.rs.
--- Block check -> algorithms (look only) -> all-or-nothing commit -> violations -> block/ban.
+-- decide: one decision over the limits of a request; restates algorithm/step.rs. Used for
+-- requests with several limits, and for limits with a block or penalty (one-limit requests
+-- without either take the `one` script). Each limit's algorithm runs once: its look reads the
+-- state, and its record writes the request once all limits are known to pass.
+-- Block (a marker in the state key) -> looks -> all-or-nothing records -> violations -> blocks.
 --
--- KEYS: three per limit i (1-based): KEYS[3i-2] the algorithm's state, KEYS[3i-1] the block
---   (string: block end µs), KEYS[3i] the violations (string "<count>:<forgotten at µs>").
--- ARGV[1]: 'apply' or 'peek' (peek writes nothing).
--- ARGV[2]: now in µs from the client's clock, or '' to read Redis TIME.
--- ARGV[3]: the shortest expiry to write, µs (0 in production; see RedisOptions::min_ttl).
--- ARGV[4..]: 13 per limit: algorithm (1 sliding_log, 2 sliding_window, 3 fixed_window,
---   4 token_bucket, 5 gcra, 6 leaky_bucket), limit, window_us, capacity, count_denied (0/1),
---   cost, block_us ('': none), enforce (0: shadow), has_penalty (0/1), warn_after, ban_after,
---   ban_us, memory_us.
+-- KEYS: per limit, its state key, then for a limit with a block or penalty its block key
+--   (string: block end µs, kept for listings) and its violations key ("<count>:<forgotten at µs>").
+-- ARGV[1]: now in µs from the client's clock, or '' to read Redis TIME.
+-- ARGV[2]: the shortest expiry to write, µs (0 in production; see RedisOptions::min_ttl).
+-- ARGV[3]: 'apply' or 'peek' (peek writes nothing).
+-- ARGV[4..]: 12 per limit: algorithm (1 sliding_log, 2 sliding_window, 3 fixed_window,
+--   4 token_bucket, 5 gcra, 6 leaky_bucket), count, window_us, capacity, cost, count_denied (0/1),
+--   shadow (0/1), block_us ('': none), warn_after ('': no penalty), ban_after, ban_us,
+--   memory_us.
 -- Returns: { now_us, then 8 per limit: allowed (0/1), remaining, reset_after_us,
 --   retry_after_us (-1: none), delay_us, blocked_until_us (-1: none), violations, warning (0/1) }.
 
-local ALGORITHMS = { sliding_log, sliding_window, fixed_window, token_bucket, gcra, leaky_bucket }
-local ARGS_PER_LIMIT = 13
+local LOOKS = { sliding_log_look, sliding_window_look, fixed_window_look, token_bucket_look,
+                gcra_look, leaky_bucket_look }
+local RECORDS = { sliding_log_record, sliding_window_record, fixed_window_record,
+                  token_bucket_record, gcra_record, leaky_bucket_record }
+local ARGS_PER_LIMIT = 12
 
-local peek = ARGV[1] == 'peek'
-local now = read_now(ARGV[2])
-min_ttl_us = tonumber(ARGV[3])
-local n = #KEYS / 3
+local now = read_now(ARGV[1])
+min_ttl_us = tonumber(ARGV[2])
+local peek = ARGV[3] == 'peek'
 
 local function warns(violations, penalty)
   return violations > 0 and violations >= penalty.warn_after
 end
 
--- First pass: look only.
 local steps = {}
 local results = {}
-for i = 1, n do
-  local a = 4 + (i - 1) * ARGS_PER_LIMIT
+local pass = true
+local k = 1
+local a = 4
+while ARGV[a] do
+  local code = tonumber(ARGV[a])
   local step = {
-    algorithm = ALGORITHMS[tonumber(ARGV[a])],
+    look = LOOKS[code],
+    record = RECORDS[code],
     p = {
-      limit = tonumber(ARGV[a + 1]),
+      count = tonumber(ARGV[a + 1]),
       window = tonumber(ARGV[a + 2]),
       capacity = tonumber(ARGV[a + 3]),
-      count_denied = ARGV[a + 4] == '1',
+      count_denied = ARGV[a + 5] == '1',
     },
-    cost = tonumber(ARGV[a + 5]),
-    block = tonumber(ARGV[a + 6]),
-    enforce = ARGV[a + 7] == '1',
-    state = KEYS[3 * i - 2],
-    block_key = KEYS[3 * i - 1],
-    violations_key = KEYS[3 * i],
+    cost = tonumber(ARGV[a + 4]),
+    shadow = ARGV[a + 6] == '1',
+    block = tonumber(ARGV[a + 7]),
+    state = KEYS[k],
+    violations = 0,
   }
-  if ARGV[a + 8] == '1' then
+  k = k + 1
+  if ARGV[a + 8] ~= '' then
     step.penalty = {
-      warn_after = tonumber(ARGV[a + 9]),
-      ban_after = tonumber(ARGV[a + 10]),
-      ban = tonumber(ARGV[a + 11]),
-      memory = tonumber(ARGV[a + 12]),
+      warn_after = tonumber(ARGV[a + 8]),
+      ban_after = tonumber(ARGV[a + 9]),
+      ban = tonumber(ARGV[a + 10]),
+      memory = tonumber(ARGV[a + 11]),
     }
   end
-  steps[i] = step
-
-  local held = redis.call('MGET', step.block_key, step.violations_key)
-  step.until_us = tonumber(held[1]) or 0
-  step.violations = 0
-  if held[2] then
-    local count, forget = string.match(held[2], '^(%d+):(%d+)$')
-    if forget and tonumber(forget) > now then
-      step.violations = tonumber(count)
+  if step.block or step.penalty then
+    step.block_key, step.violations_key = KEYS[k], KEYS[k + 1]
+    k = k + 2
+  end
+  if step.penalty then
+    local held = redis.call('GET', step.violations_key)
+    if held then
+      local count, forget = string.match(held, '^(%d+):(%d+)$')
+      if forget and tonumber(forget) > now then
+        step.violations = tonumber(count)
+      end
     end
   end
-  local warning = step.penalty ~= nil and warns(step.violations, step.penalty)
-
-  local r
-  if step.until_us > now then
-    -- Blocked: answered by the block alone.
-    r = { allowed = false, remaining = 0, reset = step.until_us - now,
-          retry = step.until_us - now, delay = 0, blocked = true }
-    r.blocked_until = step.until_us
-  else
-    r = step.algorithm(step.state, now, step.p, step.cost, false)
-  end
+  local r = look_state(step.look, step.state, now, step.p, step.cost, peek)
   r.violations = step.violations
-  r.warning = warning
-  results[i] = r
-end
-
-local pass = true
-for i = 1, n do
-  if not results[i].allowed and steps[i].enforce then
+  r.warning = step.penalty ~= nil and warns(step.violations, step.penalty)
+  if not r.allowed and not step.shadow then
     pass = false
   end
+  steps[#steps + 1] = step
+  results[#results + 1] = r
+  a = a + ARGS_PER_LIMIT
 end
 
--- Second pass: commit, then violations and blocks.
 if not peek then
-  for i = 1, n do
-    local step, r = steps[i], results[i]
-    if not r.blocked then
+  for i, step in ipairs(steps) do
+    local r = results[i]
+    if not r.blocked_until then
       local record
       if r.allowed then
         record = pass
@@ -99,11 +96,10 @@ if not peek then
         record = step.p.count_denied
       end
       if record then
-        local o = step.algorithm(step.state, now, step.p, step.cost, true)
-        r.remaining, r.reset, r.retry, r.delay = o.remaining, o.reset, o.retry, o.delay
+        step.record(step.state, now, step.p, step.cost, r)
       end
       if not r.allowed then
-        local until_us = step.until_us
+        local until_us
         if step.penalty then
           local violations = step.violations + 1
           local forget = now + step.penalty.memory
@@ -111,18 +107,18 @@ if not peek then
           r.violations = violations
           r.warning = warns(violations, step.penalty)
           if violations >= step.penalty.ban_after then
-            until_us = math.max(until_us, now + step.penalty.ban)
-            r.blocked_until = until_us
+            until_us = now + step.penalty.ban
           end
         end
         if step.block then
-          until_us = math.max(until_us, now + step.block)
-          r.blocked_until = until_us
+          until_us = math.max(until_us or 0, now + step.block)
         end
-        if r.blocked_until then
+        if until_us then
           if until_us > now then
+            until_us = park(step.state, until_us, now)
             put(step.block_key, int(until_us), until_us - now)
           end
+          r.blocked_until = until_us
           -- The request now waits for the block, whatever the algorithm said.
           r.retry = math.max(r.retry or 0, until_us - now)
         end
@@ -132,8 +128,7 @@ if not peek then
 end
 
 local reply = { now }
-for i = 1, n do
-  local r = results[i]
+for _, r in ipairs(results) do
   reply[#reply + 1] = r.allowed and 1 or 0
   reply[#reply + 1] = r.remaining
   reply[#reply + 1] = r.reset

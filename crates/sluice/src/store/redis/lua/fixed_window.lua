@@ -1,32 +1,100 @@
--- fixed_window(key, now, p, cost, apply) -> outcome; restates algorithm/fixed_window.rs.
+-- fixed_window: restates algorithm/fixed_window.rs as look and record, plus `once`, the
+-- single-limit path that counts with one native DECRBY.
 --
--- KEY: a string "f<window start µs>:<count>". A count of another window reads as zero. The key
--- expires at the end of its window. With apply == false nothing is written.
+-- KEY: one negative integer, -(slot * 2^25 + count), so Redis keeps it in the key's object and
+-- DECRBY adds to the count. `slot` is the window's index modulo 2^28 - 1, plus 1 (never 0: a
+-- missing key decrements to a slot-0 value, read as another window); the count is capped at
+-- COUNT_CAP < 2^25, so the whole stays below 2^53. A key outlives its window by at most 1 ms
+-- (its expiry), so a slot is never mistaken for one 2^28 - 1 windows later.
 
-local function fixed_window(key, now, p, cost, apply)
-  local start = idiv(now, p.window) * p.window
-  local s, c = get_tagged(key, '^f(%d+):(%d+)$')
-  local count = 0
-  if s and tonumber(s) == start then
-    count = tonumber(c)
+local FW_M = 33554432
+local FW_SLOTS = 268435455
+
+local function fixed_window_slot(now, p)
+  local idx = idiv(now, p.window)
+  return idx * p.window, idx - idiv(idx, FW_SLOTS) * FW_SLOTS + 1
+end
+
+local function fixed_window_fill(o, now, p)
+  local window_left = o.start + p.window - now
+  o.remaining = math.max(p.count - o.count, 0)
+  o.reset = 0
+  if o.count > 0 then
+    o.reset = window_left
   end
-  local allowed = count + cost <= p.limit
-  local recorded = apply and (allowed or p.count_denied)
-  if recorded then
-    count = count + cost
+  if not o.allowed then
+    o.retry = window_left
   end
-  local window_left = start + p.window - now
-  local reset = 0
-  if count > 0 then
-    reset = window_left
+end
+
+-- The count of `raw` (a stored value) if it belongs to `slot`, else 0.
+local function fixed_window_count(raw, slot)
+  local m = -(tonumber(raw) or 1)
+  if m < 0 then
+    return 0
   end
-  if recorded then
-    put(key, 'f' .. int(start) .. ':' .. int(count), reset)
+  local s = idiv(m, FW_M)
+  if s ~= slot then
+    return 0
   end
-  local retry = nil
-  if not allowed then
-    retry = window_left
+  return m - s * FW_M
+end
+
+local function fixed_window_look(key, now, p, cost)
+  local raw = redis.pcall('GET', key)
+  if not tonumber(raw) and is_marker(raw) then
+    return nil, marker_until(raw)
   end
-  return outcome(allowed, math.max(p.limit - count, 0), reset, retry, 0)
+  local start, slot = fixed_window_slot(now, p)
+  local count = fixed_window_count(raw, slot)
+  local o = { allowed = count + cost <= p.count, delay = 0, start = start, slot = slot,
+              count = count }
+  fixed_window_fill(o, now, p)
+  return o
+end
+
+local function fixed_window_record(key, now, p, cost, o)
+  o.count = math.min(o.count + cost, COUNT_CAP)
+  fixed_window_fill(o, now, p)
+  redis.call('SET', key, int(-(o.slot * FW_M + o.count)), 'PX', px(o.reset))
+end
+
+-- Decides and records one request with DECRBY first: one command while the window lasts, as
+-- few as INCR plus PEXPIRE. Returns nil when the key holds anything but a count (a marker or
+-- another algorithm's state): the caller then looks and records the slow way.
+local function fixed_window_once(key, now, p, cost)
+  local r = redis.pcall('DECRBY', key, cost)
+  if type(r) ~= 'number' then
+    return nil
+  end
+  local start, slot = fixed_window_slot(now, p)
+  local o = { delay = 0, start = start, slot = slot }
+  local count = fixed_window_count(r, slot)
+  if count == 0 then
+    -- A new window (or a key that was missing or held something else): this is its first count.
+    o.count = 0
+    o.allowed = cost <= p.count
+    if o.allowed or p.count_denied then
+      fixed_window_record(key, now, p, cost, o)
+    else
+      redis.call('DEL', key)
+      fixed_window_fill(o, now, p)
+    end
+    return o
+  end
+  o.allowed = count <= p.count
+  if not o.allowed then
+    local keep = count - cost
+    if p.count_denied then
+      keep = math.min(count, COUNT_CAP)
+    end
+    if keep ~= count then
+      redis.call('INCRBY', key, count - keep)
+    end
+    count = keep
+  end
+  o.count = count
+  fixed_window_fill(o, now, p)
+  return o
 end
 

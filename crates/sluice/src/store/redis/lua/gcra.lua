@@ -1,40 +1,47 @@
--- gcra(key, now, p, cost, apply) -> outcome; restates algorithm/gcra.rs.
+-- gcra: restates algorithm/gcra.rs as look (read once, decide, write nothing) and record.
 --
--- KEY: a string "g<tat µs>", the theoretical arrival time (when the key is back to full).
--- Integer arithmetic throughout. Written only when a request is admitted with apply; it expires
--- at the tat.
+-- KEY: the theoretical arrival time in µs (when the key is back to full), a plain integer so
+-- Redis stores it in the key's object itself. Integer arithmetic throughout. Written only when a
+-- request is admitted; it expires at the tat.
 
-local function gcra(key, now, p, cost, apply)
-  local t = idiv_ceil(p.window, p.limit)
-  local tau = p.capacity * t
-  local stored = get_tagged(key, '^g(%d+)$')
-  local tat = 0
-  if stored then
-    tat = tonumber(stored)
+local function gcra_fill(o, now, after)
+  o.reset = after - now
+  -- A capacity lowered on a live key can leave the tat beyond now + tau: nothing remains then.
+  o.remaining = 0
+  if now + o.tau > after then
+    o.remaining = idiv(now + o.tau - after, o.t)
   end
+end
+
+-- Returns the outcome, or nil and the block's end when the key holds a block marker.
+local function gcra_look(key, now, p, cost)
+  local raw = redis.pcall('GET', key)
+  local tat = tonumber(raw)
+  if not tat then
+    if is_marker(raw) then
+      return nil, marker_until(raw)
+    end
+    tat = 0
+  end
+  local t = idiv_ceil(p.window, p.count)
+  local tau = p.capacity * t
   if tat < now then
     tat = now
   end
   local new_tat = tat + cost * t
-  local allowed = new_tat <= now + tau
-  local retry = nil
-  if not allowed then
-    retry = new_tat - tau - now
+  local o = { allowed = new_tat <= now + tau, delay = 0, t = t, tau = tau, new_tat = new_tat }
+  if not o.allowed then
+    o.retry = new_tat - tau - now
   end
-  -- What remains after this request: consumed only when applied (a peek reports the present).
-  local after = tat
-  if apply and allowed then
-    after = new_tat
+  gcra_fill(o, now, tat)
+  return o
+end
+
+-- Records an admitted request (a denial changes nothing).
+local function gcra_record(key, now, p, cost, o)
+  if o.allowed then
+    redis.call('SET', key, int(o.new_tat), 'PX', px(o.new_tat - now))
+    gcra_fill(o, now, o.new_tat)
   end
-  local reset = after - now
-  if apply and allowed then
-    put(key, 'g' .. int(new_tat), reset)
-  end
-  -- A capacity lowered on a live key can leave the tat beyond now + tau: nothing remains then.
-  local remaining = 0
-  if now + tau > after then
-    remaining = idiv(now + tau - after, t)
-  end
-  return outcome(allowed, remaining, reset, retry, 0)
 end
 

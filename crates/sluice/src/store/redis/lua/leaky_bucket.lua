@@ -1,35 +1,42 @@
--- leaky_bucket(key, now, p, cost, apply) -> outcome; restates algorithm/leaky_bucket.rs.
+-- leaky_bucket: restates algorithm/leaky_bucket.rs as look and record.
 --
 -- KEY: a string "l<queue level, %.17g>:<last µs>". The level drains continuously and the fraction
 -- is kept (flooring it and resetting the time would drain slower than configured). Written only
--- when a request is admitted with apply; it expires when the queue is empty.
+-- when a request is admitted; it expires when the queue is empty.
 
-local function leaky_bucket(key, now, p, cost, apply)
-  local l, t = get_tagged(key, '^l([^:]+):(%d+)$')
+local function leaky_bucket_fill(o, p)
+  o.reset = time_to_drain(o.level, p)
+  o.remaining = math.floor(p.capacity - o.level + LEVEL_EPSILON)
+  if o.remaining < 0 then
+    o.remaining = 0
+  end
+end
+
+local function leaky_bucket_look(key, now, p, cost)
+  local raw = redis.pcall('GET', key)
+  local l, t = match_tagged(raw, '^l([^:]+):(%d+)$')
+  if not l and is_marker(raw) then
+    return nil, marker_until(raw)
+  end
   local level = 0
   if l then
     level = drained(tonumber(l), tonumber(t), now, p)
   end
-  local allowed = level + cost <= p.capacity + LEVEL_EPSILON
-  local delay = 0
-  local retry = nil
-  if allowed then
-    delay = time_to_drain(level, p)
+  local o = { allowed = level + cost <= p.capacity + LEVEL_EPSILON, delay = 0, level = level }
+  if o.allowed then
+    o.delay = time_to_drain(level, p)
   else
-    retry = time_to_drain(level + cost - p.capacity, p)
+    o.retry = time_to_drain(level + cost - p.capacity, p)
   end
-  local recorded = apply and allowed
-  if recorded then
-    level = level + cost
+  leaky_bucket_fill(o, p)
+  return o
+end
+
+local function leaky_bucket_record(key, now, p, cost, o)
+  if o.allowed then
+    o.level = o.level + cost
+    leaky_bucket_fill(o, p)
+    put(key, 'l' .. float(o.level) .. ':' .. int(now), o.reset)
   end
-  local reset = time_to_drain(level, p)
-  if recorded then
-    put(key, 'l' .. float(level) .. ':' .. int(now), reset)
-  end
-  local remaining = math.floor(p.capacity - level + LEVEL_EPSILON)
-  if remaining < 0 then
-    remaining = 0
-  end
-  return outcome(allowed, remaining, reset, retry, delay)
 end
 

@@ -39,7 +39,7 @@ local LEVEL_EPSILON = 1e-6
 
 -- Params::time_to_drain: time for `units` to drain at the rate, rounded up to whole µs.
 local function time_to_drain(units, p)
-  local v = math.ceil(units * p.window / p.limit)
+  local v = math.ceil(units * p.window / p.count)
   if v < 0 then
     v = 0
   end
@@ -52,7 +52,7 @@ local function drained(level, last, now, p)
   if elapsed < 0 then
     elapsed = 0
   end
-  local v = level - elapsed * p.limit / p.window
+  local v = level - elapsed * p.count / p.window
   if v < 0 then
     v = 0
   end
@@ -88,12 +88,89 @@ end
 
 -- Reads a tagged string state. A missing key, another type, or another algorithm's tag (a named
 -- limit whose algorithm changed) reads as no state, as the memory store discards it.
-local function get_tagged(key, pattern)
-  local raw = redis.pcall('GET', key)
+local function match_tagged(raw, pattern)
   if type(raw) ~= 'string' then
     return nil
   end
   return string.match(raw, pattern)
+end
+
+-- Block markers. A block (configured, a penalty's ban, or an administrative one) moves the state
+-- aside to `<state key>:h` and leaves `B<end µs>` in the state key, so a decision notices it with
+-- the read it makes anyway: no extra key is read while an identity is not blocked.
+local function is_marker(raw)
+  return type(raw) == 'string' and string.byte(raw, 1) == 66
+end
+
+local function marker_until(raw)
+  return tonumber(string.sub(raw, 2)) or 0
+end
+
+-- Reads a state the fast way failed to parse: a block marker (returns its end) or another
+-- algorithm's state (returns nil: no state).
+local function marker_of(key)
+  local raw = redis.pcall('GET', key)
+  if is_marker(raw) then
+    return marker_until(raw)
+  end
+  return nil
+end
+
+-- Puts a parked state back once its block is over (or drops the marker when there was none).
+local function unpark(key)
+  if redis.call('EXISTS', key .. ':h') == 1 then
+    redis.call('RENAME', key .. ':h', key)
+  else
+    redis.call('DEL', key)
+  end
+end
+
+-- Blocks a state key until `until_us`: parks the state, leaves the marker. Never shortens a
+-- longer block. The marker lives as long as the block or the parked state, whichever is longer.
+-- Returns the block's end.
+local function park(key, until_us, now)
+  local held = redis.pcall('GET', key)
+  local ttl
+  if is_marker(held) then
+    until_us = math.max(until_us, marker_until(held))
+    ttl = redis.call('PTTL', key .. ':h')
+  else
+    ttl = redis.call('PTTL', key)
+    if ttl == -2 then
+      redis.call('DEL', key .. ':h')
+    else
+      redis.call('RENAME', key, key .. ':h')
+    end
+  end
+  local ms = tonumber(px(until_us - now))
+  if ttl > ms then
+    ms = ttl
+  end
+  redis.call('SET', key, 'B' .. int(until_us), 'PX', ms)
+  return until_us
+end
+
+-- The answer of a blocked limit.
+local function blocked(until_us, now)
+  return { allowed = false, remaining = 0, reset = until_us - now, retry = until_us - now,
+           delay = 0, blocked_until = until_us }
+end
+
+-- Looks at a limit's state with the algorithm's `look`, through a block marker: a block in force
+-- answers alone; one that is over is lifted (on a peek, the parked state is read in place).
+local function look_state(look, key, now, p, cost, peek)
+  local o, until_us = look(key, now, p, cost)
+  if o then
+    return o
+  end
+  if until_us > now then
+    return blocked(until_us, now)
+  end
+  if peek then
+    return look(key .. ':h', now, p, cost) or blocked(until_us, now)
+  end
+  unpark(key)
+  return look(key, now, p, cost)
 end
 
 -- The decision time: ARGV value from the client's clock, or Redis TIME when empty.
@@ -105,8 +182,7 @@ local function read_now(arg)
   return tonumber(arg)
 end
 
--- One algorithm's answer (algorithm::Outcome without ttl: the algorithm keeps its own key).
-local function outcome(allowed, remaining, reset, retry, delay)
-  return { allowed = allowed, remaining = remaining, reset = reset, retry = retry, delay = delay }
-end
+-- Units counted per window or bucket stop growing here (algorithm::COUNT_CAP): above any limit,
+-- so every decision is the same, and far below 2^53.
+local COUNT_CAP = 16777216
 

@@ -39,6 +39,10 @@
 //!    expired entries, then evicts arbitrary ones until 1/16 of it is free; evicting a denial
 //!    is always safe (the next request asks the store).
 //!
+//! # Layout
+//! - `mod.rs` (this file): the table, its entries' lifetimes, invalidation;
+//! - `requests`: which limits of a rule may be cached, and answering or recording a request.
+//!
 //! Metrics: `sluice_denial_cache_entries` (gauge), `sluice_denial_cache_evictions_total`,
 //! `sluice_denial_cache_invalidations_total{kind}`; the limiter counts
 //! `sluice_denial_cache_hits_total{rule}`.
@@ -54,8 +58,11 @@ use parking_lot::Mutex;
 use crate::algorithm::{LEVEL_EPSILON, LimitOutcome, LimitStep};
 use crate::clock::Clock;
 use crate::model::Algorithm;
-use crate::store::LimitKey;
 use crate::store::invalidation::{Invalidation, InvalidationListener};
+
+mod requests;
+use crate::store::LimitKey;
+pub use requests::cacheable_limits;
 
 /// Settings of the denial cache (the `denial_cache` section of a rule file).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -81,24 +88,6 @@ impl Default for DenialCacheOptions {
 
 /// Shards of the table (a power of two): concurrent checks rarely wait on one another.
 const SHARDS: usize = 16;
-
-/// Which limits of a rule (by position) may have their denials cached: see invariant 4.
-pub fn cacheable_limits(steps: &[LimitStep]) -> Vec<bool> {
-    let leaves_trace = steps
-        .iter()
-        .any(|s| s.params.count_denied || s.penalty.is_some());
-    steps
-        .iter()
-        .enumerate()
-        .map(|(i, s)| {
-            let others_clean = steps
-                .iter()
-                .enumerate()
-                .all(|(j, o)| j == i || o.block_us.is_none());
-            !leaves_trace && s.enforce && others_clean
-        })
-        .collect()
-}
 
 /// Where a cached denial's validity is counted from: taken before the store call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -174,6 +163,12 @@ impl DenialCache {
         Duration::from_micros(self.max_stale_us)
     }
 
+    /// The latest local time as of which the invalidation channel vouched that every
+    /// invalidation published before it was applied; `None` before the first subscription.
+    pub fn confirmed_as_of(&self) -> Option<u64> {
+        Some(self.confirmed_us.load(Ordering::SeqCst)).filter(|&t| t > 0)
+    }
+
     /// Entries held (expired ones included until they are swept).
     pub fn len(&self) -> usize {
         self.len.load(Ordering::Relaxed)
@@ -210,11 +205,11 @@ impl DenialCache {
         let blocked = now < entry.started_us + entry.blocked_for_us;
         let denied = cost >= entry.cost && now < entry.started_us + entry.denied_for_us;
         if now >= fresh_until || !(blocked || denied) {
-            if now >= entry.end_us() {
-                if let Ok(gone) = shard.table.find_entry(hash, |e| e.key == *key) {
-                    gone.remove();
-                    self.len.fetch_sub(1, Ordering::Relaxed);
-                }
+            if now >= entry.end_us()
+                && let Ok(gone) = shard.table.find_entry(hash, |e| e.key == *key)
+            {
+                gone.remove();
+                self.len.fetch_sub(1, Ordering::Relaxed);
             }
             return None;
         }
@@ -379,5 +374,4 @@ fn float_margin_us(step: &LimitStep) -> u64 {
 }
 
 #[cfg(test)]
-#[path = "denial_cache_tests.rs"]
 mod tests;

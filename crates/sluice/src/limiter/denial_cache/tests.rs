@@ -15,7 +15,7 @@ const S: u64 = 1_000_000;
 fn key(identity: &str) -> LimitKey {
     LimitKey {
         rule: "login".into(),
-        limit: "ip".into(),
+        limit_id: "ip".into(),
         identity: identity.into(),
     }
 }
@@ -27,7 +27,7 @@ fn step(algorithm: Algorithm, limit: u64, window_us: u64, cost: u64) -> LimitSte
         cost,
         block_us: None,
         penalty: None,
-        enforce: true,
+        shadow: false,
     }
 }
 
@@ -295,7 +295,7 @@ fn limits_whose_denials_leave_a_trace_are_not_cached() {
     let mut counting = plain;
     counting.params.count_denied = true;
     let mut punishing = plain;
-    punishing.penalty = Some(crate::algorithm::penalty::Params {
+    punishing.penalty = Some(crate::algorithm::penalty::Settings {
         warn_after: 1,
         ban_after: 3,
         ban_us: S,
@@ -304,7 +304,7 @@ fn limits_whose_denials_leave_a_trace_are_not_cached() {
     let mut locked = plain;
     locked.block_us = Some(S);
     let mut shadow = plain;
-    shadow.enforce = false;
+    shadow.shadow = true;
     assert_eq!(cacheable_limits(&[plain]), [true]);
     assert_eq!(cacheable_limits(&[locked]), [true], "while its block lasts");
     assert_eq!(cacheable_limits(&[counting]), [false]);

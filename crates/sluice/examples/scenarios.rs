@@ -1,6 +1,6 @@
-//! Replays the scenarios of the articles Sluice grew from and prints each decision.
+//! Replays classic rate-limiting scenarios through the library and prints each decision.
 //!
-//! Run with `cargo run -p sluice --example seeds`. Time is simulated with a manual clock, so the
+//! Run with `cargo run -p sluice --example scenarios`. Time is simulated with a manual clock, so the
 //! output is the same on every run.
 
 use std::sync::Arc;
@@ -62,20 +62,20 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         )
         .build()?;
 
-    println!("seed 000: employee lookup, 5 per 10 s per id (sliding log)");
+    println!("employee lookup, 5 per 10 s per id (sliding log)");
     for i in 1..=6 {
         show(
             &format!("request {i}"),
-            &limiter.check("employee", &[("id", "42")], 1).await?,
+            &limiter.check("employee", &[("id", "42")]).await?,
         );
     }
     clock.advance(Duration::from_secs(10));
     show(
         "10 s later",
-        &limiter.check("employee", &[("id", "42")], 1).await?,
+        &limiter.check("employee", &[("id", "42")]).await?,
     );
 
-    println!("seed 001: bank account update, member AND ip both 2 per 120 s");
+    println!("bank account update, member AND ip both 2 per 120 s");
     for (member, ip) in [
         ("alice", "198.51.100.1"),
         ("alice", "198.51.100.1"),
@@ -83,39 +83,33 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         ("bob", "198.51.100.1"),
     ] {
         let d = limiter
-            .check("bank_account_update", &[("member", member), ("ip", ip)], 1)
+            .check("bank_account_update", &[("member", member), ("ip", ip)])
             .await?;
         show(&format!("{member} from {ip}"), &d);
     }
 
-    println!("seed 001: forgot account, 3 per 30 min then a 30 min block lock");
+    println!("forgot account, 3 per 30 min then a 30 min block lock");
     for i in 1..=4 {
         show(
             &format!("attempt {i}"),
             &limiter
-                .check("secure_forgot_account", &[("login_id", "u1")], 1)
+                .check("secure_forgot_account", &[("login_id", "u1")])
                 .await?,
         );
     }
 
-    println!("seed 002: mini game, 5 per minute, warning from 3 violations, ban at 5");
+    println!("mini game, 5 per minute, warning from 3 violations, ban at 5");
     for i in 1..=10 {
         show(
             &format!("play {i}"),
-            &limiter.check("mini_game", &[("member", "m9")], 1).await?,
+            &limiter.check("mini_game", &[("member", "m9")]).await?,
         );
     }
 
-    println!(
-        "seed 003: promo query per member and promo code, 10 per 60 s (sliding window counter)"
-    );
+    println!("promo query per member and promo code, 10 per 60 s (sliding window counter)");
     for i in 1..=11 {
         let d = limiter
-            .check(
-                "promo_query",
-                &[("member", "m1"), ("promo_code", "SPRING")],
-                1,
-            )
+            .check("promo_query", &[("member", "m1"), ("promo_code", "SPRING")])
             .await?;
         if i >= 10 {
             show(&format!("query {i}"), &d);

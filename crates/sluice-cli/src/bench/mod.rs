@@ -14,13 +14,15 @@ use clap::Args;
 use hdrhistogram::Histogram;
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
-use sluice::algorithm::Mode;
-use sluice::config::StoreConfig;
-use sluice::model::{Algorithm, Limit, Rate, Rule, parse_duration};
-use sluice::store::redis::{RedisOptions, RedisStore};
-use sluice::{Limiter, Options};
+use sluice::model::{Algorithm, Rate, parse_duration};
 
 use crate::store_url;
+
+mod ceiling;
+mod driver;
+
+use ceiling::ceiling;
+use driver::Driver;
 
 /// `sluice bench`.
 #[derive(Debug, Clone, Args)]
@@ -43,6 +45,17 @@ pub struct BenchArgs {
     /// The limit per key (the default lets nearly every decision through).
     #[arg(long, default_value = "10000000/1s")]
     pub limit: Rate,
+    /// Limits in the benchmark rule, all counting by the same key (each with a window one second
+    /// longer than the previous, so each is its own limit).
+    #[arg(long, default_value_t = 1)]
+    pub limits: usize,
+    /// Block an identity for this long once a limit denies it.
+    #[arg(long, value_parser = parse_duration_arg)]
+    pub block: Option<Duration>,
+    /// Give each limit a penalty (warning after 1 violation, ban for an hour after 3, violations
+    /// remembered for an hour).
+    #[arg(long)]
+    pub penalty: bool,
     /// Print one JSON object instead of text.
     #[arg(long)]
     pub json: bool,
@@ -62,6 +75,18 @@ pub struct BenchArgs {
     /// Deadline of one store call (library mode).
     #[arg(long, default_value = "1s", value_parser = parse_duration_arg)]
     pub timeout: Duration,
+    /// Ask the store for every decision: no local cache of denials (library mode).
+    #[arg(long)]
+    pub no_denial_cache: bool,
+    /// Runtime worker threads (default: one per core). The client shares the machine with what
+    /// it measures: on 2 cores, `--threads 1` leaves Redis (or the server) a core of its own, as
+    /// `redis-benchmark`, a single-threaded event loop, does.
+    #[arg(long)]
+    pub threads: Option<usize>,
+    /// Visit every key this many times before the timed run (with `--limit 1/60s`, 2 passes
+    /// leave every key denied: the all-denied shape).
+    #[arg(long, default_value_t = 0)]
+    pub warm_up: u32,
 }
 
 fn parse_algorithm(text: &str) -> Result<Algorithm, String> {
@@ -179,6 +204,7 @@ pub async fn measure(args: &BenchArgs) -> anyhow::Result<Report> {
         Some(base) => Driver::http(base, &args.rule, &args.attribute)?,
         None => Driver::library(args).await?,
     };
+    warm_up(&driver, &keys, args).await;
     let progress = progress_bar(args);
     let started = Instant::now();
     let mut tasks = Vec::with_capacity(args.concurrency);
@@ -257,40 +283,23 @@ pub async fn measure(args: &BenchArgs) -> anyhow::Result<Report> {
     })
 }
 
-/// Redis' own rate for Sluice's decision script: `redis-benchmark` sends the exact `EVALSHA` the
-/// store sends (same script, limit and arguments), with `concurrency` connections over `keys`
-/// random keys, as many requests as the library run made.
-async fn ceiling(args: &BenchArgs, limiter: &Limiter, requests: u64) -> anyhow::Result<f64> {
-    let scheme = args.store.split_once("://").map_or("", |(s, _)| s);
-    if scheme != "redis" {
-        bail!("--ceiling needs a redis:// store (redis-benchmark cannot reach {scheme}://)");
+/// Visits every key `--warm-up` times, `--concurrency` keys at once, untimed.
+async fn warm_up(driver: &Driver, keys: &Arc<Vec<String>>, args: &BenchArgs) {
+    for _ in 0..args.warm_up {
+        let tasks: Vec<_> = (0..args.concurrency)
+            .map(|task| {
+                let (driver, keys, stride) = (driver.clone(), keys.clone(), args.concurrency);
+                tokio::spawn(async move {
+                    for key in keys.iter().skip(task).step_by(stride) {
+                        driver.check(key).await;
+                    }
+                })
+            })
+            .collect();
+        for task in tasks {
+            let _ = task.await;
+        }
     }
-    let store = RedisStore::connect(&args.store, RedisOptions::default()).await?;
-    store.load_scripts().await?;
-    // redis-benchmark replaces `__rand_int__` with a random number below `-r`.
-    let calls = limiter.calls("bench", &[("key", "k__rand_int__")], 1)?;
-    let command = store.decide_command(&calls, Mode::Apply)?;
-    let output = tokio::process::Command::new("redis-benchmark")
-        .args(["-u", &args.store, "--csv"])
-        .args(["-c", &args.concurrency.to_string()])
-        .args(["-n", &requests.max(10_000).to_string()])
-        .args(["-r", &args.keys.to_string()])
-        .args(&command)
-        .output()
-        .await
-        .context("running redis-benchmark (package redis-tools)")?;
-    let csv = String::from_utf8_lossy(&output.stdout);
-    // The last line is `"<command>","<requests per second>",...`.
-    csv.lines()
-        .last()
-        .and_then(|line| line.split("\",\"").nth(1))
-        .and_then(|rps| rps.trim_matches('"').parse::<f64>().ok())
-        .with_context(|| {
-            format!(
-                "unexpected redis-benchmark output: {csv}{}",
-                String::from_utf8_lossy(&output.stderr)
-            )
-        })
 }
 
 fn progress_bar(args: &BenchArgs) -> ProgressBar {
@@ -302,68 +311,4 @@ fn progress_bar(args: &BenchArgs) -> ProgressBar {
         bar.set_style(style);
     }
     bar
-}
-
-/// What the tasks call: the library, or the service over HTTP.
-#[derive(Clone)]
-enum Driver {
-    Library(Limiter),
-    Http {
-        client: reqwest::Client,
-        url: Arc<str>,
-        rule: Arc<str>,
-        attribute: Arc<str>,
-    },
-}
-
-impl Driver {
-    async fn library(args: &BenchArgs) -> anyhow::Result<Driver> {
-        let opened = store_url::open(&args.store, &StoreConfig::default()).await?;
-        let limit = Limit::new(&["key"], args.limit, args.algorithm);
-        let limiter = Limiter::builder_arc(opened.store)
-            .options(Options {
-                timeout: args.timeout,
-                ..Options::default()
-            })
-            .rule("bench", Rule::new(vec![limit]))
-            .build()?;
-        Ok(Driver::Library(limiter))
-    }
-
-    fn http(base: &str, rule: &str, attribute: &str) -> anyhow::Result<Driver> {
-        let client = reqwest::Client::builder()
-            .pool_max_idle_per_host(1024)
-            .build()
-            .context("building the HTTP client")?;
-        Ok(Driver::Http {
-            client,
-            url: format!("{}/v1/check", base.trim_end_matches('/')).into(),
-            rule: rule.into(),
-            attribute: attribute.into(),
-        })
-    }
-
-    /// One decision: `Some(allowed)`, or `None` when it failed or was degraded.
-    async fn check(&self, key: &str) -> Option<bool> {
-        match self {
-            Driver::Library(limiter) => match limiter.check("bench", &[("key", key)], 1).await {
-                Ok(d) if !d.degraded => Some(d.allowed),
-                _ => None,
-            },
-            Driver::Http {
-                client,
-                url,
-                rule,
-                attribute,
-            } => {
-                let body = serde_json::json!({"rule": &**rule, "attributes": {&**attribute: key}});
-                let response = client.post(&**url).json(&body).send().await.ok()?;
-                match response.status().as_u16() {
-                    200 => Some(true),
-                    429 => Some(false),
-                    _ => None,
-                }
-            }
-        }
-    }
 }

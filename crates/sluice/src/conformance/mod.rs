@@ -1,0 +1,208 @@
+//! The conformance suite: the behaviours every [`Store`](crate::Store) must show, written once
+//! and run against each store with one macro call (feature `conformance`).
+//!
+//! Each behaviour is an `async fn(Subject)`: it drives a store through its [`Subject`] (the
+//! store and the [`ManualClock`] it decides with) and asserts exact numbers, so two stores that
+//! pass give the same answers. The memory store, the Redis store on one server, on a Redis Cluster
+//! and behind sentinels all run it (`tests/conformance.rs`); a store written outside this crate
+//! runs it the same way:
+//!
+//! ```ignore
+//! crate::conformance_suite!(my_store, async {
+//!     let clock = crate::ManualClock::at_2026();
+//!     crate::conformance::Subject::new(std::sync::Arc::new(MyStore::new(clock.clone())), clock)
+//! });
+//! ```
+//!
+//! This expands to a module `my_store` with one `#[test]` per behaviour. The expression is
+//! evaluated afresh for each test; it may be any future whose output is a [`Subject`] or
+//! something that keeps one (`AsRef<Subject>`), for example a value that also owns the server the
+//! store talks to. The store must read time from the given clock (or be told it, as the Redis
+//! store is through `RedisOptions::clock`) and keep state at least as long as that clock needs.
+//!
+//! Invariant kept by every behaviour: it uses only the public API of a store and the limiter, so
+//! a behaviour that passes on one store and fails on another is a difference between stores.
+
+mod algorithms;
+mod blocks;
+mod requests;
+
+pub use algorithms::*;
+pub use blocks::*;
+pub use requests::*;
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::algorithm::{LimitOutcome, LimitStep, Mode, Params};
+use crate::model::Algorithm;
+use crate::store::{LimitCall, LimitKey, StoreReply};
+use crate::{Clock, DynStore, Limiter, ManualClock, Options, Rule};
+
+/// Microseconds per second.
+pub const S: u64 = 1_000_000;
+
+/// A store under test and the clock it decides with.
+#[derive(Clone)]
+pub struct Subject {
+    /// The clock every decision reads.
+    pub clock: ManualClock,
+    /// The store.
+    pub store: Arc<dyn DynStore>,
+}
+
+impl std::fmt::Debug for Subject {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Subject").finish_non_exhaustive()
+    }
+}
+
+impl AsRef<Subject> for Subject {
+    fn as_ref(&self) -> &Subject {
+        self
+    }
+}
+
+impl Subject {
+    /// `store`, deciding with `clock`.
+    pub fn new(store: Arc<dyn DynStore>, clock: ManualClock) -> Subject {
+        Subject { clock, store }
+    }
+
+    /// A limiter over the store with a generous timeout (decisions must not degrade here).
+    pub fn limiter(&self, rules: Vec<(&str, Rule)>) -> Limiter {
+        self.limiter_with(
+            rules,
+            Options {
+                timeout: Duration::from_secs(5),
+                max_attribute_len: 16 * 1024,
+                ..Options::default()
+            },
+        )
+    }
+
+    /// A limiter over the store with these options.
+    pub fn limiter_with(&self, rules: Vec<(&str, Rule)>, options: Options) -> Limiter {
+        Limiter::builder(self.store.clone())
+            .rules(rules.into_iter().map(|(n, r)| (n.to_string(), r)))
+            .clock(Arc::new(self.clock.clone()))
+            .options(options)
+            .build()
+            .expect("test rules are valid")
+    }
+
+    /// Moves the clock forward by `us` microseconds.
+    pub fn advance_us(&self, us: u64) {
+        self.clock.advance(Duration::from_micros(us));
+    }
+
+    /// The clock's time.
+    pub fn now_us(&self) -> u64 {
+        self.clock.now_us()
+    }
+
+    /// Decides through the store directly.
+    pub async fn decide(&self, calls: &[LimitCall], mode: Mode) -> StoreReply {
+        self.store
+            .decide(calls, mode)
+            .await
+            .expect("the store answers")
+    }
+
+    /// Decides one call through the store directly and returns its outcome.
+    pub async fn one(&self, call: &LimitCall) -> LimitOutcome {
+        self.decide(std::slice::from_ref(call), Mode::Apply)
+            .await
+            .outcomes[0]
+    }
+}
+
+/// A key of rule `r` for direct store calls.
+pub fn key(limit_id: &str, identity: &str) -> LimitKey {
+    LimitKey {
+        rule: "r".into(),
+        limit_id: limit_id.into(),
+        identity: identity.into(),
+    }
+}
+
+/// A plain step: `count` per `window_us`, capacity `count`, cost 1, not shadow.
+pub fn step(algorithm: Algorithm, count: u64, window_us: u64) -> LimitStep {
+    LimitStep {
+        algorithm,
+        params: Params::new(count, window_us, count),
+        cost: 1,
+        block_us: None,
+        penalty: None,
+        shadow: false,
+    }
+}
+
+/// A call on `key(limit_id, "ip=1")`.
+pub fn call(limit_id: &str, step: LimitStep) -> LimitCall {
+    LimitCall {
+        key: key(limit_id, "ip=1"),
+        step,
+    }
+}
+
+/// Runs one behaviour on a fresh subject, on a current-thread runtime with time and I/O.
+///
+/// The behaviour gets a clone of the subject (the same store and clock); `H` itself lives until
+/// the behaviour ends, so whatever it owns (a server) outlives the test.
+pub fn run<H, B>(subject: impl Future<Output = H>, behaviour: impl FnOnce(Subject) -> B)
+where
+    H: AsRef<Subject>,
+    B: Future<Output = ()>,
+{
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a test runtime starts")
+        .block_on(async {
+            let h = subject.await;
+            behaviour(h.as_ref().clone()).await;
+        });
+}
+
+/// Generates a module `$store` with one `#[test]` per behaviour of the suite, each running on a
+/// fresh value of `$subject` (a future of a [`Subject`] or of anything `AsRef<Subject>`).
+#[macro_export]
+macro_rules! conformance_suite {
+    ($store:ident, $subject:expr) => {
+        $crate::conformance_suite!(@each $store, $subject, [
+            sliding_log_admits_limit_then_slides,
+            sliding_log_same_instant_units_are_distinct,
+            sliding_window_admits_limit_and_slides_by_bucket,
+            fixed_window_counts_per_aligned_window,
+            token_bucket_bursts_then_refills_keeping_fractions,
+            gcra_bursts_then_spaces_units,
+            leaky_bucket_delays_then_denies_and_keeps_fractional_leak,
+            cost_is_admitted_whole_or_not_at_all,
+            cost_above_capacity_is_refused_with_a_reason,
+            count_denied_makes_denials_count,
+            peek_consumes_nothing,
+            multi_limit_rules_are_all_or_nothing,
+            shadow_limits_and_rules_never_deny,
+            a_named_limit_that_changes_algorithm_starts_fresh,
+            identities_are_counted_separately,
+            block_lock_answers_until_its_end,
+            penalty_warns_then_bans,
+            admin_block_unblock_blocks_and_reset,
+            a_block_shorter_than_the_window_keeps_the_count,
+        ]);
+    };
+    (@each $store:ident, $subject:expr, [$($behaviour:ident),* $(,)?]) => {
+        mod $store {
+            #[allow(unused_imports)]
+            use super::*;
+            $(
+                #[test]
+                fn $behaviour() {
+                    $crate::conformance::run($subject, $crate::conformance::$behaviour);
+                }
+            )*
+        }
+    };
+}

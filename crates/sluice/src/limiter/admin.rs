@@ -1,0 +1,118 @@
+//! Admin operations on one identity under a rule: reset, block, unblock, and the blocks in force.
+//!
+//! They reach the keys of every limit of the rule that the given attributes resolve (a limit
+//! whose attributes are missing is skipped; it is an error only if none resolves). Reset, block
+//! and unblock apply to the store and to the local store that the `local` fail policy decides
+//! on, so an identity reset, blocked or unblocked while the store was down is treated the same
+//! once decisions fall back to this node. Admin calls have no fail policy: a store error is an
+//! [`Error::Store`].
+
+use std::time::Duration;
+
+use super::decide::ms;
+use super::{Attributes, Limiter, keys};
+use crate::error::Error;
+use crate::store::{LimitKey, Store};
+
+/// An active block, as the admin API lists it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct BlockInfo {
+    /// The limit's id.
+    pub limit: String,
+    /// The (escaped) identity.
+    pub identity: String,
+    /// When it ends (epoch ms).
+    pub blocked_until_ms: u64,
+}
+
+impl Limiter {
+    /// The keys of the limits of `rule` that these attributes resolve.
+    fn admin_keys(
+        &self,
+        name: &str,
+        attrs: &(impl Attributes + ?Sized),
+    ) -> Result<Vec<LimitKey>, Error> {
+        let rule = self.rule(name)?;
+        let mut first_error = None;
+        let mut out = Vec::new();
+        for limit in &rule.limits {
+            match keys::limit_key(&rule, limit, attrs, self.inner.options.max_attribute_len) {
+                Ok(key) => out.push(key),
+                Err(e @ Error::AttributeTooLong { .. }) => return Err(e),
+                Err(e) => {
+                    first_error.get_or_insert(e);
+                }
+            }
+        }
+        match (out.is_empty(), first_error) {
+            (true, Some(e)) => Err(e),
+            _ => Ok(out),
+        }
+    }
+
+    /// Forgets the counters, blocks and violations of one identity under a rule.
+    pub async fn reset(&self, rule: &str, attrs: &(impl Attributes + ?Sized)) -> Result<(), Error> {
+        let keys = self.admin_keys(rule, attrs)?;
+        self.inner.store.reset(&keys).await?;
+        Store::reset(&self.inner.local, &keys).await?;
+        self.invalidate(keys).await
+    }
+
+    /// Blocks one identity under a rule for `duration`. Returns the block's end (epoch ms).
+    pub async fn block(
+        &self,
+        rule: &str,
+        attrs: &(impl Attributes + ?Sized),
+        duration: Duration,
+    ) -> Result<u64, Error> {
+        let keys = self.admin_keys(rule, attrs)?;
+        let mut until = 0;
+        for key in &keys {
+            until = until.max(self.inner.store.block(key, duration).await?);
+            Store::block(&self.inner.local, key, duration).await?;
+        }
+        self.invalidate(keys).await?;
+        Ok(ms(until))
+    }
+
+    /// Lifts a block or ban (and forgets violations). Returns whether one was in force in the
+    /// store.
+    pub async fn unblock(
+        &self,
+        rule: &str,
+        attrs: &(impl Attributes + ?Sized),
+    ) -> Result<bool, Error> {
+        let mut was = false;
+        for key in self.admin_keys(rule, attrs)? {
+            was |= self.unblock_key(&key).await?;
+        }
+        Ok(was)
+    }
+
+    /// Lifts one block as [`Limiter::blocks`] lists it (rule, limit id and escaped identity), on
+    /// the store and the local store, and drops cached denials of it on every node. Returns
+    /// whether it was blocked.
+    pub async fn unblock_key(&self, key: &LimitKey) -> Result<bool, Error> {
+        let was = self.inner.store.unblock(key).await?;
+        Store::unblock(&self.inner.local, key).await?;
+        self.invalidate(vec![key.clone()]).await?;
+        Ok(was)
+    }
+
+    /// The blocks and bans in force under a rule.
+    pub async fn blocks(&self, rule: &str) -> Result<Vec<BlockInfo>, Error> {
+        self.rule(rule)?;
+        Ok(self
+            .inner
+            .store
+            .blocks(rule)
+            .await?
+            .into_iter()
+            .map(|b| BlockInfo {
+                limit: b.key.limit_id.to_string(),
+                identity: b.key.identity,
+                blocked_until_ms: ms(b.until_us),
+            })
+            .collect())
+    }
+}

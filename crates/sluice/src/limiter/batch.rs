@@ -1,0 +1,267 @@
+//! Several rules decided as one request, all-or-nothing: [`Limiter::check_all`].
+//!
+//! A gateway may ask about several things at once (Envoy sends one descriptor per rate-limit
+//! action of a route). The request passes only if every part passes, and a denied request
+//! consumes nothing in any part: all the limits of all the parts go to the store in one atomic
+//! step, exactly as the limits of one rule do.
+//!
+//! Invariants:
+//! - a part of cost 0 only looks (as [`Limiter::peek`]) but can still deny the request; such
+//!   parts are asked first, in a step that changes nothing, and a denial there turns the rest
+//!   into a look too;
+//! - a shadow rule's limits never deny the other parts;
+//! - when the store cannot answer, each part gets its own rule's fail policy (`open` allows,
+//!   `closed` denies, `local` decides on this node's memory store, all local parts in one step,
+//!   consuming nothing if a `closed` part denies).
+
+use crate::algorithm::Mode;
+use crate::error::Error;
+use crate::model::{Decision, FailPolicy};
+use crate::store::{LimitCall, StoreError, StoreReply};
+
+use super::decide::{decision, record_metrics};
+use super::{Attributes, Check, CompiledRule, Limiter, MAX_COST, keys};
+use std::sync::Arc;
+
+/// One part of a request decided by [`Limiter::check_all`].
+#[derive(Debug, Clone, Copy)]
+pub struct Part<'a, A: ?Sized> {
+    /// The rule.
+    pub rule: &'a str,
+    /// The identity values for that rule.
+    pub attrs: &'a A,
+    /// Units to consume (0 looks).
+    pub cost: u64,
+}
+
+/// A part resolved into its store calls.
+struct Resolved {
+    rule: Arc<CompiledRule>,
+    calls: Vec<LimitCall>,
+    look: bool,
+}
+
+impl Limiter {
+    /// Decides several parts as one request: allowed only if every part is, and a denial consumes
+    /// nothing anywhere (see the module docs). Returns one decision per part, in order; the
+    /// request is allowed when all of them are.
+    ///
+    /// `Err` is bad input in any part (unknown rule, missing attribute, absurd cost): nothing is
+    /// decided then.
+    ///
+    /// ```
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// use sluice::limiter::Part;
+    /// use sluice::{Check, Limiter, MemoryStore, Rule, model::{Algorithm, Limit}};
+    ///
+    /// let limiter = Limiter::builder(MemoryStore::new())
+    ///     .rule("per_ip", Rule::new(vec![Limit::new(&["ip"], "10/1m".parse()?, Algorithm::Gcra)]))
+    ///     .rule("per_path", Rule::new(vec![Limit::new(&["path"], "1/1m".parse()?, Algorithm::Gcra)]))
+    ///     .build()?;
+    /// let ip = [("ip", "203.0.113.9")];
+    /// let path = [("path", "/a")];
+    /// let both = [
+    ///     Part { rule: "per_ip", attrs: &ip[..], cost: 1 },
+    ///     Part { rule: "per_path", attrs: &path[..], cost: 1 },
+    /// ];
+    /// assert!(limiter.check_all(&both).await?.iter().all(|d| d.allowed));
+    /// let again = limiter.check_all(&both).await?;
+    /// assert!(again[0].allowed && !again[1].allowed);
+    /// // The denied request took nothing from `per_ip`: 9 of 10 left, not 8.
+    /// let left = limiter.check_with("per_ip", &ip, Check::ONE.peek()).await?.remaining;
+    /// assert_eq!(left, 9);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// # }).unwrap();
+    /// ```
+    pub async fn check_all<A: Attributes + ?Sized>(
+        &self,
+        parts: &[Part<'_, A>],
+    ) -> Result<Vec<Decision>, Error> {
+        let mut resolved: Vec<Option<Resolved>> = Vec::with_capacity(parts.len());
+        for part in parts {
+            resolved.push(self.resolve(part)?);
+        }
+        if !self
+            .inner
+            .enabled
+            .load(std::sync::atomic::Ordering::Relaxed)
+        {
+            return Ok(parts
+                .iter()
+                .map(|p| Decision::pass_through(p.rule, "limiter disabled"))
+                .collect());
+        }
+        // A cost no limit can hold denies the request before the store is asked to consume.
+        let too_big = resolved.iter().flatten().any(|r| {
+            r.calls
+                .iter()
+                .any(|c| !c.step.shadow && !r.look && c.step.cost > c.step.params.capacity)
+        });
+        let looks: Vec<&Resolved> = resolved.iter().flatten().filter(|r| r.look).collect();
+        let applies: Vec<&Resolved> = resolved.iter().flatten().filter(|r| !r.look).collect();
+
+        let mut replies: Vec<Option<StoreReply>> = Vec::new();
+        let mut failure: Option<StoreError> = None;
+        let mut denied = too_big;
+        for (group, mode) in [(&looks, Mode::Peek), (&applies, Mode::Apply)] {
+            if group.is_empty() {
+                continue;
+            }
+            let mode = if denied { Mode::Peek } else { mode };
+            let calls: Vec<LimitCall> = group.iter().flat_map(|r| r.calls.clone()).collect();
+            match self.call_store(&calls, mode).await {
+                Ok(reply) => {
+                    denied |= denies(&calls, &reply);
+                    replies.extend(split(reply, group));
+                }
+                Err(error) => {
+                    failure = Some(error);
+                    break;
+                }
+            }
+        }
+        let all: Vec<&Resolved> = looks.iter().chain(&applies).copied().collect();
+        let mut degraded = None;
+        if let Some(error) = failure {
+            replies = self.fail_policies(&all, &error);
+            degraded = Some(error);
+        }
+        let mut decided = all.iter().zip(replies).map(|(r, reply)| {
+            let policy = self.policy(&r.rule);
+            let fallback = policy == FailPolicy::Open;
+            let shadow = r.rule.definition.shadow;
+            let mut d = decision(&r.rule.name, shadow, &r.calls, reply.as_ref(), fallback);
+            if let Some(error) = &degraded {
+                d.degraded = true;
+                d.reason =
+                    Some(format!("{error}; decided by fail policy `{policy:?}`").to_lowercase());
+            }
+            record_metrics(&d);
+            d
+        });
+        // Back to the callers' order: looks were decided first.
+        let kind = |i: usize, look: bool| resolved[i].as_ref().is_some_and(|r| r.look == look);
+        let mut by_part: Vec<Option<Decision>> = vec![None; parts.len()];
+        for i in (0..parts.len())
+            .filter(|&i| kind(i, true))
+            .chain((0..parts.len()).filter(|&i| kind(i, false)))
+        {
+            by_part[i] = decided.next();
+        }
+        Ok(by_part
+            .into_iter()
+            .zip(parts)
+            .map(|(d, p)| d.unwrap_or_else(|| Decision::pass_through(p.rule, "rule disabled")))
+            .collect())
+    }
+
+    /// A part's store calls, or `None` when its rule is disabled.
+    fn resolve<A: Attributes + ?Sized>(
+        &self,
+        part: &Part<'_, A>,
+    ) -> Result<Option<Resolved>, Error> {
+        let rule = self.rule(part.rule)?;
+        if part.cost > MAX_COST {
+            return Err(Error::InvalidCost {
+                cost: part.cost,
+                max: MAX_COST,
+            });
+        }
+        if !rule.definition.enabled {
+            return Ok(None);
+        }
+        let check = Check::cost(part.cost.max(1));
+        let mut calls = keys::calls(
+            &rule,
+            part.attrs,
+            check,
+            self.inner.options.max_attribute_len,
+        )?;
+        if rule.definition.shadow {
+            for call in &mut calls {
+                call.step.shadow = true;
+            }
+        }
+        Ok(Some(Resolved {
+            rule,
+            calls,
+            look: part.cost == 0,
+        }))
+    }
+
+    fn policy(&self, rule: &CompiledRule) -> FailPolicy {
+        rule.definition.fail.unwrap_or(self.inner.options.fail)
+    }
+
+    /// The replies the fail policies give when the store could not answer.
+    fn fail_policies(&self, all: &[&Resolved], error: &StoreError) -> Vec<Option<StoreReply>> {
+        let closed = all
+            .iter()
+            .any(|r| self.policy(&r.rule) == FailPolicy::Closed);
+        let local: Vec<&Resolved> = all
+            .iter()
+            .filter(|r| self.policy(&r.rule) == FailPolicy::Local)
+            .copied()
+            .collect();
+        for r in all {
+            tracing::debug!(rule = %r.rule.name, %error, "store unavailable; fail policy {:?}", self.policy(&r.rule));
+            metrics::counter!("sluice_degraded_decisions_total", "rule" => r.rule.name.to_string())
+                .increment(1);
+        }
+        let mut local_replies = Vec::new();
+        let mut denied = closed;
+        for look in [true, false] {
+            let group: Vec<&Resolved> = local.iter().filter(|r| r.look == look).copied().collect();
+            if group.is_empty() {
+                continue;
+            }
+            let mode = if look || denied {
+                Mode::Peek
+            } else {
+                Mode::Apply
+            };
+            let calls: Vec<LimitCall> = group.iter().flat_map(|r| r.calls.clone()).collect();
+            match self.inner.local.decide_now(&calls, mode) {
+                Ok(reply) => {
+                    denied |= denies(&calls, &reply);
+                    local_replies.extend(split(reply, &group));
+                }
+                // A local store full of live keys cannot count these identities: deny them.
+                Err(_) => {
+                    denied = true;
+                    local_replies.extend(group.iter().map(|_| None));
+                }
+            }
+        }
+        // `all` lists looks first, as the loop above does.
+        let mut local_replies = local_replies.into_iter();
+        all.iter()
+            .map(|r| match self.policy(&r.rule) {
+                FailPolicy::Local => local_replies.next().flatten(),
+                FailPolicy::Open | FailPolicy::Closed => None,
+            })
+            .collect()
+    }
+}
+
+/// Whether an enforcing limit in a reply denied.
+fn denies(calls: &[LimitCall], reply: &StoreReply) -> bool {
+    calls
+        .iter()
+        .zip(&reply.outcomes)
+        .any(|(c, o)| !c.step.shadow && !o.allowed)
+}
+
+/// One reply per part, each with that part's outcomes.
+fn split(reply: StoreReply, group: &[&Resolved]) -> Vec<Option<StoreReply>> {
+    let mut outcomes = reply.outcomes.into_iter();
+    group
+        .iter()
+        .map(|r| {
+            Some(StoreReply {
+                now_us: reply.now_us,
+                outcomes: outcomes.by_ref().take(r.calls.len()).collect(),
+            })
+        })
+        .collect()
+}

@@ -1,0 +1,264 @@
+//! One decision: rule lookup, the store call under its deadline and the breaker, the fail policy
+//! when the store cannot answer, and the [`Decision`] built from each limit's outcome.
+//!
+//! Invariants: a store error never reaches the caller of a check (the rule's [`FailPolicy`]
+//! answers, marked `degraded`); a cost above an enforcing limit's capacity is denied without
+//! asking the store; every decision is counted in `sluice_decisions_total`.
+
+use std::sync::atomic::Ordering;
+
+// The CPU counter: timing every store call with the OS clock costs more than an in-memory decision.
+use quanta::Instant;
+
+use super::denial_cache::DenialCache;
+use super::options::{Check, MAX_COST};
+use super::{Attributes, Limiter, keys};
+use crate::algorithm::{LimitOutcome, Mode};
+use crate::error::Error;
+use crate::model::{Decision, FailPolicy, LimitDecision};
+use crate::store::{LimitCall, StoreError, StoreReply};
+
+/// Microseconds to whole milliseconds, rounded up (a client that waits is never early).
+pub(super) fn ms(us: u64) -> u64 {
+    us.div_ceil(1000)
+}
+
+impl Limiter {
+    pub(super) async fn decide(
+        &self,
+        name: &str,
+        attrs: &(impl Attributes + ?Sized),
+        check: Check,
+    ) -> Result<Decision, Error> {
+        if !self.inner.enabled.load(Ordering::Relaxed) {
+            return Ok(Decision::pass_through(name, "limiter disabled"));
+        }
+        let rule = self.rule(name)?;
+        if !rule.definition.enabled {
+            return Ok(Decision::pass_through(name, "rule disabled"));
+        }
+        let cost = check.units();
+        if cost > MAX_COST {
+            return Err(Error::InvalidCost {
+                cost,
+                max: MAX_COST,
+            });
+        }
+        let calls = keys::calls(&rule, attrs, check, self.inner.options.max_attribute_len)?;
+        let shadow = rule.definition.shadow;
+        if let Some(too_big) = rule
+            .limits
+            .iter()
+            .find(|l| !l.is_shadow() && cost > l.capacity())
+        {
+            let mut d = decision(name, shadow, &calls, None, false);
+            d.reason = Some(format!(
+                "cost {cost} exceeds the capacity {} of limit `{}`",
+                too_big.capacity(),
+                too_big.id
+            ));
+            record_metrics(&d);
+            return Ok(d);
+        }
+        let denials = self
+            .inner
+            .denials
+            .as_deref()
+            .filter(|_| check.mode() == Mode::Apply && !rule.cacheable.is_empty());
+        if let Some(outcomes) = denials.and_then(|c| c.answer(&calls, &rule.cacheable)) {
+            let reply = StoreReply {
+                now_us: 0,
+                outcomes,
+            };
+            let mut d = decision(name, shadow, &calls, Some(&reply), false);
+            d.reason = Some(CACHED.to_string());
+            metrics::counter!("sluice_denial_cache_hits_total", "rule" => name.to_string())
+                .increment(1);
+            record_metrics(&d);
+            return Ok(d);
+        }
+        let mark = denials.map(DenialCache::mark);
+        let policy = rule.definition.fail.unwrap_or(self.inner.options.fail);
+        // Outcomes answered for shadow limits that cannot hold the cost did not come from the
+        // store: such a reply is not cached.
+        let all_fit = calls.iter().all(|c| c.step.cost <= c.step.params.capacity);
+        let (reply, degraded) = match self.call_store_fitting(&calls, check.mode()).await {
+            Ok(reply) => {
+                if let (Some(denials), Some(mark), true) = (denials, mark, all_fit) {
+                    denials.record(mark, &calls, &rule.cacheable, &reply);
+                }
+                (Some(reply), None)
+            }
+            Err(error) => {
+                tracing::debug!(rule = name, %error, "store unavailable; fail policy {policy:?}");
+                metrics::counter!("sluice_degraded_decisions_total", "rule" => name.to_string())
+                    .increment(1);
+                let reply = match policy {
+                    // A local store full of live keys cannot count this identity: deny it.
+                    FailPolicy::Local => self.inner.local.decide_now(&calls, check.mode()).ok(),
+                    FailPolicy::Open | FailPolicy::Closed => None,
+                };
+                (reply, Some(error))
+            }
+        };
+        let fallback = policy == FailPolicy::Open;
+        let mut d = decision(name, shadow, &calls, reply.as_ref(), fallback);
+        if let Some(error) = degraded {
+            d.degraded = true;
+            d.reason = Some(format!("{error}; decided by fail policy `{policy:?}`").to_lowercase());
+        }
+        record_metrics(&d);
+        Ok(d)
+    }
+
+    /// The store call for the limits that can hold the cost: a shadow limit whose capacity is
+    /// below the cost is checked as an enforced one is (the cost is never sent to the store, where
+    /// it could overflow the algorithm's arithmetic) and answers as denied.
+    async fn call_store_fitting(
+        &self,
+        calls: &[LimitCall],
+        mode: Mode,
+    ) -> Result<StoreReply, StoreError> {
+        let fits = |c: &LimitCall| c.step.cost <= c.step.params.capacity;
+        if calls.iter().all(fits) {
+            return self.call_store(calls, mode).await;
+        }
+        let fitting: Vec<LimitCall> = calls.iter().filter(|c| fits(c)).cloned().collect();
+        let mut reply = if fitting.is_empty() {
+            StoreReply {
+                now_us: 0,
+                outcomes: Vec::new(),
+            }
+        } else {
+            self.call_store(&fitting, mode).await?
+        };
+        let mut answered = reply.outcomes.into_iter();
+        reply.outcomes = calls
+            .iter()
+            .map(|c| {
+                let answer = if fits(c) { answered.next() } else { None };
+                answer.unwrap_or_else(|| LimitOutcome::unanswered(false))
+            })
+            .collect();
+        Ok(reply)
+    }
+
+    /// One store call under the deadline and the breaker.
+    pub(super) async fn call_store(
+        &self,
+        calls: &[LimitCall],
+        mode: Mode,
+    ) -> Result<StoreReply, StoreError> {
+        let inner = &self.inner;
+        if inner.store.in_process() {
+            let started = Instant::now();
+            let result = inner.store.decide(calls, mode).await;
+            metrics::histogram!("sluice_store_latency_seconds", "store" => inner.store.name())
+                .record(started.elapsed().as_secs_f64());
+            return result;
+        }
+        if !inner.breaker.allow() {
+            return Err(StoreError::transient(
+                inner.store.name(),
+                "skipped after repeated failures",
+            ));
+        }
+        let started = Instant::now();
+        let result = match tokio::time::timeout(
+            inner.options.timeout,
+            inner.store.decide(calls, mode),
+        )
+        .await
+        {
+            Ok(result) => result,
+            Err(_) => Err(StoreError::transient(
+                inner.store.name(),
+                format!("no answer within {:?}", inner.options.timeout),
+            )),
+        };
+        metrics::histogram!("sluice_store_latency_seconds", "store" => inner.store.name())
+            .record(started.elapsed().as_secs_f64());
+        match &result {
+            Ok(_) => {
+                if inner.breaker.success() {
+                    tracing::info!(store = inner.store.name(), "store answers again");
+                }
+            }
+            Err(error) => {
+                metrics::counter!("sluice_store_errors_total", "store" => inner.store.name())
+                    .increment(1);
+                // Only failures that may pass (connection lost, timeout, a busy or loading
+                // server) feed the breaker. A deterministic error (a script error, a wrong type)
+                // belongs to this request alone: the others must not be degraded by it.
+                if !error.transient {
+                    metrics::counter!("sluice_store_request_errors_total", "store" => inner.store.name())
+                        .increment(1);
+                    tracing::error!(store = inner.store.name(), %error, "store error for one request");
+                } else if inner.breaker.failure() {
+                    tracing::warn!(store = inner.store.name(), %error, "store failing; skipping it for a while");
+                }
+            }
+        }
+        result
+    }
+}
+
+/// The decision from the store's reply (one outcome per call, in call order), or without one
+/// (fail open or closed, or a cost no limit can hold): then every limit answers `fallback` with
+/// nothing remaining.
+pub(super) fn decision(
+    rule: &str,
+    shadow: bool,
+    calls: &[LimitCall],
+    reply: Option<&StoreReply>,
+    fallback: bool,
+) -> Decision {
+    let limits = match reply {
+        Some(reply) => calls
+            .iter()
+            .zip(&reply.outcomes)
+            .map(|(call, outcome)| limit_decision(call, outcome))
+            .collect(),
+        None => {
+            let outcome = LimitOutcome::unanswered(fallback);
+            calls.iter().map(|c| limit_decision(c, &outcome)).collect()
+        }
+    };
+    Decision::of_limits(rule, shadow, limits)
+}
+
+/// One limit's part of the decision: the call says which limit and whose counter, the outcome
+/// what the store answered.
+fn limit_decision(call: &LimitCall, o: &LimitOutcome) -> LimitDecision {
+    let step = &call.step;
+    LimitDecision {
+        id: call.key.limit_id.to_string(),
+        identity: keys::attribute_names(&call.key.identity),
+        algorithm: step.algorithm,
+        allowed: o.allowed && step.cost <= step.params.capacity,
+        limit: step.params.capacity,
+        window_ms: step.params.window_us / 1000,
+        remaining: o.remaining,
+        reset_after_ms: ms(o.reset_after_us),
+        retry_after_ms: o.retry_after_us.map(ms),
+        blocked_until_ms: o.blocked_until_us.map(ms),
+        violations: o.violations,
+        warning: o.warning,
+        delay_ms: ms(o.delay_us),
+        shadow: step.shadow,
+    }
+}
+
+/// The `reason` of a decision answered by the denial cache.
+pub const CACHED: &str = "denied by the denial cache: the store denied this request and it \
+cannot pass yet; limits other than the denying one were not consulted";
+
+pub(super) fn record_metrics(d: &Decision) {
+    let outcome = match (d.allowed, d.shadow && d.limits.iter().any(|l| !l.allowed)) {
+        (true, true) => "shadow_denied",
+        (true, false) => "allowed",
+        (false, _) => "denied",
+    };
+    metrics::counter!("sluice_decisions_total", "rule" => d.rule.clone(), "outcome" => outcome)
+        .increment(1);
+}

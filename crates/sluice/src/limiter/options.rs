@@ -1,0 +1,96 @@
+//! What a limiter and a single check are told: [`Options`] for the limiter, [`Check`] for one
+//! request (its cost, and whether it only peeks).
+
+use std::time::Duration;
+
+use super::denial_cache::DenialCacheOptions;
+use crate::algorithm::Mode;
+use crate::model::{FailPolicy, MAX_COUNT};
+
+/// The largest cost a check accepts; anything above is a caller bug (HTTP 400).
+pub const MAX_COST: u64 = MAX_COUNT;
+
+/// Settings of a [`Limiter`](super::Limiter), given once to its builder.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Deadline for one store call.
+    pub timeout: Duration,
+    /// Fail policy of rules that set none.
+    pub fail: FailPolicy,
+    /// Longest attribute value accepted (bytes).
+    pub max_attribute_len: usize,
+    /// The cache of denials (remote stores only).
+    pub denial_cache: DenialCacheOptions,
+}
+
+impl Default for Options {
+    fn default() -> Options {
+        Options {
+            timeout: Duration::from_millis(50),
+            fail: FailPolicy::Open,
+            max_attribute_len: 1024,
+            denial_cache: DenialCacheOptions::default(),
+        }
+    }
+}
+
+/// How one check counts: the units it asks for and whether it records them.
+///
+/// [`Limiter::check`](super::Limiter::check) is `Check::ONE`; pass another to
+/// [`Limiter::check_with`](super::Limiter::check_with):
+/// ```
+/// use sluice::{Check, algorithm::Mode};
+/// assert_eq!(Check::cost(3).units(), 3);
+/// assert_eq!(Check::cost(3).peek().mode(), Mode::Peek);
+/// // Zero units ask without consuming: a peek of one unit.
+/// assert_eq!(Check::cost(0), Check::ONE.peek());
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Check {
+    units: u64,
+    mode: Mode,
+}
+
+impl Check {
+    /// One unit, recorded.
+    pub const ONE: Check = Check {
+        units: 1,
+        mode: Mode::Apply,
+    };
+
+    /// `units` units, recorded. Zero is a peek of one unit: "would one more pass?".
+    pub fn cost(units: u64) -> Check {
+        if units == 0 {
+            Check::ONE.peek()
+        } else {
+            Check {
+                units,
+                mode: Mode::Apply,
+            }
+        }
+    }
+
+    /// The same question, answered without recording anything.
+    pub fn peek(self) -> Check {
+        Check {
+            mode: Mode::Peek,
+            ..self
+        }
+    }
+
+    /// The units asked for.
+    pub fn units(&self) -> u64 {
+        self.units
+    }
+
+    /// Whether the check records ([`Mode::Apply`]) or only looks ([`Mode::Peek`]).
+    pub fn mode(&self) -> Mode {
+        self.mode
+    }
+}
+
+impl Default for Check {
+    fn default() -> Check {
+        Check::ONE
+    }
+}

@@ -1,0 +1,187 @@
+//! `Algorithm`: the algorithms a limit can use, what each one supports, and their registry —
+//! the one table that says, for each algorithm, its name, its wire code and its Lua files.
+//!
+//! The algorithms themselves live in `crate::algorithm` (pure Rust, module `<name>`) and beside
+//! the Redis store (Lua). Everything else derives from [`REGISTRY`]: [`Algorithm::ALL`], names in
+//! config files and keys, the wire codes the Redis store sends, the error listing the known
+//! names. The decision script's `LOOKS`/`RECORDS` tables must list the Lua functions in
+//! wire-code order; `tests/algorithm_registry.rs` fails when a Lua file, a function or a code is
+//! missing or out of step. See "Adding an algorithm" in the crate docs.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use super::ModelError;
+
+/// One algorithm as every layer knows it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Entry {
+    /// The variant.
+    pub algorithm: Algorithm,
+    /// Its name in config files and keys; also the Rust module `crate::algorithm::<name>` and
+    /// the Lua functions `<name>_look` and `<name>_record` of the decision script.
+    pub name: &'static str,
+    /// The number the Redis decision script receives (1-based index of its tables).
+    pub wire_code: u8,
+    /// The Lua file restating the Rust module, in `src/store/redis/lua/`.
+    pub lua_file: &'static str,
+    /// The one-limit script written for this algorithm alone (`one_<name>.lua`), if it has one.
+    pub one_lua_file: Option<&'static str>,
+}
+
+/// Every algorithm, in declaration and wire-code order.
+pub const REGISTRY: [Entry; 6] = [
+    Entry {
+        algorithm: Algorithm::SlidingLog,
+        name: "sliding_log",
+        wire_code: 1,
+        lua_file: "sliding_log.lua",
+        one_lua_file: Some("one_sliding_log.lua"),
+    },
+    Entry {
+        algorithm: Algorithm::SlidingWindow,
+        name: "sliding_window",
+        wire_code: 2,
+        lua_file: "sliding_window.lua",
+        one_lua_file: Some("one_sliding_window.lua"),
+    },
+    Entry {
+        algorithm: Algorithm::FixedWindow,
+        name: "fixed_window",
+        wire_code: 3,
+        lua_file: "fixed_window.lua",
+        one_lua_file: Some("one_fixed_window.lua"),
+    },
+    Entry {
+        algorithm: Algorithm::TokenBucket,
+        name: "token_bucket",
+        wire_code: 4,
+        lua_file: "token_bucket.lua",
+        one_lua_file: Some("one_token_bucket.lua"),
+    },
+    Entry {
+        algorithm: Algorithm::Gcra,
+        name: "gcra",
+        wire_code: 5,
+        lua_file: "gcra.lua",
+        one_lua_file: Some("one_gcra.lua"),
+    },
+    Entry {
+        algorithm: Algorithm::LeakyBucket,
+        name: "leaky_bucket",
+        wire_code: 6,
+        lua_file: "leaky_bucket.lua",
+        one_lua_file: None,
+    },
+];
+
+/// The algorithm a limit uses. See `crate::algorithm` for each one's semantics.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum Algorithm {
+    /// Exact: the time of every admitted unit within the window.
+    SlidingLog,
+    /// Approximate: sub-window buckets; never admits more than the limit in any window.
+    SlidingWindow,
+    /// Exact per aligned window; up to twice the limit across a window edge.
+    FixedWindow,
+    /// Exact: a bucket of `burst` tokens refilled at the rate.
+    TokenBucket,
+    /// Exact: generic cell rate algorithm, one timestamp per key. The default.
+    #[default]
+    Gcra,
+    /// Exact: a queue drained at the rate; admits with a delay until the queue is full.
+    LeakyBucket,
+}
+
+impl Algorithm {
+    /// Every algorithm, in documentation and wire-code order.
+    pub const ALL: [Algorithm; REGISTRY.len()] = {
+        let mut all = [Algorithm::Gcra; REGISTRY.len()];
+        let mut i = 0;
+        while i < REGISTRY.len() {
+            all[i] = REGISTRY[i].algorithm;
+            i += 1;
+        }
+        all
+    };
+
+    /// This algorithm's registry entry.
+    pub fn entry(self) -> &'static Entry {
+        // The registry lists the variants in declaration order (checked by a test below).
+        &REGISTRY[self as usize]
+    }
+
+    /// The name used in config files, keys, Rust modules and Lua functions.
+    pub fn name(self) -> &'static str {
+        self.entry().name
+    }
+
+    /// The number the Redis decision script knows this algorithm by.
+    pub fn wire_code(self) -> u8 {
+        self.entry().wire_code
+    }
+
+    /// Whether "a denied request counts too" has a meaning: only for algorithms that count events.
+    pub fn supports_count_denied(self) -> bool {
+        matches!(
+            self,
+            Algorithm::SlidingLog | Algorithm::SlidingWindow | Algorithm::FixedWindow
+        )
+    }
+
+    /// Whether the algorithm takes a `burst` (a capacity different from the rate's count).
+    pub fn supports_burst(self) -> bool {
+        matches!(
+            self,
+            Algorithm::TokenBucket | Algorithm::Gcra | Algorithm::LeakyBucket
+        )
+    }
+}
+
+impl fmt::Display for Algorithm {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for Algorithm {
+    type Err = ModelError;
+    fn from_str(s: &str) -> Result<Algorithm, ModelError> {
+        Algorithm::ALL
+            .into_iter()
+            .find(|a| a.name() == s)
+            .ok_or_else(|| {
+                ModelError::new(
+                    "algorithm",
+                    format!(
+                        "unknown algorithm `{s}`; expected one of {}",
+                        REGISTRY.map(|e| e.name).join(", ")
+                    ),
+                )
+            })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_registry_follows_the_declaration_order() {
+        for (i, entry) in REGISTRY.iter().enumerate() {
+            assert_eq!(entry.algorithm as usize, i, "{}", entry.name);
+            assert_eq!(usize::from(entry.wire_code), i + 1, "{}", entry.name);
+            assert_eq!(entry.lua_file, format!("{}.lua", entry.name));
+            if let Some(one) = entry.one_lua_file {
+                assert_eq!(one, format!("one_{}.lua", entry.name));
+            }
+            assert_eq!(entry.name.parse::<Algorithm>(), Ok(entry.algorithm));
+            assert_eq!(
+                serde_json::to_string(&entry.algorithm).unwrap(),
+                format!("\"{}\"", entry.name)
+            );
+        }
+    }
+}

@@ -1,0 +1,16 @@
+//! `FailPolicy`: how a decision is made when the store cannot be asked in time.
+
+use serde::{Deserialize, Serialize};
+
+/// What the limiter does when its store cannot be asked in time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum FailPolicy {
+    /// Allow, marked `degraded`.
+    #[default]
+    Open,
+    /// Deny, marked `degraded`.
+    Closed,
+    /// Decide with this node's in-memory limiter, marked `degraded`.
+    Local,
+}

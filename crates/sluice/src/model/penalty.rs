@@ -1,0 +1,27 @@
+//! `Penalty`: escalating punishment of an identity that keeps being denied (warning, then ban).
+//!
+//! Validated with its limit ([`super::Rule::validate`]): every count and duration positive and
+//! `warn_after <= ban_after`.
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use super::serde_text;
+
+/// Escalating punishment: violations are counted for `memory`; from `warn_after` the decision
+/// carries a warning, at `ban_after` the identity is banned for `ban`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Penalty {
+    /// Violations from which decisions carry `warning: true`.
+    pub warn_after: u32,
+    /// Violations at which the identity is banned.
+    pub ban_after: u32,
+    /// How long a ban lasts.
+    #[serde(with = "serde_text")]
+    pub ban: Duration,
+    /// How long violations are remembered after the last one.
+    #[serde(with = "serde_text")]
+    pub memory: Duration,
+}

@@ -1,0 +1,174 @@
+//! One shard of the memory store: a hash table of key states under one lock, with its share of
+//! the key cap and the sweeps that keep it small.
+//!
+//! Invariants: a shard never holds more than its `cap` entries; an entry is removed only when its
+//! state can no longer affect a decision (its `expires_us` has passed), or on an explicit reset.
+//! So dropping entries to make room never lets a kept key, or a returning one, admit more than
+//! its limit: when every entry is still live, a new key is refused instead (see
+//! [`Shard::make_room`]).
+
+use hashbrown::HashTable;
+
+use super::stored_key::{KeyRef, StoredKey};
+use crate::algorithm::KeyState;
+
+/// A key's state. Aligned so that an entry spans exactly two cache lines.
+#[derive(Debug)]
+#[repr(align(64))]
+pub(super) struct Entry {
+    /// The key's full hash: compared before the key, and the table never rehashes keys.
+    pub hash: u64,
+    /// After this time the state is equivalent to no state.
+    pub expires_us: u64,
+    pub state: KeyState,
+    pub key: StoredKey,
+}
+
+/// The shard is at its cap and every entry is live: a new key cannot be stored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Full;
+
+#[derive(Debug)]
+pub(super) struct Shard {
+    table: HashTable<Entry>,
+    /// Length at which to sweep expired entries: twice what was live at the last sweep.
+    sweep_at_len: usize,
+    /// Most entries this shard may hold.
+    cap: usize,
+    /// No entry expires before this (it may be later than the true earliest): a shard at its
+    /// cap sweeps only once something can have expired, so refused keys cost no repeated scans.
+    earliest_expiry_us: u64,
+    /// Entries dropped to make room for a new key (all of them expired).
+    pub evictions: u64,
+    /// New keys refused because every entry was live.
+    pub refusals: u64,
+}
+
+impl Shard {
+    pub fn new(cap: usize) -> Shard {
+        Shard {
+            table: HashTable::new(),
+            sweep_at_len: 64,
+            cap,
+            earliest_expiry_us: 0,
+            evictions: 0,
+            refusals: 0,
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.table.len()
+    }
+
+    pub fn entries(&self) -> impl Iterator<Item = &Entry> {
+        self.table.iter()
+    }
+
+    /// Drops every entry whose state has expired; returns how many.
+    pub fn sweep(&mut self, now: u64) -> usize {
+        let before = self.table.len();
+        let mut earliest = u64::MAX;
+        self.table.retain(|e| {
+            let live = e.expires_us > now;
+            if live {
+                earliest = earliest.min(e.expires_us);
+            }
+            live
+        });
+        self.earliest_expiry_us = earliest;
+        self.sweep_at_len = (self.table.len() * 2).max(64);
+        before - self.table.len()
+    }
+
+    /// Notes that an entry now expires at `expires_us`.
+    pub fn expires_at(&mut self, expires_us: u64) {
+        self.earliest_expiry_us = self.earliest_expiry_us.min(expires_us);
+    }
+
+    pub fn find(&mut self, hash: u64, key: KeyRef<'_>) -> Option<&mut Entry> {
+        self.table
+            .find_mut(hash, |e| e.hash == hash && e.key.is(key))
+    }
+
+    /// Removes a key's state, returning it with the time it expires (no state if expired).
+    pub fn take(&mut self, hash: u64, key: KeyRef<'_>, now: u64) -> (KeyState, u64) {
+        match self
+            .table
+            .find_entry(hash, |e| e.hash == hash && e.key.is(key))
+        {
+            Ok(found) if found.get().expires_us > now => {
+                let (e, _) = found.remove();
+                (e.state, e.expires_us)
+            }
+            Ok(found) => {
+                found.remove();
+                (KeyState::default(), now)
+            }
+            Err(_) => (KeyState::default(), now),
+        }
+    }
+
+    /// Makes sure `new` more keys fit. At the cap, the eviction order is: every entry whose state
+    /// has expired (it equals no state, so forgetting it changes no decision); then nothing —
+    /// any live state (a count, a timestamp, a block, remembered violations) could still deny a
+    /// request, and forgetting it would let its identity start over, so the new keys are refused.
+    pub fn make_room(&mut self, new: usize, now: u64) -> Result<(), Full> {
+        if self.table.len() + new <= self.cap {
+            return Ok(());
+        }
+        if now >= self.earliest_expiry_us {
+            let evicted = self.sweep(now);
+            self.evictions += evicted as u64;
+            metrics::counter!("sluice_memory_evictions_total").increment(evicted as u64);
+        }
+        if self.table.len() + new <= self.cap {
+            Ok(())
+        } else {
+            self.refusals += 1;
+            metrics::counter!("sluice_memory_refused_keys_total").increment(1);
+            Err(Full)
+        }
+    }
+
+    /// Stores a key's state for `ttl_us` (not at all when 0). The key must not be present, and
+    /// [`Shard::make_room`] must have said there is room.
+    pub fn insert(&mut self, hash: u64, key: KeyRef<'_>, state: KeyState, ttl_us: u64, now: u64) {
+        if ttl_us == 0 {
+            return;
+        }
+        debug_assert!(self.table.len() < self.cap, "make_room was not asked");
+        self.expires_at(now + ttl_us);
+        let entry = Entry {
+            hash,
+            expires_us: now + ttl_us,
+            state,
+            key: StoredKey::new(key),
+        };
+        self.table.insert_unique(hash, entry, |e| e.hash);
+        if self.table.len() >= self.sweep_at_len {
+            self.sweep(now);
+        }
+    }
+
+    /// [`Shard::make_room`] for one key, then [`Shard::insert`]; nothing is stored when full.
+    pub fn put(
+        &mut self,
+        hash: u64,
+        key: KeyRef<'_>,
+        state: KeyState,
+        ttl_us: u64,
+        now: u64,
+    ) -> Result<(), Full> {
+        if ttl_us == 0 {
+            return Ok(());
+        }
+        self.make_room(1, now)?;
+        self.insert(hash, key, state, ttl_us, now);
+        Ok(())
+    }
+}
+
+const _: () = assert!(
+    std::mem::size_of::<Entry>() == 128,
+    "an entry is two cache lines"
+);

@@ -1,0 +1,79 @@
+-- one_fixed_window: one fixed-window limit without block or penalty, at the floor of what Redis
+-- must do: TIME and one DECRBY while the window lasts (plus a SET when a window starts). Restates
+-- fixed_window_once (fixed_window.lua, algorithm/fixed_window.rs) without the prelude: every
+-- function a script defines costs Redis time on every call. Anything but a count in the key (a
+-- block marker, another algorithm's state) returns {} and the caller decides with the general
+-- script instead.
+--
+-- KEYS[1]: the state key, -(slot * 2^25 + count) (see fixed_window.lua).
+-- ARGV: now in µs from the client's clock ('' to read Redis TIME), the shortest expiry to write in
+--   µs (see RedisOptions::min_ttl), count (units per window), window_us, capacity, cost, count_denied (0/1).
+-- Returns: { now_us, allowed (0/1), remaining, reset_after_us, retry_after_us (-1: none) }, or {}.
+
+local key = KEYS[1]
+local cost = tonumber(ARGV[6])
+local r = redis.pcall('DECRBY', key, cost)
+if type(r) ~= 'number' then
+  return {}
+end
+local now = tonumber(ARGV[1])
+if not now then
+  local t = redis.call('TIME')
+  now = t[1] * 1000000 + t[2]
+end
+local limit, window = tonumber(ARGV[3]), tonumber(ARGV[4])
+local M, SLOTS, CAP = 33554432, 268435455, 16777216
+
+local function idiv(a, b)
+  local q = math.floor(a / b)
+  if q * b > a then
+    q = q - 1
+  elseif (q + 1) * b <= a then
+    q = q + 1
+  end
+  return q
+end
+
+local idx = idiv(now, window)
+local slot = idx - idiv(idx, SLOTS) * SLOTS + 1
+local left = (idx + 1) * window - now
+local m = -r
+local count = 0
+if m > 0 then
+  local s = idiv(m, M)
+  if s == slot then
+    count = m - s * M
+  end
+end
+local allowed
+if count == 0 then
+  -- A new window (or a key that was missing or held another algorithm's count).
+  allowed = cost <= limit
+  if allowed or ARGV[7] == '1' then
+    count = math.min(cost, CAP)
+    local ms = math.ceil(math.max(left, tonumber(ARGV[2])) / 1000)
+    redis.call('SET', key, string.format('%d', -(slot * M + count)), 'PX', ms)
+  else
+    redis.call('DEL', key)
+  end
+else
+  allowed = count <= limit
+  if not allowed then
+    local keep = count - cost
+    if ARGV[7] == '1' then
+      keep = math.min(count, CAP)
+    end
+    if keep ~= count then
+      redis.call('INCRBY', key, count - keep)
+    end
+    count = keep
+  end
+end
+local reset = 0
+if count > 0 then
+  reset = left
+end
+if allowed then
+  return { now, 1, math.max(limit - count, 0), reset, -1 }
+end
+return { now, 0, math.max(limit - count, 0), reset, left }

@@ -1,0 +1,50 @@
+-- one_sliding_log: one sliding-log limit without block or penalty, admitting with the least Redis
+-- work (TIME, the oldest and newest members, ZADD, PEXPIRE; ZREMRANGEBYSCORE only when requests
+-- left the window). Restates sliding_log_look and sliding_log_record (sliding_log.lua,
+-- algorithm/sliding_log.rs) for a request that fits, without the prelude: every function a script
+-- defines costs Redis time on every call. A denial (its retry time needs a search), a key holding
+-- anything but the log, or a log due for rebasing returns {} having written nothing, and the
+-- caller decides with the general script instead.
+--
+-- KEYS[1]: the state key, a ZSET (see sliding_log.lua).
+-- ARGV: now in µs from the client's clock ('' to read Redis TIME), the shortest expiry to write in
+--   µs (see RedisOptions::min_ttl), count (units per window), window_us, capacity, cost.
+-- Returns: { now_us, 1, remaining, reset_after_us, -1 }, or {}.
+
+local key = KEYS[1]
+local first = redis.pcall('ZRANGE', key, 0, 0, 'WITHSCORES')
+if first.err then
+  return {}
+end
+local now = tonumber(ARGV[1])
+if not now then
+  local t = redis.call('TIME')
+  now = t[1] * 1000000 + t[2]
+end
+local limit, window, cost = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[6])
+local horizon = now - window
+local expired = false
+if first[1] and tonumber(first[2]) <= horizon then
+  expired = true
+  first = redis.call('ZRANGEBYSCORE', key, '(' .. string.format('%d', horizon), '+inf',
+    'WITHSCORES', 'LIMIT', 0, 1)
+end
+local base, start, t = 0, 0, now
+if first[1] then
+  base = tonumber(string.match(first[1], '^(%d+):'))
+  local newest = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
+  local s, c = string.match(newest[1], '^(%d+):(%d+)$')
+  start = tonumber(s) + tonumber(c)
+  t = math.max(now, tonumber(newest[2]))
+end
+local count = start - base
+if count + cost > limit or start + cost > 2251799813685248 then
+  return {}
+end
+if expired then
+  redis.call('ZREMRANGEBYSCORE', key, '-inf', string.format('%d', horizon))
+end
+redis.call('ZADD', key, string.format('%d', t), string.format('%016d:%d', start, cost))
+local reset = t + window - now
+redis.call('PEXPIRE', key, math.ceil(math.max(reset, tonumber(ARGV[2])) / 1000))
+return { now, 1, limit - count - cost, reset, -1 }

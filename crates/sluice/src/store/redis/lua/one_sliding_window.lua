@@ -1,0 +1,94 @@
+-- one_sliding_window: one sliding-window limit without block or penalty, with the least Redis
+-- work (TIME, HGETALL, then HDEL of stale buckets, HINCRBY and PEXPIRE when it records). Restates
+-- sliding_window_look and sliding_window_record (sliding_window.lua, algorithm/sliding_window.rs)
+-- without the prelude: every function a script defines costs Redis time on every call. Anything
+-- but a hash in the key (a block marker, another algorithm's state) returns {} and the caller
+-- decides with the general script instead.
+--
+-- KEYS[1]: the state key, a HASH of bucket index -> units.
+-- ARGV: now in µs from the client's clock ('' to read Redis TIME), the shortest expiry to write in
+--   µs (see RedisOptions::min_ttl), count (units per window), window_us, capacity, cost, count_denied (0/1).
+-- Returns: { now_us, allowed (0/1), remaining, reset_after_us, retry_after_us (-1: none) }, or {}.
+
+local key = KEYS[1]
+local flat = redis.pcall('HGETALL', key)
+if flat.err then
+  return {}
+end
+local now = tonumber(ARGV[1])
+if not now then
+  local t = redis.call('TIME')
+  now = t[1] * 1000000 + t[2]
+end
+local limit, window, cost = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[6])
+local BUCKETS, CAP = 10, 16777216
+
+local function idiv(a, b)
+  local q = math.floor(a / b)
+  if q * b > a then
+    q = q - 1
+  elseif (q + 1) * b <= a then
+    q = q + 1
+  end
+  return q
+end
+
+local g = math.max(idiv(window, BUCKETS), 1)
+local current = idiv(now, g)
+local buckets, stale, count = {}, {}, 0
+for i = 1, #flat, 2 do
+  local idx = tonumber(flat[i])
+  if idx + BUCKETS < current then
+    stale[#stale + 1] = flat[i]
+  else
+    local units = tonumber(flat[i + 1])
+    buckets[#buckets + 1] = { idx, units }
+    count = count + units
+  end
+end
+if #buckets > 1 then
+  table.sort(buckets, function(a, b)
+    return a[1] < b[1]
+  end)
+end
+local allowed = count + cost <= limit
+local retry = -1
+if not allowed then
+  local need = count + cost - limit
+  local freed = 0
+  retry = window
+  for _, b in ipairs(buckets) do
+    freed = freed + b[2]
+    if freed >= need then
+      retry = (b[1] + BUCKETS + 1) * g - now
+      break
+    end
+  end
+end
+if allowed or ARGV[7] == '1' then
+  if #stale > 0 then
+    redis.call('HDEL', key, unpack(stale))
+  end
+  local last = buckets[#buckets]
+  if not (last and last[1] == current) then
+    last = { current, 0 }
+    buckets[#buckets + 1] = last
+  end
+  local units = math.min(last[2] + cost, CAP)
+  if units == last[2] + cost then
+    redis.call('HINCRBY', key, string.format('%d', current), cost)
+  else
+    redis.call('HSET', key, string.format('%d', current), string.format('%d', units))
+  end
+  count = count + units - last[2]
+  last[2] = units
+end
+local reset = 0
+local newest = buckets[#buckets]
+if newest then
+  reset = (newest[1] + BUCKETS + 1) * g - now
+end
+if allowed or ARGV[7] == '1' then
+  redis.call('PEXPIRE', key, math.ceil(math.max(reset, tonumber(ARGV[2])) / 1000))
+end
+return { now, allowed and 1 or 0, math.max(limit - count, 0), reset, retry }

@@ -1,0 +1,120 @@
+//! Store URLs: which store a URL names, checked in one place.
+//!
+//! The config file, the command line and the example app ask [`StoreUrl::parse`], and the Redis
+//! store's own URL parser accepts exactly [`REDIS_SCHEMES`], so a URL accepted by one is
+//! accepted by all. Parsing here looks at the scheme only; the store checks the rest when it
+//! connects. [`redact`] is the one way a URL is shown.
+//!
+//! | scheme | store |
+//! | --- | --- |
+//! | `memory://` | [`MemoryStore`](crate::MemoryStore) |
+//! | `redis://`, `redis+cluster://`, `redis+sentinel://`, and `rediss…` for TLS | the Redis store (feature `redis`; its `url` module parses the rest) |
+
+/// The kind of store a URL names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StoreKind {
+    /// `memory://`: state in this process.
+    Memory,
+    /// One of [`REDIS_SCHEMES`].
+    Redis,
+}
+
+/// A store URL whose scheme is known.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoreUrl<'a> {
+    /// The store it names.
+    pub kind: StoreKind,
+    /// The URL as given.
+    pub url: &'a str,
+}
+
+/// A URL that names no store Sluice has.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("store URL `{url}`: {message}")]
+pub struct StoreUrlError {
+    /// The URL, its password hidden.
+    pub url: String,
+    /// What is wrong.
+    pub message: String,
+}
+
+/// The schemes of the Redis store: one server, a Cluster, or a primary found through Sentinel,
+/// each in plain text or TLS.
+pub const REDIS_SCHEMES: [&str; 6] = [
+    "redis",
+    "rediss",
+    "redis+cluster",
+    "rediss+cluster",
+    "redis+sentinel",
+    "rediss+sentinel",
+];
+
+const EXPECTED: &str = "expected memory://, redis://host:port/db, \
+     redis+cluster://host:port,host:port/ or redis+sentinel://host:port,host:port/master \
+     (rediss… for TLS)";
+
+impl<'a> StoreUrl<'a> {
+    /// Names the store of `url`, or says why there is none.
+    pub fn parse(url: &'a str) -> Result<StoreUrl<'a>, StoreUrlError> {
+        let error = |message: &str| StoreUrlError {
+            url: redact(url),
+            message: message.to_string(),
+        };
+        let scheme = url.split_once("://").map(|(scheme, _)| scheme);
+        let kind = match scheme {
+            Some("memory") => StoreKind::Memory,
+            Some(s) if REDIS_SCHEMES.contains(&s) => StoreKind::Redis,
+            _ => return Err(error(EXPECTED)),
+        };
+        Ok(StoreUrl { kind, url })
+    }
+}
+
+/// The URL with its password replaced by `***` (unchanged when it has none). Works on any URL,
+/// parsed or not, so that even a refused URL never shows its password.
+pub fn redact(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_string();
+    };
+    let (authority, path) = rest.split_at(rest.find(['/', '?', '#']).unwrap_or(rest.len()));
+    match authority.rsplit_once('@') {
+        Some((user_info, host)) => {
+            let user = user_info.split(':').next().unwrap_or_default();
+            format!("{scheme}://{user}:***@{host}{path}")
+        }
+        None => url.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn schemes_name_their_store() {
+        let kind = |url| StoreUrl::parse(url).map(|u| u.kind);
+        assert_eq!(kind("memory://"), Ok(StoreKind::Memory));
+        assert_eq!(kind("redis://h:1/0"), Ok(StoreKind::Redis));
+        assert_eq!(kind("rediss://h:1/0"), Ok(StoreKind::Redis));
+        assert_eq!(kind("redis+cluster://h:1,h:2/"), Ok(StoreKind::Redis));
+        assert_eq!(kind("rediss+sentinel://h:1/m"), Ok(StoreKind::Redis));
+        let bad = StoreUrl::parse("redis+unix://u:pw@h:1").unwrap_err();
+        assert!(!bad.to_string().contains("pw"), "{bad}");
+        let unknown = StoreUrl::parse("mongodb://x").unwrap_err();
+        assert!(
+            unknown.to_string().contains("expected memory://"),
+            "{unknown}"
+        );
+    }
+
+    #[test]
+    fn passwords_are_hidden() {
+        assert_eq!(redact("redis://:secret@h:6380/1"), "redis://:***@h:6380/1");
+        assert_eq!(redact("rediss://u:p@h/0"), "rediss://u:***@h/0");
+        assert_eq!(redact("redis://h:1/0"), "redis://h:1/0");
+        assert_eq!(
+            redact("redis+sentinel://u:p@a:1,b:2/m"),
+            "redis+sentinel://u:***@a:1,b:2/m"
+        );
+    }
+}
