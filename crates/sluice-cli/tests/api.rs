@@ -224,11 +224,35 @@ async fn rules_health_readiness_and_metrics() {
         text.contains("sluice_config_reloads_total{result=\"error\"} 0"),
         "{text}"
     );
+    // Identities are hashed by default: printf %s id=noisy | sha1sum | cut -c1-12
     assert!(
-        text.contains("sluice_top_denied_identities{rule=\"employee\",identity=\"id=noisy\"} 2"),
+        text.contains(
+            "sluice_top_denied_identities{rule=\"employee\",identity=\"dab54fc33b31\"} 2"
+        ),
         "{text}"
     );
-    assert!(!text.contains("id=quiet"), "{text}");
+    assert!(!text.contains("noisy"), "{text}");
+    assert!(!text.contains("quiet"), "{text}");
+}
+
+/// `metrics.top_denied` shows identities raw, or no series at all.
+#[tokio::test]
+async fn top_denied_identities_can_be_raw_or_off() {
+    for (setting, shown) in [("raw", true), ("off", false)] {
+        let config = format!("metrics:\n  top_denied: {setting}\n{CONFIG}");
+        let server = Server::start(&config);
+        for _ in 0..6 {
+            server.check("employee", json!({ "id": "noisy" })).await;
+        }
+        let text = server.get("/metrics").await.text;
+        let series = "sluice_top_denied_identities{rule=\"employee\",identity=\"id=noisy\"} 1";
+        assert_eq!(text.contains(series), shown, "{setting}: {text}");
+        assert_eq!(
+            text.contains("sluice_top_denied"),
+            shown,
+            "{setting}: {text}"
+        );
+    }
 }
 
 #[tokio::test]

@@ -39,6 +39,8 @@ struct Run {
     max_rss: u64,
 }
 
+// The child is reaped by `wait4` below, which also returns its resource usage.
+#[allow(clippy::zombie_processes)]
 fn run(command: &mut std::process::Command) -> Run {
     use std::io::Read;
     let mut child = command

@@ -106,13 +106,14 @@ impl AppState {
             headers: config.headers,
             config: config.clone(),
         };
+        let top_denied = topk::TopDenied::new(topk::K, config.metrics.top_denied);
         Ok(Arc::new(AppState {
             limiter,
             live: ArcSwap::from_pointee(live),
             config_path,
             startup: config,
             admin_token: admin_token.filter(|t| !t.is_empty()),
-            top_denied: topk::TopDenied::new(topk::K),
+            top_denied,
         }))
     }
 }

@@ -125,6 +125,12 @@ fn needs_restart(started: &Config, now: &Config) -> Vec<&'static str> {
     if started.denial_cache != now.denial_cache {
         out.push("denial_cache");
     }
+    if started.server != now.server {
+        out.push("server");
+    }
+    if started.metrics != now.metrics {
+        out.push("metrics");
+    }
     out
 }
 

@@ -7,12 +7,18 @@
 //! the gauge `sluice_top_denied_identities{rule, identity}`, rendered fresh on every scrape so
 //! identities that drop out of the top leave no stale series behind. Rules removed by a reload
 //! are forgotten ([`TopDenied::retain`]).
+//!
+//! `/metrics` is unauthenticated, so identities are not shown as they are by default: the label
+//! is a stable short hash of `name=value,...` ([`IdentityLabels::Hashed`]: the first 12 hex
+//! digits of its SHA-1, which an operator computes from a log line with
+//! `printf %s 'ip=203.0.113.9' | sha1sum | cut -c1-12`), the raw text, or no series at all.
 
 use std::collections::{BTreeSet, HashMap};
 use std::fmt::Write;
 use std::sync::Mutex;
 
 use sluice::Decision;
+use sluice::config::IdentityLabels;
 
 /// How many identities per rule `/metrics` shows.
 pub const K: usize = 10;
@@ -65,14 +71,16 @@ impl Summary {
 #[derive(Debug)]
 pub struct TopDenied {
     k: usize,
+    labels: IdentityLabels,
     rules: Mutex<HashMap<String, Summary>>,
 }
 
 impl TopDenied {
-    /// Tracks the `k` most denied identities per rule.
-    pub fn new(k: usize) -> TopDenied {
+    /// Tracks the `k` most denied identities per rule, labelled as `labels` says.
+    pub fn new(k: usize, labels: IdentityLabels) -> TopDenied {
         TopDenied {
             k,
+            labels,
             rules: Mutex::new(HashMap::new()),
         }
     }
@@ -85,11 +93,20 @@ impl TopDenied {
 
     /// Counts the identities of the limits that denied this decision (once each).
     pub fn record(&self, decision: &Decision, attributes: &[(&str, String)]) {
+        if self.labels == IdentityLabels::Off {
+            return;
+        }
         let identities: BTreeSet<String> = decision
             .limits
             .iter()
             .filter(|l| !l.allowed)
-            .map(|l| identity_label(&l.identity, attributes))
+            .map(|l| {
+                let identity = identity_text(&l.identity, attributes);
+                match self.labels {
+                    IdentityLabels::Raw => shortened(identity),
+                    _ => hashed(&identity),
+                }
+            })
             .collect();
         if identities.is_empty() {
             return;
@@ -118,6 +135,9 @@ impl TopDenied {
 
     /// Appends the gauge in Prometheus text format.
     pub fn render_into(&self, out: &mut String) {
+        if self.labels == IdentityLabels::Off {
+            return;
+        }
         let rules = self.lock();
         let mut names: Vec<&String> = rules.keys().collect();
         names.sort();
@@ -141,11 +161,11 @@ impl TopDenied {
 }
 
 /// `name=value,...` of the attributes a limit counted by; `*` for a global limit.
-fn identity_label(names: &[String], attributes: &[(&str, String)]) -> String {
+fn identity_text(names: &[String], attributes: &[(&str, String)]) -> String {
     if names.is_empty() {
         return "*".to_string();
     }
-    let mut label = names
+    names
         .iter()
         .map(|name| {
             let value = attributes
@@ -155,7 +175,20 @@ fn identity_label(names: &[String], attributes: &[(&str, String)]) -> String {
             format!("{name}={value}")
         })
         .collect::<Vec<_>>()
-        .join(",");
+        .join(",")
+}
+
+/// The first 12 hex digits of the SHA-1 of an identity's text.
+fn hashed(identity: &str) -> String {
+    let mut hex = sha1_smol::Sha1::from(identity.as_bytes())
+        .digest()
+        .to_string();
+    hex.truncate(12);
+    hex
+}
+
+/// A raw label, cut to [`MAX_LABEL`] bytes.
+fn shortened(mut label: String) -> String {
     if label.len() > MAX_LABEL {
         let mut cut = MAX_LABEL;
         while !label.is_char_boundary(cut) {
@@ -204,7 +237,7 @@ mod tests {
 
     #[test]
     fn heavy_hitters_stay_and_cardinality_is_bounded() {
-        let top = TopDenied::new(3);
+        let top = TopDenied::new(3, IdentityLabels::Raw);
         for i in 0..1000 {
             let ip = if i % 2 == 0 {
                 "1.1.1.1".to_string()
@@ -231,7 +264,7 @@ mod tests {
 
     #[test]
     fn labels_are_escaped_cut_and_rules_forgotten() {
-        let top = TopDenied::new(2);
+        let top = TopDenied::new(2, IdentityLabels::Raw);
         top.record(&denied("a", &["id"]), &[("id", "x\"y\\z\n".to_string())]);
         top.record(&denied("b", &[]), &[]);
         top.record(&denied("c", &["id"]), &[("id", "é".repeat(100))]);
@@ -243,5 +276,19 @@ mod tests {
         top.retain(|rule| rule == "a");
         assert!(top.top("b").is_empty());
         assert_eq!(top.top("a").len(), 1);
+    }
+
+    #[test]
+    fn identities_are_hashed_by_default_or_not_shown() {
+        let top = TopDenied::new(2, IdentityLabels::default());
+        top.record(&denied("a", &["ip"]), &[("ip", "203.0.113.9".to_string())]);
+        // printf %s 'ip=203.0.113.9' | sha1sum | cut -c1-12
+        let expected = &sha1_smol::Sha1::from("ip=203.0.113.9").digest().to_string()[..12];
+        assert_eq!(top.top("a"), [(expected.to_string(), 1)]);
+        let off = TopDenied::new(2, IdentityLabels::Off);
+        off.record(&denied("a", &["ip"]), &[("ip", "203.0.113.9".to_string())]);
+        let mut text = String::new();
+        off.render_into(&mut text);
+        assert_eq!(text, "");
     }
 }

@@ -143,6 +143,29 @@ fn default_max_connections() -> usize {
     4096
 }
 
+/// How `/metrics` shows the identities of its top-denied series.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum IdentityLabels {
+    /// A stable short hash of `name=value,...` (the first 12 hex digits of its SHA-1), which an
+    /// operator can compute from an identity found in a log.
+    #[default]
+    Hashed,
+    /// The identity as it is: on an unauthenticated endpoint, only where that is acceptable.
+    Raw,
+    /// No top-denied series at all.
+    Off,
+}
+
+/// The `metrics` section. Read once, at start-up.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MetricsConfig {
+    /// Identities in `sluice_top_denied_identities`.
+    #[serde(default)]
+    pub top_denied: IdentityLabels,
+}
+
 fn default_true() -> bool {
     true
 }
@@ -205,6 +228,8 @@ pub(crate) struct ConfigFile {
     pub store: StoreConfig,
     #[serde(default)]
     pub server: ServerConfig,
+    #[serde(default)]
+    pub metrics: MetricsConfig,
     #[serde(default)]
     pub fail: FailPolicy,
     #[serde(default)]

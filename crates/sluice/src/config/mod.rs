@@ -38,7 +38,9 @@ use std::net::SocketAddr;
 use std::path::Path;
 
 pub use error::ConfigError;
-pub use file::{ClockSource, DenialCacheConfig, ServerConfig, StoreConfig};
+pub use file::{
+    ClockSource, DenialCacheConfig, IdentityLabels, MetricsConfig, ServerConfig, StoreConfig,
+};
 pub use gateway::{EnvoyDomains, ForwardAuthConfig};
 
 use crate::limiter::Options;
@@ -85,6 +87,8 @@ pub struct Config {
     pub store: StoreConfig,
     /// Connection limits of `sluice serve`.
     pub server: ServerConfig,
+    /// What `/metrics` shows.
+    pub metrics: MetricsConfig,
     /// Fail policy of rules that set none.
     pub fail: FailPolicy,
     /// Which rate-limit headers the service sends.
@@ -190,6 +194,7 @@ impl Config {
             admin_token_env: file.admin_token_env,
             store: file.store,
             server: file.server,
+            metrics: file.metrics,
             fail: file.fail,
             headers: file.headers,
             enabled: file.enabled,
