@@ -458,3 +458,37 @@ async fn a_reload_keeps_the_live_redis_counters() {
     );
     assert_eq!(redis.cli(&["ZCARD", &after[0].0]), "6");
 }
+
+/// A Redis whose `maxmemory-policy` may evict live counters gets a warning at start-up; one that
+/// cannot gets none.
+#[tokio::test]
+async fn an_eviction_policy_that_can_drop_live_counters_is_warned_about() {
+    let redis = RedisServer::start();
+    redis.cli(&["CONFIG", "SET", "maxmemory-policy", "allkeys-lru"]);
+    let server = Server::start_on(CONFIG, &redis.url());
+    eventually(Duration::from_secs(10), "the warning", || async {
+        server
+            .log()
+            .iter()
+            .any(|l| l.contains("maxmemory-policy allkeys-lru may evict live rate-limit counters"))
+            .then_some(())
+    })
+    .await;
+
+    let quiet = RedisServer::start();
+    quiet.cli(&["CONFIG", "SET", "maxmemory-policy", "volatile-ttl"]);
+    let server = Server::start_on(CONFIG, &quiet.url());
+    eventually(Duration::from_secs(10), "the check", || async {
+        server
+            .log()
+            .iter()
+            .any(|l| l.contains("maxmemory-policy cannot evict live counters"))
+            .then_some(())
+    })
+    .await;
+    assert!(
+        !server.log().iter().any(|l| l.contains("may evict")),
+        "{:?}",
+        server.log()
+    );
+}

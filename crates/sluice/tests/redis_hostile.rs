@@ -146,3 +146,30 @@ async fn sliding_log_work_does_not_grow_with_the_cost() {
         .unwrap();
     assert!(members <= 3, "{members}");
 }
+
+/// Only the `allkeys-*` policies can evict a counter that has not expired (every Sluice key has an
+/// expiry); the store reports them, on a single server and on any primary of a Cluster.
+#[tokio::test]
+async fn eviction_policies_that_can_drop_live_counters_are_reported() {
+    use sluice::store::redis::eviction::RISKY;
+    let server = RedisServer::start();
+    let store = redis_store(&server, None).await;
+    for safe in [
+        "noeviction",
+        "volatile-lru",
+        "volatile-lfu",
+        "volatile-random",
+        "volatile-ttl",
+    ] {
+        server.cli(&["CONFIG", "SET", "maxmemory-policy", safe]);
+        assert_eq!(store.eviction_risk().await.unwrap(), None, "{safe}");
+    }
+    for risky in RISKY {
+        server.cli(&["CONFIG", "SET", "maxmemory-policy", risky]);
+        assert_eq!(
+            store.eviction_risk().await.unwrap().as_deref(),
+            Some(risky),
+            "{risky}"
+        );
+    }
+}

@@ -81,6 +81,7 @@ mod admin;
 pub mod channel;
 pub mod connection;
 pub mod cross_slot;
+pub mod eviction;
 pub mod failover;
 pub mod keys;
 pub mod script;
@@ -214,7 +215,9 @@ impl RedisStore {
             runtime.spawn(async move {
                 if let Err(error) = warm.load_scripts().await {
                     tracing::warn!(%error, "Redis not reachable yet; decisions degrade until it is");
+                    return;
                 }
+                warm.warn_of_eviction().await;
             });
         }
         Ok(store)
