@@ -366,3 +366,57 @@ async fn over_http_an_unclosed_quote_does_not_buy_a_new_identity() {
     let (status, _) = send(r#"for=198.51.100.78;x=", for=203.0.113.5"#).await;
     assert_eq!(status, 429, "a forged element does not buy a new quota");
 }
+
+/// An IPv6 client can pick any address of its /64, so it is counted by its /64 (or the
+/// configured prefix); an IPv4 client by its address.
+#[tokio::test]
+async fn over_http_ipv6_clients_are_counted_by_their_network() {
+    let trusted = || ClientIp::new("ip").trust(["127.0.0.0/8".parse().unwrap()]);
+    let url = serve(trusted()).await;
+    assert_eq!(
+        get_with(&url, "2001:db8:1:2::1").await,
+        (200, "2001:db8:1:2::/64".into())
+    );
+    let (status, _) = get_with(&url, "2001:db8:1:2:ffff:ffff:ffff:fffe").await;
+    assert_eq!(
+        status, 429,
+        "another address of the same /64 is the same client"
+    );
+    assert_eq!(
+        get_with(&url, "2001:db8:1:3::1").await,
+        (200, "2001:db8:1:3::/64".into()),
+        "the next /64 is another client"
+    );
+    assert_eq!(get_with(&url, "192.0.2.1").await, (200, "192.0.2.1".into()));
+    assert_eq!(get_with(&url, "192.0.2.2").await, (200, "192.0.2.2".into()));
+
+    let url = serve(trusted().ipv6_prefix(128)).await;
+    assert_eq!(
+        get_with(&url, "2001:db8:1:2::1").await,
+        (200, "2001:db8:1:2::1".into())
+    );
+    assert_eq!(
+        get_with(&url, "2001:db8:1:2::2").await,
+        (200, "2001:db8:1:2::2".into())
+    );
+    let url = serve(trusted().ipv6_prefix(48)).await;
+    assert_eq!(
+        get_with(&url, "2001:db8:1:2::1").await,
+        (200, "2001:db8:1::/48".into())
+    );
+    let (status, _) = get_with(&url, "2001:db8:1:ffff::1").await;
+    assert_eq!(status, 429);
+}
+
+#[test]
+fn peer_ipv6_addresses_are_counted_by_their_network_too() {
+    let mut parts = parts_from("2001:db8:1:2::7", &[]);
+    let mut out = AttributeList::new();
+    PeerIp::new("ip").extract(&mut parts, &mut out).unwrap();
+    PeerIp::new("addr")
+        .ipv6_prefix(128)
+        .extract(&mut parts, &mut out)
+        .unwrap();
+    assert_eq!(out[0].1, "2001:db8:1:2::/64");
+    assert_eq!(out[1].1, "2001:db8:1:2::7");
+}

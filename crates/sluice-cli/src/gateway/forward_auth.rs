@@ -80,10 +80,11 @@ async fn auth(
         ));
     };
     let mut attributes = attributes(section, &request_headers)?;
-    let ip = client_ip(section).resolve(peer.ip(), &request_headers);
+    let client_ip = client_ip(section);
+    let ip = client_ip.identity(client_ip.resolve(peer.ip(), &request_headers));
     let name = section.client_ip.attribute.as_str();
     attributes.retain(|(n, _)| n != name);
-    attributes.push((name.to_string(), ip.to_string()));
+    attributes.push((name.to_string(), ip));
     let attributes: Vec<(&str, String)> = attributes
         .iter()
         .map(|(n, v)| (n.as_str(), v.clone()))
@@ -163,4 +164,5 @@ fn client_ip(section: &ForwardAuthConfig) -> ClientIp {
     ClientIp::new(section.client_ip.attribute.clone())
         .trust(section.client_ip.trusted.iter().copied())
         .header(header)
+        .ipv6_prefix(section.client_ip.ipv6_prefix)
 }

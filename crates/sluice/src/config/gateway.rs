@@ -14,7 +14,7 @@
 //! forward_auth:
 //!   header_prefix: x-sluice-           # `X-Sluice-Member: m1` → member=m1 ("" turns it off)
 //!   headers: { x-user-id: member }     # header → attribute
-//!   client_ip: { attribute: ip, trusted: [127.0.0.1/32], header: x-forwarded-for }
+//!   client_ip: { attribute: ip, trusted: [127.0.0.1/32], header: x-forwarded-for, ipv6_prefix: 64 }
 //!   denied_status: 429                 # 429 | 403 | 401; `?denied_status=` overrides
 //! ```
 //!
@@ -160,6 +160,14 @@ pub struct ClientIpConfig {
     /// The header the proxy writes.
     #[serde(default)]
     pub header: ClientIpHeader,
+    /// IPv6 clients are counted by their network of this many bits (128: by address); IPv4
+    /// clients by address.
+    #[serde(default = "default_ipv6_prefix")]
+    pub ipv6_prefix: u8,
+}
+
+fn default_ipv6_prefix() -> u8 {
+    64
 }
 
 impl Default for ClientIpConfig {
@@ -168,6 +176,7 @@ impl Default for ClientIpConfig {
             attribute: default_ip_attribute(),
             trusted: Vec::new(),
             header: ClientIpHeader::default(),
+            ipv6_prefix: default_ipv6_prefix(),
         }
     }
 }
@@ -343,6 +352,15 @@ pub(super) fn validate(
         return Err(fail(
             "client_ip.attribute",
             format!("`{attribute}`: {ATTRIBUTE_NAMES}"),
+        ));
+    }
+    if forward_auth.client_ip.ipv6_prefix > 128 {
+        return Err(fail(
+            "client_ip.ipv6_prefix",
+            format!(
+                "{} is not a prefix length (0 to 128)",
+                forward_auth.client_ip.ipv6_prefix
+            ),
         ));
     }
     if !DENIED_STATUSES.contains(&forward_auth.denied_status) {

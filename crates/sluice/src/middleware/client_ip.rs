@@ -19,6 +19,11 @@
 //! Addresses are canonical: an IPv4-mapped IPv6 address (`::ffff:192.0.2.1`, as dual-stack
 //! sockets report IPv4 peers) is the IPv4 address, both for the trust check and as the
 //! attribute's value, so one client has one identity whichever socket it came through.
+//!
+//! An IPv4 client is counted by its address. An IPv6 client is counted by its network, by
+//! default its /64 (`2001:db8:1:2::/64`): one subscriber or host usually holds a whole /64 and
+//! can pick any of its 2^64 addresses, so counting by address would let it start over at will.
+//! [`ClientIp::ipv6_prefix`] and [`PeerIp::ipv6_prefix`] change the length (128: by address).
 
 use std::net::{IpAddr, SocketAddr};
 
@@ -45,22 +50,47 @@ fn peer(parts: &Parts) -> Result<IpAddr, ExtractError> {
         })
 }
 
+/// The prefix IPv6 clients are counted by unless told otherwise.
+pub const DEFAULT_IPV6_PREFIX: u8 = 64;
+
+/// The identity of a client address: an IPv4 address as it is, an IPv6 address as its network
+/// of `ipv6_prefix` bits (`2001:db8:1:2::/64`; the bare address at 128). `ip` is canonical.
+pub fn ip_identity(ip: IpAddr, ipv6_prefix: u8) -> String {
+    match ip {
+        IpAddr::V6(v6) if ipv6_prefix < 128 => ipnet::Ipv6Net::new(v6, ipv6_prefix)
+            .map(|net| net.trunc().to_string())
+            .unwrap_or_else(|_| v6.to_string()),
+        _ => ip.to_string(),
+    }
+}
+
 /// The TCP peer's address, whatever headers say. Use it when no proxy is in front.
 #[derive(Debug, Clone)]
 pub struct PeerIp {
     name: String,
+    ipv6_prefix: u8,
 }
 
 impl PeerIp {
-    /// Extracts the peer address as attribute `name` (usually `ip`).
+    /// Extracts the peer address as attribute `name` (usually `ip`); IPv6 peers by their /64.
     pub fn new(name: impl Into<String>) -> PeerIp {
-        PeerIp { name: name.into() }
+        PeerIp {
+            name: name.into(),
+            ipv6_prefix: DEFAULT_IPV6_PREFIX,
+        }
+    }
+
+    /// Counts IPv6 peers by networks of `len` bits (at most 128: by address).
+    pub fn ipv6_prefix(mut self, len: u8) -> PeerIp {
+        self.ipv6_prefix = len.min(128);
+        self
     }
 }
 
 impl Extract for PeerIp {
     fn extract(&self, parts: &mut Parts, out: &mut AttributeList) -> Result<(), ExtractError> {
-        out.push((self.name.clone(), peer(parts)?.to_string()));
+        let identity = ip_identity(peer(parts)?, self.ipv6_prefix);
+        out.push((self.name.clone(), identity));
         Ok(())
     }
 }
@@ -101,6 +131,7 @@ pub struct ClientIp {
     name: String,
     trusted: Vec<IpNet>,
     header: ForwardingHeader,
+    ipv6_prefix: u8,
 }
 
 impl ClientIp {
@@ -110,7 +141,19 @@ impl ClientIp {
             name: name.into(),
             trusted: Vec::new(),
             header: ForwardingHeader::default(),
+            ipv6_prefix: DEFAULT_IPV6_PREFIX,
         }
+    }
+
+    /// Counts IPv6 clients by networks of `len` bits (default 64; at most 128: by address).
+    pub fn ipv6_prefix(mut self, len: u8) -> ClientIp {
+        self.ipv6_prefix = len.min(128);
+        self
+    }
+
+    /// The attribute value of a resolved client address (see [`ip_identity`]).
+    pub fn identity(&self, client: IpAddr) -> String {
+        ip_identity(client, self.ipv6_prefix)
     }
 
     /// Adds networks whose hosts are our proxies. IPv4 networks also match IPv4-mapped IPv6
@@ -180,7 +223,7 @@ fn canonical_net(net: IpNet) -> IpNet {
 impl Extract for ClientIp {
     fn extract(&self, parts: &mut Parts, out: &mut AttributeList) -> Result<(), ExtractError> {
         let ip = self.resolve(peer(parts)?, &parts.headers);
-        out.push((self.name.clone(), ip.to_string()));
+        out.push((self.name.clone(), self.identity(ip)));
         Ok(())
     }
 }

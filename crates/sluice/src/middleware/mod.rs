@@ -46,7 +46,7 @@ pub mod layer;
 pub mod request;
 pub mod response;
 
-pub use client_ip::{ClientIp, ForwardingHeader, PeerIp};
+pub use client_ip::{ClientIp, DEFAULT_IPV6_PREFIX, ForwardingHeader, PeerIp, ip_identity};
 pub use extract::{AttributeList, Extract, ExtractError, ExtractErrorKind, FromFn, from_fn};
 pub use layer::{RequestAttributes, Shaping, SluiceLayer, SluiceService};
 pub use request::{Extension, Header, PathParam, QueryParam};
