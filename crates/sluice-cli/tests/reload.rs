@@ -146,3 +146,63 @@ async fn sighup_reloads_and_sigterm_stops_gracefully() {
     assert!(status.success(), "{status:?}");
     assert!(server.log().iter().any(|l| l.contains("stopped")));
 }
+
+/// A file caught half-written can still be valid (here a burst cut from 200 to 20). It is read
+/// again after `reload.settle`; as it changed meanwhile, the wait starts over, and only the
+/// finished file is ever put in force.
+#[tokio::test]
+async fn a_file_caught_half_written_is_never_applied() {
+    let config = format!(
+        "reload:\n  settle: 1s\n{CONFIG}  burst:\n    limits:\n      - {{ by: [ip], rate: 100/1m, algorithm: token_bucket, burst: 200 }}\n"
+    );
+    let server = Server::start(&config);
+    let ok = "sluice_config_reloads_total{result=\"ok\"}";
+    let unsettled = "sluice_config_reloads_total{result=\"unsettled\"}";
+    let half = config.replace("burst: 200", "burst: 20");
+    std::fs::write(&server.config, &half).unwrap();
+    eventually(WITHIN, "the change is seen", || async {
+        server
+            .log()
+            .iter()
+            .any(|l| l.contains("applying it once it has settled"))
+            .then_some(())
+    })
+    .await;
+    // The writer finishes within the settle time.
+    let finished = config.replace("burst: 200", "burst: 250");
+    std::fs::write(&server.config, &finished).unwrap();
+    wait_for_version(&server, &version_of(&finished)).await;
+    assert_eq!(
+        server.metric(ok).await,
+        1.0,
+        "only the finished file was applied"
+    );
+    assert!(server.metric(unsettled).await >= 1.0);
+    let a = server.check("burst", json!({ "ip": "1.2.3.4" })).await;
+    assert_eq!(a.json["limit"].as_u64(), Some(250), "{a:?}");
+}
+
+/// A file without rules would remove every limit: refused and counted, unless it says so.
+#[tokio::test]
+async fn a_file_without_rules_is_refused_unless_it_says_so() {
+    let server = Server::start(CONFIG);
+    let refused = "sluice_config_reloads_total{result=\"no_rules\"}";
+    std::fs::write(&server.config, "admin_token_env: SLUICE_ADMIN_TOKEN\n").unwrap();
+    eventually(WITHIN, "the refusal", || async {
+        (server.metric(refused).await >= 1.0).then_some(())
+    })
+    .await;
+    assert_eq!(
+        server.check("employee", json!({ "id": "42" })).await.status,
+        200,
+        "the rules in force stay"
+    );
+    let meant = "admin_token_env: SLUICE_ADMIN_TOKEN\nreload:\n  allow_no_rules: true\n";
+    std::fs::write(&server.config, meant).unwrap();
+    wait_for_version(&server, &version_of(meant)).await;
+    assert_eq!(
+        server.check("employee", json!({ "id": "42" })).await.status,
+        404
+    );
+    assert_eq!(server.metric(refused).await, 1.0);
+}

@@ -29,10 +29,11 @@ pub fn install() -> Handle {
             }
             metrics::describe_counter!(
                 "sluice_config_reloads_total",
-                "Config reloads by result (ok: rules swapped; error: file refused, old rules kept)"
+                "Config reloads by result (ok: rules swapped; error: file refused, old rules kept; \
+                 no_rules: a file without rules refused; unsettled: a file still changing, waited for)"
             );
             // Registered at zero so that dashboards and alerts see the series before any reload.
-            for result in ["ok", "error"] {
+            for result in RELOAD_RESULTS {
                 metrics::counter!("sluice_config_reloads_total", "result" => result).increment(0);
             }
             handle
@@ -40,9 +41,11 @@ pub fn install() -> Handle {
         .clone()
 }
 
-/// Counts one reload.
-pub fn reload(ok: bool) {
-    let result = if ok { "ok" } else { "error" };
+/// The `result` labels of `sluice_config_reloads_total`.
+pub const RELOAD_RESULTS: [&str; 4] = ["ok", "error", "no_rules", "unsettled"];
+
+/// Counts one reload attempt by its result (one of [`RELOAD_RESULTS`]).
+pub fn reload(result: &'static str) {
     metrics::counter!("sluice_config_reloads_total", "result" => result).increment(1);
 }
 

@@ -3,9 +3,14 @@
 //! The file's *directory* is watched (debounced), so replacing the file by rename, as editors and
 //! Kubernetes ConfigMaps do, is seen as well as an in-place write. Any change in the directory
 //! re-reads the file; only a different text (by SHA-1) is applied, so unrelated files cost one
-//! read. SIGHUP reloads even when the text is unchanged. A file that does not validate is logged
-//! with its reason, counted as `sluice_config_reloads_total{result="error"}`, and the rules in
-//! force stay. Counters survive a reload because store keys are by rule and limit id, not by
+//! read. A changed file is applied only once it has read the same for `reload.settle` (250ms by
+//! default): a file caught half-written — empty, cut before half its rules, `burst: 200` cut to
+//! `burst: 20` — may still be valid, and must not be put in force; each wait for a file that was
+//! still changing is logged and counted (`result="unsettled"`). SIGHUP reloads at once, even
+//! when the text is unchanged. A file that does not validate is logged with its reason, counted
+//! as `sluice_config_reloads_total{result="error"}`, and the rules in force stay. A file without
+//! rules replacing rules in force is refused (`result="no_rules"`) unless it sets
+//! `reload.allow_no_rules: true`. Counters survive a reload because store keys are by rule and limit id, not by
 //! the rule's version. Listen address, store and admin settings are fixed at start: a change to
 //! them is logged as needing a restart.
 
@@ -17,7 +22,7 @@ use anyhow::Context;
 use notify::{EventKind, RecursiveMode};
 use notify_debouncer_full::{DebounceEventResult, Debouncer, RecommendedCache, new_debouncer};
 use sluice::Rule;
-use sluice::config::Config;
+use sluice::config::{Config, ConfigError};
 use tokio::sync::Notify;
 
 use super::{AppState, Live, metrics, now_ms};
@@ -50,21 +55,88 @@ pub enum Reloaded {
     Refused(String),
 }
 
-/// Reloads the rule file. With `force`, applies it even if its text is unchanged.
+/// Reloads the rule file as it is now. With `force`, applies it even if its text is unchanged.
 pub fn reload(state: &AppState, force: bool) -> Reloaded {
     let Some(path) = &state.config_path else {
         return Reloaded::Unchanged;
     };
-    let config = match Config::load(path) {
+    apply(state, path, Config::load(path), force)
+}
+
+/// Reloads the rule file once it has read the same for `settle` (see the module docs).
+pub async fn reload_settled(state: Arc<AppState>, settle: Duration) -> Reloaded {
+    let Some(path) = state.config_path.clone() else {
+        return Reloaded::Unchanged;
+    };
+    // File reads block; keep them off the request threads. A read task cannot panic short of a
+    // bug; it is then a read that failed, which the next change retries.
+    let read = |path: PathBuf| async move {
+        match tokio::task::spawn_blocking(move || Config::load(&path)).await {
+            Ok(loaded) => Some(loaded),
+            Err(error) => {
+                tracing::error!(%error, "reading the config file failed");
+                None
+            }
+        }
+    };
+    let Some(mut seen) = read(path.clone()).await else {
+        return Reloaded::Unchanged;
+    };
+    tracing::info!(file = %path.display(), ?settle, "config file changed; applying it once it has settled");
+    // Bounded: a file rewritten faster than it can settle is taken as it is after a while.
+    for _ in 0..40 {
+        tokio::time::sleep(settle).await;
+        let Some(now) = read(path.clone()).await else {
+            return Reloaded::Unchanged;
+        };
+        if same(&seen, &now) {
+            return apply(&state, &path, now, false);
+        }
+        tracing::info!(file = %path.display(), "config file still changing; waiting for it to settle");
+        metrics::reload("unsettled");
+        seen = now;
+    }
+    apply(&state, &path, seen, false)
+}
+
+/// Whether two reads of the file gave the same text (or the same error).
+fn same(a: &Result<Config, ConfigError>, b: &Result<Config, ConfigError>) -> bool {
+    match (a, b) {
+        (Ok(a), Ok(b)) => a.version == b.version,
+        (Err(a), Err(b)) => a.to_string() == b.to_string(),
+        _ => false,
+    }
+}
+
+/// Puts a loaded file in force, unless it is the one in force, invalid, or without rules.
+fn apply(
+    state: &AppState,
+    path: &Path,
+    loaded: Result<Config, ConfigError>,
+    force: bool,
+) -> Reloaded {
+    let config = match loaded {
         Ok(config) => config,
-        Err(error) => return refuse(error.to_string()),
+        Err(error) => return refuse(error.to_string(), "error"),
     };
     let current = state.live.load();
     if !force && config.version == current.version {
         return Reloaded::Unchanged;
     }
+    if config.rules.is_empty() && !current.config.rules.is_empty() && !config.reload.allow_no_rules
+    {
+        return refuse(
+            format!(
+                "{}: the file has no rules and would remove all {} in force; set \
+                 `reload.allow_no_rules: true` to mean it",
+                path.display(),
+                current.config.rules.len()
+            ),
+            "no_rules",
+        );
+    }
     if let Err(error) = state.limiter.set_rules(rules_in_force(&config)) {
-        return refuse(format!("{}: {error}", path.display()));
+        return refuse(format!("{}: {error}", path.display()), "error");
     }
     state.limiter.set_enabled(config.enabled);
     let book = state.limiter.rules();
@@ -88,13 +160,13 @@ pub fn reload(state: &AppState, force: bool) -> Reloaded {
         headers: config.headers,
         config,
     }));
-    metrics::reload(true);
+    metrics::reload("ok");
     Reloaded::Applied
 }
 
-fn refuse(reason: String) -> Reloaded {
+fn refuse(reason: String, result: &'static str) -> Reloaded {
     tracing::error!(error = %reason, "config reload refused; the previous rules stay in force");
-    metrics::reload(false);
+    metrics::reload(result);
     Reloaded::Refused(reason)
 }
 
@@ -216,9 +288,12 @@ async fn reload_loop(state: Arc<AppState>, changed: Arc<Notify>) {
         };
         if force {
             tracing::info!("SIGHUP: reloading the config");
+            let state = state.clone();
+            // File reads block; keep them off the request threads.
+            let _ = tokio::task::spawn_blocking(move || reload(&state, true)).await;
+        } else {
+            let settle = state.live.load().config.reload.settle;
+            reload_settled(state.clone(), settle).await;
         }
-        let state = state.clone();
-        // File reads block; keep them off the request threads.
-        let _ = tokio::task::spawn_blocking(move || reload(&state, force)).await;
     }
 }

@@ -157,6 +157,33 @@ pub enum IdentityLabels {
     Off,
 }
 
+/// The `reload` section: how a changed file is taken up while serving. Read from the file in
+/// force (`settle`) and from the file being loaded (`allow_no_rules`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReloadConfig {
+    /// How long a changed file must stay the same before it is applied, so a file caught
+    /// half-written (truncated, yet still valid) is never put in force; default 250ms.
+    #[serde(default = "default_settle", with = "serde_text")]
+    pub settle: Duration,
+    /// A file with no rules replaces rules in force only when it says so with this.
+    #[serde(default)]
+    pub allow_no_rules: bool,
+}
+
+impl Default for ReloadConfig {
+    fn default() -> Self {
+        ReloadConfig {
+            settle: default_settle(),
+            allow_no_rules: false,
+        }
+    }
+}
+
+fn default_settle() -> Duration {
+    Duration::from_millis(250)
+}
+
 /// The `metrics` section. Read once, at start-up.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -238,6 +265,8 @@ pub(crate) struct ConfigFile {
     pub enabled: bool,
     #[serde(default)]
     pub denial_cache: DenialCacheConfig,
+    #[serde(default)]
+    pub reload: ReloadConfig,
     #[serde(default)]
     pub rules: BTreeMap<String, Rule>,
     #[serde(default)]

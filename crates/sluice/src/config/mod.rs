@@ -39,7 +39,8 @@ use std::path::Path;
 
 pub use error::ConfigError;
 pub use file::{
-    ClockSource, DenialCacheConfig, IdentityLabels, MetricsConfig, ServerConfig, StoreConfig,
+    ClockSource, DenialCacheConfig, IdentityLabels, MetricsConfig, ReloadConfig, ServerConfig,
+    StoreConfig,
 };
 pub use gateway::{EnvoyDomains, ForwardAuthConfig};
 
@@ -97,6 +98,8 @@ pub struct Config {
     pub enabled: bool,
     /// The denial cache (remote stores).
     pub denial_cache: DenialCacheConfig,
+    /// How changes of the file are taken up while serving.
+    pub reload: ReloadConfig,
     /// The rules, by name, in name order.
     pub rules: Vec<(String, Rule)>,
     /// Hex SHA-1 of the file's text: which version is in force.
@@ -179,6 +182,11 @@ impl Config {
         check_store(&file.store, text)?;
         check_server(&file.server, text)?;
         check_denial_cache(&file.denial_cache, text)?;
+        if file.reload.settle > std::time::Duration::from_secs(10) {
+            return Err(
+                ConfigError::new("reload.settle", "at most 10s").at_line(key_line(text, "reload"))
+            );
+        }
         gateway::validate(&file.envoy, &file.forward_auth, &file.rules, text)?;
         if let Some(var) = &file.admin_token_env
             && (var.is_empty() || var.contains('=') || var.contains('\0'))
@@ -199,6 +207,7 @@ impl Config {
             headers: file.headers,
             enabled: file.enabled,
             denial_cache: file.denial_cache,
+            reload: file.reload,
             rules: file.rules.into_iter().collect(),
             version: sha1_smol::Sha1::from(text.as_bytes()).digest().to_string(),
             grpc_listen: file.grpc_listen,
