@@ -117,16 +117,31 @@ async fn sliding_log_work_does_not_grow_with_the_cost() {
         .build()
         .unwrap();
     server.cli(&["CONFIG", "SET", "slowlog-log-slower-than", "1000"]);
-    server.cli(&["SLOWLOG", "RESET"]);
-    for rule in ["log", "counting"] {
-        for i in 0..50 {
-            for cost in [100_000, 1, 99_999] {
-                let d = limiter
-                    .check_with(rule, &[("ip", &i.to_string())], sluice::Check::cost(cost))
-                    .await
-                    .unwrap();
-                assert!(!d.degraded, "{d:?}");
+    // A test machine running other tests can stop redis-server for a millisecond now and then: a
+    // run with a slow call is tried again on fresh identities, up to three runs. Work that grew
+    // with the cost would be slow in every run (about 100 ms per call at cost 100,000).
+    let mut slow = String::new();
+    for run in 0..3 {
+        server.cli(&["SLOWLOG", "RESET"]);
+        for rule in ["log", "counting"] {
+            for i in 0..50 {
+                let ip = if run == 0 {
+                    i.to_string()
+                } else {
+                    format!("{run}-{i}")
+                };
+                for cost in [100_000, 1, 99_999] {
+                    let d = limiter
+                        .check_with(rule, &[("ip", &ip)], sluice::Check::cost(cost))
+                        .await
+                        .unwrap();
+                    assert!(!d.degraded, "{d:?}");
+                }
             }
+        }
+        slow = server.cli(&["SLOWLOG", "LEN"]);
+        if slow == "0" {
+            break;
         }
     }
     // Exact all the same: the first request took the whole limit.
@@ -134,7 +149,6 @@ async fn sliding_log_work_does_not_grow_with_the_cost() {
     assert!(!d.allowed);
     let retry = d.retry_after_ms.unwrap();
     assert!(retry > 3_590_000 && retry <= 3_600_000, "{retry}");
-    let slow = server.cli(&["SLOWLOG", "LEN"]);
     assert_eq!(slow, "0", "{}", server.cli(&["SLOWLOG", "GET", "10"]));
     // One member per recorded request, never one per unit.
     let calls = limiter
