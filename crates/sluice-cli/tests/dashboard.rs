@@ -158,13 +158,23 @@ async fn the_dashboard_shows_live_numbers_and_a_countdown_and_lifts_a_block_in_a
     let path = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("dashboard.png");
     std::fs::write(&path, &shot).unwrap();
 
-    // Lifting the block from the page lifts it on the server.
-    page.find(Locator::Css("#blocks button.lift"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    // Lifting the block from the page lifts it on the server. The page redraws its tables as it
+    // refreshes, so a button found just before a redraw is gone by the click: find it again.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let clicked = match page.find(Locator::Css("#blocks button.lift")).await {
+            Ok(button) => button.click().await.is_ok(),
+            Err(_) => false,
+        };
+        if clicked {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the Lift button could not be clicked"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         let listed = server
