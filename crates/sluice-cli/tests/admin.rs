@@ -71,7 +71,7 @@ async fn admin_routes_need_the_right_bearer_token() {
         .admin(Method::GET, "/v1/blocks", "", Some(ADMIN_TOKEN))
         .await;
     assert_eq!(a.status, 200);
-    assert_eq!(a.json, json!({ "blocks": [] }));
+    assert_eq!(a.json, json!({ "blocks": [], "next": null, "skipped": 0 }));
 }
 
 #[tokio::test]
@@ -110,7 +110,10 @@ async fn blocks_can_be_listed_lifted_set_and_identities_reset() {
     let listed = server
         .admin(Method::GET, "/v1/blocks?rule=login", "", token)
         .await;
-    assert_eq!(listed.json, json!({ "blocks": [] }));
+    assert_eq!(
+        listed.json,
+        json!({ "blocks": [], "next": null, "skipped": 0 })
+    );
 
     let reset = server.admin(Method::POST, "/v1/reset", &body, token).await;
     assert_eq!(reset.json, json!({ "rule": "login", "reset": true }));
@@ -187,5 +190,68 @@ async fn bad_admin_input_is_a_json_4xx() {
         let a = server.admin(method.clone(), path, body, token).await;
         assert_eq!(a.status, status, "{method} {path} {body}: {a:?}");
         assert!(a.error().contains(needle), "{method} {path}: {}", a.error());
+    }
+}
+
+/// `GET /v1/blocks` is paged: `count` entries at most, and a `next` cursor that resumes the
+/// listing (across rules too) until it is null.
+#[tokio::test]
+async fn the_blocks_listing_is_paged() {
+    let server = Server::start(CONFIG);
+    let token = Some(ADMIN_TOKEN);
+    for (rule, attributes) in [
+        ("employee", json!({ "id": "1" })),
+        ("employee", json!({ "id": "2" })),
+        ("login", json!({ "ip": "203.0.113.1" })),
+        ("login", json!({ "ip": "203.0.113.2" })),
+        ("login", json!({ "ip": "203.0.113.3" })),
+    ] {
+        let block = json!({ "rule": rule, "attributes": attributes, "duration": "15m" });
+        let set = server
+            .admin(Method::POST, "/v1/blocks", &block.to_string(), token)
+            .await;
+        assert_eq!(set.status, 200, "{set:?}");
+    }
+    let mut listed = Vec::new();
+    let mut path = "/v1/blocks?count=2".to_string();
+    let mut pages = 0;
+    loop {
+        let page = server.admin(Method::GET, &path, "", token).await;
+        assert_eq!(page.status, 200, "{page:?}");
+        let blocks = page.json["blocks"].as_array().unwrap();
+        assert!(blocks.len() <= 2, "{page:?}");
+        for b in blocks {
+            listed.push(format!(
+                "{}/{}",
+                b["rule"].as_str().unwrap(),
+                b["identity"].as_str().unwrap()
+            ));
+        }
+        pages += 1;
+        match page.json["next"].as_str() {
+            Some(next) => {
+                let next: String = next.replace(' ', "%20");
+                path = format!("/v1/blocks?count=2&cursor={next}");
+            }
+            None => break,
+        }
+    }
+    listed.sort();
+    assert_eq!(
+        listed,
+        [
+            "employee/id=1",
+            "employee/id=2",
+            "login/ip=203.0.113.1",
+            "login/ip=203.0.113.2",
+            "login/ip=203.0.113.3"
+        ]
+    );
+    assert!(pages >= 3, "{pages} pages of at most 2");
+    for bad in ["count=0", "count=1001", "cursor=nospace"] {
+        let answer = server
+            .admin(Method::GET, &format!("/v1/blocks?{bad}"), "", token)
+            .await;
+        assert_eq!(answer.status, 400, "{bad}: {answer:?}");
     }
 }

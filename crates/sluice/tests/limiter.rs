@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use sluice::model::{Algorithm, Limit, Penalty, Rule};
+use sluice::store::BlocksCursor;
 use sluice::{Error, FailPolicy, Limiter, ManualClock, MemoryStore};
 
 mod common;
@@ -385,7 +386,13 @@ async fn admin_block_unblock_reset_and_list() {
     assert_eq!(until, 1_767_225_600_000 + 900_000);
     let d = limiter.check("login", &attrs).await.unwrap();
     assert_eq!((d.allowed, d.blocked_until_ms), (false, Some(until)));
-    let blocks = limiter.blocks("login").await.unwrap();
+    let first = BlocksCursor {
+        after: None,
+        count: 10,
+    };
+    let list = limiter.blocks("login", &first).await.unwrap();
+    assert_eq!((list.next, list.skipped), (None, 0));
+    let blocks = list.blocks;
     assert_eq!(blocks.len(), 1);
     assert_eq!(
         (blocks[0].identity.as_str(), blocks[0].blocked_until_ms),
@@ -398,7 +405,14 @@ async fn admin_block_unblock_reset_and_list() {
     assert!(!limiter.check("login", &attrs).await.unwrap().allowed);
     limiter.reset("login", &attrs).await.unwrap();
     assert!(limiter.check("login", &attrs).await.unwrap().allowed);
-    assert!(limiter.blocks("login").await.unwrap().is_empty());
+    assert!(
+        limiter
+            .blocks("login", &first)
+            .await
+            .unwrap()
+            .blocks
+            .is_empty()
+    );
 }
 
 fn down_limiter(clock: &ManualClock, store: Arc<DownStore>) -> Limiter {

@@ -4,6 +4,12 @@
 
 mod common;
 
+/// One page large enough for every listing of this file.
+const PAGE: sluice::store::BlocksCursor = sluice::store::BlocksCursor {
+    after: None,
+    count: 1000,
+};
+
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -214,7 +220,7 @@ async fn every_key_expires_exactly_when_it_stops_mattering() {
     );
     // Lifting a block deletes it and the violations and puts the state back; a reset deletes
     // everything of an identity.
-    let blocked = limiter.blocks("b-gcra").await.unwrap();
+    let blocked = limiter.blocks("b-gcra", &PAGE).await.unwrap().blocks;
     assert_eq!(blocked.len(), 4, "{blocked:?}");
     assert!(
         limiter
@@ -326,7 +332,7 @@ async fn hostile_identities_cannot_break_their_key_or_collide() {
             assert_eq!(part, ":b");
         }
     }
-    let blocks = limiter.blocks("login").await.unwrap();
+    let blocks = limiter.blocks("login", &PAGE).await.unwrap().blocks;
     assert_eq!(blocks.len(), values.len());
 }
 
@@ -438,6 +444,63 @@ async fn time_comes_from_redis_by_default() {
         .await
         .unwrap();
     assert!(until.abs_diff(local + 10 * S) < 5 * S);
-    assert_eq!(store.blocks("r").await.unwrap()[0].until_us, until);
+    assert_eq!(
+        store.blocks("r", &PAGE).await.unwrap().entries[0].until_us,
+        until
+    );
     assert!(store.unblock(&c.key).await.unwrap());
+}
+
+/// The listing of blocks scans Redis a batch at a time: a small page stops after a batch, its
+/// cursor resumes the scan, and following cursors lists each block once. A block value that is
+/// not a block end (corrupt or foreign data) is skipped and counted, never an error.
+#[tokio::test]
+async fn block_listings_page_through_redis_and_skip_bad_values() {
+    let h = Harness::redis().await;
+    let limiter = h.limiter(vec![(
+        "login",
+        Rule::new(vec![Limit::new(
+            &["ip"],
+            "2/1m".parse().unwrap(),
+            Algorithm::Gcra,
+        )]),
+    )]);
+    for i in 0..3000 {
+        let ip = format!("10.{}.{}.{}", i / 65536, (i / 256) % 256, i % 256);
+        limiter
+            .block("login", &[("ip", ip.as_str())], Duration::from_secs(600))
+            .await
+            .unwrap();
+    }
+    let calls = limiter
+        .calls("login", &[("ip", "10.0.0.0")], sluice::Check::ONE)
+        .unwrap();
+    let bad = keys::key("sluice", &calls[0].key, keys::Part::Block).replace("10.0.0.0", "junk");
+    h.server().cli(&["SET", &bad, "not a number", "EX", "600"]);
+
+    let mut cursor = sluice::store::BlocksCursor {
+        after: None,
+        count: 10,
+    };
+    let (mut pages, mut skipped) = (0, 0);
+    let mut seen = std::collections::BTreeSet::new();
+    loop {
+        let page = limiter.blocks("login", &cursor).await.unwrap();
+        pages += 1;
+        skipped += page.skipped;
+        for block in page.blocks {
+            assert!(
+                seen.insert(block.identity.clone()),
+                "{} twice",
+                block.identity
+            );
+        }
+        match page.next {
+            Some(next) => cursor.after = Some(next),
+            None => break,
+        }
+    }
+    assert_eq!(seen.len(), 3000);
+    assert!(pages > 1, "a page of 10 stops after one SCAN batch");
+    assert_eq!(skipped, 1, "the corrupt value is counted, not listed");
 }

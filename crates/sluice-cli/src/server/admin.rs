@@ -20,6 +20,7 @@ use axum::{Json, Router};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use sluice::model::parse_duration;
+use sluice::store::BlocksCursor;
 
 use super::error::{ApiError, json_body};
 use super::routes::attributes;
@@ -46,7 +47,13 @@ struct BlockRequest {
 #[serde(deny_unknown_fields)]
 struct BlocksQuery {
     rule: Option<String>,
+    cursor: Option<String>,
+    count: Option<usize>,
 }
+
+/// Entries per page of `GET /v1/blocks` unless `count` says otherwise, and the most it may ask.
+const DEFAULT_PAGE: usize = 100;
+const MAX_PAGE: usize = 1000;
 
 pub(super) fn router(state: Arc<AppState>) -> Router {
     Router::new()
@@ -147,19 +154,52 @@ async fn unblock(
     Ok(Json(json!({ "rule": request.rule, "unblocked": was })))
 }
 
+/// `GET /v1/blocks[?rule=R][&count=N][&cursor=C]`: one page of the blocks in force, rule by rule
+/// in name order. The cursor is `<rule> <store cursor>` (rule names hold no spaces); `next` is
+/// null once every rule has been listed.
 async fn list(
     State(state): State<Arc<AppState>>,
     query: Result<Query<BlocksQuery>, QueryRejection>,
 ) -> Result<Json<Value>, ApiError> {
     let Query(query) =
         query.map_err(|e| ApiError::bad_request(format!("query string: {}", e.body_text())))?;
-    let rules: Vec<String> = match query.rule {
+    let count = query.count.unwrap_or(DEFAULT_PAGE);
+    if count == 0 || count > MAX_PAGE {
+        return Err(ApiError::bad_request(format!(
+            "`count` must be 1 to {MAX_PAGE}"
+        )));
+    }
+    let mut rules: Vec<String> = match query.rule {
         Some(rule) => vec![rule],
         None => state.limiter.rules().keys().cloned().collect(),
     };
+    rules.sort();
+    let (mut index, mut after) = match &query.cursor {
+        None => (0, None),
+        Some(cursor) => {
+            let (rule, store) = cursor
+                .split_once(' ')
+                .ok_or_else(|| ApiError::bad_request("`cursor` is not one this API gave"))?;
+            // The rule's place in name order, even if a reload removed it meanwhile.
+            let index = rules.partition_point(|r| r.as_str() < rule);
+            let resumes = rules.get(index).is_some_and(|r| r == rule);
+            (
+                index,
+                (resumes && !store.is_empty()).then(|| store.to_string()),
+            )
+        }
+    };
     let mut blocks = Vec::new();
-    for rule in rules {
-        for block in state.limiter.blocks(&rule).await? {
+    let mut skipped = 0;
+    let mut next = None;
+    while let Some(rule) = rules.get(index) {
+        let cursor = BlocksCursor {
+            after: after.take(),
+            count: count - blocks.len().min(count - 1),
+        };
+        let page = state.limiter.blocks(rule, &cursor).await?;
+        skipped += page.skipped;
+        for block in page.blocks {
             blocks.push(json!({
                 "rule": rule,
                 "limit": block.limit,
@@ -167,8 +207,21 @@ async fn list(
                 "blocked_until_ms": block.blocked_until_ms,
             }));
         }
+        match page.next {
+            Some(store) => {
+                next = Some(format!("{rule} {store}"));
+                break;
+            }
+            None => index += 1,
+        }
+        if blocks.len() >= count {
+            next = rules.get(index).map(|r| format!("{r} "));
+            break;
+        }
     }
-    Ok(Json(json!({ "blocks": blocks })))
+    Ok(Json(
+        json!({ "blocks": blocks, "next": next, "skipped": skipped }),
+    ))
 }
 
 #[cfg(test)]

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use sluice::algorithm::Mode;
-use sluice::store::{BlockEntry, LimitCall, LimitKey, StoreReply};
+use sluice::store::{BlocksCursor, BlocksPage, LimitCall, LimitKey, StoreReply};
 use sluice::{Clock, FailPolicy, Limiter, ManualClock, MemoryStore, Rule, Store, StoreError};
 
 /// The fail policies, in the order reports show them.
@@ -79,8 +79,8 @@ impl Store for DownStore {
         self.inner.unblock(key).await
     }
 
-    async fn blocks(&self, rule: &str) -> Result<Vec<BlockEntry>, StoreError> {
-        self.inner.blocks(rule).await
+    async fn blocks(&self, rule: &str, cursor: &BlocksCursor) -> Result<BlocksPage, StoreError> {
+        self.inner.blocks(rule, cursor).await
     }
 
     async fn ping(&self) -> Result<(), StoreError> {

@@ -3,9 +3,11 @@
 use std::time::Duration;
 
 use super::{S, Subject, call, step};
-use crate::Rule;
 use crate::algorithm::penalty;
+use crate::limiter::BlockInfo;
 use crate::model::{Algorithm, Limit, Penalty};
+use crate::store::BlocksCursor;
+use crate::{Limiter, Rule};
 
 /// Behaviour: Block lock answers until its end.
 pub async fn block_lock_answers_until_its_end(h: Subject) {
@@ -126,7 +128,7 @@ pub async fn admin_block_unblock_blocks_and_reset(h: Subject) {
     )]);
     let a = [("ip", "1.2.3.4")];
     let b = [("ip", "5.6.7.8")];
-    assert!(limiter.blocks("login").await.unwrap().is_empty());
+    assert!(all_blocks(&limiter, "login").await.is_empty());
     let until = limiter
         .block("login", &a, Duration::from_secs(600))
         .await
@@ -146,7 +148,7 @@ pub async fn admin_block_unblock_blocks_and_reset(h: Subject) {
     for _ in 0..3 {
         limiter.check("login", &b).await.unwrap();
     }
-    let blocks = limiter.blocks("login").await.unwrap();
+    let blocks = all_blocks(&limiter, "login").await;
     assert_eq!(blocks.len(), 2);
     assert_eq!(blocks[0].identity, "ip=1.2.3.4");
     assert_eq!(blocks[0].limit, "ip-gcra-1m");
@@ -160,15 +162,15 @@ pub async fn admin_block_unblock_blocks_and_reset(h: Subject) {
     let d = limiter.check("login", &b).await.unwrap();
     assert!(d.allowed);
     assert_eq!(d.remaining, 1);
-    assert_eq!(limiter.blocks("login").await.unwrap().len(), 0);
+    assert_eq!(all_blocks(&limiter, "login").await.len(), 0);
     // Blocks end by themselves.
     limiter
         .block("login", &a, Duration::from_secs(1))
         .await
         .unwrap();
-    assert_eq!(limiter.blocks("login").await.unwrap().len(), 1);
+    assert_eq!(all_blocks(&limiter, "login").await.len(), 1);
     h.advance_us(S);
-    assert!(limiter.blocks("login").await.unwrap().is_empty());
+    assert!(all_blocks(&limiter, "login").await.is_empty());
 }
 
 /// Behaviour: A block shorter than the window keeps the count.
@@ -185,4 +187,65 @@ pub async fn a_block_shorter_than_the_window_keeps_the_count(h: Subject) {
     let o = h.one(&c).await;
     assert!(!o.allowed, "the block is over but the window is still full");
     assert_eq!(o.remaining, 0);
+}
+
+/// Every block of `rule`, following the listing's cursor to its end.
+async fn all_blocks(limiter: &Limiter, rule: &str) -> Vec<BlockInfo> {
+    let mut all = Vec::new();
+    let mut cursor = BlocksCursor {
+        after: None,
+        count: 100,
+    };
+    loop {
+        let page = limiter.blocks(rule, &cursor).await.unwrap();
+        assert_eq!(page.skipped, 0);
+        all.extend(page.blocks);
+        match page.next {
+            Some(next) => cursor.after = Some(next),
+            None => return all,
+        }
+    }
+}
+
+/// Behaviour: Block listings are paged and list every block exactly once.
+pub async fn block_listings_are_paged_and_complete(h: Subject) {
+    let limiter = h.limiter(vec![(
+        "login",
+        Rule::new(vec![Limit::new(
+            &["ip"],
+            "2/1m".parse().unwrap(),
+            Algorithm::Gcra,
+        )]),
+    )]);
+    for i in 0..250 {
+        let ip = format!("10.0.{}.{}", i / 256, i % 256);
+        limiter
+            .block("login", &[("ip", ip.as_str())], Duration::from_secs(600))
+            .await
+            .unwrap();
+    }
+    let mut pages = 0;
+    let mut seen = std::collections::BTreeSet::new();
+    let mut cursor = BlocksCursor {
+        after: None,
+        count: 40,
+    };
+    loop {
+        let page = limiter.blocks("login", &cursor).await.unwrap();
+        pages += 1;
+        assert!(pages < 100, "the listing ends");
+        for block in page.blocks {
+            assert!(
+                seen.insert(block.identity.clone()),
+                "{} listed twice",
+                block.identity
+            );
+        }
+        match page.next {
+            Some(next) => cursor.after = Some(next),
+            None => break,
+        }
+    }
+    assert_eq!(seen.len(), 250);
+    assert_eq!(all_blocks(&limiter, "login").await.len(), 250);
 }

@@ -191,6 +191,7 @@ macro_rules! conformance_suite {
             penalty_warns_then_bans,
             admin_block_unblock_blocks_and_reset,
             a_block_shorter_than_the_window_keeps_the_count,
+            block_listings_are_paged_and_complete,
         ]);
     };
     (@each $store:ident, $subject:expr, [$($behaviour:ident),* $(,)?]) => {

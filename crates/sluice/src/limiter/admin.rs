@@ -12,7 +12,7 @@ use std::time::Duration;
 use super::decide::ms;
 use super::{Attributes, Limiter, keys};
 use crate::error::Error;
-use crate::store::{LimitKey, Store};
+use crate::store::{BlocksCursor, LimitKey, Store};
 
 /// An active block, as the admin API lists it.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -23,6 +23,17 @@ pub struct BlockInfo {
     pub identity: String,
     /// When it ends (epoch ms).
     pub blocked_until_ms: u64,
+}
+
+/// A page of blocks, as the admin API lists it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct BlockList {
+    /// The blocks and bans in force found in this page.
+    pub blocks: Vec<BlockInfo>,
+    /// The cursor of the next page; `None` when the listing is complete.
+    pub next: Option<String>,
+    /// Unreadable block values left out of this page.
+    pub skipped: u64,
 }
 
 impl Limiter {
@@ -99,20 +110,32 @@ impl Limiter {
         Ok(was)
     }
 
-    /// The blocks and bans in force under a rule.
-    pub async fn blocks(&self, rule: &str) -> Result<Vec<BlockInfo>, Error> {
+    /// One page of the blocks and bans in force under a rule (see [`Store::blocks`]): pass
+    /// `next` back to get the following page. Unreadable values are skipped and counted in
+    /// `sluice_block_listing_skipped_total`.
+    pub async fn blocks(&self, rule: &str, cursor: &BlocksCursor) -> Result<BlockList, Error> {
         self.rule(rule)?;
-        Ok(self
-            .inner
-            .store
-            .blocks(rule)
-            .await?
-            .into_iter()
-            .map(|b| BlockInfo {
-                limit: b.key.limit_id.to_string(),
-                identity: b.key.identity,
-                blocked_until_ms: ms(b.until_us),
-            })
-            .collect())
+        let page = self.inner.store.blocks(rule, cursor).await?;
+        if page.skipped > 0 {
+            tracing::warn!(
+                rule,
+                skipped = page.skipped,
+                "unreadable block values left out"
+            );
+            metrics::counter!("sluice_block_listing_skipped_total").increment(page.skipped);
+        }
+        Ok(BlockList {
+            blocks: page
+                .entries
+                .into_iter()
+                .map(|b| BlockInfo {
+                    limit: b.key.limit_id.to_string(),
+                    identity: b.key.identity,
+                    blocked_until_ms: ms(b.until_us),
+                })
+                .collect(),
+            next: page.next,
+            skipped: page.skipped,
+        })
     }
 }

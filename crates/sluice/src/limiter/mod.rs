@@ -40,7 +40,7 @@ use crate::model::{Decision, Rule};
 use crate::store::invalidation::{Invalidation, InvalidationChannel};
 use crate::store::memory::MemoryStore;
 use crate::store::{DynStore, LimitCall, LimitKey};
-pub use admin::BlockInfo;
+pub use admin::{BlockInfo, BlockList};
 pub use batch::Part;
 use breaker::Breaker;
 pub use builder::{IntoDynStore, LimiterBuilder};

@@ -37,7 +37,9 @@ use std::time::Duration;
 use foldhash::fast::RandomState;
 use parking_lot::{Mutex, MutexGuard};
 
-use super::{BlockEntry, LimitCall, LimitKey, Store, StoreError, StoreReply};
+use super::{
+    BlockEntry, BlocksCursor, BlocksPage, LimitCall, LimitKey, Store, StoreError, StoreReply,
+};
 use crate::algorithm::{KeyState, LimitOutcome, LimitStep, Mode, step};
 use crate::clock::{Clock, SystemClock, micros};
 use shard::{Full, Shard};
@@ -342,7 +344,8 @@ impl Store for MemoryStore {
         })
     }
 
-    async fn blocks(&self, rule: &str) -> Result<Vec<BlockEntry>, StoreError> {
+    /// Pages by key order: the cursor is the last key of the previous page (`limit:identity`).
+    async fn blocks(&self, rule: &str, cursor: &BlocksCursor) -> Result<BlocksPage, StoreError> {
         let now = self.inner.clock.now_us();
         let mut out: Vec<BlockEntry> = Vec::new();
         for i in 0..SHARDS {
@@ -355,8 +358,19 @@ impl Store for MemoryStore {
                 })
             }));
         }
-        out.sort_by(|a, b| a.key.cmp(&b.key));
-        Ok(out)
+        let position = |e: &BlockEntry| format!("{}:{}", e.key.limit_id, e.key.identity);
+        out.sort_by_cached_key(position);
+        if let Some(after) = &cursor.after {
+            out.retain(|e| position(e).as_str() > after.as_str());
+        }
+        let count = cursor.count.max(1);
+        let next = (out.len() > count).then(|| position(&out[count - 1]));
+        out.truncate(count);
+        Ok(BlocksPage {
+            entries: out,
+            next,
+            skipped: 0,
+        })
     }
 
     async fn ping(&self) -> Result<(), StoreError> {

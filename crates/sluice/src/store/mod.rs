@@ -73,6 +73,27 @@ pub struct BlockEntry {
     pub until_us: u64,
 }
 
+/// Which part of a listing of blocks to return.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct BlocksCursor {
+    /// Where the previous page stopped ([`BlocksPage::next`]); `None` for the first page.
+    pub after: Option<String>,
+    /// About how many entries to return: a store may return a few more (a Redis `SCAN` batch
+    /// is taken whole) or fewer (a page cut short by the listing's time budget).
+    pub count: usize,
+}
+
+/// One page of a listing of blocks.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct BlocksPage {
+    /// The blocks and bans in force found in this page.
+    pub entries: Vec<BlockEntry>,
+    /// Where the next page starts; `None` when the listing is complete.
+    pub next: Option<String>,
+    /// Block values that could not be read (corrupt or foreign data) and were left out.
+    pub skipped: u64,
+}
+
 /// Why a store could not answer.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{store} store: {message}")]
@@ -144,11 +165,13 @@ pub trait Store: Send + Sync + fmt::Debug + 'static {
     /// in force.
     fn unblock(&self, key: &LimitKey) -> impl Future<Output = Result<bool, StoreError>> + Send;
 
-    /// The blocks and bans in force for a rule.
+    /// One page of the blocks and bans in force for a rule. Pages are bounded in size and in
+    /// time; following `next` to the end lists every block that lasted through the listing.
     fn blocks(
         &self,
         rule: &str,
-    ) -> impl Future<Output = Result<Vec<BlockEntry>, StoreError>> + Send;
+        cursor: &BlocksCursor,
+    ) -> impl Future<Output = Result<BlocksPage, StoreError>> + Send;
 
     /// Checks that the store answers (for readiness probes).
     fn ping(&self) -> impl Future<Output = Result<(), StoreError>> + Send;
@@ -178,7 +201,11 @@ pub trait DynStore: Send + Sync + fmt::Debug + 'static {
     /// See [`Store::unblock`].
     fn unblock<'a>(&'a self, key: &'a LimitKey) -> BoxFuture<'a, Result<bool, StoreError>>;
     /// See [`Store::blocks`].
-    fn blocks<'a>(&'a self, rule: &'a str) -> BoxFuture<'a, Result<Vec<BlockEntry>, StoreError>>;
+    fn blocks<'a>(
+        &'a self,
+        rule: &'a str,
+        cursor: &'a BlocksCursor,
+    ) -> BoxFuture<'a, Result<BlocksPage, StoreError>>;
     /// See [`Store::ping`].
     fn ping(&self) -> BoxFuture<'_, Result<(), StoreError>>;
 }
@@ -210,8 +237,12 @@ impl<S: Store> DynStore for S {
     fn unblock<'a>(&'a self, key: &'a LimitKey) -> BoxFuture<'a, Result<bool, StoreError>> {
         Box::pin(Store::unblock(self, key))
     }
-    fn blocks<'a>(&'a self, rule: &'a str) -> BoxFuture<'a, Result<Vec<BlockEntry>, StoreError>> {
-        Box::pin(Store::blocks(self, rule))
+    fn blocks<'a>(
+        &'a self,
+        rule: &'a str,
+        cursor: &'a BlocksCursor,
+    ) -> BoxFuture<'a, Result<BlocksPage, StoreError>> {
+        Box::pin(Store::blocks(self, rule, cursor))
     }
     fn ping(&self) -> BoxFuture<'_, Result<(), StoreError>> {
         Box::pin(Store::ping(self))

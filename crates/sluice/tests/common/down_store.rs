@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use sluice::Store;
 use sluice::algorithm::Mode;
-use sluice::store::{BlockEntry, LimitCall, LimitKey, StoreError, StoreReply};
+use sluice::store::{BlocksCursor, BlocksPage, LimitCall, LimitKey, StoreError, StoreReply};
 
 /// A store that is down: every call fails at once, or (with `hangs`) never answers.
 #[derive(Debug, Default)]
@@ -57,7 +57,7 @@ impl Store for DownStore {
     async fn unblock(&self, _key: &LimitKey) -> Result<bool, StoreError> {
         self.fail().await
     }
-    async fn blocks(&self, _rule: &str) -> Result<Vec<BlockEntry>, StoreError> {
+    async fn blocks(&self, _rule: &str, _cursor: &BlocksCursor) -> Result<BlocksPage, StoreError> {
         self.fail().await
     }
     async fn ping(&self) -> Result<(), StoreError> {

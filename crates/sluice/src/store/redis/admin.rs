@@ -2,13 +2,13 @@
 //!
 //! None of them is on the decision path. Every key of one identity shares a slot, so a reset is
 //! one `DEL` per identity; listings scan the readable block keys (`…:b`) of every primary and
-//! keep only blocks still in force at the store's now.
+//! keep only blocks still in force at the store's now, one page at a time.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use super::{RedisStore, keys, store_error};
 use crate::clock::micros;
-use crate::store::{BlockEntry, LimitKey, StoreError};
+use crate::store::{BlockEntry, BlocksCursor, BlocksPage, LimitKey, StoreError};
 use keys::Part;
 
 impl RedisStore {
@@ -78,83 +78,118 @@ impl RedisStore {
         Ok(was == 1)
     }
 
-    /// Every key matching `pattern`: one `SCAN` over the server, or over each Cluster primary.
-    async fn scan(&self, pattern: &str) -> Result<Vec<String>, StoreError> {
+    /// One page of the blocks of `rule`: `SCAN` batches of the server, or of each Cluster
+    /// primary in turn, until the page holds `cursor.count` entries or [`LIST_BUDGET`] has
+    /// passed. The cursor is `<primary index>:<SCAN cursor>`. A value that is not a block end
+    /// (corrupt or foreign data) is skipped and counted, never an error.
+    pub(super) async fn blocks_page(
+        &self,
+        rule: &str,
+        cursor: &BlocksCursor,
+    ) -> Result<BlocksPage, StoreError> {
+        let started = Instant::now();
+        let pattern = keys::block_pattern(&self.inner.prefix, rule);
         let conn = &self.inner.conn;
-        let nodes = conn.cluster_primaries().await.map_err(store_error)?;
         let targets: Vec<Option<(String, u16)>> = if conn.is_cluster() {
+            let mut nodes = conn.cluster_primaries().await.map_err(store_error)?;
+            nodes.sort();
             nodes.into_iter().map(Some).collect()
         } else {
             vec![None]
         };
-        let mut found = Vec::new();
-        for target in targets {
-            let mut cursor: u64 = 0;
-            loop {
-                let mut cmd = redis::cmd("SCAN");
-                cmd.arg(cursor)
-                    .arg("MATCH")
-                    .arg(pattern)
-                    .arg("COUNT")
-                    .arg(1000);
-                let reply = match &target {
-                    Some((host, port)) => conn.on_node(cmd, host, *port).await,
-                    None => cmd.query_async(&mut conn.clone()).await,
-                };
-                let (next, batch): (u64, Vec<String>) = reply
-                    .and_then(|v| redis::from_redis_value(v).map_err(Into::into))
-                    .map_err(store_error)?;
-                found.extend(batch);
-                if next == 0 {
-                    break;
-                }
-                cursor = next;
+        let (mut node, mut scan) = match &cursor.after {
+            None => (0, 0),
+            Some(text) => parse_cursor(text)
+                .ok_or_else(|| StoreError::permanent(super::NAME, "not a listing cursor"))?,
+        };
+        let now = self.now_us().await?;
+        let mut page = BlocksPage::default();
+        while node < targets.len() {
+            let mut cmd = redis::cmd("SCAN");
+            cmd.arg(scan)
+                .arg("MATCH")
+                .arg(&pattern)
+                .arg("COUNT")
+                .arg(1000);
+            let reply = match &targets[node] {
+                Some((host, port)) => conn.on_node(cmd, host, *port).await,
+                None => cmd.query_async(&mut conn.clone()).await,
+            };
+            let (next, batch): (u64, Vec<String>) = reply
+                .and_then(|v| redis::from_redis_value(v).map_err(Into::into))
+                .map_err(store_error)?;
+            self.read_blocks(rule, &batch, now, &mut page).await?;
+            if next == 0 {
+                node += 1;
+                scan = 0;
+            } else {
+                scan = next;
+            }
+            if page.entries.len() >= cursor.count.max(1) || started.elapsed() >= LIST_BUDGET {
+                break;
             }
         }
-        Ok(found)
+        if node < targets.len() {
+            page.next = Some(format!("{node}:{scan}"));
+        }
+        page.entries.sort_by(|a, b| a.key.cmp(&b.key));
+        Ok(page)
     }
 
-    pub(super) async fn blocks_of(&self, rule: &str) -> Result<Vec<BlockEntry>, StoreError> {
-        let pattern = keys::block_pattern(&self.inner.prefix, rule);
+    /// Reads the block ends of `found` keys into `page`, skipping what is not one.
+    async fn read_blocks(
+        &self,
+        rule: &str,
+        found: &[String],
+        now: u64,
+        page: &mut BlocksPage,
+    ) -> Result<(), StoreError> {
         let mut conn = self.inner.conn.clone();
-        let mut found = self.scan(&pattern).await?;
-        found.sort();
-        found.dedup();
-        let now = self.now_us().await?;
-        let mut out = Vec::new();
-        for chunk in found.chunks(500) {
-            let values: Vec<Option<u64>> = if conn.is_cluster() {
-                let gets = chunk.iter().map(|key| {
-                    let mut conn = conn.clone();
-                    async move { redis::cmd("GET").arg(key).query_async(&mut conn).await }
-                });
-                futures::future::join_all(gets)
-                    .await
-                    .into_iter()
-                    .collect::<Result<_, _>>()
-                    .map_err(store_error)?
-            } else {
-                let mut pipe = redis::pipe();
-                for key in chunk {
-                    pipe.get(key);
-                }
-                pipe.query_async(&mut conn).await.map_err(store_error)?
+        let values: Vec<Option<String>> = if conn.is_cluster() {
+            let gets = found.iter().map(|key| {
+                let mut conn = conn.clone();
+                async move { redis::cmd("GET").arg(key).query_async(&mut conn).await }
+            });
+            futures::future::join_all(gets)
+                .await
+                .into_iter()
+                .collect::<Result<_, _>>()
+                .map_err(store_error)?
+        } else {
+            let mut pipe = redis::pipe();
+            for key in found {
+                pipe.cmd("GET").arg(key);
+            }
+            pipe.query_async(&mut conn).await.map_err(store_error)?
+        };
+        for (key, value) in found.iter().zip(values) {
+            let Some(value) = value else {
+                continue; // expired between SCAN and GET
             };
-            for (key, until) in chunk.iter().zip(values) {
-                let (Some(until), Some(k)) =
-                    (until, keys::parse_block_key(&self.inner.prefix, rule, key))
-                else {
-                    continue;
-                };
-                if until > now {
-                    out.push(BlockEntry {
-                        key: k,
-                        until_us: until,
-                    });
+            match (
+                value.parse::<u64>(),
+                keys::parse_block_key(&self.inner.prefix, rule, key),
+            ) {
+                (Ok(until), Some(k)) => {
+                    if until > now {
+                        page.entries.push(BlockEntry {
+                            key: k,
+                            until_us: until,
+                        });
+                    }
                 }
+                _ => page.skipped += 1,
             }
         }
-        out.sort_by(|a, b| a.key.cmp(&b.key));
-        Ok(out)
+        Ok(())
     }
+}
+
+/// The longest one page of a listing scans before it returns what it found, with a cursor.
+pub const LIST_BUDGET: Duration = Duration::from_millis(500);
+
+/// `<primary index>:<SCAN cursor>`.
+fn parse_cursor(text: &str) -> Option<(usize, u64)> {
+    let (node, scan) = text.split_once(':')?;
+    Some((node.parse().ok()?, scan.parse().ok()?))
 }

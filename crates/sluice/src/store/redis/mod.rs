@@ -94,7 +94,7 @@ use std::time::Duration;
 
 use redis::{RedisError, RetryMethod, Script};
 
-use super::{BlockEntry, LimitCall, LimitKey, Store, StoreError, StoreReply};
+use super::{BlocksCursor, BlocksPage, LimitCall, LimitKey, Store, StoreError, StoreReply};
 use crate::algorithm::Mode;
 use crate::clock::{Clock, micros};
 use connection::RedisConnection;
@@ -381,8 +381,8 @@ impl Store for RedisStore {
         self.unblock_key(key).await
     }
 
-    async fn blocks(&self, rule: &str) -> Result<Vec<BlockEntry>, StoreError> {
-        self.blocks_of(rule).await
+    async fn blocks(&self, rule: &str, cursor: &BlocksCursor) -> Result<BlocksPage, StoreError> {
+        self.blocks_page(rule, cursor).await
     }
 
     async fn ping(&self) -> Result<(), StoreError> {
