@@ -144,6 +144,9 @@ impl RedisStore {
         now: u64,
         page: &mut BlocksPage,
     ) -> Result<(), StoreError> {
+        if found.is_empty() {
+            return Ok(());
+        }
         let mut conn = self.inner.conn.clone();
         let values: Vec<Option<String>> = if conn.is_cluster() {
             let gets = found.iter().map(|key| {
