@@ -357,7 +357,7 @@ async fn admin_operations_act_on_redis_for_every_service() {
             "limit": "per_ip",
             "identity": "ip=203.0.113.9",
             "blocked_until_ms": until,
-        }] })
+        }], "next": null, "skipped": 0 })
     );
 
     // Lifting it through one service removes it from Redis for both.
@@ -368,7 +368,10 @@ async fn admin_operations_act_on_redis_for_every_service() {
     let listed = b
         .admin(Method::GET, "/v1/blocks?rule=login", "", token)
         .await;
-    assert_eq!(listed.json, json!({ "blocks": [] }));
+    assert_eq!(
+        listed.json,
+        json!({ "blocks": [], "next": null, "skipped": 0 })
+    );
 
     // The counter is still full; a reset forgets every key of the identity.
     let state = state_key("login", "per_ip", "ip=203.0.113.9");
