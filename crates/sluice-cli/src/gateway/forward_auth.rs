@@ -23,7 +23,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use axum::extract::{ConnectInfo, Path, Query, State};
-use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::any;
 use axum::{Extension, Router};
@@ -31,8 +31,7 @@ use serde::Deserialize;
 use sluice::Check;
 use sluice::config::ForwardAuthConfig;
 use sluice::config::gateway::{ClientIpHeader, DENIED_STATUSES};
-use sluice::middleware::{ClientIp, DEGRADED_HEADER, ForwardingHeader};
-use sluice::model::headers;
+use sluice::middleware::{ClientIp, ForwardingHeader, apply_headers};
 
 use crate::server::AppState;
 use crate::server::error::ApiError;
@@ -103,18 +102,7 @@ async fn auth(
         StatusCode::from_u16(denied_status).unwrap_or(StatusCode::TOO_MANY_REQUESTS)
     };
     let mut response = status.into_response();
-    let out = response.headers_mut();
-    for (name, value) in headers(&decision, live.headers) {
-        if let (Ok(name), Ok(value)) = (
-            HeaderName::from_bytes(name.as_bytes()),
-            HeaderValue::from_str(&value),
-        ) {
-            out.insert(name, value);
-        }
-    }
-    if decision.degraded {
-        out.insert(DEGRADED_HEADER, HeaderValue::from_static("true"));
-    }
+    apply_headers(response.headers_mut(), &decision, live.headers);
     Ok(response)
 }
 

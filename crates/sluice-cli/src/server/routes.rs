@@ -14,7 +14,7 @@ use axum::body::Bytes;
 use axum::extract::DefaultBodyLimit;
 use axum::extract::State;
 use axum::extract::rejection::BytesRejection;
-use axum::http::{HeaderName, HeaderValue, StatusCode, header};
+use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
@@ -22,7 +22,8 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use sluice::Decision;
 use sluice::limiter::MAX_COST;
-use sluice::model::{HeaderStyle, headers};
+use sluice::middleware::insert_headers;
+use sluice::model::HeaderStyle;
 
 use super::error::{ApiError, json_body, no_route, wrong_method};
 use super::{AppState, MAX_BODY_BYTES, metrics};
@@ -153,16 +154,7 @@ pub fn decision_response(
         fields.insert("message".into(), Value::String(message.to_string()));
     }
     let mut response = (status, Json(body)).into_response();
-    for (name, value) in headers(decision, style) {
-        // Rule names and numbers are plain ASCII, so both conversions hold; a header that
-        // somehow does not convert is left out rather than failing the decision.
-        if let (Ok(name), Ok(value)) = (
-            HeaderName::from_bytes(name.as_bytes()),
-            HeaderValue::from_str(&value),
-        ) {
-            response.headers_mut().insert(name, value);
-        }
-    }
+    insert_headers(response.headers_mut(), decision, style);
     response
 }
 

@@ -50,4 +50,4 @@ pub use client_ip::{ClientIp, DEFAULT_IPV6_PREFIX, ForwardingHeader, PeerIp, ip_
 pub use extract::{AttributeList, Extract, ExtractError, ExtractErrorKind, FromFn, from_fn};
 pub use layer::{RequestAttributes, Shaping, SluiceLayer, SluiceService};
 pub use request::{Extension, Header, PathParam, QueryParam};
-pub use response::{DEFAULT_MESSAGE, DEGRADED_HEADER, DELAY_HEADER};
+pub use response::{DEFAULT_MESSAGE, DEGRADED_HEADER, DELAY_HEADER, apply_headers, insert_headers};

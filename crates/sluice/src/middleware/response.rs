@@ -1,9 +1,9 @@
 //! The responses the middleware writes: rate-limit headers on every decided response, the 429
 //! body on denial, the JSON error on bad input, and [`Limited`] as an axum response.
 //!
-//! Bodies are JSON objects with an `error` string, like the decision service's, so one client
-//! handles both. Headers come from [`model::headers`](crate::model::headers), the same function
-//! the service uses.
+//! Bodies are JSON objects with an `error` string, like the decision service's errors, so one
+//! client handles both. Headers come from [`model::headers`](crate::model::headers) through
+//! [`insert_headers`], which the service and the forward-auth endpoint use too.
 
 use axum::response::IntoResponse;
 use http::header::{CONTENT_TYPE, HeaderName, HeaderValue};
@@ -23,8 +23,9 @@ pub const DELAY_HEADER: HeaderName = HeaderName::from_static("x-ratelimit-delay-
 /// The message of a denial when neither the layer nor the rule sets one.
 pub const DEFAULT_MESSAGE: &str = "rate limit exceeded";
 
-/// Writes the decision's rate-limit headers, and the degraded marker when it applies.
-pub(crate) fn apply_headers(map: &mut HeaderMap, d: &Decision, style: HeaderStyle) {
+/// Writes the decision's rate-limit headers ([`crate::model::headers`]) into an HTTP header map:
+/// the one conversion the middleware, the service and the forward-auth endpoint share.
+pub fn insert_headers(map: &mut HeaderMap, d: &Decision, style: HeaderStyle) {
     for (name, value) in headers(d, style) {
         // Names are fixed ASCII and values are numbers and rule names, which are checked to be
         // token characters, so neither conversion fails; a header that did would be skipped.
@@ -35,6 +36,11 @@ pub(crate) fn apply_headers(map: &mut HeaderMap, d: &Decision, style: HeaderStyl
             map.insert(name, value);
         }
     }
+}
+
+/// Writes the decision's rate-limit headers, and the degraded marker when it applies.
+pub fn apply_headers(map: &mut HeaderMap, d: &Decision, style: HeaderStyle) {
+    insert_headers(map, d, style);
     if d.degraded {
         map.insert(DEGRADED_HEADER, HeaderValue::from_static("true"));
     }
