@@ -90,12 +90,8 @@ async fn auth(
         .collect();
 
     let decision = state
-        .limiter
-        .check_with(&rule, &attributes, Check::cost(query.cost.unwrap_or(1)))
+        .decide(&rule, &attributes, Check::cost(query.cost.unwrap_or(1)))
         .await?;
-    if decision.limits.iter().any(|l| !l.allowed) {
-        state.top_denied.record(&decision, &attributes);
-    }
     let status = if decision.allowed {
         StatusCode::OK
     } else {

@@ -116,6 +116,23 @@ impl AppState {
             top_denied,
         }))
     }
+
+    /// Decides one request, and counts the identities of the limits that denied it in the
+    /// top-denied tracker (a peek counts nothing).
+    pub async fn decide(
+        &self,
+        rule: &str,
+        attributes: &[(&str, String)],
+        check: sluice::Check,
+    ) -> Result<sluice::Decision, sluice::Error> {
+        let decision = self.limiter.check_with(rule, attributes, check).await?;
+        if check.mode() == sluice::algorithm::Mode::Apply
+            && decision.limits.iter().any(|l| !l.allowed)
+        {
+            self.top_denied.record(&decision, attributes);
+        }
+        Ok(decision)
+    }
 }
 
 /// Milliseconds since the Unix epoch.

@@ -98,12 +98,8 @@ async fn check(
     let request: DecisionRequest = json_body(body)?;
     let attributes = request.attributes()?;
     let decision = state
-        .limiter
-        .check_with(&request.rule, &attributes, Check::cost(request.cost()?))
+        .decide(&request.rule, &attributes, Check::cost(request.cost()?))
         .await?;
-    if decision.limits.iter().any(|l| !l.allowed) {
-        state.top_denied.record(&decision, &attributes);
-    }
     let status = if decision.allowed {
         StatusCode::OK
     } else {
@@ -127,8 +123,7 @@ async fn peek(
     let request: DecisionRequest = json_body(body)?;
     let attributes = request.attributes()?;
     let decision = state
-        .limiter
-        .check_with(
+        .decide(
             &request.rule,
             &attributes,
             Check::cost(request.cost()?).peek(),
