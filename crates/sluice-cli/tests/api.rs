@@ -395,3 +395,56 @@ async fn header_style_and_the_global_switch_come_from_the_file() {
     }
     assert_eq!(server.get("/v1/rules").await.json["enabled"], false);
 }
+
+/// A client that needs less than the full decision asks for it: `?view=compact` (the most
+/// restrictive limit's numbers) or `?view=headers` (an empty body). The default is the full
+/// decision, and an unknown view is a 400 that decides nothing.
+#[tokio::test]
+async fn check_and_peek_can_answer_in_less() {
+    let server = Server::start(CONFIG);
+    let body = json!({ "rule": "employee", "attributes": { "id": "7" } }).to_string();
+    let full = server.post("/v1/check", &body).await;
+    assert_eq!(full.header("content-type"), Some("application/json"));
+    assert!(full.json["limits"].is_array(), "{full:?}");
+
+    let compact = server.post("/v1/check?view=compact", &body).await;
+    assert_eq!(compact.status, 200);
+    assert_eq!(
+        compact.json,
+        json!({ "allowed": true, "limit": 5, "remaining": 3, "reset_after_ms": compact.json["reset_after_ms"] })
+    );
+    assert_eq!(compact.header("x-ratelimit-remaining"), Some("3"));
+
+    let peek = server.post("/v1/peek?view=headers", &body).await;
+    assert_eq!((peek.status, peek.text.as_str()), (200, ""));
+    assert_eq!(
+        peek.header("x-ratelimit-remaining"),
+        Some("3"),
+        "a peek consumes nothing"
+    );
+    assert_eq!(peek.header("content-type"), None);
+
+    for _ in 0..3 {
+        server.post("/v1/check?view=headers", &body).await;
+    }
+    let denied = server.post("/v1/check?view=compact", &body).await;
+    assert_eq!(denied.status, 429);
+    assert_eq!(denied.json["allowed"], false);
+    assert_eq!(denied.json["message"], "slow down");
+    assert!(
+        denied.json["retry_after_ms"].as_u64().is_some(),
+        "{denied:?}"
+    );
+    let bare = server.post("/v1/check?view=headers", &body).await;
+    assert_eq!((bare.status, bare.text.as_str()), (429, ""));
+    assert!(bare.header("retry-after").is_some());
+
+    let other = json!({ "rule": "employee", "attributes": { "id": "8" } }).to_string();
+    let bad = server.post("/v1/check?view=tiny", &other).await;
+    assert_eq!(bad.status, 400, "{bad:?}");
+    let fresh = server.post("/v1/peek", &other).await;
+    assert_eq!(
+        fresh.json["remaining"], 5,
+        "the refused request consumed nothing"
+    );
+}

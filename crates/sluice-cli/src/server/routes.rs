@@ -3,7 +3,9 @@
 //!
 //! Decision responses carry the decision as JSON and the rate-limit headers of
 //! [`sluice::model::headers`]; `/v1/check` answers 429 when denied, `/v1/peek` always 200 (it
-//! consumed nothing, so nothing was limited; `allowed` says what a check would do).
+//! consumed nothing, so nothing was limited; `allowed` says what a check would do). A client
+//! that needs less than the full decision asks for it with `?view=` ([`View`]): `compact` (the
+//! most restrictive limit's numbers only) or `headers` (an empty body).
 
 use sluice::Check;
 use std::collections::BTreeMap;
@@ -12,13 +14,13 @@ use std::time::Duration;
 
 use axum::body::Bytes;
 use axum::extract::DefaultBodyLimit;
-use axum::extract::State;
-use axum::extract::rejection::BytesRejection;
+use axum::extract::rejection::{BytesRejection, QueryRejection};
+use axum::extract::{Query, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use sluice::Decision;
 use sluice::limiter::MAX_COST;
@@ -91,10 +93,39 @@ pub(super) fn router(state: Arc<AppState>) -> Router {
         .with_state(state)
 }
 
+/// How much of a decision a response body carries (`?view=`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum View {
+    /// The whole decision, every limit's part included (the default).
+    #[default]
+    Full,
+    /// `allowed`, and the most restrictive limit's `limit`, `remaining`, `reset_after_ms`,
+    /// `retry_after_ms` when denied; `degraded`, `reason` and `message` when they apply.
+    Compact,
+    /// No body: the status and the rate-limit headers say it all.
+    Headers,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ViewQuery {
+    #[serde(default)]
+    view: View,
+}
+
+fn view_of(query: Result<Query<ViewQuery>, QueryRejection>) -> Result<View, ApiError> {
+    query.map(|Query(q)| q.view).map_err(|_| {
+        ApiError::bad_request("`view` must be full, compact or headers (and nothing else is asked)")
+    })
+}
+
 async fn check(
     State(state): State<Arc<AppState>>,
+    query: Result<Query<ViewQuery>, QueryRejection>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
+    let view = view_of(query)?;
     let request: DecisionRequest = json_body(body)?;
     let attributes = request.attributes()?;
     let decision = state
@@ -113,13 +144,16 @@ async fn check(
         &decision,
         state.live.load().headers,
         message.as_deref(),
+        view,
     ))
 }
 
 async fn peek(
     State(state): State<Arc<AppState>>,
+    query: Result<Query<ViewQuery>, QueryRejection>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
+    let view = view_of(query)?;
     let request: DecisionRequest = json_body(body)?;
     let attributes = request.attributes()?;
     let decision = state
@@ -134,21 +168,72 @@ async fn peek(
         &decision,
         state.live.load().headers,
         None,
+        view,
     ))
 }
 
-/// The decision as JSON with its rate-limit headers, and the rule's `message` when denied.
+/// The full body: the decision and, when denied, the rule's message.
+#[derive(Serialize)]
+struct FullBody<'a> {
+    #[serde(flatten)]
+    decision: &'a Decision,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    message: Option<&'a str>,
+}
+
+/// The compact body (see [`View::Compact`]).
+#[derive(Serialize)]
+struct CompactBody<'a> {
+    allowed: bool,
+    limit: u64,
+    remaining: u64,
+    reset_after_ms: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    retry_after_ms: Option<u64>,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    degraded: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reason: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    message: Option<&'a str>,
+}
+
+/// The decision with its rate-limit headers, as much of it as `view` asks, and the rule's
+/// `message` when denied. Bodies are written straight from the decision, with no JSON tree in
+/// between.
 pub fn decision_response(
     status: StatusCode,
     decision: &Decision,
     style: HeaderStyle,
     message: Option<&str>,
+    view: View,
 ) -> Response {
-    let mut body = serde_json::to_value(decision).unwrap_or(Value::Null);
-    if let (Value::Object(fields), Some(message)) = (&mut body, message) {
-        fields.insert("message".into(), Value::String(message.to_string()));
+    let body = match view {
+        View::Full => serde_json::to_vec(&FullBody { decision, message }),
+        View::Compact => serde_json::to_vec(&CompactBody {
+            allowed: decision.allowed,
+            limit: decision.limit,
+            remaining: decision.remaining,
+            reset_after_ms: decision.reset_after_ms,
+            retry_after_ms: decision.retry_after_ms,
+            degraded: decision.degraded,
+            reason: decision.reason.as_deref(),
+            message,
+        }),
+        View::Headers => Ok(Vec::new()),
+    };
+    // Serializing plain numbers and strings cannot fail; an empty body would still carry the
+    // decision in its status and headers.
+    let body = body.unwrap_or_default();
+    let mut response = (status, body).into_response();
+    if view == View::Headers {
+        response.headers_mut().remove(header::CONTENT_TYPE);
+    } else {
+        response.headers_mut().insert(
+            header::CONTENT_TYPE,
+            header::HeaderValue::from_static("application/json"),
+        );
     }
-    let mut response = (status, Json(body)).into_response();
     insert_headers(response.headers_mut(), decision, style);
     response
 }
