@@ -41,6 +41,7 @@ fn call(algorithm: Algorithm, names: &(Arc<str>, Arc<str>), identity: String) ->
             block_us: None,
             penalty: None,
             shadow: false,
+            lease: None,
         },
     }
 }

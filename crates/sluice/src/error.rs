@@ -42,6 +42,13 @@ pub enum Error {
         /// The maximum accepted.
         max: u64,
     },
+    /// A text given as a lease id is not one of the rules in force (malformed, too long, or
+    /// naming a limit the rule has no concurrency limit by). Nothing was changed.
+    #[error("invalid lease: {reason}")]
+    InvalidLease {
+        /// What is wrong with it.
+        reason: String,
+    },
     /// A rule failed validation.
     #[error("rule `{rule}`: {error}")]
     InvalidRule {

@@ -236,6 +236,7 @@ proptest! {
                     memory_us: 100_000,
                 }),
                 shadow: false,
+                lease: None,
             };
             let mode = if i % peek_every == 0 { Mode::Peek } else { Mode::Apply };
             let one = step::decide_one(&mut fast, &s, now, mode);

@@ -4,6 +4,9 @@
 //! store then decides at the time Redis reports, and Redis expires keys in real time, so a key
 //! expired too early shows as a difference).
 //!
+//! Concurrency limits take their leases under random tokens, and releases and renewals of leases
+//! taken earlier join the timelines.
+//!
 //! Seeded, so a failure prints its seed and replays exactly (`SLUICE_DIFF_SEED=<seed>`).
 #![cfg(feature = "redis")]
 
@@ -12,9 +15,10 @@ mod common;
 use std::time::Duration;
 
 use common::{S, redis_store};
+use sluice::algorithm::concurrency::LeaseToken;
 use sluice::algorithm::{LimitStep, Mode, Params, penalty};
 use sluice::model::Algorithm;
-use sluice::store::{LimitCall, LimitKey, Store};
+use sluice::store::{LeaseCall, LimitCall, LimitKey, Store};
 use sluice::{ManualClock, MemoryStore};
 use sluice_test_support::RedisServer;
 use std::sync::Arc;
@@ -39,6 +43,32 @@ impl Rng {
     fn chance(&mut self, percent: u64) -> bool {
         self.below(100) < percent
     }
+    fn token(&mut self) -> LeaseToken {
+        let bits = u128::from(self.next()) << 64 | u128::from(self.next());
+        LeaseToken(bits.to_be_bytes())
+    }
+}
+
+/// A lease taken earlier in a timeline: by whom, its token and units.
+type Taken = (&'static str, LeaseToken, u64);
+
+/// The lease calls of a lease taken by `calls` of `steps` (its concurrency limits).
+fn lease_calls(
+    steps: &[LimitStep],
+    key: impl Fn(usize, &str) -> LimitKey,
+    (who, token, units): Taken,
+) -> Vec<LeaseCall> {
+    steps
+        .iter()
+        .enumerate()
+        .filter(|(_, s)| s.algorithm.holds_leases())
+        .map(|(i, s)| LeaseCall {
+            key: key(i, who),
+            token,
+            units,
+            lease_us: s.params.window_us,
+        })
+        .collect()
 }
 
 /// Durations a random limit is made of: windows, then blocks and bans, then penalty memories.
@@ -88,6 +118,7 @@ fn random_step(rng: &mut Rng, scale: &Scale) -> LimitStep {
             memory_us: rng.pick(scale.memories),
         }),
         shadow: rng.chance(15),
+        lease: None,
     }
 }
 
@@ -118,6 +149,7 @@ async fn random_timelines_give_identical_replies() {
             limit_id: format!("l{i}").into(),
             identity: format!("ip={who}"),
         };
+        let mut taken: Vec<Taken> = Vec::new();
         for event in 0..80 {
             let advance = rng.pick(&[0, 0, 1, 333, 1_000, 99_999, S, 7 * S, 61 * S]);
             clock.advance(Duration::from_micros(advance));
@@ -146,6 +178,23 @@ async fn random_timelines_give_identical_replies() {
                     memory.reset(&ks).await.unwrap();
                     redis.reset(&ks).await.unwrap();
                 }
+                3..=6 if !taken.is_empty() => {
+                    let lease = taken[rng.below(taken.len() as u64) as usize];
+                    let calls = lease_calls(&steps, key, lease);
+                    if rng.chance(50) {
+                        assert_eq!(
+                            memory.release(&calls).await,
+                            redis.release(&calls).await,
+                            "release {lease:?}: {context}"
+                        );
+                    } else {
+                        assert_eq!(
+                            memory.renew(&calls).await,
+                            redis.renew(&calls).await,
+                            "renew {lease:?}: {context}"
+                        );
+                    }
+                }
                 _ => {
                     let cost = rng.pick(&[1, 1, 1, 2, 3, 7]);
                     let mode = if rng.chance(20) {
@@ -153,17 +202,27 @@ async fn random_timelines_give_identical_replies() {
                     } else {
                         Mode::Apply
                     };
+                    // Mostly fresh tokens, as the limiter draws them; sometimes one taken before.
+                    let token = match taken.last() {
+                        Some(&(_, t, _)) if rng.chance(10) => t,
+                        _ => rng.token(),
+                    };
                     let calls: Vec<LimitCall> = steps
                         .iter()
                         .enumerate()
                         .map(|(i, s)| LimitCall {
                             key: key(i, who),
-                            step: LimitStep { cost, ..*s },
+                            step: LimitStep {
+                                cost,
+                                lease: Some(token),
+                                ..*s
+                            },
                         })
                         .collect();
                     let m = memory.decide(&calls, mode).await.unwrap();
                     let r = redis.decide(&calls, mode).await.unwrap();
                     assert_eq!(m, r, "cost {cost} {mode:?} who {who}: {context}");
+                    taken.push((who, token, cost));
                 }
             }
         }
@@ -200,6 +259,7 @@ async fn random_timelines_on_redis_time_give_identical_replies() {
             identity: format!("ip={who}"),
         };
         let mut last_us = 0;
+        let mut taken: Vec<Taken> = Vec::new();
         for event in 0..80 {
             let who = rng.pick(&["a", "b"]);
             let context = format!("seed {seed:#x} case {case} event {event} steps {steps:?}");
@@ -229,6 +289,14 @@ async fn random_timelines_on_redis_time_give_identical_replies() {
                     memory.reset(&ks).await.unwrap();
                     redis.reset(&ks).await.unwrap();
                 }
+                3..=5 if !taken.is_empty() => {
+                    // Whether the lease was still in force depends on the instant; the effect
+                    // (no lease under that token) does not. A renewal would depend on it.
+                    let lease = taken[rng.below(taken.len() as u64) as usize];
+                    let calls = lease_calls(&steps, key, lease);
+                    redis.release(&calls).await.unwrap();
+                    memory.release(&calls).await.unwrap();
+                }
                 _ => {
                     let cost = rng.pick(&[1, 1, 1, 2, 3, 7]);
                     let mode = if rng.chance(20) {
@@ -236,14 +304,20 @@ async fn random_timelines_on_redis_time_give_identical_replies() {
                     } else {
                         Mode::Apply
                     };
+                    let token = rng.token();
                     let calls: Vec<LimitCall> = steps
                         .iter()
                         .enumerate()
                         .map(|(i, s)| LimitCall {
                             key: key(i, who),
-                            step: LimitStep { cost, ..*s },
+                            step: LimitStep {
+                                cost,
+                                lease: Some(token),
+                                ..*s
+                            },
                         })
                         .collect();
+                    taken.push((who, token, cost));
                     let r = redis.decide(&calls, mode).await.unwrap();
                     assert!(r.now_us >= last_us, "Redis TIME went back: {context}");
                     last_us = r.now_us;

@@ -99,6 +99,7 @@ async fn every_key_expires_exactly_when_it_stops_mattering() {
                 Algorithm::TokenBucket => "b-token_bucket",
                 Algorithm::Gcra => "b-gcra",
                 Algorithm::LeakyBucket => "b-leaky_bucket",
+                Algorithm::Concurrency => "b-concurrency",
             },
             Rule::new(vec![blocking, punishing]),
         ));
@@ -152,6 +153,11 @@ async fn every_key_expires_exactly_when_it_stops_mattering() {
                 let newest = server.cli(&["ZRANGE", key, "-1", "-1", "WITHSCORES"]);
                 newest.lines().nth(1).unwrap().parse::<u64>().unwrap() + window_us
             }
+            // The last lease to end (leases end a window after they were taken).
+            Algorithm::Concurrency => {
+                let last = server.cli(&["ZRANGE", key, "-1", "-1", "WITHSCORES"]);
+                last.lines().nth(1).unwrap().parse::<u64>().unwrap()
+            }
             Algorithm::SlidingWindow => {
                 let fields = server.cli(&["HKEYS", key]);
                 let newest: u64 = fields
@@ -166,7 +172,11 @@ async fn every_key_expires_exactly_when_it_stops_mattering() {
     let keys = keys_with_pttl(&server);
     // Per algorithm and IP: the plain state; the blocking limit's parked state, marker and
     // block; the punishing limit's parked state, marker, block and violations.
-    assert_eq!(keys.len(), 6 * 2 * (1 + 3 + 4), "{keys:?}");
+    assert_eq!(
+        keys.len(),
+        Algorithm::ALL.len() * 2 * (1 + 3 + 4),
+        "{keys:?}"
+    );
     let mut parts = std::collections::BTreeSet::new();
     for (key, pttl) in &keys {
         assert!(*pttl > 0, "{key} has no expiry ({pttl})");

@@ -3,7 +3,8 @@
 //! Every store runs these (the memory store directly, the Redis store as Lua that restates the
 //! same arithmetic and is tested against it). Time is microseconds since the Unix epoch.
 //!
-//! Each algorithm exposes `decide(state, now, params, cost, mode) -> Outcome`. With
+//! Each algorithm exposes `decide(state, now, params, cost, mode) -> Outcome` ([`concurrency`]
+//! takes the lease's token too, and has `release` and `renew`). With
 //! [`Mode::Peek`] the answer is the same, the state is not consumed. `Mode` is the one
 //! representation of "consume or only look", from the API ([`crate::Check`]) down to the Redis
 //! scripts, which receive it as `'apply'`/`'peek'`.
@@ -11,6 +12,7 @@
 //! the limits of a request.
 
 pub mod block;
+pub mod concurrency;
 pub mod fixed_window;
 pub mod gcra;
 pub mod leaky_bucket;
@@ -143,37 +145,35 @@ pub enum AlgoState {
     Gcra(gcra::State),
     /// See [`leaky_bucket`].
     LeakyBucket(Level),
+    /// See [`concurrency`].
+    Concurrency(concurrency::State),
 }
 
 impl AlgoState {
-    /// Runs `algorithm` on this state. State left by another algorithm (a named limit whose
-    /// algorithm changed) is discarded first.
-    pub fn decide(
-        &mut self,
-        algorithm: Algorithm,
-        now: u64,
-        p: &Params,
-        cost: u64,
-        mode: Mode,
-    ) -> Outcome {
+    /// Runs the step's algorithm on this state, for the step's cost (and, on a concurrency
+    /// limit, its lease token). State left by another algorithm (a named limit whose algorithm
+    /// changed) is discarded first.
+    pub fn decide(&mut self, step: &LimitStep, now: u64, mode: Mode) -> Outcome {
+        let (p, cost) = (&step.params, step.cost);
         macro_rules! run {
-            ($variant:ident, $module:ident) => {{
+            ($variant:ident, $module:ident $(, $extra:expr)?) => {{
                 if !matches!(self, AlgoState::$variant(_)) {
                     *self = AlgoState::$variant(Default::default());
                 }
                 let AlgoState::$variant(state) = self else {
                     unreachable!("the variant was set just above")
                 };
-                $module::decide(state, now, p, cost, mode)
+                $module::decide(state, now, p, cost, mode $(, $extra)?)
             }};
         }
-        match algorithm {
+        match step.algorithm {
             Algorithm::SlidingLog => run!(SlidingLog, sliding_log),
             Algorithm::SlidingWindow => run!(SlidingWindow, sliding_window),
             Algorithm::FixedWindow => run!(FixedWindow, fixed_window),
             Algorithm::TokenBucket => run!(TokenBucket, token_bucket),
             Algorithm::Gcra => run!(Gcra, gcra),
             Algorithm::LeakyBucket => run!(LeakyBucket, leaky_bucket),
+            Algorithm::Concurrency => run!(Concurrency, concurrency, step.lease),
         }
     }
 }

@@ -7,6 +7,7 @@
 //! `count_denied`, which record their own denial. Each limit that denies by its algorithm (not by
 //! an existing block) records a violation and may set a block or ban.
 
+use super::concurrency::LeaseToken;
 use super::{AlgoState, Params, block, penalty};
 use crate::model::Algorithm;
 
@@ -34,6 +35,9 @@ pub struct LimitStep {
     pub penalty: Option<penalty::Settings>,
     /// A shadow limit: its denial is reported but does not deny the request.
     pub shadow: bool,
+    /// On a concurrency limit, the token an admitted request's lease is held under (`None`:
+    /// an anonymous lease, which only expiry ends). Ignored by the other algorithms.
+    pub lease: Option<LeaseToken>,
 }
 
 /// Everything a store keeps for one limit and one identity.
@@ -106,9 +110,7 @@ fn look(state: &mut KeyState, step: &LimitStep, now: u64) -> Look {
     if let Some(until) = state.block.active(now) {
         // The block answers, but the algorithm's state must outlive it: once the block ends,
         // the counts still decide.
-        let algo = state
-            .algo
-            .decide(step.algorithm, now, &step.params, step.cost, Mode::Peek);
+        let algo = state.algo.decide(step, now, Mode::Peek);
         return Look {
             outcome: LimitOutcome {
                 allowed: false,
@@ -124,9 +126,7 @@ fn look(state: &mut KeyState, step: &LimitStep, now: u64) -> Look {
             blocked: true,
         };
     }
-    let o = state
-        .algo
-        .decide(step.algorithm, now, &step.params, step.cost, Mode::Peek);
+    let o = state.algo.decide(step, now, Mode::Peek);
     Look {
         outcome: limit_outcome(o, violations, warning),
         ttl_us: o.ttl_us,
@@ -158,9 +158,7 @@ fn commit(
         step.params.count_denied
     };
     if record {
-        let o = state
-            .algo
-            .decide(step.algorithm, now, &step.params, step.cost, Mode::Apply);
+        let o = state.algo.decide(step, now, Mode::Apply);
         outcome = LimitOutcome {
             allowed: outcome.allowed,
             ..limit_outcome(o, outcome.violations, outcome.warning)
@@ -208,9 +206,7 @@ pub fn decide_one(
     }
     let violations = state.penalty.current(now);
     let warning = step.penalty.is_some_and(|p| penalty::warns(violations, &p));
-    let o = state
-        .algo
-        .decide(step.algorithm, now, &step.params, step.cost, mode);
+    let o = state.algo.decide(step, now, mode);
     let mut outcome = limit_outcome(o, violations, warning);
     if mode == Mode::Apply && !outcome.allowed {
         punish(state, step, now, &mut outcome);
@@ -271,6 +267,7 @@ mod tests {
             block_us: None,
             penalty: None,
             shadow: false,
+            lease: None,
         }
     }
 

@@ -136,6 +136,7 @@ pub fn step(algorithm: Algorithm, count: u64, window_us: u64) -> LimitStep {
         block_us: None,
         penalty: None,
         shadow: false,
+        lease: None,
     }
 }
 

@@ -8,6 +8,7 @@ use super::denial_cache::cacheable_limits;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use crate::algorithm::concurrency::LeaseToken;
 use crate::algorithm::{LimitStep, Params, penalty};
 use crate::clock::micros;
 use crate::error::Error;
@@ -23,6 +24,8 @@ pub struct CompiledRule {
     pub(crate) limits: Vec<CompiledLimit>,
     /// Which limits' denials the denial cache may answer (empty when none may).
     pub(crate) cacheable: Vec<bool>,
+    /// Whether a limit of the rule holds leases (an admitted check then draws a lease token).
+    pub(crate) leases: bool,
 }
 
 /// One limit of a compiled rule.
@@ -40,8 +43,9 @@ pub(crate) struct CompiledLimit {
 }
 
 impl CompiledLimit {
-    /// What to decide for a request of `cost` units.
-    pub(crate) fn step(&self, cost: u64) -> LimitStep {
+    /// What to decide for a request of `cost` units, taking a lease under `lease` if this is a
+    /// concurrency limit.
+    pub(crate) fn step(&self, cost: u64, lease: Option<LeaseToken>) -> LimitStep {
         LimitStep {
             algorithm: self.algorithm,
             params: self.params,
@@ -49,7 +53,18 @@ impl CompiledLimit {
             block_us: self.block_us,
             penalty: self.penalty,
             shadow: self.shadow,
+            lease: lease.filter(|_| self.algorithm.holds_leases()),
         }
+    }
+
+    /// Whether this limit holds leases.
+    pub(crate) fn holds_leases(&self) -> bool {
+        self.algorithm.holds_leases()
+    }
+
+    /// How long a lease of this limit lasts (its window), µs.
+    pub(crate) fn lease_us(&self) -> u64 {
+        self.params.window_us
     }
 
     /// The most units one request may be admitted for.
@@ -95,16 +110,21 @@ impl CompiledRule {
                 shadow: l.shadow,
             })
             .collect::<Vec<CompiledLimit>>();
-        let steps: Vec<LimitStep> = limits.iter().map(|l| l.step(1)).collect();
+        let steps: Vec<LimitStep> = limits.iter().map(|l| l.step(1, None)).collect();
         let mut cacheable = cacheable_limits(&steps);
         if !cacheable.contains(&true) {
             cacheable.clear();
+        }
+        let leases = limits.iter().any(CompiledLimit::holds_leases);
+        if leases {
+            super::lease::check_length(name, &limits).map_err(invalid)?;
         }
         Ok(CompiledRule {
             name: name.into(),
             definition: rule,
             limits,
             cacheable,
+            leases,
         })
     }
 }

@@ -12,7 +12,7 @@ use quanta::Instant;
 
 use super::denial_cache::DenialCache;
 use super::options::{Check, MAX_COST};
-use super::{Attributes, Limiter, keys};
+use super::{Attributes, Limiter, keys, lease};
 use crate::algorithm::{LimitOutcome, Mode};
 use crate::error::Error;
 use crate::model::{Decision, FailPolicy, LimitDecision};
@@ -103,6 +103,9 @@ impl Limiter {
         };
         let fallback = policy == FailPolicy::Open;
         let mut d = decision(name, shadow, &calls, reply.as_ref(), fallback);
+        if rule.leases && check.mode() == Mode::Apply {
+            attach_lease(&mut d, &calls, reply.as_ref());
+        }
         if let Some(error) = degraded {
             d.degraded = true;
             d.reason = Some(format!("{error}; decided by fail policy `{policy:?}`").to_lowercase());
@@ -225,6 +228,36 @@ pub(super) fn decision(
         }
     };
     Decision::of_limits(rule, shadow, limits)
+}
+
+/// Gives an admitted decision the lease its concurrency limits took: those that allowed a
+/// request that passed (every enforcing limit allowed it, so every limit recorded it).
+pub(super) fn attach_lease(d: &mut Decision, calls: &[LimitCall], reply: Option<&StoreReply>) {
+    let Some(reply) = reply else {
+        return;
+    };
+    let pass = calls
+        .iter()
+        .zip(&reply.outcomes)
+        .all(|(c, o)| o.allowed || c.step.shadow);
+    let leased = || {
+        calls
+            .iter()
+            .zip(&reply.outcomes)
+            .filter(|(c, o)| {
+                o.allowed && c.step.lease.is_some() && c.step.cost <= c.step.params.capacity
+            })
+            .map(|(c, _)| c)
+    };
+    let (Some(first), true) = (leased().next(), pass) else {
+        return;
+    };
+    let token = first.step.lease.expect("filtered on a lease token");
+    d.lease = Some(lease::lease_id(&d.rule, token, first.step.cost, leased()));
+    // Rounded down: a holder never believes it holds a lease that has ended.
+    d.lease_until_ms = leased()
+        .map(|c| reply.now_us.saturating_add(c.step.params.window_us) / 1000)
+        .min();
 }
 
 /// One limit's part of the decision: the call says which limit and whose counter, the outcome

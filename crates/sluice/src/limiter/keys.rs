@@ -13,7 +13,9 @@ use std::collections::{BTreeMap, HashMap};
 use std::hash::BuildHasher;
 
 use super::compile::{CompiledLimit, CompiledRule};
+use super::lease;
 use super::options::Check;
+use crate::algorithm::Mode;
 use crate::error::Error;
 use crate::model::By;
 use crate::store::{LimitCall, LimitKey};
@@ -149,19 +151,21 @@ pub(crate) fn limit_key(
     })
 }
 
-/// The store calls of one check: one per limit of the rule, in the rule's order.
+/// The store calls of one check: one per limit of the rule, in the rule's order. A check that
+/// may take leases (on a rule with a concurrency limit, applied) draws one token for all of them.
 pub(crate) fn calls(
     rule: &CompiledRule,
     attrs: &(impl Attributes + ?Sized),
     check: Check,
     max_len: usize,
 ) -> Result<Vec<LimitCall>, Error> {
+    let token = (rule.leases && check.mode() == Mode::Apply).then(lease::new_token);
     rule.limits
         .iter()
         .map(|limit| {
             Ok(LimitCall {
                 key: limit_key(rule, limit, attrs, max_len)?,
-                step: limit.step(check.units()),
+                step: limit.step(check.units(), token),
             })
         })
         .collect()

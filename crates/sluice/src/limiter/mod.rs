@@ -15,6 +15,7 @@
 //! - `keys`: attributes → escaped identities → store keys and calls;
 //! - `decide`: the store call with deadline, breaker, fail policy, metrics, and the decision;
 //! - `admin`: reset, block, unblock, the blocks in force;
+//! - `lease`: lease ids, [`Limiter::release`] and [`Limiter::renew`] (concurrency limits);
 //! - `breaker`: skips a failing store for a while;
 //! - [`denial_cache`]: on a remote store, answers requests the store already denied until they
 //!   could pass; admin operations and rule changes clear it here at once and, through the
@@ -28,6 +29,7 @@ mod compile;
 mod decide;
 pub mod denial_cache;
 mod keys;
+mod lease;
 mod options;
 
 use std::sync::Arc;
@@ -48,6 +50,7 @@ pub use compile::{CompiledRule, RuleBook};
 pub use decide::CACHED;
 use denial_cache::DenialCache;
 pub use keys::Attributes;
+pub use lease::MAX_LEASE_LEN;
 pub use options::{Check, MAX_COST, Options};
 
 /// Decides requests against named rules. Cheap to clone; clones share everything.

@@ -31,7 +31,7 @@ pub struct Entry {
 }
 
 /// Every algorithm, in declaration and wire-code order.
-pub const REGISTRY: [Entry; 6] = [
+pub const REGISTRY: [Entry; 7] = [
     Entry {
         algorithm: Algorithm::SlidingLog,
         name: "sliding_log",
@@ -74,6 +74,13 @@ pub const REGISTRY: [Entry; 6] = [
         lua_file: "leaky_bucket.lua",
         one_lua_file: None,
     },
+    Entry {
+        algorithm: Algorithm::Concurrency,
+        name: "concurrency",
+        wire_code: 7,
+        lua_file: "concurrency.lua",
+        one_lua_file: None,
+    },
 ];
 
 /// The algorithm a limit uses. See `crate::algorithm` for each one's semantics.
@@ -93,6 +100,9 @@ pub enum Algorithm {
     Gcra,
     /// Exact: a queue drained at the rate; admits with a delay until the queue is full.
     LeakyBucket,
+    /// Exact: at most `limit` units held at once by leases, each released by its holder or
+    /// expiring after the limit's `lease` duration. A count of work in progress, not a rate.
+    Concurrency,
 }
 
 impl Algorithm {
@@ -137,6 +147,11 @@ impl Algorithm {
             self,
             Algorithm::TokenBucket | Algorithm::Gcra | Algorithm::LeakyBucket
         )
+    }
+
+    /// Whether the limit holds leases (`limit` and `lease` in rule files) rather than a rate.
+    pub fn holds_leases(self) -> bool {
+        self == Algorithm::Concurrency
     }
 }
 

@@ -1,7 +1,7 @@
 //! `Decision`: the answer to one check, with everything a caller needs to act and to explain.
 //!
 //! Durations are milliseconds, rounded up so that a client that waits `retry_after_ms` is never
-//! early. `blocked_until_ms` is an epoch timestamp for countdown UIs.
+//! early. `blocked_until_ms` and `lease_until_ms` are epoch timestamps.
 
 use serde::{Deserialize, Serialize};
 
@@ -39,6 +39,15 @@ pub struct Decision {
     pub reason: Option<String>,
     /// Each limit's own answer.
     pub limits: Vec<LimitDecision>,
+    /// The lease an admitted request holds on the rule's concurrency limits: give it back with
+    /// [`Limiter::release`](crate::Limiter::release) (`POST /v1/release`) when the work ends.
+    /// None when the rule has no concurrency limit, or nothing was taken (denied, peeked,
+    /// degraded to `open`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lease: Option<String>,
+    /// Epoch milliseconds when the lease expires by itself unless renewed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lease_until_ms: Option<u64>,
 }
 
 /// One limit's part of a [`Decision`].
@@ -92,6 +101,8 @@ impl Decision {
             delay_ms: 0,
             reason: Some(reason.to_string()),
             limits: Vec::new(),
+            lease: None,
+            lease_until_ms: None,
         }
     }
 
@@ -120,6 +131,8 @@ impl Decision {
             delay_ms: limits.iter().map(|l| l.delay_ms).max().unwrap_or(0),
             reason: None,
             limits,
+            lease: None,
+            lease_until_ms: None,
         }
     }
 

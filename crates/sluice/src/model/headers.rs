@@ -5,6 +5,12 @@
 //! until the quota is back. The legacy `X-RateLimit-Limit/-Remaining/-Reset` (reset in seconds)
 //! describe the most restrictive limit. `Retry-After` is added when denied, in whole seconds
 //! rounded up (rounding down would send clients back too early), at least 1.
+//!
+//! For a concurrency limit the same fields read as leases: `q` (and `X-RateLimit-Limit`) is the
+//! number of leases that may be held at once, `w` the lease duration, `r` the leases still free
+//! after this decision, `t` the seconds until every lease held now would have expired by itself
+//! (releases make it sooner). When denied, `Retry-After` is the wait until enough leases expire
+//! by themselves; a release may let the request in earlier.
 
 use serde::{Deserialize, Serialize};
 
@@ -128,6 +134,8 @@ mod tests {
             delay_ms: 0,
             reason: None,
             limits: vec![limit],
+            lease: None,
+            lease_until_ms: None,
         }
     }
 

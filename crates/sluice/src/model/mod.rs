@@ -20,7 +20,7 @@ pub use fail_policy::FailPolicy;
 pub use headers::{HeaderStyle, headers, retry_after_secs};
 pub use penalty::Penalty;
 pub use rate::{MAX_COUNT, MAX_WINDOW, Rate};
-pub use rule::{By, Limit, Rule, validate_rule_name};
+pub use rule::{By, Limit, MAX_LEASES, Rule, validate_rule_name};
 
 /// A value in a rule or rate that is not acceptable, with the field it came from.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

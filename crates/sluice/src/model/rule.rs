@@ -70,39 +70,149 @@ impl From<By> for String {
 /// let limit = Limit::new(&["ip"], "5/1m".parse().unwrap(), Algorithm::SlidingLog);
 /// assert_eq!(limit.id(), "ip-sliding_log-1m");
 /// ```
+///
+/// A concurrency limit holds leases instead of counting a rate: in rule files it is written
+/// `{ by: [tenant], algorithm: concurrency, limit: 3, lease: 30s }` (at most 3 leases held at
+/// once per tenant, each expiring 30 s after it was taken or last renewed), and it keeps these
+/// two numbers in `rate` (`count` = `limit`, `window` = `lease`), so every layer below reads one
+/// shape:
+/// ```
+/// use std::time::Duration;
+/// use sluice::model::Limit;
+/// let limit = Limit::concurrency(&["tenant"], 3, Duration::from_secs(30));
+/// assert_eq!((limit.rate.count, limit.rate.window.as_secs()), (3, 30));
+/// assert_eq!(limit.id(), "tenant-concurrency-30s");
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(try_from = "LimitFields", into = "LimitFields")]
 pub struct Limit {
     /// Optional stable name; it replaces the derived id in store keys.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
     /// Identity dimensions; empty for one global counter.
-    #[serde(default)]
     pub by: Vec<By>,
-    /// Units per window.
+    /// Units per window; for a concurrency limit, `limit` leases held at once per `lease`.
     pub rate: Rate,
     /// The algorithm.
-    #[serde(default)]
     pub algorithm: Algorithm,
     /// Capacity for token bucket, GCRA and leaky bucket; defaults to the rate's count.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub burst: Option<u64>,
     /// Block the identity this long once the limit denies.
+    pub block: Option<Duration>,
+    /// Escalating punishment for repeated denials.
+    pub penalty: Option<Penalty>,
+    /// Count denied requests too (counting algorithms only).
+    pub count_denied: bool,
+    /// Evaluate and report, but never deny.
+    pub shadow: bool,
+}
+
+/// A limit as written in a rule file: `rate` for the rate algorithms, `limit` and `lease` for
+/// `concurrency`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct LimitFields {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    name: Option<String>,
+    #[serde(default)]
+    by: Vec<By>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    rate: Option<Rate>,
+    #[serde(default)]
+    algorithm: Algorithm,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    limit: Option<u64>,
     #[serde(
         default,
         with = "serde_text::option",
         skip_serializing_if = "Option::is_none"
     )]
-    pub block: Option<Duration>,
-    /// Escalating punishment for repeated denials.
+    lease: Option<Duration>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub penalty: Option<Penalty>,
-    /// Count denied requests too (counting algorithms only).
+    burst: Option<u64>,
+    #[serde(
+        default,
+        with = "serde_text::option",
+        skip_serializing_if = "Option::is_none"
+    )]
+    block: Option<Duration>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    penalty: Option<Penalty>,
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub count_denied: bool,
-    /// Evaluate and report, but never deny.
+    count_denied: bool,
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub shadow: bool,
+    shadow: bool,
+}
+
+impl TryFrom<LimitFields> for Limit {
+    type Error = ModelError;
+    fn try_from(f: LimitFields) -> Result<Limit, ModelError> {
+        let rate = if f.algorithm.holds_leases() {
+            if f.rate.is_some() {
+                return Err(ModelError::new(
+                    "rate",
+                    "a concurrency limit has no rate; write `limit: N` (leases held at once) \
+                     and `lease: 30s` (how long an unreleased lease lasts)",
+                ));
+            }
+            let (Some(count), Some(lease)) = (f.limit, f.lease) else {
+                return Err(ModelError::new(
+                    if f.limit.is_none() { "limit" } else { "lease" },
+                    "a concurrency limit needs `limit` (leases held at once) and `lease` (how \
+                     long an unreleased lease lasts, e.g. `30s`)",
+                ));
+            };
+            Rate::new(count, lease).map_err(|e| {
+                ModelError::new(
+                    "limit",
+                    e.message
+                        .replace("the count", "the limit")
+                        .replace("the window", "the lease"),
+                )
+            })?
+        } else {
+            if f.limit.is_some() || f.lease.is_some() {
+                return Err(ModelError::new(
+                    if f.limit.is_some() { "limit" } else { "lease" },
+                    format!(
+                        "`limit` and `lease` belong to concurrency limits; {} takes a `rate`",
+                        f.algorithm
+                    ),
+                ));
+            }
+            f.rate
+                .ok_or_else(|| ModelError::new("rate", "missing: write e.g. `rate: 100/1m`"))?
+        };
+        Ok(Limit {
+            name: f.name,
+            by: f.by,
+            rate,
+            algorithm: f.algorithm,
+            burst: f.burst,
+            block: f.block,
+            penalty: f.penalty,
+            count_denied: f.count_denied,
+            shadow: f.shadow,
+        })
+    }
+}
+
+impl From<Limit> for LimitFields {
+    fn from(l: Limit) -> LimitFields {
+        let leases = l.algorithm.holds_leases();
+        LimitFields {
+            name: l.name,
+            by: l.by,
+            rate: (!leases).then_some(l.rate),
+            algorithm: l.algorithm,
+            limit: leases.then_some(l.rate.count),
+            lease: leases.then_some(l.rate.window),
+            burst: l.burst,
+            block: l.block,
+            penalty: l.penalty,
+            count_denied: l.count_denied,
+            shadow: l.shadow,
+        }
+    }
 }
 
 impl Limit {
@@ -122,6 +232,19 @@ impl Limit {
             count_denied: false,
             shadow: false,
         }
+    }
+
+    /// A concurrency limit: at most `limit` leases held at once per identity, each lasting
+    /// `lease` unless released or renewed. An out-of-range number is an error at `build()`.
+    pub fn concurrency(by: &[&str], limit: u64, lease: Duration) -> Limit {
+        Limit::new(
+            by,
+            Rate {
+                count: limit,
+                window: lease,
+            },
+            Algorithm::Concurrency,
+        )
     }
 
     /// Sets `burst`.
@@ -185,6 +308,15 @@ impl Limit {
             ));
         }
         Rate::new(self.rate.count, self.rate.window)?;
+        if self.algorithm.holds_leases() && self.rate.count > MAX_LEASES {
+            return Err(ModelError::new(
+                "limit",
+                format!(
+                    "{} leases is above the maximum of {MAX_LEASES} held at once",
+                    self.rate.count
+                ),
+            ));
+        }
         for by in &self.by {
             By::parse(&String::from(by.clone()))?;
         }
@@ -255,6 +387,10 @@ impl Limit {
         Ok(())
     }
 }
+
+/// The most leases a concurrency limit may hold at once per identity: each is kept (one entry
+/// of about 60 bytes in Redis) until released or expired.
+pub const MAX_LEASES: u64 = 100_000;
 
 /// The largest integer the algorithms' products may reach: Lua numbers are exact below it.
 pub const MAX_EXACT: u64 = 1 << 53;

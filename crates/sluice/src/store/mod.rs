@@ -20,6 +20,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::algorithm::concurrency::LeaseToken;
 use crate::algorithm::{LimitOutcome, LimitStep, Mode};
 
 /// A boxed, sendable future: what [`DynStore`] returns so that stores can be held as
@@ -53,6 +54,19 @@ pub struct LimitCall {
     pub key: LimitKey,
     /// What to decide.
     pub step: LimitStep,
+}
+
+/// One lease on one concurrency limit, as [`Store::release`] and [`Store::renew`] find it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeaseCall {
+    /// The concurrency limit's state for the identity that took the lease.
+    pub key: LimitKey,
+    /// The token it is held under.
+    pub token: LeaseToken,
+    /// The units it holds (the cost of the request that took it).
+    pub units: u64,
+    /// How long a renewal makes it last from the store's now (µs): the limit's `lease`.
+    pub lease_us: u64,
 }
 
 /// A store's answer: the time it decided at and each limit's outcome, in call order.
@@ -175,6 +189,32 @@ pub trait Store: Send + Sync + fmt::Debug + 'static {
 
     /// Checks that the store answers (for readiness probes).
     fn ping(&self) -> impl Future<Output = Result<(), StoreError>> + Send;
+
+    /// Ends leases of concurrency limits (see [`crate::algorithm::concurrency`]): for each,
+    /// whether it was still in force. A lease that expired or was released already changes
+    /// nothing. Each lease is its own atomic step. A store without concurrency limits may keep
+    /// this default, which refuses.
+    fn release(
+        &self,
+        leases: &[LeaseCall],
+    ) -> impl Future<Output = Result<Vec<bool>, StoreError>> + Send {
+        let (_, refused) = (leases, no_leases(Store::name(self)));
+        async move { Err(refused) }
+    }
+
+    /// Extends leases to [`LeaseCall::lease_us`] from the store's now: for each, its new end
+    /// (µs since the epoch), or `None` when it is no longer in force (it is not taken again).
+    fn renew(
+        &self,
+        leases: &[LeaseCall],
+    ) -> impl Future<Output = Result<Vec<Option<u64>>, StoreError>> + Send {
+        let (_, refused) = (leases, no_leases(Store::name(self)));
+        async move { Err(refused) }
+    }
+}
+
+fn no_leases(store: &'static str) -> StoreError {
+    StoreError::permanent(store, "this store keeps no leases (concurrency limits)")
 }
 
 /// The object-safe form of [`Store`], implemented for every store: the same operations, each
@@ -208,6 +248,16 @@ pub trait DynStore: Send + Sync + fmt::Debug + 'static {
     ) -> BoxFuture<'a, Result<BlocksPage, StoreError>>;
     /// See [`Store::ping`].
     fn ping(&self) -> BoxFuture<'_, Result<(), StoreError>>;
+    /// See [`Store::release`].
+    fn release<'a>(
+        &'a self,
+        leases: &'a [LeaseCall],
+    ) -> BoxFuture<'a, Result<Vec<bool>, StoreError>>;
+    /// See [`Store::renew`].
+    fn renew<'a>(
+        &'a self,
+        leases: &'a [LeaseCall],
+    ) -> BoxFuture<'a, Result<Vec<Option<u64>>, StoreError>>;
 }
 
 impl<S: Store> DynStore for S {
@@ -246,5 +296,17 @@ impl<S: Store> DynStore for S {
     }
     fn ping(&self) -> BoxFuture<'_, Result<(), StoreError>> {
         Box::pin(Store::ping(self))
+    }
+    fn release<'a>(
+        &'a self,
+        leases: &'a [LeaseCall],
+    ) -> BoxFuture<'a, Result<Vec<bool>, StoreError>> {
+        Box::pin(Store::release(self, leases))
+    }
+    fn renew<'a>(
+        &'a self,
+        leases: &'a [LeaseCall],
+    ) -> BoxFuture<'a, Result<Vec<Option<u64>>, StoreError>> {
+        Box::pin(Store::renew(self, leases))
     }
 }

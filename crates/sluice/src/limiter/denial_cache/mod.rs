@@ -21,7 +21,8 @@
 //!    the store would admit it (for the cached cost; another cost gets the same wait, a lower
 //!    bound the store refines when asked again).
 //! 4. **Answering changes nothing the store would have changed.** The limiter only caches limits
-//!    whose denials leave no trace (see [`cacheable_limits`]): no `count_denied`, no `penalty`
+//!    whose denials leave no trace and end at a known time (see [`cacheable_limits`]; never a
+//!    concurrency limit, which a release frees at any moment): no `count_denied`, no `penalty`
 //!    anywhere in the rule, no shadow denier, no block on a limit that did not deny; a limit with
 //!    `block` is cached only while its block lasts (after it, a denial would start a new block).
 //!    Peeks and degraded decisions (store down) neither read nor fill the cache.

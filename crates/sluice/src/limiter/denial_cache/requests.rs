@@ -18,7 +18,8 @@ pub fn cacheable_limits(steps: &[LimitStep]) -> Vec<bool> {
                 .iter()
                 .enumerate()
                 .all(|(j, o)| j == i || o.block_us.is_none());
-            !leaves_trace && !s.shadow && others_clean
+            // A concurrency limit's denial ends whenever a lease is released: no time is known.
+            !leaves_trace && !s.shadow && others_clean && !s.algorithm.holds_leases()
         })
         .collect()
 }

@@ -28,6 +28,7 @@ fn step(algorithm: Algorithm, limit: u64, window_us: u64, cost: u64) -> LimitSte
         block_us: None,
         penalty: None,
         shadow: false,
+        lease: None,
     }
 }
 

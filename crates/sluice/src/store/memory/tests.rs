@@ -20,6 +20,7 @@ fn call(i: usize, block_us: Option<u64>) -> LimitCall {
             block_us,
             penalty: None,
             shadow: false,
+            lease: None,
         },
     }
 }

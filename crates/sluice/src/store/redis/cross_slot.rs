@@ -8,7 +8,8 @@
 //! 2. each group is decided by the ordinary decision script, consuming (all-or-nothing within the
 //!    group, as everywhere);
 //! 3. as soon as a group denies (or fails), the groups already decided give back what they
-//!    consumed (`lua/give_back.lua`, one call per group, in parallel), and the groups not yet
+//!    consumed (`lua/give_back.lua`, one call per group, in parallel; a concurrency limit
+//!    releases the lease it took, `lua/lease.lua`), and the groups not yet
 //!    asked are only looked at (peek), so that the answer still carries every limit's numbers.
 //!
 //! Why it never admits more than a limit allows: every limit is consumed by its own atomic
@@ -41,7 +42,7 @@ use redis::Script;
 use super::keys::{self, Part};
 use super::{RedisStore, slot, store_error};
 use crate::algorithm::{LimitOutcome, Mode};
-use crate::store::{LimitCall, StoreError, StoreReply};
+use crate::store::{LeaseCall, LimitCall, StoreError, StoreReply};
 
 /// The give-back script: prelude and `lua/give_back.lua`.
 pub const GIVE_BACK: &str = concat!(
@@ -175,6 +176,22 @@ impl RedisStore {
         took: &[usize],
         at: u64,
     ) -> Result<(), StoreError> {
+        // A concurrency limit gives its units back by releasing the lease it took.
+        let (leases, took): (Vec<usize>, Vec<usize>) = took.iter().partition(|&&i| {
+            calls[i].step.algorithm.holds_leases() && calls[i].step.lease.is_some()
+        });
+        if !leases.is_empty() {
+            let leases: Vec<LeaseCall> = leases
+                .iter()
+                .map(|&i| LeaseCall {
+                    key: calls[i].key.clone(),
+                    token: calls[i].step.lease.unwrap_or_default(),
+                    units: calls[i].step.cost,
+                    lease_us: calls[i].step.params.window_us,
+                })
+                .collect();
+            self.release_leases(&leases).await?;
+        }
         if took.is_empty() {
             return Ok(());
         }
@@ -182,7 +199,7 @@ impl RedisStore {
         let mut invocation = script.prepare_invoke();
         invocation.arg(self.client_now_arg());
         invocation.arg(at);
-        for &i in took {
+        for &i in &took {
             let call = &calls[i];
             let p = &call.step.params;
             invocation.key(keys::key(&self.inner.prefix, &call.key, Part::Counter));

@@ -84,6 +84,7 @@ pub mod cross_slot;
 pub mod eviction;
 pub mod failover;
 pub mod keys;
+mod lease;
 pub mod script;
 pub mod slot;
 pub mod tls;
@@ -94,7 +95,9 @@ use std::time::Duration;
 
 use redis::{RedisError, RetryMethod, Script};
 
-use super::{BlocksCursor, BlocksPage, LimitCall, LimitKey, Store, StoreError, StoreReply};
+use super::{
+    BlocksCursor, BlocksPage, LeaseCall, LimitCall, LimitKey, Store, StoreError, StoreReply,
+};
 use crate::algorithm::Mode;
 use crate::clock::{Clock, micros};
 use connection::RedisConnection;
@@ -391,5 +394,13 @@ impl Store for RedisStore {
             .writable()
             .await
             .map_err(|message| StoreError::transient(NAME, message))
+    }
+
+    async fn release(&self, leases: &[LeaseCall]) -> Result<Vec<bool>, StoreError> {
+        self.release_leases(leases).await
+    }
+
+    async fn renew(&self, leases: &[LeaseCall]) -> Result<Vec<Option<u64>>, StoreError> {
+        self.renew_leases(leases).await
     }
 }

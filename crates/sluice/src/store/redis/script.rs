@@ -28,6 +28,7 @@ pub const ONE: [Option<&str>; REGISTRY.len()] = [
     Some(include_str!("lua/one_token_bucket.lua")),
     Some(include_str!("lua/one_gcra.lua")),
     None,
+    None,
 ];
 
 /// The general decision script: the blocked answer, the prelude, every algorithm in registry
@@ -41,6 +42,7 @@ pub const DECIDE: &str = concat!(
     include_str!("lua/token_bucket.lua"),
     include_str!("lua/gcra.lua"),
     include_str!("lua/leaky_bucket.lua"),
+    include_str!("lua/concurrency.lua"),
     include_str!("lua/decide.lua"),
 );
 
@@ -56,6 +58,12 @@ pub const UNBLOCK: &str = concat!(
     include_str!("lua/unblock.lua")
 );
 
+/// The release and renew script of concurrency limits' leases.
+pub const LEASE: &str = concat!(
+    include_str!("lua/prelude.lua"),
+    include_str!("lua/lease.lua")
+);
+
 /// The scripts, hashed once.
 #[derive(Debug)]
 pub struct Scripts {
@@ -67,6 +75,8 @@ pub struct Scripts {
     pub block: Script,
     /// See [`UNBLOCK`].
     pub unblock: Script,
+    /// See [`LEASE`].
+    pub lease: Script,
 }
 
 impl Default for Scripts {
@@ -77,6 +87,7 @@ impl Default for Scripts {
             decide: Script::new(DECIDE),
             block: Script::new(BLOCK),
             unblock: Script::new(UNBLOCK),
+            lease: Script::new(LEASE),
         }
     }
 }
@@ -87,7 +98,7 @@ impl Scripts {
         self.one
             .iter()
             .flatten()
-            .chain([&self.decide, &self.block, &self.unblock])
+            .chain([&self.decide, &self.block, &self.unblock, &self.lease])
     }
 
     /// The one-limit script that decides these calls, if they have that shape.
@@ -193,10 +204,13 @@ pub fn decide_args(
     now_us: Option<u64>,
     min_ttl_us: u64,
 ) -> Result<Vec<String>, StoreError> {
-    let mut args = Vec::with_capacity(3 + calls.len() * ARGS_PER_LIMIT);
+    let mut args = Vec::with_capacity(4 + calls.len() * ARGS_PER_LIMIT);
     args.push(now_arg(now_us));
     args.push(min_ttl_us.to_string());
     args.push(mode_arg(mode).to_string());
+    // One token per request: every concurrency limit of it takes its lease under the same one.
+    let lease = calls.iter().find_map(|c| c.step.lease);
+    args.push(lease.map_or_else(String::new, |t| t.to_string()));
     for call in calls {
         check_exact(call)?;
         let s = &call.step;
@@ -294,7 +308,7 @@ mod tests {
 
     #[test]
     fn every_script_starts_with_the_prelude_and_has_a_header() {
-        for s in [BLOCK, UNBLOCK] {
+        for s in [BLOCK, UNBLOCK, LEASE] {
             assert!(s.starts_with("-- Sluice scripts, shared prelude"));
         }
         assert!(DECIDE.starts_with("-- blocked: "));

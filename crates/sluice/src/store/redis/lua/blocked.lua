@@ -4,11 +4,11 @@
 -- defining the prelude's and the algorithms' functions costs Redis more than this whole answer,
 -- so a blocked identity costs Redis less than an admitted one. Anything else falls through.
 --
--- KEYS/ARGV/returns: decide.lua's. With one limit ARGV has 3 + 12 values: ARGV[12] is its
+-- KEYS/ARGV/returns: decide.lua's. With one limit ARGV has 4 + 12 values: ARGV[13] is its
 -- warn_after ('' without a penalty) and KEYS[3] its violations key.
 
 do
-  local held = ARGV[16] == nil and redis.pcall('GET', KEYS[1])
+  local held = ARGV[17] == nil and redis.pcall('GET', KEYS[1])
   if type(held) == 'string' and string.byte(held, 1) == 66 then
     local until_us = tonumber(string.sub(held, 2)) or 0
     local now = tonumber(ARGV[1])
@@ -18,7 +18,7 @@ do
     end
     if until_us > now then
       local violations, warning = 0, 0
-      if ARGV[12] ~= '' then
+      if ARGV[13] ~= '' then
         local v = redis.call('GET', KEYS[3])
         local count, forget
         if v then
@@ -27,7 +27,7 @@ do
         if forget and tonumber(forget) > now then
           violations = tonumber(count)
         end
-        if violations > 0 and violations >= tonumber(ARGV[12]) then
+        if violations > 0 and violations >= tonumber(ARGV[13]) then
           warning = 1
         end
       end

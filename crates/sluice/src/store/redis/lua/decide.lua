@@ -9,22 +9,26 @@
 -- ARGV[1]: now in µs from the client's clock, or '' to read Redis TIME.
 -- ARGV[2]: the shortest expiry to write, µs (0 in production; see RedisOptions::min_ttl).
 -- ARGV[3]: 'apply' or 'peek' (peek writes nothing).
--- ARGV[4..]: 12 per limit: algorithm (1 sliding_log, 2 sliding_window, 3 fixed_window,
---   4 token_bucket, 5 gcra, 6 leaky_bucket), count, window_us, capacity, cost, count_denied (0/1),
+-- ARGV[4]: the token an admitted request's leases are taken under on its concurrency limits
+--   ('' when it takes none).
+-- ARGV[5..]: 12 per limit: algorithm (1 sliding_log, 2 sliding_window, 3 fixed_window,
+--   4 token_bucket, 5 gcra, 6 leaky_bucket, 7 concurrency), count, window_us, capacity, cost,
+--   count_denied (0/1),
 --   shadow (0/1), block_us ('': none), warn_after ('': no penalty), ban_after, ban_us,
 --   memory_us.
 -- Returns: { now_us, then 8 per limit: allowed (0/1), remaining, reset_after_us,
 --   retry_after_us (-1: none), delay_us, blocked_until_us (-1: none), violations, warning (0/1) }.
 
 local LOOKS = { sliding_log_look, sliding_window_look, fixed_window_look, token_bucket_look,
-                gcra_look, leaky_bucket_look }
+                gcra_look, leaky_bucket_look, concurrency_look }
 local RECORDS = { sliding_log_record, sliding_window_record, fixed_window_record,
-                  token_bucket_record, gcra_record, leaky_bucket_record }
+                  token_bucket_record, gcra_record, leaky_bucket_record, concurrency_record }
 local ARGS_PER_LIMIT = 12
 
 local now = read_now(ARGV[1])
 min_ttl_us = tonumber(ARGV[2])
 local peek = ARGV[3] == 'peek'
+local lease = ARGV[4]
 
 local function warns(violations, penalty)
   return violations > 0 and violations >= penalty.warn_after
@@ -34,7 +38,7 @@ local steps = {}
 local results = {}
 local pass = true
 local k = 1
-local a = 4
+local a = 5
 while ARGV[a] do
   local code = tonumber(ARGV[a])
   local step = {
@@ -45,6 +49,7 @@ while ARGV[a] do
       window = tonumber(ARGV[a + 2]),
       capacity = tonumber(ARGV[a + 3]),
       count_denied = ARGV[a + 5] == '1',
+      lease = lease,
     },
     cost = tonumber(ARGV[a + 4]),
     shadow = ARGV[a + 6] == '1',

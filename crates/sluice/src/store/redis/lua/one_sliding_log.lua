@@ -3,8 +3,8 @@
 -- left the window). Restates sliding_log_look and sliding_log_record (sliding_log.lua,
 -- algorithm/sliding_log.rs) for a request that fits, without the prelude: every function a script
 -- defines costs Redis time on every call. A denial (its retry time needs a search), a key holding
--- anything but the log, or a log due for rebasing returns {} having written nothing, and the
--- caller decides with the general script instead.
+-- anything but the log (another algorithm's sorted set too), or a log due for rebasing returns {}
+-- having written nothing, and the caller decides with the general script instead.
 --
 -- KEYS[1]: the state key, a ZSET (see sliding_log.lua).
 -- ARGV: now in µs from the client's clock ('' to read Redis TIME), the shortest expiry to write in
@@ -32,6 +32,9 @@ end
 local base, start, t = 0, 0, now
 if first[1] then
   base = tonumber(string.match(first[1], '^(%d+):'))
+  if not base then
+    return {}
+  end
   local newest = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
   local s, c = string.match(newest[1], '^(%d+):(%d+)$')
   start = tonumber(s) + tonumber(c)

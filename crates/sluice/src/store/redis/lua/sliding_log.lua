@@ -44,6 +44,11 @@ local function sliding_log_look(key, now, p, cost)
         'LIMIT', 0, 1)
     end
   end
+  if first[1] and not sliding_log_member(first[1]) then
+    -- Another algorithm's sorted set (a concurrency limit's leases): no state.
+    o.foreign = true
+    first = {}
+  end
   if first[1] then
     o.base = sliding_log_member(first[1])
     local s, c, t = sliding_log_entry(key, -1)
