@@ -6,9 +6,10 @@
 //! that long admits the same request, waiting one microsecond less does not.
 
 use proptest::prelude::*;
+use sluice::algorithm::concurrency::LeaseToken;
 use sluice::algorithm::{
-    Level, Mode, Outcome, Params, fixed_window, gcra, leaky_bucket, sliding_log, sliding_window,
-    token_bucket,
+    Level, Mode, Outcome, Params, concurrency, fixed_window, gcra, leaky_bucket, sliding_log,
+    sliding_window, token_bucket,
 };
 
 /// A timeline: (gap before the request in µs, cost).
@@ -83,6 +84,41 @@ proptest! {
                 admitted.extend(std::iter::repeat_n(now, cost as usize));
                 prop_assert_eq!(o.remaining, p.count - in_window - cost);
             }
+        }
+    }
+
+    #[test]
+    fn concurrency_matches_a_list_of_leases(
+        p in params(),
+        tl in timeline(),
+        releases in prop::collection::vec(0usize..4, 120),
+    ) {
+        // Each admitted request holds its units from `now` until `now + window`, unless released
+        // earlier; some requests release the lease of an earlier one instead of asking.
+        let p = Params { capacity: p.count, ..p };
+        let mut state = concurrency::State::default();
+        let mut leases: Vec<(LeaseToken, u64, u64)> = Vec::new();
+        for (i, (now, cost)) in times(&tl, &p).into_iter().enumerate() {
+            let held = |leases: &[(LeaseToken, u64, u64)]| {
+                leases.iter().filter(|l| l.2 > now).map(|l| l.1).sum::<u64>()
+            };
+            if releases[i] == 0 && !leases.is_empty() {
+                let (token, _, ends) = leases.remove(i % leases.len());
+                prop_assert_eq!(concurrency::release(&mut state, now, token), ends > now);
+                continue;
+            }
+            let expected = held(&leases) + cost <= p.capacity;
+            let token = LeaseToken((i as u128 + 1).to_be_bytes());
+            let before = state.clone();
+            let o = concurrency::decide(&mut state, now, &p, cost, Mode::Apply, Some(token));
+            prop_assert_eq!(o.allowed, expected);
+            check_retry(&before, now, cost, &o, |s, t| {
+                concurrency::decide(s, t, &p, cost, Mode::Peek, None)
+            })?;
+            if expected {
+                leases.push((token, cost, now + p.window_us));
+            }
+            prop_assert_eq!(o.remaining, p.capacity - held(&leases));
         }
     }
 

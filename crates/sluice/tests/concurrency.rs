@@ -1,5 +1,6 @@
 //! Exactness under concurrency on the memory store: 16 threads hammering one key never admit
-//! more than the limit on the exact algorithms, and a multi-limit rule never over-admits either.
+//! more than the limit on the exact algorithms, a multi-limit rule never over-admits either, and
+//! threads taking and releasing leases never hold more than a concurrency limit at once.
 
 use sluice::Check;
 use std::sync::Arc;
@@ -59,6 +60,7 @@ fn sixteen_threads_never_admit_more_than_the_limit() {
         Algorithm::TokenBucket,
         Algorithm::Gcra,
         Algorithm::LeakyBucket,
+        Algorithm::Concurrency,
     ] {
         let admitted = hammer(&hot_key_limiter(algorithm), "hot", &[("user", "u1")]);
         assert_eq!(admitted, 1000, "{algorithm}");
@@ -100,4 +102,52 @@ fn multi_limit_rules_are_all_or_nothing_under_contention() {
         .unwrap();
     // The IP limit consumed exactly the 700 admitted requests, nothing for the denied ones.
     assert_eq!(peek.limits[1].remaining, 300);
+}
+
+#[test]
+fn threads_holding_leases_never_exceed_the_concurrency_limit() {
+    const LIMIT: u64 = 4;
+    const TURNS: u64 = 50;
+    let limiter = Limiter::builder(MemoryStore::with_clock(Arc::new(ManualClock::at_2026())))
+        .rule(
+            "jobs",
+            Rule::new(vec![Limit::concurrency(
+                &["tenant"],
+                LIMIT,
+                std::time::Duration::from_secs(60),
+            )]),
+        )
+        .build()
+        .unwrap();
+    let (held, most, admitted) = (AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0));
+    std::thread::scope(|scope| {
+        for _ in 0..THREADS {
+            let (limiter, held, most, admitted) = (&limiter, &held, &most, &admitted);
+            scope.spawn(move || {
+                let runtime = tokio::runtime::Builder::new_current_thread()
+                    .build()
+                    .expect("a current-thread runtime builds without I/O drivers");
+                runtime.block_on(async {
+                    let mut turns = 0;
+                    while turns < TURNS {
+                        let d = limiter.check("jobs", &[("tenant", "t1")]).await.unwrap();
+                        let Some(lease) = d.lease else {
+                            std::thread::yield_now();
+                            continue;
+                        };
+                        turns += 1;
+                        admitted.fetch_add(1, Ordering::Relaxed);
+                        let now = held.fetch_add(1, Ordering::SeqCst) + 1;
+                        most.fetch_max(now, Ordering::SeqCst);
+                        std::thread::yield_now();
+                        held.fetch_sub(1, Ordering::SeqCst);
+                        assert!(limiter.release(&lease).await.unwrap());
+                    }
+                });
+            });
+        }
+    });
+    let most = most.load(Ordering::SeqCst);
+    assert!((1..=LIMIT).contains(&most), "{most} leases held at once");
+    assert_eq!(admitted.load(Ordering::Relaxed), THREADS as u64 * TURNS);
 }

@@ -12,7 +12,8 @@ use std::time::{Duration, Instant};
 
 use common::load::{Load, admits_exactly, check_failover};
 use common::{S, key, step, unique_prefix, url_store};
-use sluice::algorithm::Mode;
+use sluice::algorithm::concurrency::LeaseToken;
+use sluice::algorithm::{LimitStep, Mode};
 use sluice::model::{Algorithm, Limit};
 use sluice::store::LimitCall;
 use sluice::{FailPolicy, Limiter, ManualClock, Rule, Store};
@@ -27,21 +28,29 @@ async fn a_denial_on_a_later_slot_gives_back_the_earlier_slots_units() {
         let store = url_store(&cluster.url(), Some(clock.clone()), &unique_prefix()).await;
         let mut member = step(algorithm, 5, 100 * S);
         member.params.capacity = 5;
-        let calls = [
-            LimitCall {
-                key: key("member", "member=m"),
-                step: member,
-            },
-            LimitCall {
-                key: key("ip", "ip=a"),
-                step: step(algorithm, 1, 100 * S),
-            },
-        ];
-        let first = store.decide(&calls, Mode::Apply).await.unwrap();
+        // Each request with its own lease token, as the limiter draws them (a concurrency limit
+        // gives back by releasing the lease it took).
+        let calls = |token: u8| {
+            let lease = Some(LeaseToken([token; 16]));
+            [
+                LimitCall {
+                    key: key("member", "member=m"),
+                    step: LimitStep { lease, ..member },
+                },
+                LimitCall {
+                    key: key("ip", "ip=a"),
+                    step: LimitStep {
+                        lease,
+                        ..step(algorithm, 1, 100 * S)
+                    },
+                },
+            ]
+        };
+        let first = store.decide(&calls(0), Mode::Apply).await.unwrap();
         assert!(first.outcomes.iter().all(|o| o.allowed), "{algorithm}");
         assert_eq!(first.outcomes[0].remaining, 4, "{algorithm}");
-        for _ in 0..3 {
-            let denied = store.decide(&calls, Mode::Apply).await.unwrap();
+        for token in 1..4 {
+            let denied = store.decide(&calls(token), Mode::Apply).await.unwrap();
             assert!(!denied.outcomes[1].allowed, "{algorithm}");
             assert!(denied.outcomes[0].allowed, "{algorithm}");
             assert_eq!(
@@ -49,7 +58,7 @@ async fn a_denial_on_a_later_slot_gives_back_the_earlier_slots_units() {
                 "{algorithm}: the answer shows the units given back"
             );
         }
-        let member_now = store.decide(&calls[..1], Mode::Peek).await.unwrap();
+        let member_now = store.decide(&calls(9)[..1], Mode::Peek).await.unwrap();
         assert_eq!(
             member_now.outcomes[0].remaining, 4,
             "{algorithm}: three denied requests left the member's count as it was"

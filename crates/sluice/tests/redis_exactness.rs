@@ -8,6 +8,11 @@
 //! limit is admitted; with `sliding_log` the units left in Redis afterwards are exactly the
 //! admitted ones on every limit, so no give-back was lost or doubled.
 //!
+//! A concurrency limit of 5 leases is hammered the same way, each task asking until it got in
+//! twice, holding its lease while it does some work (a Redis round trip), then releasing it: an
+//! `INCR`/`DECR` counter around the work shows how many leases were held at once across all
+//! processes, never above 5; releases let every task in, and nothing is held at the end.
+//!
 //! The parent test re-executes this test binary as the worker processes (the ignored test
 //! `exactness_worker`, configured through environment variables); each prints its admitted count.
 #![cfg(feature = "redis")]
@@ -34,6 +39,15 @@ const IP_LIMIT: u64 = 600;
 /// Runs the workers on `url` under `prefix` and returns their summed counts per IP ("a", "b";
 /// single-limit runs count everything under "a").
 fn run_workers(url: &str, prefix: &str, rule: &str, algorithm: Algorithm) -> (u64, u64) {
+    let outputs = worker_outputs(url, prefix, rule, algorithm);
+    (
+        outputs.iter().map(|o| count(o, "admitted_a=")).sum(),
+        outputs.iter().map(|o| count(o, "admitted_b=")).sum(),
+    )
+}
+
+/// Runs the workers and returns what each printed.
+fn worker_outputs(url: &str, prefix: &str, rule: &str, algorithm: Algorithm) -> Vec<String> {
     let exe = std::env::current_exe().expect("the test binary knows its path");
     let workers: Vec<_> = (0..PROCESSES)
         .map(|_| {
@@ -46,28 +60,30 @@ fn run_workers(url: &str, prefix: &str, rule: &str, algorithm: Algorithm) -> (u6
                 .spawn_output()
         })
         .collect();
-    let (mut a, mut b) = (0, 0);
-    for worker in workers {
-        let out = worker.join();
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        assert!(
-            out.status.success(),
-            "worker failed: {stdout}\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let count = |name: &str| -> u64 {
+    workers
+        .into_iter()
+        .map(|worker| {
+            let out = worker.join();
+            let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+            assert!(
+                out.status.success(),
+                "worker failed: {stdout}\n{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
             stdout
-                .lines()
-                .find_map(|l| l.strip_prefix(name))
-                .unwrap_or_else(|| panic!("no count in worker output: {stdout}"))
-                .trim()
-                .parse()
-                .expect("a number")
-        };
-        a += count("admitted_a=");
-        b += count("admitted_b=");
-    }
-    (a, b)
+        })
+        .collect()
+}
+
+/// The number a worker printed after `name`.
+fn count(stdout: &str, name: &str) -> u64 {
+    stdout
+        .lines()
+        .find_map(|l| l.strip_prefix(name))
+        .unwrap_or_else(|| panic!("no {name} in worker output: {stdout}"))
+        .trim()
+        .parse()
+        .expect("a number")
 }
 
 /// A started child process whose output is collected on `join` (so workers run at once).
@@ -158,16 +174,57 @@ fn pair_limits(algorithm: Algorithm) -> [Limit; 2] {
     ]
 }
 
+/// Leases held at once by the `leases` rule.
+const LEASES: u64 = 5;
+/// Times each task of the `leases` rule gets in (asking again at once when denied).
+const TURNS: u64 = 2;
+
+/// The `leases` rule: workers hold and release leases; never more than [`LEASES`] at once.
+fn leases_never_exceed_the_limit(url: &str, held_at_end: impl Fn(&str) -> u64) {
+    let prefix = common::unique_prefix();
+    let outputs = worker_outputs(url, &prefix, "leases", Algorithm::Concurrency);
+    let most = outputs.iter().map(|o| count(o, "most_held=")).max();
+    let admitted: u64 = outputs.iter().map(|o| count(o, "admitted_a=")).sum();
+    assert!(
+        most.is_some_and(|m| m >= 1 && m <= LEASES),
+        "{most:?} held at once"
+    );
+    assert_eq!(
+        admitted,
+        (PROCESSES * TASKS) as u64 * TURNS,
+        "releases let every task in, in turn"
+    );
+    let key = sluice::store::redis::keys::state_key(
+        &prefix,
+        &sluice::store::LimitKey {
+            rule: "leases".into(),
+            limit_id: leases_limit().id().into(),
+            identity: "*".into(),
+        },
+    );
+    assert_eq!(held_at_end(&key), 0, "every lease was released");
+}
+
+fn leases_limit() -> Limit {
+    Limit::concurrency(&[], LEASES, Duration::from_secs(86_400))
+}
+
 #[test]
 fn four_processes_admit_exactly_the_limit() {
     let server = RedisServer::start();
     single_limit_is_exact(&server.url());
+    leases_never_exceed_the_limit(&server.url(), |key| {
+        server.cli(&["ZCARD", key]).parse().unwrap()
+    });
 }
 
 #[test]
 fn four_processes_on_a_cluster_admit_exactly_the_limit_even_across_slots() {
     let cluster = RedisCluster::shared();
     single_limit_is_exact(&cluster.url());
+    leases_never_exceed_the_limit(&cluster.url(), |key| {
+        cluster.cli_any(&["ZCARD", key]).parse().unwrap()
+    });
     two_limits_never_over_admit(&cluster.url(), |key| {
         cluster.cli_any(&["ZCARD", key]).parse().unwrap()
     });
@@ -178,6 +235,11 @@ fn four_processes_behind_sentinels_admit_exactly_the_limit() {
     let set = RedisSentinel::shared();
     single_limit_is_exact(&set.url());
     let primary = set.primary().unwrap();
+    leases_never_exceed_the_limit(&set.url(), |key| {
+        sluice_test_support::member::cli(primary, &["ZCARD", key])
+            .parse()
+            .unwrap()
+    });
     two_limits_never_over_admit(&set.url(), |key| {
         sluice_test_support::member::cli(primary, &["ZCARD", key])
             .parse()
@@ -204,6 +266,7 @@ async fn exactness_worker() {
     let rule = var("SLUICE_EXACT_RULE");
     let limits = match rule.as_str() {
         "hammer" => vec![Limit::new(&[], "1000/1d".parse().unwrap(), algorithm)],
+        "leases" => vec![leases_limit()],
         _ => pair_limits(algorithm).to_vec(),
     };
     let limiter = Limiter::builder(store)
@@ -216,6 +279,14 @@ async fn exactness_worker() {
         })
         .build()
         .unwrap();
+    if rule == "leases" {
+        return hold_and_release(
+            &limiter,
+            &var("SLUICE_EXACT_URL"),
+            &var("SLUICE_EXACT_PREFIX"),
+        )
+        .await;
+    }
     let mut tasks = tokio::task::JoinSet::new();
     for task in 0..TASKS {
         let limiter = limiter.clone();
@@ -244,4 +315,59 @@ async fn exactness_worker() {
     }
     assert_eq!(degraded, 0, "every decision came from Redis");
     println!("admitted_a={a}\nadmitted_b={b}");
+}
+
+/// The `leases` worker: each admitted task counts itself in a shared Redis counter while it holds
+/// its lease, and prints the most it saw.
+async fn hold_and_release(limiter: &Limiter, url: &str, prefix: &str) {
+    use sluice::store::redis::RedisUrl;
+    use sluice::store::redis::connection::RedisConnection;
+    use sluice::store::redis::failover::Dial;
+    let dial = Dial {
+        certificates: None,
+        connect_timeout: Duration::from_secs(5),
+        response_timeout: Duration::from_secs(10),
+    };
+    let conn = RedisConnection::open(&RedisUrl::parse(url).expect("a valid URL"), dial)
+        .expect("a connection");
+    let counter = format!("{prefix}:held");
+    let mut tasks = tokio::task::JoinSet::new();
+    for _ in 0..TASKS {
+        let (limiter, mut conn, counter) = (limiter.clone(), conn.clone(), counter.clone());
+        tasks.spawn(async move {
+            let (mut admitted, mut most, mut degraded) = (0u64, 0i64, 0u64);
+            while admitted < TURNS {
+                let d = limiter.check("leases", &[("member", "m")]).await.unwrap();
+                degraded += u64::from(d.degraded);
+                let Some(lease) = d.lease.filter(|_| d.allowed) else {
+                    tokio::task::yield_now().await;
+                    continue;
+                };
+                admitted += 1;
+                let held: i64 = redis::cmd("INCR")
+                    .arg(&counter)
+                    .query_async(&mut conn)
+                    .await
+                    .unwrap();
+                most = most.max(held);
+                let _: () = redis::cmd("PING").query_async(&mut conn).await.unwrap();
+                let _: i64 = redis::cmd("DECR")
+                    .arg(&counter)
+                    .query_async(&mut conn)
+                    .await
+                    .unwrap();
+                assert!(limiter.release(&lease).await.unwrap(), "the lease was held");
+            }
+            (admitted, most, degraded)
+        });
+    }
+    let (mut admitted, mut most, mut degraded) = (0, 0, 0);
+    while let Some(r) = tasks.join_next().await {
+        let (a, m, d) = r.expect("no task panics");
+        admitted += a;
+        most = most.max(m);
+        degraded += d;
+    }
+    assert_eq!(degraded, 0, "every decision came from Redis");
+    println!("admitted_a={admitted}\nadmitted_b=0\nmost_held={most}");
 }

@@ -320,3 +320,49 @@ fn the_denial_cache_section_has_defaults_and_bounds() {
         Config::parse("denial_cache:\n  max_size: 1\nrules: {}\n", Format::Yaml).unwrap_err();
     assert!(error.to_string().contains("max_size"), "{error}");
 }
+
+#[test]
+fn concurrency_limits_take_a_limit_and_a_lease_instead_of_a_rate() {
+    let yaml = "rules:\n  export:\n    limits:\n      - { by: [tenant], algorithm: concurrency, limit: 3, lease: 30s }\n";
+    let c = Config::parse(yaml, Format::Yaml).unwrap();
+    let expected = crate::model::Limit::concurrency(&["tenant"], 3, Duration::from_secs(30));
+    assert_eq!(c.rules[0].1.limits[0], expected);
+    let toml = "[rules.export]\nlimits = [{ by = [\"tenant\"], algorithm = \"concurrency\", limit = 3, lease = \"30s\" }]\n";
+    assert_eq!(Config::parse(toml, Format::Toml).unwrap().rules, c.rules);
+    // Written back the way it was read (the `/v1/rules` listing shows this).
+    let json = serde_json::to_value(&expected).unwrap();
+    assert_eq!(
+        json,
+        serde_json::json!({"by": ["tenant"], "algorithm": "concurrency", "limit": 3, "lease": "30s"})
+    );
+    let line = |limit: &str| format!("rules:\n  export:\n    limits:\n      - {limit}\n");
+    for (limit, field) in [
+        ("{ by: [t], algorithm: concurrency, rate: 3/30s }", "rate"),
+        ("{ by: [t], algorithm: concurrency, limit: 3 }", "lease"),
+        ("{ by: [t], algorithm: concurrency, lease: 30s }", "limit"),
+        (
+            "{ by: [t], algorithm: concurrency, limit: 0, lease: 30s }",
+            "limit",
+        ),
+        ("{ by: [t], rate: 3/30s, limit: 3 }", "limit"),
+        (
+            "{ by: [t], algorithm: gcra, lease: 30s, rate: 1/1s }",
+            "lease",
+        ),
+        (
+            "{ by: [t], algorithm: concurrency, limit: 3, lease: 30s, burst: 5 }",
+            "limits[0].burst",
+        ),
+        (
+            "{ by: [t], algorithm: concurrency, limit: 100001, lease: 30s }",
+            "limits[0].limit",
+        ),
+    ] {
+        let e = yaml_error(&line(limit));
+        assert_eq!(
+            (e.rule.as_deref(), e.field.as_str(), e.line),
+            (Some("export"), field, Some(4)),
+            "{limit}: {e}"
+        );
+    }
+}

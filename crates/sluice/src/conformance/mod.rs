@@ -25,10 +25,12 @@
 
 mod algorithms;
 mod blocks;
+mod leases;
 mod requests;
 
 pub use algorithms::*;
 pub use blocks::*;
+pub use leases::*;
 pub use requests::*;
 
 use std::future::Future;
@@ -193,6 +195,12 @@ macro_rules! conformance_suite {
             admin_block_unblock_blocks_and_reset,
             a_block_shorter_than_the_window_keeps_the_count,
             block_listings_are_paged_and_complete,
+            concurrency_holds_n_then_a_release_lets_the_next_in,
+            concurrency_leases_expire_and_double_releases_are_harmless,
+            concurrency_renewals_extend_leases,
+            concurrency_composes_all_or_nothing,
+            concurrency_with_shadow_and_block,
+            concurrency_refuses_bad_lease_ids,
         ]);
     };
     (@each $store:ident, $subject:expr, [$($behaviour:ident),* $(,)?]) => {

@@ -194,13 +194,17 @@ pub async fn a_named_limit_that_changes_algorithm_starts_fresh(h: Subject) {
     };
     let limiter = h.limiter(vec![("api", named(Algorithm::SlidingLog))]);
     let attrs = [("ip", "1.2.3.4")];
+    // Concurrency keeps a sorted set, as the sliding log does: each must read the other's as no
+    // state.
     let cycle = [
         Algorithm::SlidingLog,
+        Algorithm::Concurrency,
         Algorithm::SlidingWindow,
         Algorithm::TokenBucket,
         Algorithm::LeakyBucket,
         Algorithm::FixedWindow,
         Algorithm::Gcra,
+        Algorithm::Concurrency,
         Algorithm::SlidingLog,
     ];
     for algorithm in cycle {

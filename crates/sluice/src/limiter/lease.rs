@@ -15,9 +15,10 @@
 //! longer is refused when it is compiled. A text that is not such an id, or names a limit the
 //! rule does not have, is an [`Error::InvalidLease`] and the store is not asked.
 //!
-//! Both operations go to the store and to the local store that the `local` fail policy decides
-//! on (a lease taken while degraded lives there), each under the limiter's timeout. A store
-//! error is returned as [`Error::Store`]: the lease then ends by itself at its expiry.
+//! A lease lives where its check was decided: in the store, or, when the store was down and the
+//! rule's fail policy is `local`, in this node's local store. Both operations look in the local
+//! store first, then ask the store under the limiter's timeout. A store error is returned as
+//! [`Error::Store`]: the lease then ends by itself at its expiry.
 
 use std::future::Future;
 
@@ -186,9 +187,15 @@ impl Limiter {
     /// ```
     pub async fn release(&self, lease: &str) -> Result<bool, Error> {
         let (rule, calls) = self.lease_calls(lease)?;
+        // A lease lives where its check was decided: the store, or (degraded to `local`) the
+        // local store, never both, since every check draws its own token.
         let local = Store::release(&self.inner.local, &calls).await?;
-        let held = self.bounded(self.inner.store.release(&calls)).await?;
-        let held = held.iter().chain(&local).any(|&h| h);
+        let held = if local.contains(&true) {
+            true
+        } else {
+            let held = self.bounded(self.inner.store.release(&calls)).await?;
+            held.contains(&true)
+        };
         metrics::counter!(
             "sluice_lease_releases_total",
             "rule" => rule.name.to_string(),
@@ -206,9 +213,12 @@ impl Limiter {
     pub async fn renew(&self, lease: &str) -> Result<Option<u64>, Error> {
         let (_, calls) = self.lease_calls(lease)?;
         let local = Store::renew(&self.inner.local, &calls).await?;
-        let remote = self.bounded(self.inner.store.renew(&calls)).await?;
-        let ends: Option<Vec<u64>> = remote.iter().zip(&local).map(|(r, l)| r.or(*l)).collect();
-        match ends {
+        let ends = if local.iter().any(Option::is_some) {
+            local
+        } else {
+            self.bounded(self.inner.store.renew(&calls)).await?
+        };
+        match ends.into_iter().collect::<Option<Vec<u64>>>() {
             Some(ends) => Ok(ends.into_iter().min().map(|us| us / 1000)),
             None => {
                 self.release(lease).await?;

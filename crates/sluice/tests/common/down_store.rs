@@ -6,7 +6,9 @@ use std::time::Duration;
 
 use sluice::Store;
 use sluice::algorithm::Mode;
-use sluice::store::{BlocksCursor, BlocksPage, LimitCall, LimitKey, StoreError, StoreReply};
+use sluice::store::{
+    BlocksCursor, BlocksPage, LeaseCall, LimitCall, LimitKey, StoreError, StoreReply,
+};
 
 /// A store that is down: every call fails at once, or (with `hangs`) never answers.
 #[derive(Debug, Default)]
@@ -61,6 +63,12 @@ impl Store for DownStore {
         self.fail().await
     }
     async fn ping(&self) -> Result<(), StoreError> {
+        self.fail().await
+    }
+    async fn release(&self, _leases: &[LeaseCall]) -> Result<Vec<bool>, StoreError> {
+        self.fail().await
+    }
+    async fn renew(&self, _leases: &[LeaseCall]) -> Result<Vec<Option<u64>>, StoreError> {
         self.fail().await
     }
 }
