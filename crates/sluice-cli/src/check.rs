@@ -1,9 +1,11 @@
 //! `sluice check --config FILE RULE name=value…`: one decision against the configured store,
-//! printed as JSON.
+//! printed as JSON; `sluice check --config FILE --release LEASE` (or `--renew LEASE`): one lease
+//! released or renewed.
 //!
 //! With a memory store every run starts from empty counters, so this mostly shows what a rule
 //! resolves to (limits, identity, headers); against Redis it consumes from the live counters like
-//! any other client.
+//! any other client. `--release LEASE` and `--renew LEASE` end or extend a lease that a check on
+//! a concurrency limit printed (against Redis: leases outlive the command).
 
 use sluice::Check;
 use std::process::ExitCode;
@@ -16,7 +18,8 @@ use sluice::model::headers;
 use crate::cli::CheckArgs;
 use crate::store_url;
 
-/// Decides once and prints `{"status", "headers", "decision"}`.
+/// Decides once and prints `{"status", "headers", "decision"}`; or releases or renews a lease
+/// and prints `{"released"}` / `{"renewed", "lease_until_ms"}`.
 pub async fn run(args: CheckArgs) -> anyhow::Result<ExitCode> {
     let config = Config::load(&args.config)?;
     let url = args.store.as_deref().unwrap_or(&config.store.url);
@@ -27,8 +30,23 @@ pub async fn run(args: CheckArgs) -> anyhow::Result<ExitCode> {
         .build()
         .context("building the limiter")?;
     limiter.set_enabled(config.enabled);
+    if let Some(lease) = &args.release {
+        let released = limiter.release(lease).await?;
+        println!("{}", serde_json::json!({ "released": released }));
+        return Ok(exit(released));
+    }
+    if let Some(lease) = &args.renew {
+        let until = limiter.renew(lease).await?;
+        let out = match until {
+            Some(until) => serde_json::json!({ "renewed": true, "lease_until_ms": until }),
+            None => serde_json::json!({ "renewed": false }),
+        };
+        println!("{out}");
+        return Ok(exit(until.is_some()));
+    }
+    let rule = args.rule.as_deref().context("no rule to check")?;
     let decision = limiter
-        .check_with(&args.rule, &args.attributes, Check::cost(args.cost))
+        .check_with(rule, &args.attributes, Check::cost(args.cost))
         .await?;
     let headers: serde_json::Map<String, serde_json::Value> = headers(&decision, config.headers)
         .into_iter()
@@ -37,9 +55,13 @@ pub async fn run(args: CheckArgs) -> anyhow::Result<ExitCode> {
     let status = if decision.allowed { 200 } else { 429 };
     let out = serde_json::json!({ "status": status, "headers": headers, "decision": decision });
     println!("{}", serde_json::to_string_pretty(&out)?);
-    Ok(if decision.allowed {
+    Ok(exit(decision.allowed))
+}
+
+fn exit(success: bool) -> ExitCode {
+    if success {
         ExitCode::SUCCESS
     } else {
         ExitCode::FAILURE
-    })
+    }
 }

@@ -92,8 +92,16 @@ pub struct CheckArgs {
     /// Units to consume; 0 only looks.
     #[arg(long, default_value_t = 1)]
     pub cost: u64,
+    /// Instead of checking, release this lease (the `lease` of an admitted decision on a rule
+    /// with a concurrency limit); exit 0 when it was held.
+    #[arg(long, value_name = "LEASE", conflicts_with_all = ["renew", "rule"])]
+    pub release: Option<String>,
+    /// Instead of checking, extend this lease by its `lease` duration; exit 0 when it was held.
+    #[arg(long, value_name = "LEASE", conflicts_with = "rule")]
+    pub renew: Option<String>,
     /// The rule to check.
-    pub rule: String,
+    #[arg(required_unless_present_any = ["release", "renew"])]
+    pub rule: Option<String>,
     /// The request's identity, as `name=value` pairs (`member=m1 ip=203.0.113.9`).
     #[arg(value_parser = parse_attribute)]
     pub attributes: Vec<(String, String)>,
@@ -136,5 +144,25 @@ mod tests {
         assert_eq!(args.attributes, [("ip".to_string(), "1.2.3.4".to_string())]);
         assert_eq!(args.cost, 3);
         assert!(Cli::try_parse_from(["sluice", "check", "-c", "s.yaml", "login", "ip"]).is_err());
+        assert!(Cli::try_parse_from(["sluice", "check", "-c", "s.yaml"]).is_err());
+    }
+
+    #[test]
+    fn check_releases_or_renews_a_lease_instead() {
+        let parse = |args: &[&str]| {
+            let cli = Cli::try_parse_from(["sluice", "check", "-c", "s.yaml"].iter().chain(args))?;
+            let Command::Check(args) = cli.command else {
+                panic!("parsed as check");
+            };
+            Ok::<_, clap::Error>(args)
+        };
+        let args = parse(&["--release", "L"]).unwrap();
+        assert_eq!((args.release.as_deref(), args.rule), (Some("L"), None));
+        assert_eq!(
+            parse(&["--renew", "L"]).unwrap().renew.as_deref(),
+            Some("L")
+        );
+        assert!(parse(&["--release", "L", "--renew", "L"]).is_err());
+        assert!(parse(&["--release", "L", "login"]).is_err());
     }
 }

@@ -190,7 +190,9 @@ async fn rules_health_readiness_and_metrics() {
     );
     assert_eq!(rules.json["rules"]["login"]["limit_ids"][0], "per_ip");
     assert_eq!(rules.json["rules"]["off"]["enabled"], false);
-    assert_eq!(rules.json["rules"].as_object().unwrap().len(), 6);
+    assert_eq!(rules.json["rules"].as_object().unwrap().len(), 7);
+    assert_eq!(rules.json["rules"]["jobs"]["limits"][0]["limit"], 2);
+    assert_eq!(rules.json["rules"]["jobs"]["limits"][0]["lease"], "30s");
 
     let health = server.get("/healthz").await;
     assert_eq!((health.status, &health.json["status"]), (200, &json!("ok")));

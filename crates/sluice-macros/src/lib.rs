@@ -219,28 +219,38 @@ fn expand(args: TokenStream2, item: TokenStream2) -> syn::Result<TokenStream2> {
     let names = args.keys.iter().map(|(name, _)| name);
     let values = args.keys.iter().map(|(_, value)| value);
     let count = args.keys.len();
+    // `let r = &(expr);` keeps a temporary the expression makes alive for the whole check.
     let limiter = match &args.limiter {
         Some(expr) => quote! {
-            ::core::option::Option::Some(
-                <_ as ::core::borrow::Borrow<::sluice::Limiter>>::borrow(&(#expr))
-            )
+            let __sluice_limiter_ref = &(#expr);
+            let __sluice_limiter = ::core::option::Option::Some(
+                <_ as ::core::borrow::Borrow<::sluice::Limiter>>::borrow(__sluice_limiter_ref)
+            );
         },
-        None => quote!(::core::option::Option::None),
+        None => quote!(let __sluice_limiter = ::core::option::Option::None;),
     };
     let cost = match &args.cost {
         Some(expr) => quote!(::sluice::Check::cost(#expr)),
         None => quote!(::sluice::Check::ONE),
     };
+    // The lease of a concurrency limit is held while the body runs, released when it returns.
     Ok(quote! {
         #(#attrs)*
         #vis #sig {
-            {
+            let __sluice_lease = {
+                #limiter
                 let __sluice_attributes: [(&'static str, ::std::string::String); #count] = [
                     #((#names, ::std::string::ToString::to_string(&(#values))),)*
                 ];
-                ::sluice::check_call(#limiter, #rule, &__sluice_attributes[..], #cost)
-                    .await #question;
-            }
+                let __sluice_decision = ::sluice::check_call(
+                    __sluice_limiter,
+                    #rule,
+                    &__sluice_attributes[..],
+                    #cost,
+                )
+                .await #question;
+                ::sluice::limited::hold_lease(__sluice_limiter, __sluice_decision)
+            };
             #block
         }
     })

@@ -12,7 +12,7 @@
 use std::sync::OnceLock;
 
 use crate::error::Error;
-use crate::limiter::{Attributes, Check, Limiter};
+use crate::limiter::{Attributes, Check, LeaseGuard, Limiter};
 use crate::model::Decision;
 
 /// Why a rate-limited function did not run.
@@ -95,6 +95,18 @@ pub async fn check_call(
             message: limiter.message(rule),
         })
     }
+}
+
+/// A guard on the lease of an allowed decision (rules with a concurrency limit), released when
+/// dropped; `None` when the decision holds no lease. `limiter` `None` means the global limiter.
+/// `#[sluice::limit]` holds it while the function body runs.
+pub fn hold_lease(limiter: Option<&Limiter>, decision: Decision) -> Option<LeaseGuard> {
+    let lease = decision.lease?;
+    let limiter = match limiter {
+        Some(limiter) => limiter,
+        None => global_limiter()?,
+    };
+    Some(limiter.lease_guard(lease))
 }
 
 #[cfg(test)]

@@ -182,3 +182,44 @@ async fn without_a_limiter_argument_the_global_limiter_decides() {
     assert!(matches!(greet("ann").await, Err(Limited::Denied { .. })));
     assert!(greet("bob").await.is_ok());
 }
+
+/// One export at a time per tenant: the body runs holding the lease.
+#[sluice::limit(rule = "export", key = tenant, limiter = limiter)]
+async fn export(limiter: &Limiter, tenant: &str) -> Result<u64, Limited> {
+    // Inside the body the place is taken: a second export of the tenant is refused.
+    let inner = Box::pin(export(limiter, tenant)).await;
+    assert!(matches!(inner, Err(Limited::Denied { .. })), "{inner:?}");
+    Ok(limiter
+        .check_with("export", &[("tenant", tenant)], sluice::Check::ONE.peek())
+        .await
+        .unwrap()
+        .remaining)
+}
+
+#[tokio::test]
+async fn a_concurrency_limit_is_held_while_the_body_runs() {
+    let limiter = Limiter::builder(MemoryStore::new())
+        .rule(
+            "export",
+            Rule::new(vec![Limit::concurrency(
+                &["tenant"],
+                1,
+                Duration::from_secs(600),
+            )]),
+        )
+        .build()
+        .unwrap();
+    assert_eq!(export(&limiter, "t1").await.unwrap(), 0, "held in the body");
+    // Returning dropped the guard, which releases the lease in a spawned task.
+    for _ in 0..1000 {
+        let d = limiter
+            .check_with("export", &[("tenant", "t1")], sluice::Check::ONE.peek())
+            .await
+            .unwrap();
+        if d.remaining == 1 {
+            return;
+        }
+        tokio::task::yield_now().await;
+    }
+    panic!("the lease was not released when the function returned");
+}

@@ -186,7 +186,7 @@ fn leases_never_exceed_the_limit(url: &str, held_at_end: impl Fn(&str) -> u64) {
     let most = outputs.iter().map(|o| count(o, "most_held=")).max();
     let admitted: u64 = outputs.iter().map(|o| count(o, "admitted_a=")).sum();
     assert!(
-        most.is_some_and(|m| m >= 1 && m <= LEASES),
+        most.is_some_and(|m| (1..=LEASES).contains(&m)),
         "{most:?} held at once"
     );
     assert_eq!(

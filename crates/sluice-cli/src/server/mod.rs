@@ -19,6 +19,7 @@ mod admin;
 mod connections;
 mod dashboard;
 pub(crate) mod error;
+mod leases;
 pub mod metrics;
 pub mod reload;
 mod routes;
@@ -146,6 +147,7 @@ pub fn now_ms() -> u64 {
 pub fn router(state: Arc<AppState>) -> Router {
     routes::router(state.clone())
         .merge(admin::router(state.clone()))
+        .merge(leases::router(state.clone()))
         .merge(dashboard::router(state.clone()))
         .merge(crate::gateway::forward_auth::router(state))
 }

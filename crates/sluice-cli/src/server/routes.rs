@@ -1,5 +1,6 @@
 //! The public routes: decisions (`/v1/check`, `/v1/peek`), the rules in force (`/v1/rules`),
-//! health (`/healthz`, `/readyz`) and metrics (`/metrics`).
+//! health (`/healthz`, `/readyz`) and metrics (`/metrics`). The lease endpoints of concurrency
+//! limits (`/v1/release`, `/v1/renew`) are in `leases`.
 //!
 //! Decision responses carry the decision as JSON and the rate-limit headers of
 //! [`sluice::model::headers`]; `/v1/check` answers 429 when denied, `/v1/peek` always 200 (it
@@ -100,8 +101,9 @@ pub enum View {
     /// The whole decision, every limit's part included (the default).
     #[default]
     Full,
-    /// `allowed`, and the most restrictive limit's `limit`, `remaining`, `reset_after_ms`,
-    /// `retry_after_ms` when denied; `degraded`, `reason` and `message` when they apply.
+    /// `allowed`, the `lease` and `lease_until_ms` of a concurrency limit, and the most
+    /// restrictive limit's `limit`, `remaining`, `reset_after_ms`, `retry_after_ms` when denied;
+    /// `degraded`, `reason` and `message` when they apply.
     Compact,
     /// No body: the status and the rate-limit headers say it all.
     Headers,
@@ -185,6 +187,10 @@ struct FullBody<'a> {
 #[derive(Serialize)]
 struct CompactBody<'a> {
     allowed: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    lease: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    lease_until_ms: Option<u64>,
     limit: u64,
     remaining: u64,
     reset_after_ms: u64,
@@ -212,6 +218,8 @@ pub fn decision_response(
         View::Full => serde_json::to_vec(&FullBody { decision, message }),
         View::Compact => serde_json::to_vec(&CompactBody {
             allowed: decision.allowed,
+            lease: decision.lease.as_deref(),
+            lease_until_ms: decision.lease_until_ms,
             limit: decision.limit,
             remaining: decision.remaining,
             reset_after_ms: decision.reset_after_ms,
@@ -235,8 +243,18 @@ pub fn decision_response(
         );
     }
     insert_headers(response.headers_mut(), decision, style);
+    if let Some(lease) = &decision.lease {
+        // Made of token characters (see `sluice::limiter`'s lease ids): always a valid value.
+        if let Ok(value) = header::HeaderValue::from_str(lease) {
+            response.headers_mut().insert(LEASE_HEADER, value);
+        }
+    }
     response
 }
+
+/// `X-RateLimit-Lease: <id>`: the lease an admitted check holds on the rule's concurrency
+/// limits, in every view (with `?view=headers` it is the only place the lease is given).
+pub const LEASE_HEADER: header::HeaderName = header::HeaderName::from_static("x-ratelimit-lease");
 
 async fn rules(State(state): State<Arc<AppState>>) -> Json<Value> {
     let live = state.live.load();

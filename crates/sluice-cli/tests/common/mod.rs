@@ -335,4 +335,7 @@ rules:
     enabled: false
     limits:
       - { by: [id], rate: 1/1m }
+  jobs:
+    limits:
+      - { by: [tenant], algorithm: concurrency, limit: 2, lease: 30s }
 ";

@@ -16,6 +16,7 @@
 //! - `decide`: the store call with deadline, breaker, fail policy, metrics, and the decision;
 //! - `admin`: reset, block, unblock, the blocks in force;
 //! - `lease`: lease ids, [`Limiter::release`] and [`Limiter::renew`] (concurrency limits);
+//!   `lease_guard`: [`LeaseGuard`], a lease released on drop;
 //! - `breaker`: skips a failing store for a while;
 //! - [`denial_cache`]: on a remote store, answers requests the store already denied until they
 //!   could pass; admin operations and rule changes clear it here at once and, through the
@@ -30,6 +31,7 @@ mod decide;
 pub mod denial_cache;
 mod keys;
 mod lease;
+mod lease_guard;
 mod options;
 
 use std::sync::Arc;
@@ -51,6 +53,7 @@ pub use decide::CACHED;
 use denial_cache::DenialCache;
 pub use keys::Attributes;
 pub use lease::MAX_LEASE_LEN;
+pub use lease_guard::LeaseGuard;
 pub use options::{Check, MAX_COST, Options};
 
 /// Decides requests against named rules. Cheap to clone; clones share everything.

@@ -5,7 +5,8 @@
 //! never in the service, so the many clones axum makes of a service share one limit.
 //!
 //! Per request: extract attributes → `Limiter::check` → either 429 (JSON body + headers), or the
-//! inner service's response with the headers added. Extraction or check errors answer 400 (the
+//! inner service's response with the headers added, its body wrapped in a [`LeasedBody`] that
+//! holds the check's lease (concurrency limits) until the body is done or dropped. Extraction or check errors answer 400 (the
 //! client's fault) or 500 (wiring), never a panic. Degraded decisions (store unreachable, fail
 //! policy decided) carry `X-RateLimit-Degraded: true` and are logged at `info`; the limiter also
 //! counts them in `sluice_degraded_decisions_total`.
@@ -24,6 +25,7 @@ use http::{Request, Response, StatusCode};
 use tower::{Layer, Service};
 
 use super::extract::{AttributeList, Extract};
+use super::leased_body::LeasedBody;
 use super::response::{DEFAULT_MESSAGE, DELAY_HEADER, apply_headers, check_error, denied, error};
 use crate::limiter::{Check, Limiter};
 use crate::model::HeaderStyle;
@@ -174,9 +176,10 @@ where
     ReqBody: Send + 'static,
     ResBody: From<String> + Send + 'static,
 {
-    type Response = Response<ResBody>;
+    type Response = Response<LeasedBody<ResBody>>;
     type Error = S::Error;
-    type Future = Pin<Box<dyn Future<Output = Result<Response<ResBody>, S::Error>> + Send>>;
+    type Future =
+        Pin<Box<dyn Future<Output = Result<Response<LeasedBody<ResBody>>, S::Error>> + Send>>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
         self.inner.poll_ready(cx)
@@ -194,7 +197,7 @@ async fn respond<S, ReqBody, ResBody>(
     config: Arc<Config>,
     mut inner: S,
     request: Request<ReqBody>,
-) -> Result<Response<ResBody>, S::Error>
+) -> Result<Response<LeasedBody<ResBody>>, S::Error>
 where
     S: Service<Request<ReqBody>, Response = Response<ResBody>>,
     ResBody: From<String>,
@@ -235,12 +238,18 @@ where
         };
         return Ok(denied(&decision, &message, config.headers));
     }
+    // Held from here: a wait, a handler error or a panic drops it, which releases the lease.
+    let guard = decision
+        .lease
+        .as_ref()
+        .map(|lease| config.limiter.lease_guard(lease.clone()));
     if decision.delay_ms > 0 && config.shaping == Shaping::Wait {
         tokio::time::sleep(Duration::from_millis(decision.delay_ms)).await;
     }
     parts.extensions.insert(decision.clone());
     parts.extensions.insert(RequestAttributes(attrs));
-    let mut response = inner.call(Request::from_parts(parts, body)).await?;
+    let response = inner.call(Request::from_parts(parts, body)).await?;
+    let mut response = response.map(|body| LeasedBody::holding(body, guard));
     apply_headers(response.headers_mut(), &decision, config.headers);
     if decision.delay_ms > 0 && config.shaping == Shaping::Expose {
         response

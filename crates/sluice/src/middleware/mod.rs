@@ -29,10 +29,15 @@
 //!   true` on the response, an `info` log line, and the limiter's
 //!   `sluice_degraded_decisions_total` counter;
 //! - a leaky bucket's shaping delay is waited out before the handler runs ([`Shaping::Wait`], the
-//!   default) or exposed as `X-RateLimit-Delay-Ms` ([`Shaping::Expose`]).
+//!   default) or exposed as `X-RateLimit-Delay-Ms` ([`Shaping::Expose`]);
+//! - a rule with a concurrency limit holds its lease while the handler runs and its response
+//!   body is sent: the [`LeasedBody`] releases it after the last frame, or when the body is
+//!   dropped unfinished (a handler error or panic, a client gone). Response bodies are wrapped
+//!   in [`LeasedBody`] (an `http_body::Body` whenever the handler's is).
 //!
 //! # Layout
 //! - [`layer`]: [`SluiceLayer`] and [`SluiceService`];
+//! - [`leased_body`]: [`LeasedBody`], the response body that holds a lease until it is done;
 //! - [`extract`]: the [`Extract`] trait, closures and composites;
 //! - [`client_ip`]: [`PeerIp`], and [`ClientIp`] behind trusted proxies;
 //! - [`request`]: [`Header`], [`PathParam`], [`QueryParam`], [`Extension`];
@@ -43,11 +48,13 @@ pub mod client_ip;
 pub mod extract;
 mod forwarded;
 pub mod layer;
+pub mod leased_body;
 pub mod request;
 pub mod response;
 
 pub use client_ip::{ClientIp, DEFAULT_IPV6_PREFIX, ForwardingHeader, PeerIp, ip_identity};
 pub use extract::{AttributeList, Extract, ExtractError, ExtractErrorKind, FromFn, from_fn};
 pub use layer::{RequestAttributes, Shaping, SluiceLayer, SluiceService};
+pub use leased_body::LeasedBody;
 pub use request::{Extension, Header, PathParam, QueryParam};
 pub use response::{DEFAULT_MESSAGE, DEGRADED_HEADER, DELAY_HEADER, apply_headers, insert_headers};
