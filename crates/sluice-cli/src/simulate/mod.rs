@@ -53,7 +53,8 @@ pub struct SimulateArgs {
     /// The rate the algorithms are compared at (`10/1m`).
     #[arg(long, default_value = "10/1m", conflicts_with = "config")]
     pub rate: Rate,
-    /// The algorithms to compare (default: all).
+    /// The algorithms to compare (default: every rate algorithm; `concurrency` only when named,
+    /// where a simulated request holds its lease until the lease expires, as nothing releases it).
     #[arg(long, value_delimiter = ',', conflicts_with = "config")]
     pub algorithms: Vec<Algorithm>,
     /// Units that may pass at once for token bucket, GCRA and leaky bucket (default: the rate's
@@ -143,7 +144,10 @@ fn plan(args: &SimulateArgs) -> anyhow::Result<Plan> {
 /// One rule per algorithm, named after it, counting per `id`.
 fn algorithm_rules(args: &SimulateArgs) -> Vec<(String, Rule)> {
     let algorithms = if args.algorithms.is_empty() {
-        Algorithm::ALL.to_vec()
+        Algorithm::ALL
+            .into_iter()
+            .filter(|a| !a.holds_leases())
+            .collect()
     } else {
         args.algorithms.clone()
     };
