@@ -5,7 +5,9 @@ mod common;
 
 use std::time::Duration;
 
-use common::{CONFIG, RELOAD_WITHIN as WITHIN, Server, eventually, version_of, wait_for_version};
+use common::{
+    CONFIG, Options, RELOAD_WITHIN as WITHIN, Server, eventually, version_of, wait_for_version,
+};
 use serde_json::json;
 
 #[tokio::test]
@@ -205,4 +207,54 @@ async fn a_file_without_rules_is_refused_unless_it_says_so() {
         404
     );
     assert_eq!(server.metric(refused).await, 1.0);
+}
+
+/// The server's own log written into the watched directory (`serve 2>> dir/sluice.log`): each
+/// log line is a change in the directory, so a reload pass that logged before finding the file
+/// as it was would feed itself forever. The file in force, or one already refused, is read
+/// quietly: each real change is logged once, refused once, applied once.
+#[tokio::test]
+async fn a_log_file_beside_the_config_does_not_feed_the_watcher() {
+    let server = Server::start_with(
+        CONFIG,
+        "sluice.yaml",
+        Options {
+            log_file: Some("sluice.log"),
+            ..Options::default()
+        },
+    );
+    let changed = |server: &Server| {
+        server
+            .log()
+            .iter()
+            .filter(|l| l.contains("config file changed"))
+            .count()
+    };
+    // A window of several watch passes (debounce + settle) in which nothing may be logged.
+    let stays_quiet = |server: &Server, count: usize| {
+        let deadline = std::time::Instant::now() + Duration::from_millis(1500);
+        while std::time::Instant::now() < deadline {
+            assert_eq!(changed(server), count, "{:#?}", server.log());
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    };
+    let errors = "sluice_config_reloads_total{result=\"error\"}";
+
+    std::fs::write(&server.config, CONFIG.replace("rate: 5/10s", "rate: 0/10s")).unwrap();
+    eventually(WITHIN, "the refusal", || async {
+        (server.metric(errors).await >= 1.0).then_some(())
+    })
+    .await;
+    stays_quiet(&server, 1);
+    assert_eq!(server.metric(errors).await, 1.0, "refused once");
+
+    let fixed = CONFIG.replace("rate: 5/10s", "rate: 6/10s");
+    std::fs::write(&server.config, &fixed).unwrap();
+    wait_for_version(&server, &version_of(&fixed)).await;
+    stays_quiet(&server, 2);
+    let log = std::fs::read_to_string(server.dir.path().join("sluice.log")).unwrap();
+    assert!(
+        log.contains("config reloaded"),
+        "the log file is written: {log}"
+    );
 }

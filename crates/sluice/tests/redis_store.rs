@@ -514,3 +514,50 @@ async fn block_listings_page_through_redis_and_skip_bad_values() {
     assert!(pages > 1, "a page of 10 stops after one SCAN batch");
     assert_eq!(skipped, 1, "the corrupt value is counted, not listed");
 }
+
+/// A page of a block listing stops when the store's list budget is spent, however few entries
+/// it holds, and says where to go on: with no budget, a page asking for everything returns after
+/// one `SCAN` batch; with the default budget the same request lists every block at once.
+#[tokio::test]
+async fn a_block_listing_page_stops_at_its_time_budget() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let store = |list_budget| {
+        RedisStore::connect(
+            &url,
+            RedisOptions {
+                list_budget,
+                ..RedisOptions::default()
+            },
+        )
+    };
+    let patient = store(sluice::store::redis::LIST_BUDGET).await.unwrap();
+    let hasty = store(Duration::ZERO).await.unwrap();
+    for i in 0..3000 {
+        let key = common::key("gcra", &format!("ip={i}"));
+        patient.block(&key, Duration::from_secs(600)).await.unwrap();
+    }
+    let everything = sluice::store::BlocksCursor {
+        after: None,
+        count: 100_000,
+    };
+    let page = patient.blocks("r", &everything).await.unwrap();
+    assert_eq!((page.entries.len(), page.next), (3000, None));
+
+    let mut cursor = everything.clone();
+    let (mut pages, mut listed) = (0, 0);
+    loop {
+        let page = hasty.blocks("r", &cursor).await.unwrap();
+        pages += 1;
+        listed += page.entries.len();
+        match page.next {
+            Some(next) => cursor.after = Some(next),
+            None => break,
+        }
+    }
+    assert_eq!(listed, 3000);
+    assert!(
+        pages >= 3,
+        "one SCAN batch (COUNT 1000) per page: {pages} pages"
+    );
+}

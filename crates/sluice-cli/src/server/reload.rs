@@ -64,7 +64,16 @@ pub fn reload(state: &AppState, force: bool) -> Reloaded {
 }
 
 /// Reloads the rule file once it has read the same for `settle` (see the module docs).
-pub async fn reload_settled(state: Arc<AppState>, settle: Duration) -> Reloaded {
+///
+/// `refused` remembers the last file refused (its version, or its error), so that events that
+/// leave it as it is (a log file written in the same directory, say) neither log nor count it
+/// again: each pass is quiet unless the file differs both from the rules in force and from the
+/// last refusal, which keeps a log in the watched directory from feeding the watcher forever.
+pub async fn reload_settled(
+    state: Arc<AppState>,
+    settle: Duration,
+    refused: &mut Option<String>,
+) -> Reloaded {
     let Some(path) = state.config_path.clone() else {
         return Reloaded::Unchanged;
     };
@@ -82,6 +91,15 @@ pub async fn reload_settled(state: Arc<AppState>, settle: Duration) -> Reloaded 
     let Some(mut seen) = read(path.clone()).await else {
         return Reloaded::Unchanged;
     };
+    if let Ok(config) = &seen
+        && config.version == state.live.load().version
+    {
+        *refused = None;
+        return Reloaded::Unchanged;
+    }
+    if refused.as_deref() == Some(fingerprint(&seen).as_str()) {
+        return Reloaded::Unchanged;
+    }
     tracing::info!(file = %path.display(), ?settle, "config file changed; applying it once it has settled");
     // Bounded: a file rewritten faster than it can settle is taken as it is after a while.
     for _ in 0..40 {
@@ -90,22 +108,36 @@ pub async fn reload_settled(state: Arc<AppState>, settle: Duration) -> Reloaded 
             return Reloaded::Unchanged;
         };
         if same(&seen, &now) {
-            return apply(&state, &path, now, false);
+            return remember(refused, fingerprint(&now), apply(&state, &path, now, false));
         }
         tracing::info!(file = %path.display(), "config file still changing; waiting for it to settle");
         metrics::reload("unsettled");
         seen = now;
     }
-    apply(&state, &path, seen, false)
+    remember(
+        refused,
+        fingerprint(&seen),
+        apply(&state, &path, seen, false),
+    )
+}
+
+/// What identifies one read of the file: its version, or its error.
+fn fingerprint(read: &Result<Config, ConfigError>) -> String {
+    match read {
+        Ok(config) => config.version.clone(),
+        Err(error) => error.to_string(),
+    }
 }
 
 /// Whether two reads of the file gave the same text (or the same error).
 fn same(a: &Result<Config, ConfigError>, b: &Result<Config, ConfigError>) -> bool {
-    match (a, b) {
-        (Ok(a), Ok(b)) => a.version == b.version,
-        (Err(a), Err(b)) => a.to_string() == b.to_string(),
-        _ => false,
-    }
+    fingerprint(a) == fingerprint(b)
+}
+
+/// Records a refusal so that the same file is not refused again until it changes.
+fn remember(refused: &mut Option<String>, read: String, reloaded: Reloaded) -> Reloaded {
+    *refused = matches!(reloaded, Reloaded::Refused(_)).then_some(read);
+    reloaded
 }
 
 /// Puts a loaded file in force, unless it is the one in force, invalid, or without rules.
@@ -270,6 +302,7 @@ async fn reload_loop(state: Arc<AppState>, changed: Arc<Notify>) {
             None
         }
     };
+    let mut refused = None;
     loop {
         #[cfg(unix)]
         let force = tokio::select! {
@@ -293,7 +326,7 @@ async fn reload_loop(state: Arc<AppState>, changed: Arc<Notify>) {
             let _ = tokio::task::spawn_blocking(move || reload(&state, true)).await;
         } else {
             let settle = state.live.load().config.reload.settle;
-            reload_settled(state.clone(), settle).await;
+            reload_settled(state.clone(), settle, &mut refused).await;
         }
     }
 }

@@ -5,7 +5,7 @@
 //! gives the port. Every wait polls with a deadline, never a fixed sleep.
 #![allow(dead_code)]
 
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -59,6 +59,9 @@ pub struct Options<'a> {
     pub store: Option<&'a str>,
     /// Admin token in SLUICE_ADMIN_TOKEN (the configs name that variable).
     pub admin_token: Option<&'a str>,
+    /// A file in the config's directory that also gets every log line, as `2>> dir/sluice.log`
+    /// would (the watcher sees each write).
+    pub log_file: Option<&'a str>,
 }
 
 impl Default for Options<'_> {
@@ -66,6 +69,7 @@ impl Default for Options<'_> {
         Options {
             store: None,
             admin_token: Some(ADMIN_TOKEN),
+            log_file: None,
         }
     }
 }
@@ -127,8 +131,14 @@ impl Server {
         let log = Arc::new(Mutex::new(Vec::new()));
         let (tx, rx) = mpsc::channel();
         let lines = log.clone();
+        let mut tee = options.log_file.map(|name| {
+            std::fs::File::create(dir.path().join(name)).expect("the log file can be created")
+        });
         std::thread::spawn(move || {
             for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if let Some(file) = tee.as_mut() {
+                    let _ = writeln!(file, "{line}");
+                }
                 if let Some(rest) = line.split("listening on http://").nth(1) {
                     let addr = rest
                         .split_whitespace()

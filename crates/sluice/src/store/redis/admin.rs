@@ -79,8 +79,8 @@ impl RedisStore {
     }
 
     /// One page of the blocks of `rule`: `SCAN` batches of the server, or of each Cluster
-    /// primary in turn, until the page holds `cursor.count` entries or [`LIST_BUDGET`] has
-    /// passed. The cursor is `<primary index>:<SCAN cursor>`. A value that is not a block end
+    /// primary in turn, until the page holds `cursor.count` entries or the store's
+    /// [`list_budget`](super::RedisOptions::list_budget) has passed (at least one batch is read). The cursor is `<primary index>:<SCAN cursor>`. A value that is not a block end
     /// (corrupt or foreign data) is skipped and counted, never an error.
     pub(super) async fn blocks_page(
         &self,
@@ -125,7 +125,9 @@ impl RedisStore {
             } else {
                 scan = next;
             }
-            if page.entries.len() >= cursor.count.max(1) || started.elapsed() >= LIST_BUDGET {
+            if page.entries.len() >= cursor.count.max(1)
+                || started.elapsed() >= self.inner.list_budget
+            {
                 break;
             }
         }
@@ -188,7 +190,7 @@ impl RedisStore {
     }
 }
 
-/// The longest one page of a listing scans before it returns what it found, with a cursor.
+/// The default [`list_budget`](super::RedisOptions::list_budget).
 pub const LIST_BUDGET: Duration = Duration::from_millis(500);
 
 /// `<primary index>:<SCAN cursor>`.

@@ -78,6 +78,7 @@
 //! the side of counting: limits stay safe, a client may lose a unit per timed-out call.
 
 mod admin;
+pub use admin::LIST_BUDGET;
 pub mod channel;
 pub mod connection;
 pub mod cross_slot;
@@ -128,6 +129,10 @@ pub struct RedisOptions {
     pub min_ttl: Duration,
     /// Certificates for `rediss…` URLs.
     pub tls: TlsOptions,
+    /// How long one page of a block listing ([`Store::blocks`]) scans before it returns what it
+    /// found with a cursor, however few entries that is: an admin call never holds Redis (or the
+    /// caller) for long, whatever the number of keys.
+    pub list_budget: Duration,
 }
 
 impl Default for RedisOptions {
@@ -139,6 +144,7 @@ impl Default for RedisOptions {
             response_timeout: Duration::from_secs(1),
             min_ttl: Duration::ZERO,
             tls: TlsOptions::default(),
+            list_budget: admin::LIST_BUDGET,
         }
     }
 }
@@ -155,6 +161,7 @@ struct Inner {
     prefix: String,
     clock: Option<Arc<dyn Clock>>,
     min_ttl_us: u64,
+    list_budget: Duration,
     scripts: Scripts,
     give_back: Script,
     /// Where the invalidation channel subscribes (see [`channel`]), and how to dial it.
@@ -206,6 +213,7 @@ impl RedisStore {
                 prefix: options.prefix,
                 clock: options.clock,
                 min_ttl_us: micros(options.min_ttl),
+                list_budget: options.list_budget,
                 scripts: Scripts::default(),
                 give_back: cross_slot::script(),
                 subscribe_to,
