@@ -5,7 +5,8 @@
 //! With a memory store every run starts from empty counters, so this mostly shows what a rule
 //! resolves to (limits, identity, headers); against Redis it consumes from the live counters like
 //! any other client. `--release LEASE` and `--renew LEASE` end or extend a lease that a check on
-//! a concurrency limit printed (against Redis: leases outlive the command).
+//! a concurrency limit printed (against Redis: leases outlive the command). `--reserve` makes
+//! `--cost` an estimate and prints a reservation; `--settle RESERVATION --cost N` settles one.
 
 use sluice::Check;
 use std::process::ExitCode;
@@ -44,10 +45,17 @@ pub async fn run(args: CheckArgs) -> anyhow::Result<ExitCode> {
         println!("{out}");
         return Ok(exit(until.is_some()));
     }
+    if let Some(reservation) = &args.settle {
+        let settled = limiter.settle(reservation, args.cost).await?;
+        println!("{}", serde_json::json!({ "settled": settled }));
+        return Ok(exit(settled));
+    }
     let rule = args.rule.as_deref().context("no rule to check")?;
-    let decision = limiter
-        .check_with(rule, &args.attributes, Check::cost(args.cost))
-        .await?;
+    let check = match args.reserve {
+        true => Check::cost(args.cost).reserve(),
+        false => Check::cost(args.cost),
+    };
+    let decision = limiter.check_with(rule, &args.attributes, check).await?;
     let headers: serde_json::Map<String, serde_json::Value> = headers(&decision, config.headers)
         .into_iter()
         .map(|(name, value)| (name.to_string(), value.into()))

@@ -94,13 +94,20 @@ pub struct CheckArgs {
     pub cost: u64,
     /// Instead of checking, release this lease (the `lease` of an admitted decision on a rule
     /// with a concurrency limit); exit 0 when it was held.
-    #[arg(long, value_name = "LEASE", conflicts_with_all = ["renew", "rule"])]
+    #[arg(long, value_name = "LEASE", conflicts_with_all = ["renew", "settle", "rule"])]
     pub release: Option<String>,
     /// Instead of checking, extend this lease by its `lease` duration; exit 0 when it was held.
-    #[arg(long, value_name = "LEASE", conflicts_with = "rule")]
+    #[arg(long, value_name = "LEASE", conflicts_with_all = ["settle", "rule"])]
     pub renew: Option<String>,
+    /// `--cost` is an estimate: an admitted check prints a `reservation` to settle.
+    #[arg(long, conflicts_with_all = ["release", "renew", "settle"])]
+    pub reserve: bool,
+    /// Instead of checking, settle this reservation at `--cost` (what the request really cost);
+    /// exit 0 when it was settled.
+    #[arg(long, value_name = "RESERVATION", conflicts_with = "rule")]
+    pub settle: Option<String>,
     /// The rule to check.
-    #[arg(required_unless_present_any = ["release", "renew"])]
+    #[arg(required_unless_present_any = ["release", "renew", "settle"])]
     pub rule: Option<String>,
     /// The request's identity, as `name=value` pairs (`member=m1 ip=203.0.113.9`).
     #[arg(value_parser = parse_attribute)]
@@ -164,5 +171,13 @@ mod tests {
         );
         assert!(parse(&["--release", "L", "--renew", "L"]).is_err());
         assert!(parse(&["--release", "L", "login"]).is_err());
+        let args = parse(&["--settle", "R", "--cost", "30"]).unwrap();
+        assert_eq!((args.settle.as_deref(), args.cost), (Some("R"), 30));
+        assert!(
+            parse(&["--reserve", "--cost", "100", "llm"])
+                .unwrap()
+                .reserve
+        );
+        assert!(parse(&["--settle", "R", "--reserve"]).is_err());
     }
 }

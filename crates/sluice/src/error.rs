@@ -49,6 +49,13 @@ pub enum Error {
         /// What is wrong with it.
         reason: String,
     },
+    /// A reservation asked of a rule that cannot settle one, or a text given as a reservation id
+    /// that is not one of the rules in force. Nothing was changed.
+    #[error("invalid reservation: {reason}")]
+    InvalidReservation {
+        /// What is wrong with it.
+        reason: String,
+    },
     /// A rule failed validation.
     #[error("rule `{rule}`: {error}")]
     InvalidRule {

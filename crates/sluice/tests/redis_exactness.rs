@@ -13,6 +13,11 @@
 //! `INCR`/`DECR` counter around the work shows how many leases were held at once across all
 //! processes, never above 5; releases let every task in, and nothing is held at the end.
 //!
+//! Reservations are hammered too: every task reserves 10 units of a `1000/1d` token bucket and
+//! settles each admitted reservation at a cost from 0 to 10. The units charged never pass the
+//! capacity, and the level Redis holds at the end is exactly what the settlements charged: no
+//! give-back is lost or doubled between processes.
+//!
 //! The parent test re-executes this test binary as the worker processes (the ignored test
 //! `exactness_worker`, configured through environment variables); each prints its admitted count.
 #![cfg(feature = "redis")]
@@ -205,6 +210,42 @@ fn leases_never_exceed_the_limit(url: &str, held_at_end: impl Fn(&str) -> u64) {
     assert_eq!(held_at_end(&key), 0, "every lease was released");
 }
 
+/// The `reserve` rule: the level left equals the sum of the settled costs.
+fn reservations_stay_exact(url: &str, get: impl Fn(&str) -> String) {
+    let prefix = common::unique_prefix();
+    let outputs = worker_outputs(url, &prefix, "reserve", Algorithm::TokenBucket);
+    let charged: u64 = outputs.iter().map(|o| count(o, "charged=")).sum();
+    let admitted: u64 = outputs.iter().map(|o| count(o, "admitted_a=")).sum();
+    assert!(
+        admitted > LIMIT / 10,
+        "settling gave units back: {admitted} admitted"
+    );
+    let key = sluice::store::redis::keys::state_key(
+        &prefix,
+        &sluice::store::LimitKey {
+            rule: "reserve".into(),
+            limit_id: reserve_limit().id().into(),
+            identity: "*".into(),
+        },
+    );
+    let state = get(&key);
+    let level: f64 = state
+        .strip_prefix('t')
+        .and_then(|s| s.split(':').next())
+        .and_then(|l| l.parse().ok())
+        .unwrap_or_else(|| panic!("a token bucket state: {state}"));
+    // 1000/1d refills about one unit in 86 s: the test runs well within that.
+    assert!(charged <= LIMIT + 1, "{charged} charged");
+    assert!(
+        (level - charged as f64).abs() < 1.0,
+        "the level {level} is what was charged, {charged}"
+    );
+}
+
+fn reserve_limit() -> Limit {
+    Limit::new(&[], "1000/1d".parse().unwrap(), Algorithm::TokenBucket)
+}
+
 fn leases_limit() -> Limit {
     Limit::concurrency(&[], LEASES, Duration::from_secs(86_400))
 }
@@ -216,6 +257,7 @@ fn four_processes_admit_exactly_the_limit() {
     leases_never_exceed_the_limit(&server.url(), |key| {
         server.cli(&["ZCARD", key]).parse().unwrap()
     });
+    reservations_stay_exact(&server.url(), |key| server.cli(&["GET", key]));
 }
 
 #[test]
@@ -225,6 +267,7 @@ fn four_processes_on_a_cluster_admit_exactly_the_limit_even_across_slots() {
     leases_never_exceed_the_limit(&cluster.url(), |key| {
         cluster.cli_any(&["ZCARD", key]).parse().unwrap()
     });
+    reservations_stay_exact(&cluster.url(), |key| cluster.cli_any(&["GET", key]));
     two_limits_never_over_admit(&cluster.url(), |key| {
         cluster.cli_any(&["ZCARD", key]).parse().unwrap()
     });
@@ -267,6 +310,7 @@ async fn exactness_worker() {
     let limits = match rule.as_str() {
         "hammer" => vec![Limit::new(&[], "1000/1d".parse().unwrap(), algorithm)],
         "leases" => vec![leases_limit()],
+        "reserve" => vec![reserve_limit()],
         _ => pair_limits(algorithm).to_vec(),
     };
     let limiter = Limiter::builder(store)
@@ -286,6 +330,9 @@ async fn exactness_worker() {
             &var("SLUICE_EXACT_PREFIX"),
         )
         .await;
+    }
+    if rule == "reserve" {
+        return reserve_and_settle(&limiter).await;
     }
     let mut tasks = tokio::task::JoinSet::new();
     for task in 0..TASKS {
@@ -315,6 +362,41 @@ async fn exactness_worker() {
     }
     assert_eq!(degraded, 0, "every decision came from Redis");
     println!("admitted_a={a}\nadmitted_b={b}");
+}
+
+/// The `reserve` worker: reserves 10 units per attempt and settles each admitted one at a cost
+/// from 0 to 10; prints how many were admitted and what the settlements charged.
+async fn reserve_and_settle(limiter: &Limiter) {
+    let mut tasks = tokio::task::JoinSet::new();
+    for task in 0..TASKS {
+        let limiter = limiter.clone();
+        tasks.spawn(async move {
+            let (mut admitted, mut charged) = (0u64, 0u64);
+            for attempt in 0..ATTEMPTS_PER_TASK {
+                let check = sluice::Check::cost(10).reserve();
+                let d = limiter
+                    .check_with("reserve", &[("member", "m")], check)
+                    .await
+                    .unwrap();
+                assert!(!d.degraded, "every decision came from Redis");
+                let Some(reservation) = d.reservation else {
+                    continue;
+                };
+                let actual = ((task * 7 + attempt * 3) % 11) as u64;
+                assert!(limiter.settle(&reservation, actual).await.unwrap());
+                admitted += 1;
+                charged += actual;
+            }
+            (admitted, charged)
+        });
+    }
+    let (mut admitted, mut charged) = (0, 0);
+    while let Some(r) = tasks.join_next().await {
+        let (a, c) = r.expect("no task panics");
+        admitted += a;
+        charged += c;
+    }
+    println!("admitted_a={admitted}\ncharged={charged}");
 }
 
 /// The `leases` worker: each admitted task counts itself in a shared Redis counter while it holds

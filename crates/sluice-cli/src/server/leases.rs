@@ -1,4 +1,5 @@
-//! The lease endpoints of concurrency limits: `POST /v1/release` and `POST /v1/renew`, each with
+//! The endpoints that end what a check began. Leases of concurrency limits: `POST /v1/release`
+//! and `POST /v1/renew`, each with
 //! a body `{"lease": "<id>"}` (the `lease` of an admitted `/v1/check` decision).
 //!
 //! Like `/v1/check`, they need no admin token: holding a lease id is what allows ending or
@@ -9,6 +10,11 @@
 //!   `{"renewed": false}` when it lapsed (it is not taken again: check again before going on);
 //! - 400 for a body or an id that is not a lease of the rules in force, 404 for a rule that is
 //!   not, 503 when the store cannot be asked (the lease then ends by itself).
+//!
+//! `POST /v1/settle` with `{"reservation": "<id>", "cost": N}` settles the reservation of an
+//! admitted `/v1/check` that asked `"reserve": true`, at the actual cost: 200 `{"settled": true}`,
+//! or `{"settled": false}` when it was settled already or is out of time (its estimate stands);
+//! 400, 404 and 503 as above.
 
 use std::sync::Arc;
 
@@ -23,6 +29,14 @@ use serde_json::{Value, json};
 use super::error::{ApiError, json_body};
 use super::{AppState, MAX_BODY_BYTES};
 
+/// The body of `/v1/settle`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SettleRequest {
+    reservation: String,
+    cost: u64,
+}
+
 /// The body of `/v1/release` and `/v1/renew`.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -34,6 +48,7 @@ pub(super) fn router(state: Arc<AppState>) -> Router {
     Router::new()
         .route("/v1/release", post(release))
         .route("/v1/renew", post(renew))
+        .route("/v1/settle", post(settle))
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .with_state(state)
 }
@@ -56,4 +71,16 @@ async fn renew(
         Some(until) => json!({ "renewed": true, "lease_until_ms": until }),
         None => json!({ "renewed": false }),
     }))
+}
+
+async fn settle(
+    State(state): State<Arc<AppState>>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Json<Value>, ApiError> {
+    let request: SettleRequest = json_body(body)?;
+    let settled = state
+        .limiter
+        .settle(&request.reservation, request.cost)
+        .await?;
+    Ok(Json(json!({ "settled": settled })))
 }

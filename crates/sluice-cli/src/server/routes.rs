@@ -43,12 +43,22 @@ pub struct DecisionRequest {
     /// Units to consume (default 1; 0 peeks).
     #[serde(default)]
     pub cost: Option<Value>,
+    /// `cost` is an estimate: an admitted check returns a reservation to settle
+    /// (`POST /v1/settle`).
+    #[serde(default)]
+    pub reserve: bool,
 }
 
 impl DecisionRequest {
     /// The attributes as text, refusing values that are not strings or numbers.
     pub fn attributes(&self) -> Result<Vec<(&str, String)>, ApiError> {
         attributes(&self.attributes)
+    }
+
+    /// How the check counts: its cost, as a reservation when asked.
+    pub fn check(&self) -> Result<Check, ApiError> {
+        let check = Check::cost(self.cost()?);
+        Ok(if self.reserve { check.reserve() } else { check })
     }
 
     /// The cost, refusing anything but a whole number in range.
@@ -131,7 +141,7 @@ async fn check(
     let request: DecisionRequest = json_body(body)?;
     let attributes = request.attributes()?;
     let decision = state
-        .decide(&request.rule, &attributes, Check::cost(request.cost()?))
+        .decide(&request.rule, &attributes, request.check()?)
         .await?;
     let status = if decision.allowed {
         StatusCode::OK
@@ -159,11 +169,7 @@ async fn peek(
     let request: DecisionRequest = json_body(body)?;
     let attributes = request.attributes()?;
     let decision = state
-        .decide(
-            &request.rule,
-            &attributes,
-            Check::cost(request.cost()?).peek(),
-        )
+        .decide(&request.rule, &attributes, request.check()?.peek())
         .await?;
     Ok(decision_response(
         StatusCode::OK,
@@ -191,6 +197,10 @@ struct CompactBody<'a> {
     lease: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     lease_until_ms: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reservation: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reservation_until_ms: Option<u64>,
     limit: u64,
     remaining: u64,
     reset_after_ms: u64,
@@ -220,6 +230,8 @@ pub fn decision_response(
             allowed: decision.allowed,
             lease: decision.lease.as_deref(),
             lease_until_ms: decision.lease_until_ms,
+            reservation: decision.reservation.as_deref(),
+            reservation_until_ms: decision.reservation_until_ms,
             limit: decision.limit,
             remaining: decision.remaining,
             reset_after_ms: decision.reset_after_ms,

@@ -17,6 +17,7 @@ pub mod fixed_window;
 pub mod gcra;
 pub mod leaky_bucket;
 pub mod penalty;
+pub mod settle;
 pub mod sliding_log;
 pub mod sliding_window;
 pub mod step;

@@ -27,11 +27,13 @@ mod algorithms;
 mod blocks;
 mod leases;
 mod requests;
+mod reservations;
 
 pub use algorithms::*;
 pub use blocks::*;
 pub use leases::*;
 pub use requests::*;
+pub use reservations::*;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -201,6 +203,9 @@ macro_rules! conformance_suite {
             concurrency_composes_all_or_nothing,
             concurrency_with_shadow_and_block,
             concurrency_refuses_bad_lease_ids,
+            reservations_give_back_or_charge_the_difference_once,
+            reservations_settle_late_or_keep_their_estimate,
+            reservations_refuse_rules_and_ids_they_cannot_settle,
         ]);
     };
     (@each $store:ident, $subject:expr, [$($behaviour:ident),* $(,)?]) => {

@@ -57,6 +57,11 @@ impl CompiledLimit {
         }
     }
 
+    /// The limit's algorithm and its numbers.
+    pub(crate) fn meter(&self) -> (Algorithm, Params) {
+        (self.algorithm, self.params)
+    }
+
     /// Whether this limit holds leases.
     pub(crate) fn holds_leases(&self) -> bool {
         self.algorithm.holds_leases()

@@ -12,11 +12,11 @@ use quanta::Instant;
 
 use super::denial_cache::DenialCache;
 use super::options::{Check, MAX_COST};
-use super::{Attributes, Limiter, keys, lease};
+use super::{Attributes, Limiter, keys, lease, reservation};
 use crate::algorithm::{LimitOutcome, Mode};
 use crate::error::Error;
 use crate::model::{Decision, FailPolicy, LimitDecision};
-use crate::store::{LimitCall, StoreError, StoreReply};
+use crate::store::{DynStore, LimitCall, StoreError, StoreReply};
 
 /// Microseconds to whole milliseconds, rounded up (a client that waits is never early).
 pub(super) fn ms(us: u64) -> u64 {
@@ -43,6 +43,9 @@ impl Limiter {
                 cost,
                 max: MAX_COST,
             });
+        }
+        if check.reserves() {
+            reservation::check_rule(&rule)?;
         }
         let calls = keys::calls(&rule, attrs, check, self.inner.options.max_attribute_len)?;
         let shadow = rule.definition.shadow;
@@ -105,6 +108,14 @@ impl Limiter {
         let mut d = decision(name, shadow, &calls, reply.as_ref(), fallback);
         if rule.leases && check.mode() == Mode::Apply {
             attach_lease(&mut d, &calls, reply.as_ref());
+        }
+        if let (true, true, Some(reply)) = (check.reserves(), d.allowed, reply.as_ref()) {
+            // Degraded to `local`, the local store consumed the units and remembers them.
+            let store: &dyn DynStore = match degraded {
+                Some(_) => &self.inner.local,
+                None => &*self.inner.store,
+            };
+            self.reserve_for(&mut d, &calls, reply, store).await;
         }
         if let Some(error) = degraded {
             d.degraded = true;

@@ -84,30 +84,42 @@ pub(crate) fn check_length(rule: &str, limits: &[CompiledLimit]) -> Result<(), M
     Ok(())
 }
 
-/// A lease id taken apart, every part checked.
+/// A lease id taken apart, every part checked. Reservation ids have the same shape (see
+/// [`super::reservation`]).
 #[derive(Debug, PartialEq, Eq)]
-struct LeaseId<'a> {
-    token: LeaseToken,
-    units: u64,
-    rule: &'a str,
-    limits: Vec<(&'a str, &'a str)>,
+pub(super) struct LeaseId<'a> {
+    pub(super) token: LeaseToken,
+    pub(super) units: u64,
+    pub(super) rule: &'a str,
+    pub(super) limits: Vec<(&'a str, &'a str)>,
 }
 
-fn invalid(reason: impl Into<String>) -> Error {
-    Error::InvalidLease {
-        reason: reason.into(),
-    }
+fn invalid(reason: String) -> Error {
+    Error::InvalidLease { reason }
 }
 
 fn parse(text: &str) -> Result<LeaseId<'_>, Error> {
+    parse_id(text, "lease", invalid)
+}
+
+/// Parses an id of `kind` (`lease` or `reservation`), refused as `invalid` says.
+pub(super) fn parse_id<'a>(
+    text: &'a str,
+    kind: &str,
+    invalid: fn(String) -> Error,
+) -> Result<LeaseId<'a>, Error> {
     if text.len() > MAX_LEASE_LEN {
         return Err(invalid(format!(
-            "{} bytes long; lease ids are at most {MAX_LEASE_LEN}",
+            "{} bytes long; {kind} ids are at most {MAX_LEASE_LEN}",
             text.len()
         )));
     }
     let mut parts = text.split(':');
-    let shape = || invalid("not a lease id: expected `<token>:<units>:<rule>:<limit>:<identity>…`");
+    let shape = || {
+        invalid(format!(
+            "not a {kind} id: expected `<token>:<units>:<rule>:<limit>:<identity>…`"
+        ))
+    };
     let token = parts
         .next()
         .and_then(|t| t.parse::<LeaseToken>().ok())
@@ -137,7 +149,7 @@ fn parse(text: &str) -> Result<LeaseId<'_>, Error> {
 
 /// Whether `identity` is one that `limit` builds: its attribute names, in order, and escaped
 /// values (plain, or `~` and a hex SHA-1).
-fn identity_of(limit: &CompiledLimit, identity: &str) -> bool {
+pub(super) fn identity_of(limit: &CompiledLimit, identity: &str) -> bool {
     if limit.by.is_empty() {
         return identity == "*";
     }
@@ -275,7 +287,7 @@ impl Limiter {
     }
 
     /// A store operation under the limiter's timeout (stores in this process answer at once).
-    async fn bounded<T>(
+    pub(super) async fn bounded<T>(
         &self,
         operation: impl Future<Output = Result<T, StoreError>>,
     ) -> Result<T, StoreError> {

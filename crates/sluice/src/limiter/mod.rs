@@ -33,6 +33,7 @@ mod keys;
 mod lease;
 mod lease_guard;
 mod options;
+mod reservation;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -49,6 +49,7 @@ impl Default for Options {
 pub struct Check {
     units: u64,
     mode: Mode,
+    reserve: bool,
 }
 
 impl Check {
@@ -56,6 +57,7 @@ impl Check {
     pub const ONE: Check = Check {
         units: 1,
         mode: Mode::Apply,
+        reserve: false,
     };
 
     /// `units` units, recorded. Zero is a peek of one unit: "would one more pass?".
@@ -65,7 +67,7 @@ impl Check {
         } else {
             Check {
                 units,
-                mode: Mode::Apply,
+                ..Check::ONE
             }
         }
     }
@@ -76,6 +78,22 @@ impl Check {
             mode: Mode::Peek,
             ..self
         }
+    }
+
+    /// The units are an estimate: an admitted check returns a reservation, which
+    /// [`Limiter::settle`](super::Limiter::settle) charges at the actual cost once known (see
+    /// [`crate::algorithm::settle`]). Only rules whose every limit is a `token_bucket` or `gcra`
+    /// take reservations. A peek reserves nothing.
+    pub fn reserve(self) -> Check {
+        Check {
+            reserve: true,
+            ..self
+        }
+    }
+
+    /// Whether an admitted check returns a reservation.
+    pub fn reserves(&self) -> bool {
+        self.reserve && self.mode == Mode::Apply
     }
 
     /// The units asked for.

@@ -13,6 +13,10 @@
 //!
 //! The handler sees the [`Decision`](crate::Decision) and the [`RequestAttributes`] in the request's extensions
 //! (`axum::Extension<Decision>`).
+//!
+//! With [`SluiceLayer::reserve`], each request reserves an estimated cost; a handler that knows
+//! the actual cost puts [`ActualCost`] in its response's extensions and the layer settles the
+//! reservation before passing the response on (a handler that does not leaves the estimate).
 
 use std::fmt;
 use std::future::Future;
@@ -42,6 +46,11 @@ pub enum Shaping {
     Expose,
 }
 
+/// What a request really cost, put by the handler in its response's extensions to settle the
+/// request's reservation ([`SluiceLayer::reserve`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ActualCost(pub u64);
+
 /// The attributes the middleware extracted, inserted in the request's extensions.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RequestAttributes(pub AttributeList);
@@ -52,6 +61,7 @@ struct Config {
     rule: String,
     extractors: Vec<Arc<dyn Extract>>,
     cost: u64,
+    reserve: bool,
     message: Option<String>,
     headers: HeaderStyle,
     shaping: Shaping,
@@ -103,6 +113,7 @@ impl SluiceLayer {
                 rule: rule.into(),
                 extractors: Vec::new(),
                 cost: 1,
+                reserve: false,
                 message: None,
                 headers: HeaderStyle::default(),
                 shaping: Shaping::default(),
@@ -123,6 +134,16 @@ impl SluiceLayer {
     /// Units each request costs (default 1; 0 only peeks).
     pub fn cost(self, cost: u64) -> SluiceLayer {
         self.with(|c| c.cost = cost)
+    }
+
+    /// Each request reserves `estimate` units, settled at the [`ActualCost`] its handler reports
+    /// in the response's extensions (see [`Limiter::settle`]). The rule's limits must all be
+    /// `token_bucket` or `gcra`.
+    pub fn reserve(self, estimate: u64) -> SluiceLayer {
+        self.with(|c| {
+            c.cost = estimate;
+            c.reserve = true;
+        })
     }
 
     /// The message of denials on this route; it takes precedence over the rule's `message`.
@@ -212,11 +233,11 @@ where
             return Ok(error(e.status(), &e.message));
         }
     }
-    let decision = match config
-        .limiter
-        .check_with(&config.rule, &attrs, Check::cost(config.cost))
-        .await
-    {
+    let check = match config.reserve {
+        true => Check::cost(config.cost).reserve(),
+        false => Check::cost(config.cost),
+    };
+    let decision = match config.limiter.check_with(&config.rule, &attrs, check).await {
         Ok(d) => d,
         Err(e) => return Ok(check_error(&e)),
     };
@@ -249,6 +270,13 @@ where
     parts.extensions.insert(decision.clone());
     parts.extensions.insert(RequestAttributes(attrs));
     let response = inner.call(Request::from_parts(parts, body)).await?;
+    if let (Some(reservation), Some(&ActualCost(actual))) = (
+        decision.reservation.as_deref(),
+        response.extensions().get::<ActualCost>(),
+    ) && let Err(error) = config.limiter.settle(reservation, actual).await
+    {
+        tracing::warn!(rule = %config.rule, %error, "the reservation could not be settled; its estimate stands");
+    }
     let mut response = response.map(|body| LeasedBody::holding(body, guard));
     apply_headers(response.headers_mut(), &decision, config.headers);
     if decision.delay_ms > 0 && config.shaping == Shaping::Expose {

@@ -33,7 +33,9 @@
 //! - a rule with a concurrency limit holds its lease while the handler runs and its response
 //!   body is sent: the [`LeasedBody`] releases it after the last frame, or when the body is
 //!   dropped unfinished (a handler error or panic, a client gone). Response bodies are wrapped
-//!   in [`LeasedBody`] (an `http_body::Body` whenever the handler's is).
+//!   in [`LeasedBody`] (an `http_body::Body` whenever the handler's is);
+//! - with [`SluiceLayer::reserve`], a request reserves an estimated cost and the handler's
+//!   [`ActualCost`] (a response extension) settles it.
 //!
 //! # Layout
 //! - [`layer`]: [`SluiceLayer`] and [`SluiceService`];
@@ -54,7 +56,7 @@ pub mod response;
 
 pub use client_ip::{ClientIp, DEFAULT_IPV6_PREFIX, ForwardingHeader, PeerIp, ip_identity};
 pub use extract::{AttributeList, Extract, ExtractError, ExtractErrorKind, FromFn, from_fn};
-pub use layer::{RequestAttributes, Shaping, SluiceLayer, SluiceService};
+pub use layer::{ActualCost, RequestAttributes, Shaping, SluiceLayer, SluiceService};
 pub use leased_body::LeasedBody;
 pub use request::{Extension, Header, PathParam, QueryParam};
 pub use response::{DEFAULT_MESSAGE, DEGRADED_HEADER, DELAY_HEADER, apply_headers, insert_headers};

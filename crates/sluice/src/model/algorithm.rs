@@ -153,6 +153,13 @@ impl Algorithm {
     pub fn holds_leases(self) -> bool {
         self == Algorithm::Concurrency
     }
+
+    /// Whether a reservation on this algorithm can be settled (see
+    /// [`crate::algorithm::settle`]): the draining meters, whose one level a settlement can
+    /// lower or raise with the same effect whenever it comes.
+    pub fn settles(self) -> bool {
+        matches!(self, Algorithm::TokenBucket | Algorithm::Gcra)
+    }
 }
 
 impl fmt::Display for Algorithm {

@@ -48,6 +48,15 @@ pub struct Decision {
     /// Epoch milliseconds when the lease expires by itself unless renewed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lease_until_ms: Option<u64>,
+    /// The reservation of an admitted check that reserved its cost
+    /// ([`Check::reserve`](crate::Check::reserve)): settle it at the actual cost with
+    /// [`Limiter::settle`](crate::Limiter::settle) (`POST /v1/settle`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reservation: Option<String>,
+    /// Epoch milliseconds until which the reservation can be settled; afterwards its estimate
+    /// stands.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reservation_until_ms: Option<u64>,
 }
 
 /// One limit's part of a [`Decision`].
@@ -103,6 +112,8 @@ impl Decision {
             limits: Vec::new(),
             lease: None,
             lease_until_ms: None,
+            reservation: None,
+            reservation_until_ms: None,
         }
     }
 
@@ -133,6 +144,8 @@ impl Decision {
             limits,
             lease: None,
             lease_until_ms: None,
+            reservation: None,
+            reservation_until_ms: None,
         }
     }
 

@@ -136,6 +136,8 @@ mod tests {
             limits: vec![limit],
             lease: None,
             lease_until_ms: None,
+            reservation: None,
+            reservation_until_ms: None,
         }
     }
 

@@ -10,7 +10,7 @@ mod fail_policy;
 mod headers;
 mod penalty;
 mod rate;
-mod rule;
+pub(crate) mod rule;
 
 pub use algorithm::{Algorithm, Entry, REGISTRY};
 pub use decision::{Decision, LimitDecision};

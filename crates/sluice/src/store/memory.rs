@@ -28,6 +28,7 @@
 //! A full shard sweeps at most once per expiry instant, so refused keys cost no repeated scans.
 //! Refusals can start a little before `max_keys` keys in total, once the fullest shard is full.
 
+mod reservations;
 mod shard;
 mod stored_key;
 
@@ -38,8 +39,8 @@ use foldhash::fast::RandomState;
 use parking_lot::{Mutex, MutexGuard};
 
 use super::{
-    BlockEntry, BlocksCursor, BlocksPage, LeaseCall, LimitCall, LimitKey, Store, StoreError,
-    StoreReply,
+    BlockEntry, BlocksCursor, BlocksPage, LeaseCall, LimitCall, LimitKey, ReserveCall, SettleCall,
+    Store, StoreError, StoreReply,
 };
 use crate::algorithm::concurrency;
 use crate::algorithm::{AlgoState, KeyState, LimitOutcome, LimitStep, Mode, step};
@@ -104,6 +105,7 @@ struct Inner {
     hasher: RandomState,
     clock: Arc<dyn Clock>,
     max_keys: usize,
+    reservations: reservations::Reservations,
 }
 
 impl Default for MemoryStore {
@@ -134,6 +136,7 @@ impl MemoryStore {
                 hasher: RandomState::default(),
                 clock,
                 max_keys: per_shard * SHARDS,
+                reservations: Default::default(),
             }),
         }
     }
@@ -423,6 +426,14 @@ impl Store for MemoryStore {
                 })
             })
             .collect())
+    }
+
+    async fn reserve(&self, reservations: &[ReserveCall]) -> Result<(), StoreError> {
+        self.reserve_now(reservations)
+    }
+
+    async fn settle(&self, settlements: &[SettleCall]) -> Result<Vec<bool>, StoreError> {
+        self.settle_now(settlements)
     }
 }
 

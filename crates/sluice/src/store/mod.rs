@@ -69,6 +69,37 @@ pub struct LeaseCall {
     pub lease_us: u64,
 }
 
+/// A reservation to remember on one limit, so that it can be settled once (see
+/// [`crate::algorithm::settle`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReserveCall {
+    /// The limit's state for the identity the reservation was admitted for.
+    pub key: LimitKey,
+    /// The token it is remembered under.
+    pub token: LeaseToken,
+    /// The units the check consumed.
+    pub estimate: u64,
+    /// The store's time of the decision that consumed them (µs since the epoch).
+    pub at_us: u64,
+    /// How long it can be settled (µs): afterwards it is forgotten and its estimate stands.
+    pub for_us: u64,
+}
+
+/// The settlement of one reservation on one limit.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SettleCall {
+    /// The limit's state for the identity the reservation was admitted for.
+    pub key: LimitKey,
+    /// The token it is remembered under.
+    pub token: LeaseToken,
+    /// The limit's algorithm now.
+    pub algorithm: crate::model::Algorithm,
+    /// The limit's numbers now.
+    pub params: crate::algorithm::Params,
+    /// What the request really cost.
+    pub actual: u64,
+}
+
 /// A store's answer: the time it decided at and each limit's outcome, in call order.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StoreReply {
@@ -211,6 +242,31 @@ pub trait Store: Send + Sync + fmt::Debug + 'static {
         let (_, refused) = (leases, no_leases(Store::name(self)));
         async move { Err(refused) }
     }
+
+    /// Remembers reservations until they are settled or their time is up. A store without
+    /// reservations may keep this default, which refuses.
+    fn reserve(
+        &self,
+        reservations: &[ReserveCall],
+    ) -> impl Future<Output = Result<(), StoreError>> + Send {
+        let (_, refused) = (reservations, no_reservations(Store::name(self)));
+        async move { Err(refused) }
+    }
+
+    /// Settles reservations (see [`crate::algorithm::settle`]): for each, whether it was still
+    /// remembered; it is forgotten in the same atomic step as its limit is charged or given back,
+    /// so a reservation settles at most once.
+    fn settle(
+        &self,
+        settlements: &[SettleCall],
+    ) -> impl Future<Output = Result<Vec<bool>, StoreError>> + Send {
+        let (_, refused) = (settlements, no_reservations(Store::name(self)));
+        async move { Err(refused) }
+    }
+}
+
+fn no_reservations(store: &'static str) -> StoreError {
+    StoreError::permanent(store, "this store keeps no reservations")
 }
 
 fn no_leases(store: &'static str) -> StoreError {
@@ -258,6 +314,16 @@ pub trait DynStore: Send + Sync + fmt::Debug + 'static {
         &'a self,
         leases: &'a [LeaseCall],
     ) -> BoxFuture<'a, Result<Vec<Option<u64>>, StoreError>>;
+    /// See [`Store::reserve`].
+    fn reserve<'a>(
+        &'a self,
+        reservations: &'a [ReserveCall],
+    ) -> BoxFuture<'a, Result<(), StoreError>>;
+    /// See [`Store::settle`].
+    fn settle<'a>(
+        &'a self,
+        settlements: &'a [SettleCall],
+    ) -> BoxFuture<'a, Result<Vec<bool>, StoreError>>;
 }
 
 impl<S: Store> DynStore for S {
@@ -308,5 +374,17 @@ impl<S: Store> DynStore for S {
         leases: &'a [LeaseCall],
     ) -> BoxFuture<'a, Result<Vec<Option<u64>>, StoreError>> {
         Box::pin(Store::renew(self, leases))
+    }
+    fn reserve<'a>(
+        &'a self,
+        reservations: &'a [ReserveCall],
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        Box::pin(Store::reserve(self, reservations))
+    }
+    fn settle<'a>(
+        &'a self,
+        settlements: &'a [SettleCall],
+    ) -> BoxFuture<'a, Result<Vec<bool>, StoreError>> {
+        Box::pin(Store::settle(self, settlements))
     }
 }

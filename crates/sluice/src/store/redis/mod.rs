@@ -86,6 +86,7 @@ pub mod eviction;
 pub mod failover;
 pub mod keys;
 mod lease;
+mod reservation;
 pub mod script;
 pub mod slot;
 pub mod tls;
@@ -97,7 +98,8 @@ use std::time::Duration;
 use redis::{RedisError, RetryMethod, Script};
 
 use super::{
-    BlocksCursor, BlocksPage, LeaseCall, LimitCall, LimitKey, Store, StoreError, StoreReply,
+    BlocksCursor, BlocksPage, LeaseCall, LimitCall, LimitKey, ReserveCall, SettleCall, Store,
+    StoreError, StoreReply,
 };
 use crate::algorithm::Mode;
 use crate::clock::{Clock, micros};
@@ -410,5 +412,13 @@ impl Store for RedisStore {
 
     async fn renew(&self, leases: &[LeaseCall]) -> Result<Vec<Option<u64>>, StoreError> {
         self.renew_leases(leases).await
+    }
+
+    async fn reserve(&self, reservations: &[ReserveCall]) -> Result<(), StoreError> {
+        self.reserve_all(reservations).await
+    }
+
+    async fn settle(&self, settlements: &[SettleCall]) -> Result<Vec<bool>, StoreError> {
+        self.settle_all(settlements).await
     }
 }

@@ -64,6 +64,12 @@ pub const LEASE: &str = concat!(
     include_str!("lua/lease.lua")
 );
 
+/// The settle script of reservations.
+pub const SETTLE: &str = concat!(
+    include_str!("lua/prelude.lua"),
+    include_str!("lua/settle.lua")
+);
+
 /// The scripts, hashed once.
 #[derive(Debug)]
 pub struct Scripts {
@@ -77,6 +83,8 @@ pub struct Scripts {
     pub unblock: Script,
     /// See [`LEASE`].
     pub lease: Script,
+    /// See [`SETTLE`].
+    pub settle: Script,
 }
 
 impl Default for Scripts {
@@ -88,6 +96,7 @@ impl Default for Scripts {
             block: Script::new(BLOCK),
             unblock: Script::new(UNBLOCK),
             lease: Script::new(LEASE),
+            settle: Script::new(SETTLE),
         }
     }
 }
@@ -95,10 +104,13 @@ impl Default for Scripts {
 impl Scripts {
     /// Every script, for loading them all.
     pub fn all(&self) -> impl Iterator<Item = &Script> {
-        self.one
-            .iter()
-            .flatten()
-            .chain([&self.decide, &self.block, &self.unblock, &self.lease])
+        self.one.iter().flatten().chain([
+            &self.decide,
+            &self.block,
+            &self.unblock,
+            &self.lease,
+            &self.settle,
+        ])
     }
 
     /// The one-limit script that decides these calls, if they have that shape.
