@@ -57,7 +57,11 @@ async fn reservations_are_settled_once_at_the_actual_cost() {
     let reservation = compact.json["reservation"].as_str().unwrap();
     let settled = server.post("/v1/settle", &settle(reservation, 150)).await;
     assert_eq!(settled.json["settled"], true);
-    assert_eq!(remaining(&server).await, 720, "50 more charged");
+    assert_eq!(
+        remaining(&server).await,
+        820,
+        "100 reserved, then 50 more charged"
+    );
 
     for (body, status, says) in [
         ("{".to_string(), 400, "invalid JSON"),
