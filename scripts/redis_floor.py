@@ -59,10 +59,14 @@ class Redis:
         return self.evalsha()[1]
 
     def evalsha(self):
-        """Redis' total µs in EVALSHA since the last reset, and µs per call."""
+        """Redis' total µs in decision calls (EVALSHA and FCALL) since the last reset, and µs per
+        call."""
         out = self.cli("INFO", "commandstats")
-        m = re.search(r"cmdstat_evalsha:calls=(\d+),usec=(\d+),usec_per_call=([\d.]+)", out)
-        return (float(m.group(2)), float(m.group(3))) if m else (0.0, float("nan"))
+        calls = usec = 0
+        for m in re.finditer(r"cmdstat_(?:evalsha|fcall):calls=(\d+),usec=(\d+),", out):
+            calls += int(m.group(1))
+            usec += int(m.group(2))
+        return (float(usec), usec / calls) if calls else (0.0, float("nan"))
 
     def memory_per_key(self, samples=200):
         """Median MEMORY USAGE (key name included) of random state keys."""

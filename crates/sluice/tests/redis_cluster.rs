@@ -188,7 +188,7 @@ async fn a_killed_primary_degrades_per_policy_then_decisions_are_exact_again() {
 }
 
 #[tokio::test]
-async fn scripts_are_reloaded_on_every_primary_after_a_flush() {
+async fn scripts_and_functions_are_reloaded_on_every_primary_after_a_flush() {
     let cluster = RedisCluster::shared();
     let store = url_store(&cluster.url(), None, &unique_prefix()).await;
     // Identities on every primary, and a cross-slot pair (decide and give-back scripts).
@@ -221,6 +221,7 @@ async fn scripts_are_reloaded_on_every_primary_after_a_flush() {
     assert!(store.decide(&pair, Mode::Apply).await.unwrap().outcomes[1].allowed);
     for port in cluster.primaries() {
         assert_eq!(cluster.cli(port, &["SCRIPT", "FLUSH"]), "OK");
+        assert_eq!(cluster.cli(port, &["FUNCTION", "FLUSH"]), "OK");
     }
     let denied = store.decide(&pair, Mode::Apply).await.unwrap();
     assert!(!denied.outcomes[1].allowed);

@@ -423,6 +423,38 @@ async fn connect_returns_at_once_when_redis_is_down() {
     );
 }
 
+/// The general decision is a function (`FCALL`), loaded once: a flush of the functions, as a new
+/// or wiped server would have, loads it again and the decision goes on.
+#[tokio::test]
+async fn the_general_decision_is_a_function_reloaded_after_a_flush() {
+    let h = Harness::redis().await;
+    let server = h.server();
+    let calls = [
+        call("a", step(Algorithm::Gcra, 2, 60 * S)),
+        call("b", step(Algorithm::SlidingLog, 2, 60 * S)),
+    ];
+    let decide = async || h.store.decide(&calls, Mode::Apply).await.unwrap();
+    assert!(decide().await.outcomes.iter().all(|o| o.allowed));
+    let calls_of = |name: &str| -> u64 {
+        let stats = server.cli(&["INFO", "commandstats"]);
+        stats
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("cmdstat_{name}:calls=")))
+            .and_then(|rest| rest.split(',').next())
+            .map_or(0, |n| n.parse().unwrap())
+    };
+    assert_eq!(server.cli(&["CONFIG", "RESETSTAT"]), "OK");
+    assert!(decide().await.outcomes.iter().all(|o| o.allowed));
+    assert_eq!((calls_of("fcall"), calls_of("evalsha")), (1, 0));
+    assert_eq!(server.cli(&["FUNCTION", "FLUSH"]), "OK");
+    let third = decide().await;
+    assert!(third.outcomes.iter().all(|o| !o.allowed), "the counts survive");
+    assert!(
+        server.cli(&["FUNCTION", "LIST"]).contains("sluice_decide_"),
+        "loaded again"
+    );
+}
+
 #[tokio::test]
 async fn scripts_are_reloaded_after_a_flush() {
     let h = Harness::redis().await;

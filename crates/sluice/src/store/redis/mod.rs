@@ -6,15 +6,17 @@
 //! - [`script`]: the Lua scripts (`lua/*.lua`, concatenated at compile time) and their wire format.
 //!
 //! # One decision, one script call, at the floor
-//! Each decision is one `EVALSHA` (reloaded on `NOSCRIPT`), chosen by the request's shape
+//! Each decision is one call (a script reloaded on `NOSCRIPT`, a function reloaded when missing),
+//! chosen by the request's shape
 //! ([`script::Scripts::one_for`]):
 //! - one limit without block or penalty — the common case — runs `lua/one_<algorithm>.lua`,
 //!   written for that algorithm alone so that Redis does what the algorithm needs and no more:
 //!   `TIME`, one read and one write of one key (the fixed window: one `DECRBY`). It answers only
 //!   the case it expects; for anything else (a block marker, another algorithm's state, a sliding
 //!   log denial, whose retry time needs a search) it writes nothing and answers `{}`, and the
-//!   store sends the general script;
-//! - anything else runs `lua/decide.lua` after `lua/prelude.lua` and one file per algorithm, which
+//!   store sends the general decision;
+//! - anything else runs `lua/decide.lua` after `lua/prelude.lua` and one file per algorithm, as
+//!   the function of a library loaded once (`FCALL`, see [`function`]), which
 //!   restates [`crate::algorithm::step`]: block check, each algorithm's look (one read), the
 //!   all-or-nothing records (one write each, only once every enforcing limit passes), violations
 //!   and penalty, block/ban. Only limits with a penalty read a violations key; no decision reads a
@@ -84,6 +86,7 @@ pub mod connection;
 pub mod cross_slot;
 pub mod eviction;
 pub mod failover;
+mod function;
 pub mod keys;
 mod lease;
 mod reservation;
@@ -93,6 +96,7 @@ pub mod tls;
 pub mod url;
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use redis::{RedisError, RetryMethod, Script};
@@ -165,6 +169,8 @@ struct Inner {
     min_ttl_us: u64,
     list_budget: Duration,
     scripts: Scripts,
+    /// The server refused functions: the general decision runs as a script (see [`function`]).
+    no_functions: AtomicBool,
     give_back: Script,
     /// Where the invalidation channel subscribes (see [`channel`]), and how to dial it.
     subscribe_to: Vec<redis::ConnectionInfo>,
@@ -217,6 +223,7 @@ impl RedisStore {
                 min_ttl_us: micros(options.min_ttl),
                 list_budget: options.list_budget,
                 scripts: Scripts::default(),
+                no_functions: AtomicBool::new(false),
                 give_back: cross_slot::script(),
                 subscribe_to,
                 dial,
@@ -236,8 +243,10 @@ impl RedisStore {
         Ok(store)
     }
 
-    /// Loads every script (also done on demand after `NOSCRIPT`).
+    /// Loads every script and the function library (also done on demand after `NOSCRIPT` or a
+    /// missing function).
     pub async fn load_scripts(&self) -> Result<(), StoreError> {
+        self.load_library().await?;
         let mut conn = self.inner.conn.clone();
         let s = &self.inner.scripts;
         for script in s.all().chain([&self.inner.give_back]) {
@@ -277,9 +286,10 @@ impl RedisStore {
         Ok(secs * 1_000_000 + micros)
     }
 
-    /// The `EVALSHA` command, name first, that decides `calls` as [`Store::decide`] sends it. For
-    /// running the decision script on its own (the load tool feeds it to `redis-benchmark` to
-    /// measure Redis' ceiling for Sluice's script) and for debugging.
+    /// The command, name first, that decides `calls` as [`Store::decide`] sends it (`EVALSHA` of
+    /// a one-limit script, or `FCALL` of the general decision). For running the decision on its
+    /// own (the load tool feeds it to `redis-benchmark` to measure Redis' ceiling for Sluice) and
+    /// for debugging.
     pub fn decide_command(
         &self,
         calls: &[LimitCall],
@@ -287,23 +297,25 @@ impl RedisStore {
     ) -> Result<Vec<String>, StoreError> {
         let prefix = &self.inner.prefix;
         let (now, min_ttl) = (self.client_now(), self.inner.min_ttl_us);
-        let (script, keys, args): (_, Vec<String>, Vec<String>) =
-            match self.inner.scripts.one_for(calls, mode) {
+        let scripts = &self.inner.scripts;
+        let (mut command, keys, args): (_, Vec<String>, Vec<String>) =
+            match scripts.one_for(calls, mode) {
                 Some(one) => (
-                    one,
+                    vec!["EVALSHA".to_string(), one.get_hash().to_string()],
                     vec![keys::state_key(prefix, &calls[0].key)],
                     script::one_args(&calls[0], now, min_ttl)?.into(),
                 ),
                 None => {
                     let (keys, args) = self.general_parts(calls, mode)?;
-                    (&self.inner.scripts.decide, keys, args)
+                    let head = if self.inner.no_functions.load(Ordering::Relaxed) {
+                        vec!["EVALSHA".to_string(), scripts.decide.get_hash().to_string()]
+                    } else {
+                        vec!["FCALL".to_string(), scripts.library.function.clone()]
+                    };
+                    (head, keys, args)
                 }
             };
-        let mut command = vec![
-            "EVALSHA".to_string(),
-            script.get_hash().to_string(),
-            keys.len().to_string(),
-        ];
+        command.push(keys.len().to_string());
         command.extend(keys);
         command.extend(args);
         Ok(command)
@@ -351,17 +363,7 @@ impl RedisStore {
             }
         }
         let (keys, args) = self.general_parts(calls, mode)?;
-        let mut invocation = self.inner.scripts.decide.prepare_invoke();
-        for key in keys {
-            invocation.key(key);
-        }
-        for arg in args {
-            invocation.arg(arg);
-        }
-        let reply: Vec<i64> = invocation
-            .invoke_async(&mut conn)
-            .await
-            .map_err(store_error)?;
+        let reply = self.call_general(&keys, &args).await?;
         let (now_us, outcomes) = script::parse_reply(&reply, calls.len())?;
         Ok(StoreReply { now_us, outcomes })
     }
