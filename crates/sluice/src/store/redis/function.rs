@@ -79,6 +79,9 @@ impl RedisStore {
         for arg in args {
             invocation.arg(arg);
         }
-        invocation.invoke_async(&mut conn).await.map_err(store_error)
+        invocation
+            .invoke_async(&mut conn)
+            .await
+            .map_err(store_error)
     }
 }

@@ -8,8 +8,8 @@
 //!   sends the general script. The leaky bucket has none.
 //! - anything else (several limits, a block, a penalty, a peek): `decide`, the prelude, every
 //!   algorithm and `lua/decide.lua`, which restates [`crate::algorithm::step`]. Its first part,
-//!   `lua/blocked.lua`, answers a one-limit request of a blocked identity before anything else:
-//!   a blocked identity costs Redis a read.
+//!   `lua/blocked.lua`, answers a one-limit request of a blocked identity before anything else
+//!   (a blocked identity costs Redis a read), and otherwise keeps its read for the look.
 //!
 //! The general decision runs as a Redis function ([`Library`], `FCALL`): the prelude and the
 //! algorithms are defined once, when the library is loaded, where a script defines them again on
@@ -36,10 +36,9 @@ pub const ONE: [Option<&str>; REGISTRY.len()] = [
     None,
 ];
 
-/// The general decision script: the blocked answer, the prelude, every algorithm in registry
-/// order, then the driver.
+/// The general decision script: the prelude, every algorithm in registry order, then the driver
+/// (the blocked answer first).
 pub const DECIDE: &str = concat!(
-    include_str!("lua/blocked.lua"),
     include_str!("lua/prelude.lua"),
     include_str!("lua/sliding_log.lua"),
     include_str!("lua/sliding_window.lua"),
@@ -48,6 +47,7 @@ pub const DECIDE: &str = concat!(
     include_str!("lua/gcra.lua"),
     include_str!("lua/leaky_bucket.lua"),
     include_str!("lua/concurrency.lua"),
+    include_str!("lua/blocked.lua"),
     include_str!("lua/decide.lua"),
 );
 
@@ -78,7 +78,10 @@ pub struct Library {
 
 impl Library {
     fn new() -> Library {
-        let driver = concat!(include_str!("lua/blocked.lua"), include_str!("lua/decide.lua"));
+        let driver = concat!(
+            include_str!("lua/blocked.lua"),
+            include_str!("lua/decide.lua")
+        );
         let hash = Script::new(&format!("{DEFINITIONS}{driver}")).get_hash()[..12].to_string();
         let function = format!("sluice_decide_{hash}");
         let source = format!(
@@ -366,11 +369,13 @@ mod tests {
 
     #[test]
     fn every_script_starts_with_the_prelude_and_has_a_header() {
-        for s in [BLOCK, UNBLOCK, LEASE] {
+        for s in [DECIDE, BLOCK, UNBLOCK, LEASE, SETTLE] {
             assert!(s.starts_with("-- Sluice scripts, shared prelude"));
         }
-        assert!(DECIDE.starts_with("-- blocked: "));
-        assert!(DECIDE.contains(include_str!("lua/prelude.lua")));
+        let library = Library::new();
+        assert!(library.source.starts_with("#!lua name=sluice_"));
+        assert!(library.source.contains(DEFINITIONS));
+        assert!(DECIDE.contains(include_str!("lua/blocked.lua")));
         assert!(DECIDE.contains(&format!("local ARGS_PER_LIMIT = {ARGS_PER_LIMIT}")));
         for a in Algorithm::ALL {
             if let Some(one) = ONE[usize::from(a.wire_code()) - 1] {

@@ -1,21 +1,17 @@
--- blocked: the decide script's first step, before the prelude defines anything: a request with
--- one limit whose identity is blocked is answered from the block marker alone. Restates
--- `look_state` ("a block in force answers alone", prelude.lua) and decide.lua's reply for it;
--- defining the prelude's and the algorithms' functions costs Redis more than this whole answer,
--- so a blocked identity costs Redis less than an admitted one. Anything else falls through.
+-- blocked: the decision's first step: a request with one limit whose identity is blocked is
+-- answered from the block marker alone. Restates `look_state` ("a block in force answers alone",
+-- prelude.lua) and decide.lua's reply for it. Otherwise the read is kept for the look (see
+-- `read_state` in the prelude), so a one-limit decision reads its state key once.
 --
 -- KEYS/ARGV/returns: decide.lua's. With one limit ARGV has 4 + 12 values: ARGV[13] is its
 -- warn_after ('' without a penalty) and KEYS[3] its violations key.
 
-do
-  local held = ARGV[17] == nil and redis.pcall('GET', KEYS[1])
-  if type(held) == 'string' and string.byte(held, 1) == 66 then
-    local until_us = tonumber(string.sub(held, 2)) or 0
-    local now = tonumber(ARGV[1])
-    if not now then
-      local t = redis.call('TIME')
-      now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-    end
+kept_key = nil
+if ARGV[17] == nil then
+  local held = redis.pcall('GET', KEYS[1])
+  if is_marker(held) then
+    local until_us = marker_until(held)
+    local now = read_now(ARGV[1])
     if until_us > now then
       local violations, warning = 0, 0
       if ARGV[13] ~= '' then
@@ -34,5 +30,5 @@ do
       return { now, 0, 0, until_us - now, until_us - now, 0, until_us, violations, warning }
     end
   end
+  kept_key, kept_raw = KEYS[1], held
 end
-

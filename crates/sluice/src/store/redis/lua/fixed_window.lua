@@ -41,7 +41,7 @@ local function fixed_window_count(raw, slot)
 end
 
 local function fixed_window_look(key, now, p, cost)
-  local raw = redis.pcall('GET', key)
+  local raw = read_state(key)
   if not tonumber(raw) and is_marker(raw) then
     return nil, marker_until(raw)
   end

@@ -15,7 +15,7 @@ end
 
 -- Returns the outcome, or nil and the block's end when the key holds a block marker.
 local function gcra_look(key, now, p, cost)
-  local raw = redis.pcall('GET', key)
+  local raw = read_state(key)
   local tat = tonumber(raw)
   if not tat then
     if is_marker(raw) then

@@ -13,7 +13,7 @@ local function leaky_bucket_fill(o, p)
 end
 
 local function leaky_bucket_look(key, now, p, cost)
-  local raw = redis.pcall('GET', key)
+  local raw = read_state(key)
   local l, t = match_tagged(raw, '^l([^:]+):(%d+)$')
   if not l and is_marker(raw) then
     return nil, marker_until(raw)

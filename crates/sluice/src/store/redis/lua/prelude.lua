@@ -86,6 +86,20 @@ local function put(key, value, ttl_us)
   end
 end
 
+-- One read of a state key kept for the look that follows: the decision's first step
+-- (lua/blocked.lua) reads a one-limit request's state key for a block marker, and the look of a
+-- string state takes that read instead of asking Redis again. The first read of that key consumes
+-- it; the first step resets it on every call, so nothing carries over from one call to the next.
+local kept_key, kept_raw = nil, nil
+
+local function read_state(key)
+  if key == kept_key then
+    kept_key = nil
+    return kept_raw
+  end
+  return redis.pcall('GET', key)
+end
+
 -- Reads a tagged string state. A missing key, another type, or another algorithm's tag (a named
 -- limit whose algorithm changed) reads as no state, as the memory store discards it.
 local function match_tagged(raw, pattern)
