@@ -127,11 +127,15 @@ LEFT = """
 What is left above the floor: the fixed window's minimal script starts its window at the first hit
 (an `INCR` and a `PEXPIRE`), while Sluice's windows are aligned to the clock (Redis `TIME`, the slot
 encoded beside the count, a `SET` when a window starts). Limits with a block or penalty, and rules
-with several limits, take the general script, whose helper and algorithm definitions alone cost
-Redis about 4.5 µs per call (a script that defines them and returns at once: 4.6–5.3 µs, against
-0.7–1.0 µs for `return 1`, under `redis-benchmark -P 16`). A blocked identity is answered before any
-of that is defined (`lua/blocked.lua`): one `GET`, plus the violations key with a penalty. With the
-denial cache on, as by default, Redis sees a blocked identity only when its cached denial runs out."""
+with several limits, take the general decision. It is a Redis function, so its helpers and
+algorithms are defined once when the library loads rather than on every call as a script would
+(defining them costs Redis about 4.7 µs a call: a script that defines them and returns at once
+takes 5.8 µs under `redis-benchmark -P 16`, a function of the same library that returns at once
+1.0 µs). What remains is the driver's own work: reading each limit's arguments into tables,
+`TIME`, one read and one write per limit, the violations key of a penalty. A one-limit request
+reads its state key once (the block check's read is the algorithm's). A blocked identity is
+answered by that first read, plus the violations key with a penalty. With the denial cache on, as
+by default, Redis sees a blocked identity only when its cached denial runs out."""
 
 
 def render(path):
@@ -141,7 +145,7 @@ def render(path):
     print("One private `redis-server`, one run: the minimal script of each algorithm (`scripts/floor/`,")
     print(f"1000 per minute) under `redis-benchmark -c {CLIENTS} -r {KEYS}`, then `sluice bench` through the")
     print(f"library on the same Redis ({CLIENTS} tasks, {KEYS} keys, limit 1000/1m). µs per call is Redis' own")
-    print("time per `EVALSHA` (`INFO commandstats`); bytes per key is the median `MEMORY USAGE` (key name")
+    print("time per `EVALSHA` or `FCALL` (`INFO commandstats`); bytes per key is the median `MEMORY USAGE` (key name")
     print("included) of 200 random state keys. Goals: Sluice's µs ≤ 1.25× the minimal script's, rate ≥ 0.8×")
     print("the minimal -P 16 rate, memory ≤ minimal + 16 bytes. `sluice bench` runs with `--threads 1`: one")
     print("runtime thread, as `redis-benchmark` is one event loop, so the other core is Redis'.\n")
