@@ -44,13 +44,13 @@ async fn denials_are_answered_without_redis_until_an_admin_lifts_them() {
     let denied = a.check("login", ip.clone()).await;
     assert_eq!(denied.status, 429);
     let retry = denied.header("retry-after").map(str::to_string);
-    let asked = redis.command_calls("evalsha");
+    let asked = redis.decision_calls();
     for _ in 0..10 {
         let cached = a.check("login", ip.clone()).await;
         assert_eq!(cached.status, 429);
         assert_eq!(cached.header("retry-after").map(str::to_string), retry);
     }
-    assert_eq!(redis.command_calls("evalsha"), asked, "Redis was not asked");
+    assert_eq!(redis.decision_calls(), asked, "Redis was not asked");
     assert_eq!(
         a.metric("sluice_denial_cache_hits_total{rule=\"login\"}")
             .await,

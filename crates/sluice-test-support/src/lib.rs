@@ -180,6 +180,13 @@ impl RedisServer {
     }
 }
 
+impl RedisServer {
+    /// How many decisions Redis has run: the scripts (`EVALSHA`) and the function (`FCALL`).
+    pub fn decision_calls(&self) -> u64 {
+        self.command_calls("evalsha") + self.command_calls("fcall")
+    }
+}
+
 impl Drop for RedisServer {
     fn drop(&mut self) {
         self.stop();

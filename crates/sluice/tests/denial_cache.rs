@@ -45,7 +45,7 @@ async fn node(h: &Harness, rules: Vec<(&str, Rule)>, max_stale: Duration) -> Lim
 
 /// How many decisions Redis has run.
 fn store_calls(h: &Harness) -> u64 {
-    h.server().command_calls("evalsha")
+    h.server().decision_calls()
 }
 
 /// Waits (10 s of real time at most) until `done` holds; polls every millisecond.

@@ -435,14 +435,7 @@ async fn the_general_decision_is_a_function_reloaded_after_a_flush() {
     ];
     let decide = async || h.store.decide(&calls, Mode::Apply).await.unwrap();
     assert!(decide().await.outcomes.iter().all(|o| o.allowed));
-    let calls_of = |name: &str| -> u64 {
-        let stats = server.cli(&["INFO", "commandstats"]);
-        stats
-            .lines()
-            .find_map(|l| l.strip_prefix(&format!("cmdstat_{name}:calls=")))
-            .and_then(|rest| rest.split(',').next())
-            .map_or(0, |n| n.parse().unwrap())
-    };
+    let calls_of = |name: &str| server.command_calls(name);
     assert_eq!(server.cli(&["CONFIG", "RESETSTAT"]), "OK");
     assert!(decide().await.outcomes.iter().all(|o| o.allowed));
     assert_eq!((calls_of("fcall"), calls_of("evalsha")), (1, 0));
