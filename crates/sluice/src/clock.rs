@@ -15,6 +15,12 @@ pub fn micros(d: Duration) -> u64 {
     u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
 }
 
+/// A length of time in whole milliseconds (rounded down), for what the wire and people read in
+/// milliseconds: saturating, as [`micros`].
+pub fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
 /// A source of the current time.
 pub trait Clock: Send + Sync + std::fmt::Debug {
     /// Microseconds since the Unix epoch.

@@ -14,6 +14,7 @@ use clap::Args;
 use hdrhistogram::Histogram;
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
+use sluice::clock::millis;
 use sluice::model::{Algorithm, Rate, parse_duration};
 
 use crate::store_url;
@@ -234,7 +235,7 @@ pub async fn measure(args: &BenchArgs) -> anyhow::Result<Report> {
     while Instant::now() < deadline {
         let left = deadline.saturating_duration_since(Instant::now());
         tokio::time::sleep(left.min(Duration::from_millis(100))).await;
-        progress.set_position(started.elapsed().as_millis() as u64);
+        progress.set_position(millis(started.elapsed()));
         progress.set_message(format!("{} decisions", done.load(Ordering::Relaxed)));
     }
     stop.store(true, Ordering::Relaxed);
@@ -306,7 +307,7 @@ fn progress_bar(args: &BenchArgs) -> ProgressBar {
     if args.json {
         return ProgressBar::hidden();
     }
-    let bar = ProgressBar::new(args.duration.as_millis() as u64);
+    let bar = ProgressBar::new(millis(args.duration));
     if let Ok(style) = ProgressStyle::with_template("{bar:40} {elapsed_precise} {msg}") {
         bar.set_style(style);
     }

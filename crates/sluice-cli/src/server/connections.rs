@@ -62,7 +62,7 @@ impl Tracker {
     }
 
     fn now(&self) -> u64 {
-        self.opened.elapsed().as_millis() as u64
+        sluice::clock::millis(self.opened.elapsed())
     }
 
     /// Bytes arrived: with no request in progress, they start a head.

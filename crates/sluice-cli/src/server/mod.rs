@@ -140,7 +140,7 @@ impl AppState {
 pub fn now_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
+        .map_or(0, sluice::clock::millis)
 }
 
 /// The service's routes over a state.

@@ -9,6 +9,7 @@
 //! most restrictive limit's numbers only) or `headers` (an empty body).
 
 use sluice::Check;
+use sluice::algorithm::Mode;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -137,27 +138,7 @@ async fn check(
     query: Result<Query<ViewQuery>, QueryRejection>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
-    let view = view_of(query)?;
-    let request: DecisionRequest = json_body(body)?;
-    let attributes = request.attributes()?;
-    let decision = state
-        .decide(&request.rule, &attributes, request.check()?)
-        .await?;
-    let status = if decision.allowed {
-        StatusCode::OK
-    } else {
-        StatusCode::TOO_MANY_REQUESTS
-    };
-    let message = (!decision.allowed)
-        .then(|| state.limiter.message(&decision.rule))
-        .flatten();
-    Ok(decision_response(
-        status,
-        &decision,
-        state.live.load().headers,
-        message.as_deref(),
-        view,
-    ))
+    answer(&state, query, body, Mode::Apply).await
 }
 
 async fn peek(
@@ -165,17 +146,39 @@ async fn peek(
     query: Result<Query<ViewQuery>, QueryRejection>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
+    answer(&state, query, body, Mode::Peek).await
+}
+
+/// Decides a `/v1/check` (`Mode::Apply`: 200 or 429, with the rule's message when denied) or a
+/// `/v1/peek` (always 200) and answers in the view asked.
+async fn answer(
+    state: &AppState,
+    query: Result<Query<ViewQuery>, QueryRejection>,
+    body: Result<Bytes, BytesRejection>,
+    mode: Mode,
+) -> Result<Response, ApiError> {
     let view = view_of(query)?;
     let request: DecisionRequest = json_body(body)?;
     let attributes = request.attributes()?;
-    let decision = state
-        .decide(&request.rule, &attributes, request.check()?.peek())
-        .await?;
+    let check = match mode {
+        Mode::Apply => request.check()?,
+        Mode::Peek => request.check()?.peek(),
+    };
+    let decision = state.decide(&request.rule, &attributes, check).await?;
+    let denied = mode == Mode::Apply && !decision.allowed;
+    let status = if denied {
+        StatusCode::TOO_MANY_REQUESTS
+    } else {
+        StatusCode::OK
+    };
+    let message = denied
+        .then(|| state.limiter.message(&decision.rule))
+        .flatten();
     Ok(decision_response(
-        StatusCode::OK,
+        status,
         &decision,
         state.live.load().headers,
-        None,
+        message.as_deref(),
         view,
     ))
 }

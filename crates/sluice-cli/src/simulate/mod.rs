@@ -35,6 +35,7 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
+use sluice::clock::micros;
 use sluice::config::Config;
 use sluice::{Algorithm, Clock, Limit, Limiter, ManualClock, MemoryStore, Rate, Rule};
 
@@ -194,7 +195,7 @@ pub async fn simulate(args: &SimulateArgs, progress: &ProgressBar) -> anyhow::Re
     };
     let bucket_us = match &args.trace {
         Some(_) => 1_000_000,
-        None => (args.traffic.duration.as_micros() as u64 / POINTS as u64).max(1_000),
+        None => (micros(args.traffic.duration) / POINTS as u64).max(1_000),
     };
     let main = limiter(&plan.rules, &clock)?;
     let mut subjects: Vec<Subject> = plan
@@ -205,9 +206,7 @@ pub async fn simulate(args: &SimulateArgs, progress: &ProgressBar) -> anyhow::Re
             Subject::new(name.clone(), name, rule, nodes, bucket_us, attack, None)
         })
         .collect();
-    let outage = args
-        .store_down
-        .map(|(from, to)| (from.as_micros() as u64, to.as_micros() as u64));
+    let outage = args.store_down.map(|(from, to)| (micros(from), micros(to)));
     if let Some((from, to)) = outage {
         let down = (base_us() + from, base_us() + to);
         for policy in outage::POLICIES {
@@ -285,7 +284,7 @@ async fn window_edge(args: &SimulateArgs, plan: &Plan) -> anyhow::Result<Vec<Mea
     let clock = ManualClock::at_2026();
     let (mut traffic, _) =
         PatternTraffic::new(&traffic_args, plan.limit, plan.window, &plan.attributes);
-    let bucket_us = (traffic_args.duration.as_micros() as u64 / 4000).max(1);
+    let bucket_us = (micros(traffic_args.duration) / 4000).max(1);
     let main = limiter(&plan.rules, &clock)?;
     let mut subjects: Vec<Subject> = plan
         .rules

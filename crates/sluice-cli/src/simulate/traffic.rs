@@ -78,7 +78,7 @@ fn parse_duration(text: &str) -> Result<Duration, String> {
 }
 
 fn us(d: Duration) -> u64 {
-    d.as_micros() as u64
+    sluice::clock::micros(d)
 }
 
 /// When one identity sends.

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::Duration;
 
-use crate::clock::Clock;
+use crate::clock::{Clock, micros};
 
 /// Consecutive failures that open the breaker.
 pub const FAILURES_TO_OPEN: u32 = 3;
@@ -52,7 +52,7 @@ impl Breaker {
             return false;
         }
         // Back-off over: exactly one caller wins the probe; the others wait for its result.
-        let next = now + self.probe_window.as_micros() as u64 + 1;
+        let next = now + micros(self.probe_window) + 1;
         self.open_until_us
             .compare_exchange(until, next, Ordering::AcqRel, Ordering::Acquire)
             .is_ok()
@@ -72,7 +72,7 @@ impl Breaker {
         }
         let doublings = (failures - FAILURES_TO_OPEN).min(16);
         let backoff = MIN_BACKOFF.saturating_mul(1 << doublings).min(MAX_BACKOFF);
-        let until = self.clock.now_us() + backoff.as_micros() as u64;
+        let until = self.clock.now_us() + micros(backoff);
         self.open_until_us.swap(until, Ordering::AcqRel) == 0
     }
 

@@ -149,7 +149,7 @@ pub(super) fn parse_id<'a>(
 
 /// Whether `identity` is one that `limit` builds: its attribute names, in order, and escaped
 /// values (plain, or `~` and a hex SHA-1).
-pub(super) fn identity_of(limit: &CompiledLimit, identity: &str) -> bool {
+fn identity_of(limit: &CompiledLimit, identity: &str) -> bool {
     if limit.by.is_empty() {
         return identity == "*";
     }
@@ -171,6 +171,44 @@ pub(super) fn identity_of(limit: &CompiledLimit, identity: &str) -> bool {
                     .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
             by.alternatives.iter().any(|a| a == name) && (plain || hashed)
         })
+}
+
+/// The limits an id names, each with the key of the identity it counted: every limit must be one
+/// of `rule`'s that `accepts` (a `kind` limit, for the error), and every identity one that limit
+/// builds.
+pub(super) fn named_limits<'r>(
+    rule: &'r CompiledRule,
+    id: &LeaseId<'_>,
+    accepts: impl Fn(&CompiledLimit) -> bool,
+    kind: &str,
+    invalid: fn(String) -> Error,
+) -> Result<Vec<(&'r CompiledLimit, LimitKey)>, Error> {
+    id.limits
+        .iter()
+        .map(|&(limit_id, identity)| {
+            let limit = rule
+                .limits
+                .iter()
+                .find(|l| accepts(l) && &*l.id == limit_id)
+                .ok_or_else(|| {
+                    invalid(format!(
+                        "rule `{}` has no {kind} limit `{limit_id}`",
+                        rule.name
+                    ))
+                })?;
+            if !identity_of(limit, identity) {
+                return Err(invalid(format!(
+                    "`{identity}` is not an identity of limit `{limit_id}`"
+                )));
+            }
+            let key = LimitKey {
+                rule: rule.name.clone(),
+                limit_id: limit.id.clone(),
+                identity: identity.to_string(),
+            };
+            Ok((limit, key))
+        })
+        .collect()
 }
 
 impl Limiter {
@@ -246,37 +284,17 @@ impl Limiter {
     ) -> Result<(std::sync::Arc<CompiledRule>, Vec<LeaseCall>), Error> {
         let id = parse(text)?;
         let rule = self.rule(id.rule)?;
-        let calls = id
-            .limits
-            .iter()
-            .map(|&(limit_id, identity)| {
-                let limit = rule
-                    .limits
-                    .iter()
-                    .find(|l| l.holds_leases() && &*l.id == limit_id)
-                    .ok_or_else(|| {
-                        invalid(format!(
-                            "rule `{}` has no concurrency limit `{limit_id}`",
-                            rule.name
-                        ))
-                    })?;
-                if !identity_of(limit, identity) {
-                    return Err(invalid(format!(
-                        "`{identity}` is not an identity of limit `{limit_id}`"
-                    )));
-                }
+        let calls = named_limits(&rule, &id, |l| l.holds_leases(), "concurrency", invalid)?
+            .into_iter()
+            .map(|(limit, key)| {
                 if id.units > limit.capacity() {
                     return Err(invalid(format!(
-                        "{} units is more than limit `{limit_id}` ever holds",
-                        id.units
+                        "{} units is more than limit `{}` ever holds",
+                        id.units, limit.id
                     )));
                 }
                 Ok(LeaseCall {
-                    key: LimitKey {
-                        rule: rule.name.clone(),
-                        limit_id: limit.id.clone(),
-                        identity: identity.to_string(),
-                    },
+                    key,
                     token: id.token,
                     units: id.units,
                     lease_us: limit.lease_us(),

@@ -15,13 +15,13 @@
 //! degraded to `local`, in this node's local store, which settling looks at first.
 
 use super::Limiter;
-use super::compile::CompiledRule;
-use super::lease::{self, MAX_LEASE_LEN, identity_of, parse_id};
+use super::compile::{CompiledLimit, CompiledRule};
+use super::lease::{self, MAX_LEASE_LEN, named_limits, parse_id};
 use crate::algorithm::LimitStep;
 use crate::error::Error;
 use crate::model::Decision;
-use crate::model::rule::MAX_EXACT;
-use crate::store::{DynStore, LimitCall, LimitKey, ReserveCall, SettleCall, Store, StoreReply};
+use crate::model::limit::MAX_EXACT;
+use crate::store::{DynStore, LimitCall, ReserveCall, SettleCall, Store, StoreReply};
 
 fn invalid(reason: String) -> Error {
     Error::InvalidReservation { reason }
@@ -128,25 +128,10 @@ impl Limiter {
     pub async fn settle(&self, reservation: &str, actual: u64) -> Result<bool, Error> {
         let id = parse_id(reservation, "reservation", invalid)?;
         let rule = self.rule(id.rule)?;
-        let calls = id
-            .limits
-            .iter()
-            .map(|&(limit_id, identity)| {
-                let limit = rule
-                    .limits
-                    .iter()
-                    .find(|l| &*l.id == limit_id && l.meter().0.settles())
-                    .ok_or_else(|| {
-                        invalid(format!(
-                            "rule `{}` has no token_bucket or gcra limit `{limit_id}`",
-                            rule.name
-                        ))
-                    })?;
-                if !identity_of(limit, identity) {
-                    return Err(invalid(format!(
-                        "`{identity}` is not an identity of limit `{limit_id}`"
-                    )));
-                }
+        let settles = |l: &CompiledLimit| l.meter().0.settles();
+        let calls = named_limits(&rule, &id, settles, "token_bucket or gcra", invalid)?
+            .into_iter()
+            .map(|(limit, key)| {
                 let (algorithm, params) = limit.meter();
                 // Lua numbers are exact below 2^53: the charge in µs of a GCRA must stay there.
                 let max = MAX_EXACT / params.emission_interval_us().max(1);
@@ -154,11 +139,7 @@ impl Limiter {
                     return Err(Error::InvalidCost { cost: actual, max });
                 }
                 Ok(SettleCall {
-                    key: LimitKey {
-                        rule: rule.name.clone(),
-                        limit_id: limit.id.clone(),
-                        identity: identity.to_string(),
-                    },
+                    key,
                     token: id.token,
                     algorithm,
                     params,

@@ -8,9 +8,10 @@ mod decision;
 mod duration;
 mod fail_policy;
 mod headers;
+pub(crate) mod limit;
 mod penalty;
 mod rate;
-pub(crate) mod rule;
+mod rule;
 
 pub use algorithm::{Algorithm, Entry, REGISTRY};
 pub use decision::{Decision, LimitDecision};
@@ -18,9 +19,10 @@ pub(crate) use duration::serde_text;
 pub use duration::{format_duration, parse_duration};
 pub use fail_policy::FailPolicy;
 pub use headers::{HeaderStyle, headers, retry_after_secs};
+pub use limit::{Limit, MAX_LEASES};
 pub use penalty::Penalty;
 pub use rate::{MAX_COUNT, MAX_WINDOW, Rate};
-pub use rule::{By, Limit, MAX_LEASES, Rule, validate_rule_name};
+pub use rule::{By, Rule, validate_rule_name};
 
 /// A value in a rule or rate that is not acceptable, with the field it came from.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

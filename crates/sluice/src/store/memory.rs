@@ -28,6 +28,7 @@
 //! A full shard sweeps at most once per expiry instant, so refused keys cost no repeated scans.
 //! Refusals can start a little before `max_keys` keys in total, once the fullest shard is full.
 
+mod leases;
 mod reservations;
 mod shard;
 mod stored_key;
@@ -42,8 +43,7 @@ use super::{
     BlockEntry, BlocksCursor, BlocksPage, LeaseCall, LimitCall, LimitKey, ReserveCall, SettleCall,
     Store, StoreError, StoreReply,
 };
-use crate::algorithm::concurrency;
-use crate::algorithm::{AlgoState, KeyState, LimitOutcome, LimitStep, Mode, step};
+use crate::algorithm::{KeyState, LimitOutcome, LimitStep, Mode, step};
 use crate::clock::{Clock, SystemClock, micros};
 use shard::{Full, Shard};
 pub use stored_key::KeyRef;
@@ -292,29 +292,6 @@ impl MemoryStore {
         (0..SHARDS).map(|i| self.shard(i).refusals).sum()
     }
 
-    /// Runs `f` on the leases held on `call`'s key, if it holds a concurrency state in force,
-    /// and keeps the entry as long as its state then matters.
-    fn with_leases<T>(
-        &self,
-        call: &LeaseCall,
-        f: impl FnOnce(&mut concurrency::State, u64) -> Option<T>,
-    ) -> Option<T> {
-        let key = KeyRef::from(&call.key);
-        let (hash, shard) = self.locate(key);
-        let mut shard = self.shard(shard);
-        let now = self.inner.clock.now_us();
-        let entry = shard.find(hash, key).filter(|e| e.expires_us > now)?;
-        let AlgoState::Concurrency(leases) = &mut entry.state.algo else {
-            return None;
-        };
-        let out = f(leases, now);
-        let algo_ttl = leases.reset_after_us(now);
-        let ttl = entry.state.ttl_us(algo_ttl, now);
-        entry.expires_us = now + ttl;
-        shard.expires_at(now + ttl);
-        out
-    }
-
     fn with_entry<T>(
         &self,
         key: &LimitKey,
@@ -406,26 +383,11 @@ impl Store for MemoryStore {
     }
 
     async fn release(&self, leases: &[LeaseCall]) -> Result<Vec<bool>, StoreError> {
-        Ok(leases
-            .iter()
-            .map(|call| {
-                self.with_leases(call, |state, now| {
-                    concurrency::release(state, now, call.token).then_some(())
-                })
-                .is_some()
-            })
-            .collect())
+        Ok(self.release_now(leases))
     }
 
     async fn renew(&self, leases: &[LeaseCall]) -> Result<Vec<Option<u64>>, StoreError> {
-        Ok(leases
-            .iter()
-            .map(|call| {
-                self.with_leases(call, |state, now| {
-                    concurrency::renew(state, now, call.lease_us, call.token)
-                })
-            })
-            .collect())
+        Ok(self.renew_now(leases))
     }
 
     async fn reserve(&self, reservations: &[ReserveCall]) -> Result<(), StoreError> {

@@ -57,7 +57,7 @@ use hashbrown::HashTable;
 use parking_lot::Mutex;
 
 use crate::algorithm::{LEVEL_EPSILON, LimitOutcome, LimitStep};
-use crate::clock::Clock;
+use crate::clock::{Clock, micros};
 use crate::model::Algorithm;
 use crate::store::invalidation::{Invalidation, InvalidationListener};
 
@@ -152,7 +152,7 @@ impl DenialCache {
             hasher: foldhash::fast::FixedState::with_seed(0x51u64),
             clock,
             per_shard: options.max_entries.div_ceil(SHARDS),
-            max_stale_us: options.max_stale.as_micros() as u64,
+            max_stale_us: micros(options.max_stale),
             generation: AtomicU64::new(0),
             confirmed_us: AtomicU64::new(0),
             len: AtomicUsize::new(0),
