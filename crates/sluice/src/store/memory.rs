@@ -28,6 +28,7 @@
 //! A full shard sweeps at most once per expiry instant, so refused keys cost no repeated scans.
 //! Refusals can start a little before `max_keys` keys in total, once the fullest shard is full.
 
+mod blocks;
 mod leases;
 mod reservations;
 mod shard;
@@ -40,8 +41,8 @@ use foldhash::fast::RandomState;
 use parking_lot::{Mutex, MutexGuard};
 
 use super::{
-    BlockEntry, BlocksCursor, BlocksPage, LeaseCall, LimitCall, LimitKey, ReserveCall, SettleCall,
-    Store, StoreError, StoreReply,
+    BlocksCursor, BlocksPage, LeaseCall, LimitCall, LimitKey, ReserveCall, SettleCall, Store,
+    StoreError, StoreReply,
 };
 use crate::algorithm::{KeyState, LimitOutcome, LimitStep, Mode, step};
 use crate::clock::{Clock, SystemClock, micros};
@@ -349,33 +350,8 @@ impl Store for MemoryStore {
         })
     }
 
-    /// Pages by key order: the cursor is the last key of the previous page (`limit:identity`).
     async fn blocks(&self, rule: &str, cursor: &BlocksCursor) -> Result<BlocksPage, StoreError> {
-        let now = self.inner.clock.now_us();
-        let mut out: Vec<BlockEntry> = Vec::new();
-        for i in 0..SHARDS {
-            out.extend(self.shard(i).entries().filter_map(|e| {
-                let until = e.state.block.active(now)?;
-                let key = e.key.limit_key();
-                (&*key.rule == rule).then_some(BlockEntry {
-                    key,
-                    until_us: until,
-                })
-            }));
-        }
-        let position = |e: &BlockEntry| format!("{}:{}", e.key.limit_id, e.key.identity);
-        out.sort_by_cached_key(position);
-        if let Some(after) = &cursor.after {
-            out.retain(|e| position(e).as_str() > after.as_str());
-        }
-        let count = cursor.count.max(1);
-        let next = (out.len() > count).then(|| position(&out[count - 1]));
-        out.truncate(count);
-        Ok(BlocksPage {
-            entries: out,
-            next,
-            skipped: 0,
-        })
+        Ok(self.blocks_page(rule, cursor))
     }
 
     async fn ping(&self) -> Result<(), StoreError> {

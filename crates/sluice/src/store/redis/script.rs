@@ -36,33 +36,32 @@ pub const ONE: [Option<&str>; REGISTRY.len()] = [
     None,
 ];
 
-/// The general decision script: the prelude, every algorithm in registry order, then the driver
-/// (the blocked answer first).
+/// The definitions the general decision uses, as one literal: the prelude and every algorithm,
+/// in registry order (a macro, so that [`DECIDE`] and [`DEFINITIONS`] share the one list).
+macro_rules! definitions {
+    () => {
+        concat!(
+            include_str!("lua/prelude.lua"),
+            include_str!("lua/sliding_log.lua"),
+            include_str!("lua/sliding_window.lua"),
+            include_str!("lua/fixed_window.lua"),
+            include_str!("lua/token_bucket.lua"),
+            include_str!("lua/gcra.lua"),
+            include_str!("lua/leaky_bucket.lua"),
+            include_str!("lua/concurrency.lua"),
+        )
+    };
+}
+
+/// The general decision script: the definitions, then the driver (the blocked answer first).
 pub const DECIDE: &str = concat!(
-    include_str!("lua/prelude.lua"),
-    include_str!("lua/sliding_log.lua"),
-    include_str!("lua/sliding_window.lua"),
-    include_str!("lua/fixed_window.lua"),
-    include_str!("lua/token_bucket.lua"),
-    include_str!("lua/gcra.lua"),
-    include_str!("lua/leaky_bucket.lua"),
-    include_str!("lua/concurrency.lua"),
+    definitions!(),
     include_str!("lua/blocked.lua"),
     include_str!("lua/decide.lua"),
 );
 
-/// The definitions the general decision uses: the prelude and every algorithm, in registry
-/// order.
-const DEFINITIONS: &str = concat!(
-    include_str!("lua/prelude.lua"),
-    include_str!("lua/sliding_log.lua"),
-    include_str!("lua/sliding_window.lua"),
-    include_str!("lua/fixed_window.lua"),
-    include_str!("lua/token_bucket.lua"),
-    include_str!("lua/gcra.lua"),
-    include_str!("lua/leaky_bucket.lua"),
-    include_str!("lua/concurrency.lua"),
-);
+/// The definitions the general decision uses (see [`definitions!`]).
+const DEFINITIONS: &str = definitions!();
 
 /// The general decision as a function library (`FUNCTION LOAD`): [`DEFINITIONS`] run once when
 /// it loads; the function runs `lua/blocked.lua` and `lua/decide.lua` with `KEYS` and `ARGV` as
