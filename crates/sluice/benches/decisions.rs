@@ -10,14 +10,13 @@ use std::future::Future;
 use std::hint::black_box;
 use std::num::NonZeroU32;
 use std::pin::pin;
-use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use governor::{Quota, RateLimiter};
 use sluice::algorithm::{LimitStep, Mode, Params};
-use sluice::model::{Algorithm, Limit, Rule};
+use sluice::model::{Algorithm, Limit, Name, Rule};
 use sluice::store::{LimitCall, LimitKey};
 use sluice::{Limiter, MemoryStore};
 
@@ -25,9 +24,9 @@ const KEYS: usize = 100_000;
 /// 10 million per second: effectively always allowed.
 const RATE: u64 = 10_000_000;
 
-/// A prepared request as the limiter builds it: the rule and limit names are shared with the
-/// compiled rule, the identity is the request's own.
-fn call(algorithm: Algorithm, names: &(Arc<str>, Arc<str>), identity: String) -> LimitCall {
+/// A prepared request as the limiter builds it: the rule and limit names are interned, the
+/// identity is the request's own.
+fn call(algorithm: Algorithm, names: &(Name, Name), identity: String) -> LimitCall {
     LimitCall {
         key: LimitKey {
             rule: names.0.clone(),
@@ -100,7 +99,7 @@ fn store_vs_governor(c: &mut Criterion) {
                     continue;
                 }
                 let store = MemoryStore::new();
-                let names: (Arc<str>, Arc<str>) = ("bench".into(), "user".into());
+                let names = (Name::interned("bench"), Name::interned("user"));
                 let calls: Vec<LimitCall> = ids
                     .iter()
                     .map(|id| call(algorithm, &names, id.clone()))

@@ -167,7 +167,7 @@ pub async fn answer(
         }
         let rate = Decision::most_restrictive(&d.limits).and_then(|top| {
             let limit = rules
-                .get(&d.rule)?
+                .get(d.rule.as_str())?
                 .definition
                 .limits
                 .iter()

@@ -19,6 +19,7 @@ use std::sync::Mutex;
 
 use sluice::Decision;
 use sluice::config::IdentityLabels;
+use sluice::model::Name;
 
 /// How many identities per rule `/metrics` shows.
 pub const K: usize = 10;
@@ -112,7 +113,7 @@ impl TopDenied {
             return;
         }
         let mut rules = self.lock();
-        let summary = rules.entry(decision.rule.clone()).or_default();
+        let summary = rules.entry(decision.rule.to_string()).or_default();
         for identity in &identities {
             summary.add(identity, 2 * self.k);
         }
@@ -161,7 +162,7 @@ impl TopDenied {
 }
 
 /// `name=value,...` of the attributes a limit counted by; `*` for a global limit.
-fn identity_text(names: &[String], attributes: &[(&str, String)]) -> String {
+fn identity_text(names: &[Name], attributes: &[(&str, String)]) -> String {
     if names.is_empty() {
         return "*".to_string();
     }
@@ -218,7 +219,7 @@ mod tests {
         d.allowed = false;
         d.limits.push(LimitDecision {
             id: "l".into(),
-            identity: identity.iter().map(|s| s.to_string()).collect(),
+            identity: identity.iter().map(|s| Name::from(*s)).collect(),
             algorithm: Algorithm::Gcra,
             allowed: false,
             limit: 1,

@@ -8,6 +8,7 @@
 
 use indicatif::ProgressBar;
 use sluice::Check;
+use sluice::model::Name;
 use sluice::{Limiter, ManualClock, Rule};
 
 use super::event::{Event, Identities};
@@ -146,7 +147,7 @@ pub fn finish(subjects: Vec<Subject>) -> Vec<(String, Vec<Measured>)> {
 }
 
 /// `name=value,...` of the attributes a limit's identity used; `*` for a global limit.
-fn identity_key(names: &[String], attributes: &[(String, String)], out: &mut String) {
+fn identity_key(names: &[Name], attributes: &[(String, String)], out: &mut String) {
     out.clear();
     if names.is_empty() {
         out.push('*');

@@ -19,7 +19,7 @@ use crate::error::Error;
 use crate::model::{Decision, FailPolicy};
 use crate::store::{LimitCall, StoreError, StoreReply};
 
-use super::decide::{decision, record_metrics};
+use super::decide::decision;
 use super::{Attributes, Check, CompiledRule, Limiter, MAX_COST, keys};
 use std::sync::Arc;
 
@@ -129,14 +129,13 @@ impl Limiter {
         let mut decided = all.iter().zip(replies).map(|(r, reply)| {
             let policy = self.policy(&r.rule);
             let fallback = policy == FailPolicy::Open;
-            let shadow = r.rule.definition.shadow;
-            let mut d = decision(&r.rule.name, shadow, &r.calls, reply.as_ref(), fallback);
+            let mut d = decision(&r.rule, &r.calls, reply.as_ref(), fallback);
             if let Some(error) = &degraded {
                 d.degraded = true;
                 d.reason =
                     Some(format!("{error}; decided by fail policy `{policy:?}`").to_lowercase());
             }
-            record_metrics(&d);
+            r.rule.meters.decided(&d);
             d
         });
         // Back to the callers' order: looks were decided first.

@@ -12,6 +12,7 @@ use arc_swap::ArcSwap;
 use super::breaker::Breaker;
 use super::compile::compile;
 use super::denial_cache::DenialCache;
+use super::meters::StoreLatency;
 use super::{Inner, Limiter, Options};
 use crate::clock::{Clock, SystemClock};
 use crate::error::Error;
@@ -145,6 +146,7 @@ impl LimiterBuilder {
         Ok(Limiter {
             inner: Arc::new(Inner {
                 rules: ArcSwap::from_pointee(book),
+                latency: StoreLatency::new(self.store.name()),
                 store: self.store,
                 local: MemoryStore::with_clock(self.clock.clone()),
                 breaker: Breaker::new(self.clock, self.options.timeout),

@@ -4,21 +4,23 @@
 //! dimensions and its algorithm parameters in the algorithms' units (µs). Checks only read it;
 //! [`Limiter::set_rules`](super::Limiter::set_rules) swaps a whole [`RuleBook`] at once.
 
-use super::denial_cache::cacheable_limits;
 use std::collections::BTreeMap;
 use std::sync::Arc;
+
+use super::denial_cache::cacheable_limits;
+use super::meters::RuleMeters;
 
 use crate::algorithm::concurrency::LeaseToken;
 use crate::algorithm::{LimitStep, Params, penalty};
 use crate::clock::micros;
 use crate::error::Error;
-use crate::model::{Algorithm, By, Rule, validate_rule_name};
+use crate::model::{Algorithm, Name, Rule, validate_rule_name};
 
 /// A rule ready to decide: validated, with each limit's parameters computed.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct CompiledRule {
-    /// The rule's name, shared by every key built for this rule.
-    pub name: Arc<str>,
+    /// The rule's name, shared by every key and decision of this rule.
+    pub name: Name,
     /// The rule as configured.
     pub definition: Rule,
     pub(crate) limits: Vec<CompiledLimit>,
@@ -26,15 +28,17 @@ pub struct CompiledRule {
     pub(crate) cacheable: Vec<bool>,
     /// Whether a limit of the rule holds leases (an admitted check then draws a lease token).
     pub(crate) leases: bool,
+    /// Its decisions' counters.
+    pub(crate) meters: RuleMeters,
 }
 
 /// One limit of a compiled rule.
 #[derive(Debug, Clone)]
 pub(crate) struct CompiledLimit {
-    /// The limit's id, shared by every key built for it.
-    pub(crate) id: Arc<str>,
-    /// Whose counter: the identity dimensions.
-    pub(crate) by: Vec<By>,
+    /// The limit's id, shared by every key and decision of it.
+    pub(crate) id: Name,
+    /// Whose counter: per identity dimension, its attribute names in order of preference.
+    pub(crate) by: Vec<Vec<Name>>,
     algorithm: Algorithm,
     params: Params,
     block_us: Option<u64>,
@@ -96,8 +100,12 @@ impl CompiledRule {
             .limits
             .iter()
             .map(|l| CompiledLimit {
-                id: l.id().into(),
-                by: l.by.clone(),
+                id: Name::interned(&l.id()),
+                by: l
+                    .by
+                    .iter()
+                    .map(|b| b.alternatives.iter().map(|a| Name::interned(a)).collect())
+                    .collect(),
                 algorithm: l.algorithm,
                 params: Params {
                     count: l.rate.count,
@@ -124,8 +132,10 @@ impl CompiledRule {
         if leases {
             super::lease::check_length(name, &limits).map_err(invalid)?;
         }
+        let name = Name::interned(name);
         Ok(CompiledRule {
-            name: name.into(),
+            meters: RuleMeters::new(name.clone()),
+            name,
             definition: rule,
             limits,
             cacheable,

@@ -3,19 +3,22 @@
 //!
 //! Invariants: a store error never reaches the caller of a check (the rule's [`FailPolicy`]
 //! answers, marked `degraded`); a cost above an enforcing limit's capacity is denied without
-//! asking the store; every decision is counted in `sluice_decisions_total`.
+//! asking the store; every decision is counted in `sluice_decisions_total`. A one-limit check on
+//! an in-process store is answered first by `at_once`, which gives the same decision without
+//! allocating.
 
 use std::sync::atomic::Ordering;
 
 // The CPU counter: timing every store call with the OS clock costs more than an in-memory decision.
 use quanta::Instant;
 
+use super::compile::{CompiledLimit, CompiledRule};
 use super::denial_cache::DenialCache;
 use super::options::{Check, MAX_COST};
 use super::{Attributes, Limiter, keys, lease, reservation};
-use crate::algorithm::{LimitOutcome, Mode};
+use crate::algorithm::{LimitOutcome, LimitStep, Mode};
 use crate::error::Error;
-use crate::model::{Decision, FailPolicy, LimitDecision};
+use crate::model::{Decision, FailPolicy, LimitDecision, LimitDecisions};
 use crate::store::{DynStore, LimitCall, StoreError, StoreReply};
 
 /// Microseconds to whole milliseconds, rounded up (a client that waits is never early).
@@ -25,6 +28,21 @@ pub(super) fn ms(us: u64) -> u64 {
 
 impl Limiter {
     pub(super) async fn decide(
+        &self,
+        name: &str,
+        attrs: &(impl Attributes + ?Sized),
+        check: Check,
+    ) -> Result<Decision, Error> {
+        if let Some(answer) = self.decide_at_once(name, attrs, check) {
+            return answer;
+        }
+        // Boxed: the general path's future is large, and a check answered at once should not
+        // carry (and move) it.
+        Box::pin(self.decide_in_store(name, attrs, check)).await
+    }
+
+    /// The general path: any rule, any store.
+    pub(super) async fn decide_in_store(
         &self,
         name: &str,
         attrs: &(impl Attributes + ?Sized),
@@ -48,19 +66,18 @@ impl Limiter {
             reservation::check_rule(&rule)?;
         }
         let calls = keys::calls(&rule, attrs, check, self.inner.options.max_attribute_len)?;
-        let shadow = rule.definition.shadow;
         if let Some(too_big) = rule
             .limits
             .iter()
             .find(|l| !l.is_shadow() && cost > l.capacity())
         {
-            let mut d = decision(name, shadow, &calls, None, false);
+            let mut d = decision(&rule, &calls, None, false);
             d.reason = Some(format!(
                 "cost {cost} exceeds the capacity {} of limit `{}`",
                 too_big.capacity(),
                 too_big.id
             ));
-            record_metrics(&d);
+            rule.meters.decided(&d);
             return Ok(d);
         }
         let denials = self
@@ -73,11 +90,11 @@ impl Limiter {
                 now_us: 0,
                 outcomes,
             };
-            let mut d = decision(name, shadow, &calls, Some(&reply), false);
+            let mut d = decision(&rule, &calls, Some(&reply), false);
             d.reason = Some(CACHED.to_string());
             metrics::counter!("sluice_denial_cache_hits_total", "rule" => name.to_string())
                 .increment(1);
-            record_metrics(&d);
+            rule.meters.decided(&d);
             return Ok(d);
         }
         let mark = denials.map(DenialCache::mark);
@@ -105,7 +122,7 @@ impl Limiter {
             }
         };
         let fallback = policy == FailPolicy::Open;
-        let mut d = decision(name, shadow, &calls, reply.as_ref(), fallback);
+        let mut d = decision(&rule, &calls, reply.as_ref(), fallback);
         if rule.leases && check.mode() == Mode::Apply {
             attach_lease(&mut d, &calls, reply.as_ref());
         }
@@ -121,7 +138,7 @@ impl Limiter {
             d.degraded = true;
             d.reason = Some(format!("{error}; decided by fail policy `{policy:?}`").to_lowercase());
         }
-        record_metrics(&d);
+        rule.meters.decided(&d);
         Ok(d)
     }
 
@@ -167,8 +184,7 @@ impl Limiter {
         if inner.store.in_process() {
             let started = Instant::now();
             let result = inner.store.decide(calls, mode).await;
-            metrics::histogram!("sluice_store_latency_seconds", "store" => inner.store.name())
-                .record(started.elapsed().as_secs_f64());
+            inner.latency.record(started.elapsed().as_secs_f64());
             return result;
         }
         if !inner.breaker.allow() {
@@ -190,8 +206,7 @@ impl Limiter {
                 format!("no answer within {:?}", inner.options.timeout),
             )),
         };
-        metrics::histogram!("sluice_store_latency_seconds", "store" => inner.store.name())
-            .record(started.elapsed().as_secs_f64());
+        inner.latency.record(started.elapsed().as_secs_f64());
         match &result {
             Ok(_) => {
                 if inner.breaker.success() {
@@ -217,28 +232,29 @@ impl Limiter {
     }
 }
 
-/// The decision from the store's reply (one outcome per call, in call order), or without one
-/// (fail open or closed, or a cost no limit can hold): then every limit answers `fallback` with
-/// nothing remaining.
+/// The decision of `rule` from the store's reply (one outcome per call, in call order; one call
+/// per limit of the rule), or without one (fail open or closed, or a cost no limit can hold):
+/// then every limit answers `fallback` with nothing remaining.
 pub(super) fn decision(
-    rule: &str,
-    shadow: bool,
+    rule: &CompiledRule,
     calls: &[LimitCall],
     reply: Option<&StoreReply>,
     fallback: bool,
 ) -> Decision {
-    let limits = match reply {
-        Some(reply) => calls
-            .iter()
-            .zip(&reply.outcomes)
-            .map(|(call, outcome)| limit_decision(call, outcome))
-            .collect(),
-        None => {
-            let outcome = LimitOutcome::unanswered(fallback);
-            calls.iter().map(|c| limit_decision(c, &outcome)).collect()
-        }
-    };
-    Decision::of_limits(rule, shadow, limits)
+    let unanswered = LimitOutcome::unanswered(fallback);
+    let outcomes = (0..calls.len()).map(|i| match reply {
+        Some(reply) => &reply.outcomes[i],
+        None => &unanswered,
+    });
+    let limits: LimitDecisions = calls
+        .iter()
+        .zip(&rule.limits)
+        .zip(outcomes)
+        .map(|((call, limit), outcome)| {
+            limit_decision(limit, &call.key.identity, &call.step, outcome)
+        })
+        .collect();
+    Decision::of_limits(rule.name.clone(), rule.definition.shadow, limits)
 }
 
 /// Gives an admitted decision the lease its concurrency limits took: those that allowed a
@@ -271,13 +287,18 @@ pub(super) fn attach_lease(d: &mut Decision, calls: &[LimitCall], reply: Option<
         .min();
 }
 
-/// One limit's part of the decision: the call says which limit and whose counter, the outcome
-/// what the store answered.
-fn limit_decision(call: &LimitCall, o: &LimitOutcome) -> LimitDecision {
-    let step = &call.step;
+/// One limit's part of the decision: the limit and the identity say whose counter, the step
+/// what was asked, the outcome what the store answered.
+#[inline]
+pub(super) fn limit_decision(
+    limit: &CompiledLimit,
+    identity: &str,
+    step: &LimitStep,
+    o: &LimitOutcome,
+) -> LimitDecision {
     LimitDecision {
-        id: call.key.limit_id.to_string(),
-        identity: keys::attribute_names(&call.key.identity),
+        id: limit.id.clone(),
+        identity: keys::attribute_names(&limit.by, identity),
         algorithm: step.algorithm,
         allowed: o.allowed && step.cost <= step.params.capacity,
         limit: step.params.capacity,
@@ -296,13 +317,3 @@ fn limit_decision(call: &LimitCall, o: &LimitOutcome) -> LimitDecision {
 /// The `reason` of a decision answered by the denial cache.
 pub const CACHED: &str = "denied by the denial cache: the store denied this request and it \
 cannot pass yet; limits other than the denying one were not consulted";
-
-pub(super) fn record_metrics(d: &Decision) {
-    let outcome = match (d.allowed, d.shadow && d.limits.iter().any(|l| !l.allowed)) {
-        (true, true) => "shadow_denied",
-        (true, false) => "allowed",
-        (false, _) => "denied",
-    };
-    metrics::counter!("sluice_decisions_total", "rule" => d.rule.clone(), "outcome" => outcome)
-        .increment(1);
-}

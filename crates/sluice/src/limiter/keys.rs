@@ -8,8 +8,8 @@
 //! neither can contain `{`, `}`, `:`, `,` or `=`: no value can break out of its key or collide
 //! with another identity.
 
-use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
+use std::fmt::Write;
 use std::hash::BuildHasher;
 
 use super::compile::{CompiledLimit, CompiledRule};
@@ -17,7 +17,7 @@ use super::lease;
 use super::options::Check;
 use crate::algorithm::Mode;
 use crate::error::Error;
-use crate::model::By;
+use crate::model::{AttributeNames, Name};
 use crate::store::{LimitCall, LimitKey};
 
 /// Longest value kept readable in keys; longer ones are hashed.
@@ -86,42 +86,67 @@ pub enum IdentityError {
 ///
 /// An empty value counts as absent, so fallback moves on to the next alternative.
 pub(crate) fn identity(
-    by: &[By],
+    by: &[Vec<Name>],
     attrs: &(impl Attributes + ?Sized),
     max_len: usize,
 ) -> Result<String, IdentityError> {
-    if by.is_empty() {
-        return Ok("*".to_string());
-    }
     let mut identity = String::new();
-    for entry in by {
-        let (name, value) = entry
-            .alternatives
-            .iter()
-            .find_map(|name| attrs.get(name).filter(|v| !v.is_empty()).map(|v| (name, v)))
-            .ok_or_else(|| IdentityError::Missing(entry.alternatives.join("|")))?;
-        if value.len() > max_len {
-            return Err(IdentityError::TooLong {
-                attribute: name.clone(),
-                len: value.len(),
-            });
-        }
-        if !identity.is_empty() {
-            identity.push(',');
-        }
-        identity.push_str(name);
-        identity.push('=');
-        identity.push_str(&escape(value));
-    }
+    write_identity(by, attrs, max_len, &mut identity)?;
     Ok(identity)
 }
 
-/// The attribute names an identity was built from (after fallback), e.g. `["session"]`; none for
-/// the global identity `*`. Escaped values contain neither `,` nor `=`, so this is exact.
-pub(crate) fn attribute_names(identity: &str) -> Vec<String> {
+/// [`identity`] written into `out` (cleared first), so that a caller can reuse one buffer.
+pub(crate) fn write_identity(
+    by: &[Vec<Name>],
+    attrs: &(impl Attributes + ?Sized),
+    max_len: usize,
+    out: &mut String,
+) -> Result<(), IdentityError> {
+    out.clear();
+    if by.is_empty() {
+        out.push('*');
+        return Ok(());
+    }
+    for alternatives in by {
+        let (name, value) = alternatives
+            .iter()
+            .find_map(|name| attrs.get(name).filter(|v| !v.is_empty()).map(|v| (name, v)))
+            .ok_or_else(|| IdentityError::Missing(alternatives.join("|")))?;
+        if value.len() > max_len {
+            return Err(IdentityError::TooLong {
+                attribute: name.to_string(),
+                len: value.len(),
+            });
+        }
+        if !out.is_empty() {
+            out.push(',');
+        }
+        out.push_str(name);
+        out.push('=');
+        push_escaped(out, value);
+    }
+    Ok(())
+}
+
+/// The attribute names an identity of a limit was built from (after fallback), e.g.
+/// `["session"]`; none for the global identity `*`. Escaped values contain neither `,` nor `=`,
+/// so this is exact.
+#[inline]
+pub(crate) fn attribute_names(by: &[Vec<Name>], identity: &str) -> AttributeNames {
+    if by.iter().all(|alternatives| alternatives.len() == 1) {
+        // No fallback: the names are the limit's own.
+        return by
+            .iter()
+            .map(|alternatives| alternatives[0].clone())
+            .collect();
+    }
     identity
         .split(',')
-        .filter_map(|part| part.split_once('=').map(|(name, _)| name.to_string()))
+        .zip(by)
+        .filter_map(|(part, alternatives)| {
+            let (name, _) = part.split_once('=')?;
+            alternatives.iter().find(|a| *a == name).cloned()
+        })
         .collect()
 }
 
@@ -132,7 +157,23 @@ pub(crate) fn limit_key(
     attrs: &(impl Attributes + ?Sized),
     max_len: usize,
 ) -> Result<LimitKey, Error> {
-    let identity = identity(&limit.by, attrs, max_len).map_err(|e| match e {
+    let identity =
+        identity(&limit.by, attrs, max_len).map_err(|e| identity_error(rule, limit, e, max_len))?;
+    Ok(LimitKey {
+        rule: rule.name.clone(),
+        limit_id: limit.id.clone(),
+        identity,
+    })
+}
+
+/// The check's error for an identity of `limit` that could not be built.
+pub(crate) fn identity_error(
+    rule: &CompiledRule,
+    limit: &CompiledLimit,
+    error: IdentityError,
+    max_len: usize,
+) -> Error {
+    match error {
         IdentityError::Missing(attribute) => Error::MissingAttribute {
             rule: rule.name.to_string(),
             limit: limit.id.to_string(),
@@ -143,12 +184,7 @@ pub(crate) fn limit_key(
             len,
             max: max_len,
         },
-    })?;
-    Ok(LimitKey {
-        rule: rule.name.clone(),
-        limit_id: limit.id.clone(),
-        identity,
-    })
+    }
 }
 
 /// The store calls of one check: one per limit of the rule, in the rule's order. A check that
@@ -171,25 +207,39 @@ pub(crate) fn calls(
         .collect()
 }
 
-/// A value as it appears in keys (see the module docs).
-pub fn escape(value: &str) -> Cow<'_, str> {
-    let plain = value.len() <= MAX_PLAIN_LEN
+fn is_plain(value: &str) -> bool {
+    value.len() <= MAX_PLAIN_LEN
         && value
             .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'@' | b'+' | b'-'));
-    if plain {
-        Cow::Borrowed(value)
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'@' | b'+' | b'-'))
+}
+
+/// Appends `value` as it appears in keys.
+fn push_escaped(out: &mut String, value: &str) {
+    if is_plain(value) {
+        out.push_str(value);
     } else {
-        Cow::Owned(format!("~{}", sha1_smol::Sha1::from(value).digest()))
+        // Writing to a `String` cannot fail.
+        let _ = write!(out, "~{}", sha1_smol::Sha1::from(value).digest());
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::By;
+    use std::borrow::Cow;
 
-    fn by(spec: &[&str]) -> Vec<By> {
-        spec.iter().map(|s| By::parse(s).unwrap()).collect()
+    /// A value as it appears in keys.
+    fn escape(value: &str) -> Cow<'_, str> {
+        let mut escaped = String::new();
+        push_escaped(&mut escaped, value);
+        Cow::Owned(escaped)
+    }
+
+    fn by(spec: &[&str]) -> Vec<Vec<Name>> {
+        let names = |b: By| b.alternatives.iter().map(|a| a.as_str().into()).collect();
+        spec.iter().map(|s| names(By::parse(s).unwrap())).collect()
     }
 
     #[test]
@@ -197,7 +247,7 @@ mod tests {
         let b = by(&["member|session|ip"]);
         let guest = [("session", "s1"), ("ip", "1.2.3.4")];
         assert_eq!(identity(&b, &guest, 100).unwrap(), "session=s1".to_string());
-        assert_eq!(attribute_names("session=s1"), vec!["session".to_string()]);
+        assert_eq!(attribute_names(&b, "session=s1"), ["session"]);
         let anonymous = [("member", ""), ("ip", "1.2.3.4")];
         assert_eq!(identity(&b, &anonymous, 100).unwrap(), "ip=1.2.3.4");
         assert_eq!(

@@ -66,7 +66,7 @@ pub(crate) fn check_length(rule: &str, limits: &[CompiledLimit]) -> Result<(), M
             limit
                 .by
                 .iter()
-                .map(|by| by.alternatives.iter().map(String::len).max().unwrap_or(0) + 2)
+                .map(|by| by.iter().map(|a| a.len()).max().unwrap_or(0) + 2)
                 .sum::<usize>()
                 + limit.by.len() * MAX_PLAIN_LEN
         };
@@ -169,7 +169,7 @@ fn identity_of(limit: &CompiledLimit, identity: &str) -> bool {
                 && value[1..]
                     .bytes()
                     .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
-            by.alternatives.iter().any(|a| a == name) && (plain || hashed)
+            by.iter().any(|a| a == name) && (plain || hashed)
         })
 }
 

@@ -14,6 +14,8 @@
 //! - `compile`: [`CompiledRule`], a rule turned into per-limit algorithm parameters;
 //! - `keys`: attributes → escaped identities → store keys and calls;
 //! - `decide`: the store call with deadline, breaker, fail policy, metrics, and the decision;
+//!   `at_once`: the same decision, allocation-free, for a one-limit rule on an in-process store;
+//! - `meters`: the per-decision metrics, kept as registered handles;
 //! - `admin`: reset, block, unblock, the blocks in force;
 //! - `lease`: lease ids, [`Limiter::release`] and [`Limiter::renew`] (concurrency limits);
 //!   `lease_guard`: [`LeaseGuard`], a lease released on drop;
@@ -23,6 +25,7 @@
 //!   builder's [`invalidation_channel`](LimiterBuilder::invalidation_channel), on other nodes.
 
 mod admin;
+mod at_once;
 mod batch;
 mod breaker;
 mod builder;
@@ -32,6 +35,7 @@ pub mod denial_cache;
 mod keys;
 mod lease;
 mod lease_guard;
+mod meters;
 mod options;
 mod reservation;
 
@@ -55,6 +59,7 @@ use denial_cache::DenialCache;
 pub use keys::Attributes;
 pub use lease::MAX_LEASE_LEN;
 pub use lease_guard::LeaseGuard;
+use meters::StoreLatency;
 pub use options::{Check, MAX_COST, Options};
 
 /// Decides requests against named rules. Cheap to clone; clones share everything.
@@ -82,6 +87,7 @@ pub struct Limiter {
 struct Inner {
     rules: ArcSwap<RuleBook>,
     store: Arc<dyn DynStore>,
+    latency: StoreLatency,
     local: MemoryStore,
     breaker: Breaker,
     options: Options,

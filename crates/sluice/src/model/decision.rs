@@ -3,9 +3,60 @@
 //! Durations are milliseconds, rounded up so that a client that waits `retry_after_ms` is never
 //! early. `blocked_until_ms` and `lease_until_ms` are epoch timestamps.
 
-use serde::{Deserialize, Serialize};
+use std::ops::Deref;
 
-use super::Algorithm;
+use serde::{Deserialize, Serialize};
+use smallvec::SmallVec;
+
+use super::{Algorithm, Name};
+
+/// The limits' answers of a decision: held inline for a rule of one limit (no allocation).
+pub type LimitDecisions = SmallVec<[LimitDecision; 1]>;
+
+/// The attribute names an identity was formed from, in the limit's order: held inline up to two.
+/// Reads as a slice of names, and compares with a list of strings.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct AttributeNames(SmallVec<[Name; 2]>);
+
+impl Deref for AttributeNames {
+    type Target = [Name];
+    fn deref(&self) -> &[Name] {
+        &self.0
+    }
+}
+
+impl FromIterator<Name> for AttributeNames {
+    fn from_iter<I: IntoIterator<Item = Name>>(names: I) -> AttributeNames {
+        AttributeNames(names.into_iter().collect())
+    }
+}
+
+impl<'a> IntoIterator for &'a AttributeNames {
+    type Item = &'a Name;
+    type IntoIter = std::slice::Iter<'a, Name>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.0.iter()
+    }
+}
+
+impl<S: AsRef<str>> PartialEq<[S]> for AttributeNames {
+    fn eq(&self, other: &[S]) -> bool {
+        self.len() == other.len() && self.iter().zip(other).all(|(a, b)| a == b.as_ref())
+    }
+}
+
+impl<S: AsRef<str>, const N: usize> PartialEq<[S; N]> for AttributeNames {
+    fn eq(&self, other: &[S; N]) -> bool {
+        *self == other[..]
+    }
+}
+
+impl<S: AsRef<str>> PartialEq<Vec<S>> for AttributeNames {
+    fn eq(&self, other: &Vec<S>) -> bool {
+        *self == other[..]
+    }
+}
 
 /// The answer to one check of one rule.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -13,7 +64,7 @@ pub struct Decision {
     /// Whether the caller may proceed (always true in shadow mode).
     pub allowed: bool,
     /// The rule that was checked.
-    pub rule: String,
+    pub rule: Name,
     /// The quota of the most restrictive limit.
     pub limit: u64,
     /// Units left in the most restrictive limit after this decision.
@@ -38,7 +89,7 @@ pub struct Decision {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
     /// Each limit's own answer.
-    pub limits: Vec<LimitDecision>,
+    pub limits: LimitDecisions,
     /// The lease an admitted request holds on the rule's concurrency limits: give it back with
     /// [`Limiter::release`](crate::Limiter::release) (`POST /v1/release`) when the work ends.
     /// None when the rule has no concurrency limit, or nothing was taken (denied, peeked,
@@ -63,9 +114,9 @@ pub struct Decision {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LimitDecision {
     /// The limit's id (its name, or by-algorithm-window).
-    pub id: String,
+    pub id: Name,
     /// The attributes that formed the identity (after fallback), e.g. `["session"]`.
-    pub identity: Vec<String>,
+    pub identity: AttributeNames,
     /// The algorithm.
     pub algorithm: Algorithm,
     /// Whether this limit allowed the request.
@@ -94,10 +145,10 @@ pub struct LimitDecision {
 
 impl Decision {
     /// An allowed decision that touched no limit (disabled rule or limiter).
-    pub fn pass_through(rule: &str, reason: &str) -> Decision {
+    pub fn pass_through(rule: impl Into<Name>, reason: &str) -> Decision {
         Decision {
             allowed: true,
-            rule: rule.to_string(),
+            rule: rule.into(),
             limit: 0,
             remaining: 0,
             reset_after_ms: 0,
@@ -109,7 +160,7 @@ impl Decision {
             shadow: false,
             delay_ms: 0,
             reason: Some(reason.to_string()),
-            limits: Vec::new(),
+            limits: LimitDecisions::new(),
             lease: None,
             lease_until_ms: None,
             reservation: None,
@@ -120,12 +171,18 @@ impl Decision {
     /// The decision of a rule from each limit's answer: allowed when every enforcing limit
     /// allows (or always, in shadow mode); the top-level numbers are those of the
     /// [most restrictive](Decision::most_restrictive) limit.
-    pub fn of_limits(rule: &str, shadow: bool, limits: Vec<LimitDecision>) -> Decision {
+    #[inline]
+    pub fn of_limits(
+        rule: impl Into<Name>,
+        shadow: bool,
+        limits: impl Into<LimitDecisions>,
+    ) -> Decision {
+        let limits = limits.into();
         let top = Decision::most_restrictive(&limits);
         let enforced_ok = limits.iter().all(|l| l.allowed || l.shadow);
         Decision {
             allowed: enforced_ok || shadow,
-            rule: rule.to_string(),
+            rule: rule.into(),
             limit: top.map_or(0, |l| l.limit),
             remaining: top.map_or(0, |l| l.remaining),
             reset_after_ms: top.map_or(0, |l| l.reset_after_ms),
@@ -151,6 +208,7 @@ impl Decision {
 
     /// The limit whose numbers the top level reports: when denied, the one with the longest
     /// wait; when allowed, the one with the fewest units left.
+    #[inline]
     pub fn most_restrictive(limits: &[LimitDecision]) -> Option<&LimitDecision> {
         let denied = limits.iter().filter(|l| !l.allowed && !l.shadow);
         if let Some(l) = denied.max_by_key(|l| l.retry_after_ms.unwrap_or(u64::MAX)) {

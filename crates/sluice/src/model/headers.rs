@@ -49,7 +49,7 @@ pub fn headers(d: &Decision, style: HeaderStyle) -> Vec<(&'static str, String)> 
     if ietf && !d.limits.is_empty() {
         let name = |id: &str| {
             if d.limits.len() == 1 {
-                d.rule.clone()
+                d.rule.to_string()
             } else {
                 format!("{}.{id}", d.rule)
             }
@@ -105,7 +105,7 @@ mod tests {
     fn decision(allowed: bool, retry_ms: Option<u64>) -> Decision {
         let limit = LimitDecision {
             id: "ip-gcra-1m".into(),
-            identity: vec!["ip".into()],
+            identity: ["ip".into()].into_iter().collect(),
             algorithm: Algorithm::Gcra,
             allowed,
             limit: 5,
@@ -133,7 +133,7 @@ mod tests {
             shadow: false,
             delay_ms: 0,
             reason: None,
-            limits: vec![limit],
+            limits: [limit].into_iter().collect(),
             lease: None,
             lease_until_ms: None,
             reservation: None,

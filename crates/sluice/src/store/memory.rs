@@ -2,7 +2,7 @@
 //!
 //! State lives in [`SHARDS`] shards, each a hash table behind its own mutex (on its own cache
 //! lines), picked by the key's hash. A request's keys are locked in shard order (no deadlock) and
-//! decided in one critical section, so decisions are exact under any number of threads. A key of up to 46 bytes lives inside its entry (see [`KeyRef`]), so deciding
+//! decided in one critical section, so decisions are exact under any number of threads. A key of up to 46 bytes lives inside its entry (see [`KeyRef`](crate::store::KeyRef)), so deciding
 //! on a known key, or storing a new short one, allocates nothing.
 //!
 //! **Memory bound.** Every entry carries the time after which its state can no longer affect a
@@ -46,8 +46,8 @@ use super::{
 };
 use crate::algorithm::{KeyState, LimitOutcome, LimitStep, Mode, step};
 use crate::clock::{Clock, SystemClock, micros};
+use crate::store::KeyRef;
 use shard::{Full, Shard};
-pub use stored_key::KeyRef;
 
 /// Number of shards; a power of two well above the core count keeps contention low.
 pub const SHARDS: usize = 64;
@@ -324,6 +324,15 @@ impl Store for MemoryStore {
 
     async fn decide(&self, calls: &[LimitCall], mode: Mode) -> Result<StoreReply, StoreError> {
         self.decide_now(calls, mode)
+    }
+
+    fn decide_one_now(
+        &self,
+        key: KeyRef<'_>,
+        step: &LimitStep,
+        mode: Mode,
+    ) -> Option<Result<(u64, LimitOutcome), StoreError>> {
+        Some(self.decide_key(key, step, mode))
     }
 
     async fn reset(&self, keys: &[LimitKey]) -> Result<(), StoreError> {

@@ -17,11 +17,11 @@ pub mod url;
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Arc;
 use std::time::Duration;
 
 use crate::algorithm::concurrency::LeaseToken;
 use crate::algorithm::{LimitOutcome, LimitStep, Mode};
+use crate::model::Name;
 
 /// A boxed, sendable future: what [`DynStore`] returns so that stores can be held as
 /// `Arc<dyn DynStore>`.
@@ -33,10 +33,10 @@ pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 /// with `:` without ambiguity.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct LimitKey {
-    /// The rule's name (shared with the compiled rule: cloning a key does not copy it).
-    pub rule: Arc<str>,
-    /// The limit's id within the rule (shared likewise).
-    pub limit_id: Arc<str>,
+    /// The rule's name (interned by the compiled rule: cloning a key does not copy it).
+    pub rule: Name,
+    /// The limit's id within the rule (likewise).
+    pub limit_id: Name,
     /// The escaped identity, e.g. `member=m1` or `*` for a global limit.
     pub identity: String,
 }
@@ -44,6 +44,28 @@ pub struct LimitKey {
 impl fmt::Display for LimitKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}:{}:{}", self.rule, self.limit_id, self.identity)
+    }
+}
+
+/// The parts of a key, borrowed: what a request looks a key up by when it has no [`LimitKey`]
+/// of its own (see [`Store::decide_one_now`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KeyRef<'a> {
+    /// The rule's name.
+    pub rule: &'a str,
+    /// The limit's id.
+    pub limit_id: &'a str,
+    /// The escaped identity.
+    pub identity: &'a str,
+}
+
+impl<'a> From<&'a LimitKey> for KeyRef<'a> {
+    fn from(key: &'a LimitKey) -> KeyRef<'a> {
+        KeyRef {
+            rule: &key.rule,
+            limit_id: &key.limit_id,
+            identity: &key.identity,
+        }
     }
 }
 
@@ -195,6 +217,20 @@ pub trait Store: Send + Sync + fmt::Debug + 'static {
         mode: Mode,
     ) -> impl Future<Output = Result<StoreReply, StoreError>> + Send;
 
+    /// Decides a one-limit request at once, without a future, if this store can: one that lives
+    /// in this process answers here (the limiter's check that allocates nothing), and returns
+    /// its time (µs since the epoch) and the outcome. `None`, the default, sends the request to
+    /// [`Store::decide`].
+    fn decide_one_now(
+        &self,
+        key: KeyRef<'_>,
+        step: &LimitStep,
+        mode: Mode,
+    ) -> Option<Result<(u64, LimitOutcome), StoreError>> {
+        let _ = (key, step, mode);
+        None
+    }
+
     /// Forgets the counters, blocks and violations of these keys.
     fn reset(&self, keys: &[LimitKey]) -> impl Future<Output = Result<(), StoreError>> + Send;
 
@@ -286,6 +322,13 @@ pub trait DynStore: Send + Sync + fmt::Debug + 'static {
         calls: &'a [LimitCall],
         mode: Mode,
     ) -> BoxFuture<'a, Result<StoreReply, StoreError>>;
+    /// See [`Store::decide_one_now`].
+    fn decide_one_now(
+        &self,
+        key: KeyRef<'_>,
+        step: &LimitStep,
+        mode: Mode,
+    ) -> Option<Result<(u64, LimitOutcome), StoreError>>;
     /// See [`Store::reset`].
     fn reset<'a>(&'a self, keys: &'a [LimitKey]) -> BoxFuture<'a, Result<(), StoreError>>;
     /// See [`Store::block`].
@@ -339,6 +382,14 @@ impl<S: Store> DynStore for S {
         mode: Mode,
     ) -> BoxFuture<'a, Result<StoreReply, StoreError>> {
         Box::pin(Store::decide(self, calls, mode))
+    }
+    fn decide_one_now(
+        &self,
+        key: KeyRef<'_>,
+        step: &LimitStep,
+        mode: Mode,
+    ) -> Option<Result<(u64, LimitOutcome), StoreError>> {
+        Store::decide_one_now(self, key, step, mode)
     }
     fn reset<'a>(&'a self, keys: &'a [LimitKey]) -> BoxFuture<'a, Result<(), StoreError>> {
         Box::pin(Store::reset(self, keys))

@@ -9,8 +9,9 @@
 
 use hashbrown::HashTable;
 
-use super::stored_key::{KeyRef, StoredKey};
+use super::stored_key::StoredKey;
 use crate::algorithm::KeyState;
+use crate::store::KeyRef;
 
 /// A key's state. Aligned so that an entry spans exactly two cache lines.
 #[derive(Debug)]

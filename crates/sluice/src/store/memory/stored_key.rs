@@ -8,28 +8,7 @@
 
 use std::hash::{BuildHasher, Hasher};
 
-use crate::store::LimitKey;
-
-/// The parts of a key, borrowed: what a request looks a key up by.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct KeyRef<'a> {
-    /// The rule's name.
-    pub rule: &'a str,
-    /// The limit's id.
-    pub limit_id: &'a str,
-    /// The escaped identity.
-    pub identity: &'a str,
-}
-
-impl<'a> From<&'a LimitKey> for KeyRef<'a> {
-    fn from(key: &'a LimitKey) -> KeyRef<'a> {
-        KeyRef {
-            rule: &key.rule,
-            limit_id: &key.limit_id,
-            identity: &key.identity,
-        }
-    }
-}
+use crate::store::{KeyRef, LimitKey};
 
 impl KeyRef<'_> {
     fn joined_len(&self) -> usize {
@@ -113,8 +92,8 @@ impl StoredKey {
             .map(String::from_utf8_lossy);
         let mut next = || parts.next().unwrap_or_default();
         LimitKey {
-            rule: next().into(),
-            limit_id: next().into(),
+            rule: next().as_ref().into(),
+            limit_id: next().as_ref().into(),
             identity: next().into_owned(),
         }
     }

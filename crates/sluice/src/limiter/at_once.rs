@@ -1,0 +1,194 @@
+//! The check that allocates nothing: a one-limit rule on a store that answers in this process
+//! (the memory store).
+//!
+//! The identity is written into a per-thread buffer, the store decides from the borrowed key
+//! parts ([`Store::decide_one_now`](crate::Store::decide_one_now)), and the decision holds
+//! interned names and its one limit inline. It is the decision the general path in `decide`
+//! gives: the same limit decision, the same metrics. Whatever this path does not cover — several
+//! limits, leases, reservations, a cost above the capacity, a disabled rule or limiter, an
+//! unknown rule, a store that cannot answer at once or fails — goes to the general path, which
+//! has the one answer for each.
+
+use std::cell::RefCell;
+use std::sync::atomic::Ordering;
+
+use quanta::Instant;
+use smallvec::smallvec;
+
+use super::decide::limit_decision;
+use super::options::Check;
+use super::{Attributes, Limiter, keys};
+use crate::error::Error;
+use crate::model::Decision;
+use crate::store::KeyRef;
+
+thread_local! {
+    /// The identity being built on this thread: kept, so that its capacity is reused.
+    static IDENTITY: RefCell<String> = const { RefCell::new(String::new()) };
+}
+
+impl Limiter {
+    /// The decision of this check, if it can be made at once; `None` sends it to the general path.
+    pub(super) fn decide_at_once(
+        &self,
+        name: &str,
+        attrs: &(impl Attributes + ?Sized),
+        check: Check,
+    ) -> Option<Result<Decision, Error>> {
+        let inner = &self.inner;
+        if !inner.store.in_process() || check.reserves() || !inner.enabled.load(Ordering::Relaxed) {
+            return None;
+        }
+        let rules = inner.rules.load();
+        let rule = rules.get(name)?;
+        let [limit] = rule.limits.as_slice() else {
+            return None;
+        };
+        if rule.leases || !rule.definition.enabled || check.units() > limit.capacity() {
+            return None;
+        }
+        let max_len = inner.options.max_attribute_len;
+        IDENTITY.with_borrow_mut(|identity| {
+            if let Err(error) = keys::write_identity(&limit.by, attrs, max_len, identity) {
+                return Some(Err(keys::identity_error(rule, limit, error, max_len)));
+            }
+            let key = KeyRef {
+                rule: &rule.name,
+                limit_id: &limit.id,
+                identity,
+            };
+            let step = limit.step(check.units(), None);
+            let started = Instant::now();
+            let (_, outcome) = inner.store.decide_one_now(key, &step, check.mode())?.ok()?;
+            inner.latency.record(started.elapsed().as_secs_f64());
+            let limits = smallvec![limit_decision(limit, identity, &step, &outcome)];
+            let d = Decision::of_limits(rule.name.clone(), rule.definition.shadow, limits);
+            rule.meters.decided(&d);
+            Some(Ok(d))
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use super::*;
+    use crate::clock::ManualClock;
+    use crate::model::{Algorithm, Limit, Penalty};
+    use crate::{MemoryStore, Rule};
+
+    fn rules() -> Vec<(&'static str, Rule)> {
+        let rate = |text: &str| text.parse().expect("a valid rate");
+        let mut shadow = Rule::new(vec![Limit::new(
+            &["user"],
+            rate("2/1s"),
+            Algorithm::SlidingWindow,
+        )]);
+        shadow.shadow = true;
+        let penalty = Penalty {
+            warn_after: 1,
+            ban_after: 3,
+            ban: Duration::from_secs(5),
+            memory: Duration::from_secs(60),
+        };
+        vec![
+            (
+                "by_user",
+                Rule::new(vec![Limit::new(&["user"], rate("3/1s"), Algorithm::Gcra)]),
+            ),
+            (
+                "fallback",
+                Rule::new(vec![Limit::new(
+                    &["member|session", "ip"],
+                    rate("5/2s"),
+                    Algorithm::TokenBucket,
+                )]),
+            ),
+            (
+                "global",
+                Rule::new(vec![Limit::new(&[], rate("4/1s"), Algorithm::FixedWindow)]),
+            ),
+            ("shadow", shadow),
+            (
+                "blocks",
+                Rule::new(vec![
+                    Limit::new(&["user"], rate("2/1s"), Algorithm::LeakyBucket)
+                        .with_block(Duration::from_secs(3)),
+                ]),
+            ),
+            (
+                "bans",
+                Rule::new(vec![
+                    Limit::new(&["user"], rate("2/1s"), Algorithm::Gcra).with_penalty(penalty),
+                ]),
+            ),
+        ]
+    }
+
+    fn limiter(clock: &ManualClock) -> Limiter {
+        let clock: Arc<dyn crate::Clock> = Arc::new(clock.clone());
+        let mut builder = Limiter::builder(MemoryStore::with_clock(clock.clone())).clock(clock);
+        for (name, rule) in rules() {
+            builder = builder.rule(name, rule);
+        }
+        builder.build().expect("valid rules")
+    }
+
+    /// Every check the path answers gets the decision (or error) the general path gives, on a
+    /// store in the same state at the same time; the rest it leaves to the general path.
+    #[test]
+    fn decides_as_the_general_path_does() {
+        let clock = ManualClock::at_2026();
+        let (at_once, general) = (limiter(&clock), limiter(&clock));
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .expect("a runtime");
+        let long = "x".repeat(2000);
+        let attrs: [&[(&str, &str)]; 7] = [
+            &[("user", "u1")],
+            &[("user", "a b:c,d=e")],
+            &[("session", "s1"), ("ip", "10.0.0.1")],
+            &[("member", "m1"), ("session", "s1"), ("ip", "::1")],
+            &[("member", ""), ("ip", "10.0.0.2")],
+            &[("user", long.as_str())],
+            &[],
+        ];
+        let checks = [
+            Check::ONE,
+            Check::cost(2),
+            Check::ONE.peek(),
+            Check::cost(0),
+            Check::cost(9),
+        ];
+        let names = [
+            "by_user", "fallback", "global", "shadow", "blocks", "bans", "none",
+        ];
+        let mut answered = 0;
+        for i in 0..2000usize {
+            let (name, attrs, check) = (
+                names[i % names.len()],
+                attrs[i / 3 % attrs.len()],
+                checks[i / 5 % checks.len()],
+            );
+            let general_answer = runtime.block_on(general.decide_in_store(name, attrs, check));
+            match at_once.decide_at_once(name, attrs, check) {
+                Some(answer) => {
+                    assert_eq!(
+                        answer, general_answer,
+                        "check {i}: {name} {attrs:?} {check:?}"
+                    );
+                    answered += 1;
+                }
+                // Not answered here: the general path decides, and the stores stay in step.
+                None => assert_eq!(
+                    runtime.block_on(at_once.decide_in_store(name, attrs, check)),
+                    general_answer
+                ),
+            }
+            clock.advance(Duration::from_millis(37));
+        }
+        assert!(answered > 1000, "answered {answered} of 2000");
+    }
+}

@@ -1,0 +1,118 @@
+//! The metrics every decision records, kept as registered handles.
+//!
+//! Registering a metric (building its key and labels, finding it in the recorder) costs more
+//! than an in-memory decision and allocates, so each compiled rule keeps handles to its
+//! `sluice_decisions_total` counters and the limiter to its `sluice_store_latency_seconds`
+//! histogram. A handle belongs to the recorder it was registered with: when another recorder is
+//! in force (one installed after the limiter was built, or a thread's local recorder), the
+//! handles are registered again, so no decision is ever counted by the wrong recorder.
+
+use std::fmt;
+use std::sync::Arc;
+
+use arc_swap::ArcSwapOption;
+use metrics::{Counter, Histogram, Recorder};
+
+use crate::model::{Decision, Name};
+
+/// Handles registered with one recorder.
+pub(crate) struct Registered<T> {
+    slot: ArcSwapOption<(usize, T)>,
+}
+
+impl<T> Registered<T> {
+    pub(crate) fn new() -> Registered<T> {
+        Registered {
+            slot: ArcSwapOption::empty(),
+        }
+    }
+
+    /// Runs `f` on the handles of the recorder in force, registered by `register` if they are
+    /// not yet.
+    fn with<R>(&self, register: impl FnOnce() -> T, f: impl FnOnce(&T) -> R) -> R {
+        // The recorder's address tells recorders apart: the no-op one, the global one, a local one.
+        let recorder = metrics::with_recorder(|r| r as *const dyn Recorder as *const () as usize);
+        if let Some(held) = self.slot.load().as_deref()
+            && held.0 == recorder
+        {
+            return f(&held.1);
+        }
+        let fresh = Arc::new((recorder, register()));
+        self.slot.store(Some(Arc::clone(&fresh)));
+        f(&fresh.1)
+    }
+}
+
+impl<T> fmt::Debug for Registered<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Registered")
+    }
+}
+
+/// A rule's `sluice_decisions_total` counters, one per outcome.
+pub(crate) struct DecisionCounters {
+    allowed: Counter,
+    denied: Counter,
+    shadow_denied: Counter,
+}
+
+/// The decisions counted for one rule.
+#[derive(Debug)]
+pub(crate) struct RuleMeters {
+    rule: Name,
+    counters: Registered<DecisionCounters>,
+}
+
+impl RuleMeters {
+    pub(crate) fn new(rule: Name) -> RuleMeters {
+        RuleMeters {
+            rule,
+            counters: Registered::new(),
+        }
+    }
+
+    /// Counts a decision of this rule in `sluice_decisions_total{rule, outcome}`.
+    #[inline]
+    pub(crate) fn decided(&self, d: &Decision) {
+        let register = || {
+            let counter = |outcome: &'static str| metrics::counter!("sluice_decisions_total", "rule" => self.rule.to_string(), "outcome" => outcome);
+            DecisionCounters {
+                allowed: counter("allowed"),
+                denied: counter("denied"),
+                shadow_denied: counter("shadow_denied"),
+            }
+        };
+        self.counters.with(register, |c| {
+            let counter = match (d.allowed, d.shadow && d.limits.iter().any(|l| !l.allowed)) {
+                (true, true) => &c.shadow_denied,
+                (true, false) => &c.allowed,
+                (false, _) => &c.denied,
+            };
+            counter.increment(1);
+        });
+    }
+}
+
+/// `sluice_store_latency_seconds{store}`: how long store calls take.
+#[derive(Debug)]
+pub(crate) struct StoreLatency {
+    store: &'static str,
+    histogram: Registered<Histogram>,
+}
+
+impl StoreLatency {
+    pub(crate) fn new(store: &'static str) -> StoreLatency {
+        StoreLatency {
+            store,
+            histogram: Registered::new(),
+        }
+    }
+
+    /// Records one store call that took `seconds`.
+    #[inline]
+    pub(crate) fn record(&self, seconds: f64) {
+        let register =
+            || metrics::histogram!("sluice_store_latency_seconds", "store" => self.store);
+        self.histogram.with(register, |h| h.record(seconds));
+    }
+}
