@@ -113,7 +113,12 @@ impl TopDenied {
             return;
         }
         let mut rules = self.lock();
-        let summary = rules.entry(decision.rule.to_string()).or_default();
+        if !rules.contains_key(decision.rule.as_str()) {
+            rules.insert(decision.rule.to_string(), Summary::default());
+        }
+        let Some(summary) = rules.get_mut(decision.rule.as_str()) else {
+            return;
+        };
         for identity in &identities {
             summary.add(identity, 2 * self.k);
         }

@@ -92,8 +92,7 @@ impl Limiter {
             };
             let mut d = decision(&rule, &calls, Some(&reply), false);
             d.reason = Some(CACHED.to_string());
-            metrics::counter!("sluice_denial_cache_hits_total", "rule" => name.to_string())
-                .increment(1);
+            rule.meters.cache_hit();
             rule.meters.decided(&d);
             return Ok(d);
         }
@@ -241,10 +240,12 @@ pub(super) fn decision(
     reply: Option<&StoreReply>,
     fallback: bool,
 ) -> Decision {
-    let unanswered = LimitOutcome::unanswered(fallback);
-    let outcomes = (0..calls.len()).map(|i| match reply {
-        Some(reply) => &reply.outcomes[i],
-        None => &unanswered,
+    // A reply short of an outcome (a faulty store) leaves that limit unanswered, so denying.
+    let unanswered = LimitOutcome::unanswered(fallback && reply.is_none());
+    let outcomes = (0..calls.len()).map(|i| {
+        reply
+            .and_then(|reply| reply.outcomes.get(i))
+            .unwrap_or(&unanswered)
     });
     let limits: LimitDecisions = calls
         .iter()

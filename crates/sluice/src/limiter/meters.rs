@@ -61,6 +61,8 @@ pub(crate) struct DecisionCounters {
 pub(crate) struct RuleMeters {
     rule: Name,
     counters: Registered<DecisionCounters>,
+    /// Registered at the first hit: a rule on an in-process store has no denial cache.
+    cache_hits: Registered<Counter>,
 }
 
 impl RuleMeters {
@@ -68,28 +70,42 @@ impl RuleMeters {
         RuleMeters {
             rule,
             counters: Registered::new(),
+            cache_hits: Registered::new(),
+        }
+    }
+
+    fn register(&self) -> DecisionCounters {
+        let rule = || self.rule.to_string();
+        let decided = |outcome: &'static str| metrics::counter!("sluice_decisions_total", "rule" => rule(), "outcome" => outcome);
+        DecisionCounters {
+            allowed: decided("allowed"),
+            denied: decided("denied"),
+            shadow_denied: decided("shadow_denied"),
         }
     }
 
     /// Counts a decision of this rule in `sluice_decisions_total{rule, outcome}`.
     #[inline]
     pub(crate) fn decided(&self, d: &Decision) {
-        let register = || {
-            let counter = |outcome: &'static str| metrics::counter!("sluice_decisions_total", "rule" => self.rule.to_string(), "outcome" => outcome);
-            DecisionCounters {
-                allowed: counter("allowed"),
-                denied: counter("denied"),
-                shadow_denied: counter("shadow_denied"),
-            }
-        };
-        self.counters.with(register, |c| {
-            let counter = match (d.allowed, d.shadow && d.limits.iter().any(|l| !l.allowed)) {
-                (true, true) => &c.shadow_denied,
-                (true, false) => &c.allowed,
-                (false, _) => &c.denied,
-            };
-            counter.increment(1);
-        });
+        self.counters.with(
+            || self.register(),
+            |c| {
+                let counter = match (d.allowed, d.shadow && d.limits.iter().any(|l| !l.allowed)) {
+                    (true, true) => &c.shadow_denied,
+                    (true, false) => &c.allowed,
+                    (false, _) => &c.denied,
+                };
+                counter.increment(1);
+            },
+        );
+    }
+
+    /// Counts a decision of this rule answered by the denial cache in
+    /// `sluice_denial_cache_hits_total{rule}`.
+    pub(crate) fn cache_hit(&self) {
+        let register =
+            || metrics::counter!("sluice_denial_cache_hits_total", "rule" => self.rule.to_string());
+        self.cache_hits.with(register, |c| c.increment(1));
     }
 }
 

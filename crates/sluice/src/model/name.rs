@@ -204,10 +204,9 @@ mod tests {
     use super::*;
 
     #[test]
-    fn interned_names_are_stored_once_and_compare_as_strings() {
+    fn names_compare_print_and_serialize_as_strings() {
+        // (Whether it is interned depends on the caps, which another test fills.)
         let a = Name::interned("name-test-login");
-        let b = Name::interned(&String::from("name-test-login"));
-        assert!(std::ptr::eq(a.as_str(), b.as_str()));
         assert_eq!(a, Name::from("name-test-login"));
         assert_eq!(a, "name-test-login");
         assert_eq!("name-test-login", a);
@@ -215,5 +214,47 @@ mod tests {
         assert_eq!(serde_json::to_string(&a).unwrap(), "\"name-test-login\"");
         let read: Name = serde_json::from_str("\"name-test-login\"").unwrap();
         assert_eq!(read, a);
+    }
+
+    #[test]
+    fn interning_stops_at_its_caps() {
+        // The only test that fills the caps: before it, names are interned once.
+        let interned = Name::interned("name-test-kept");
+        let again = Name::interned(&String::from("name-test-kept"));
+        assert!(std::ptr::eq(interned.as_str(), again.as_str()));
+        let is_interned = |name: &Name| matches!(name.0, Repr::Interned(_));
+        // The byte cap: large names reach it first (interned names are never freed).
+        let big = |i: usize| format!("{i:08}{}", "x".repeat(64 * 1024));
+        let mut i = 0;
+        while is_interned(&Name::interned(&big(i))) {
+            i += 1;
+            assert!(
+                i <= MAX_INTERNED_BYTES / (64 * 1024),
+                "interned past the byte cap"
+            );
+        }
+        assert!(
+            is_interned(&Name::interned("name-test-small")),
+            "small names still fit"
+        );
+        // The count cap.
+        let mut i = 0;
+        while is_interned(&Name::interned(&format!("name-test-{i}"))) {
+            i += 1;
+            assert!(i <= MAX_INTERNED, "interned past the count cap");
+        }
+        // Past the caps: names are reference-counted (each call its own), yet equal as strings.
+        let (a, b) = (
+            Name::interned("name-test-late"),
+            Name::interned("name-test-late"),
+        );
+        assert!(!is_interned(&a));
+        assert!(!std::ptr::eq(a.as_str(), b.as_str()));
+        assert_eq!(a, b);
+        // Names interned before still are.
+        assert!(std::ptr::eq(
+            interned.as_str(),
+            Name::interned("name-test-kept").as_str()
+        ));
     }
 }
