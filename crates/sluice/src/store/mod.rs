@@ -8,6 +8,7 @@
 //! An `Err` from a store is an infrastructure failure (the limiter's fail policy takes over), never
 //! a denial.
 
+mod dyn_store;
 pub mod invalidation;
 pub mod memory;
 #[cfg(feature = "redis")]
@@ -16,16 +17,12 @@ pub mod url;
 
 use std::fmt;
 use std::future::Future;
-use std::pin::Pin;
 use std::time::Duration;
 
 use crate::algorithm::concurrency::LeaseToken;
 use crate::algorithm::{LimitOutcome, LimitStep, Mode};
 use crate::model::Name;
-
-/// A boxed, sendable future: what [`DynStore`] returns so that stores can be held as
-/// `Arc<dyn DynStore>`.
-pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+pub use dyn_store::{BoxFuture, DynStore};
 
 /// The state of one limit for one identity: rule, limit id, escaped identity.
 ///
@@ -307,135 +304,4 @@ fn no_reservations(store: &'static str) -> StoreError {
 
 fn no_leases(store: &'static str) -> StoreError {
     StoreError::permanent(store, "this store keeps no leases (concurrency limits)")
-}
-
-/// The object-safe form of [`Store`], implemented for every store: the same operations, each
-/// returning a [`BoxFuture`]. Hold stores as `Arc<dyn DynStore>`; implement [`Store`].
-pub trait DynStore: Send + Sync + fmt::Debug + 'static {
-    /// See [`Store::name`].
-    fn name(&self) -> &'static str;
-    /// See [`Store::in_process`].
-    fn in_process(&self) -> bool;
-    /// See [`Store::decide`].
-    fn decide<'a>(
-        &'a self,
-        calls: &'a [LimitCall],
-        mode: Mode,
-    ) -> BoxFuture<'a, Result<StoreReply, StoreError>>;
-    /// See [`Store::decide_one_now`].
-    fn decide_one_now(
-        &self,
-        key: KeyRef<'_>,
-        step: &LimitStep,
-        mode: Mode,
-    ) -> Option<Result<(u64, LimitOutcome), StoreError>>;
-    /// See [`Store::reset`].
-    fn reset<'a>(&'a self, keys: &'a [LimitKey]) -> BoxFuture<'a, Result<(), StoreError>>;
-    /// See [`Store::block`].
-    fn block<'a>(
-        &'a self,
-        key: &'a LimitKey,
-        duration: Duration,
-    ) -> BoxFuture<'a, Result<u64, StoreError>>;
-    /// See [`Store::unblock`].
-    fn unblock<'a>(&'a self, key: &'a LimitKey) -> BoxFuture<'a, Result<bool, StoreError>>;
-    /// See [`Store::blocks`].
-    fn blocks<'a>(
-        &'a self,
-        rule: &'a str,
-        cursor: &'a BlocksCursor,
-    ) -> BoxFuture<'a, Result<BlocksPage, StoreError>>;
-    /// See [`Store::ping`].
-    fn ping(&self) -> BoxFuture<'_, Result<(), StoreError>>;
-    /// See [`Store::release`].
-    fn release<'a>(
-        &'a self,
-        leases: &'a [LeaseCall],
-    ) -> BoxFuture<'a, Result<Vec<bool>, StoreError>>;
-    /// See [`Store::renew`].
-    fn renew<'a>(
-        &'a self,
-        leases: &'a [LeaseCall],
-    ) -> BoxFuture<'a, Result<Vec<Option<u64>>, StoreError>>;
-    /// See [`Store::reserve`].
-    fn reserve<'a>(
-        &'a self,
-        reservations: &'a [ReserveCall],
-    ) -> BoxFuture<'a, Result<(), StoreError>>;
-    /// See [`Store::settle`].
-    fn settle<'a>(
-        &'a self,
-        settlements: &'a [SettleCall],
-    ) -> BoxFuture<'a, Result<Vec<bool>, StoreError>>;
-}
-
-impl<S: Store> DynStore for S {
-    fn name(&self) -> &'static str {
-        Store::name(self)
-    }
-    fn in_process(&self) -> bool {
-        Store::in_process(self)
-    }
-    fn decide<'a>(
-        &'a self,
-        calls: &'a [LimitCall],
-        mode: Mode,
-    ) -> BoxFuture<'a, Result<StoreReply, StoreError>> {
-        Box::pin(Store::decide(self, calls, mode))
-    }
-    fn decide_one_now(
-        &self,
-        key: KeyRef<'_>,
-        step: &LimitStep,
-        mode: Mode,
-    ) -> Option<Result<(u64, LimitOutcome), StoreError>> {
-        Store::decide_one_now(self, key, step, mode)
-    }
-    fn reset<'a>(&'a self, keys: &'a [LimitKey]) -> BoxFuture<'a, Result<(), StoreError>> {
-        Box::pin(Store::reset(self, keys))
-    }
-    fn block<'a>(
-        &'a self,
-        key: &'a LimitKey,
-        duration: Duration,
-    ) -> BoxFuture<'a, Result<u64, StoreError>> {
-        Box::pin(Store::block(self, key, duration))
-    }
-    fn unblock<'a>(&'a self, key: &'a LimitKey) -> BoxFuture<'a, Result<bool, StoreError>> {
-        Box::pin(Store::unblock(self, key))
-    }
-    fn blocks<'a>(
-        &'a self,
-        rule: &'a str,
-        cursor: &'a BlocksCursor,
-    ) -> BoxFuture<'a, Result<BlocksPage, StoreError>> {
-        Box::pin(Store::blocks(self, rule, cursor))
-    }
-    fn ping(&self) -> BoxFuture<'_, Result<(), StoreError>> {
-        Box::pin(Store::ping(self))
-    }
-    fn release<'a>(
-        &'a self,
-        leases: &'a [LeaseCall],
-    ) -> BoxFuture<'a, Result<Vec<bool>, StoreError>> {
-        Box::pin(Store::release(self, leases))
-    }
-    fn renew<'a>(
-        &'a self,
-        leases: &'a [LeaseCall],
-    ) -> BoxFuture<'a, Result<Vec<Option<u64>>, StoreError>> {
-        Box::pin(Store::renew(self, leases))
-    }
-    fn reserve<'a>(
-        &'a self,
-        reservations: &'a [ReserveCall],
-    ) -> BoxFuture<'a, Result<(), StoreError>> {
-        Box::pin(Store::reserve(self, reservations))
-    }
-    fn settle<'a>(
-        &'a self,
-        settlements: &'a [SettleCall],
-    ) -> BoxFuture<'a, Result<Vec<bool>, StoreError>> {
-        Box::pin(Store::settle(self, settlements))
-    }
 }
