@@ -48,7 +48,12 @@ impl Limiter {
             return None;
         }
         let max_len = inner.options.max_attribute_len;
-        IDENTITY.with_borrow_mut(|identity| {
+        IDENTITY.with(|buffer| {
+            // Already borrowed by a check further up this thread's stack (an `Attributes` or a
+            // store that checks again while answering): that one keeps the buffer, this one takes
+            // the general path.
+            let mut identity = buffer.try_borrow_mut().ok()?;
+            let identity = &mut *identity;
             if let Err(error) = keys::write_identity(&limit.by, attrs, max_len, identity) {
                 return Some(Err(keys::identity_error(rule, limit, error, max_len)));
             }
@@ -190,5 +195,36 @@ mod tests {
             clock.advance(Duration::from_millis(37));
         }
         assert!(answered > 1000, "answered {answered} of 2000");
+    }
+
+    /// An `Attributes` that checks the same limiter while it is asked for a value.
+    struct Reentrant<'a> {
+        limiter: &'a Limiter,
+        nested_went_general: std::cell::Cell<bool>,
+    }
+
+    impl Attributes for Reentrant<'_> {
+        fn get(&self, _: &str) -> Option<&str> {
+            let nested = self
+                .limiter
+                .decide_at_once("by_user", &[("user", "inner")], Check::ONE);
+            self.nested_went_general.set(nested.is_none());
+            Some("outer")
+        }
+    }
+
+    #[test]
+    fn a_check_made_while_another_builds_its_identity_takes_the_general_path() {
+        let limiter = limiter(&ManualClock::at_2026());
+        let attrs = Reentrant {
+            limiter: &limiter,
+            nested_went_general: std::cell::Cell::new(false),
+        };
+        let d = limiter
+            .decide_at_once("by_user", &attrs, Check::ONE)
+            .expect("answered at once")
+            .expect("a valid check");
+        assert!(d.allowed);
+        assert!(attrs.nested_went_general.get());
     }
 }
