@@ -48,7 +48,10 @@ impl Limiter {
             return None;
         }
         let max_len = inner.options.max_attribute_len;
-        IDENTITY.with(|buffer| {
+        let step = limit.step(check.units(), None);
+        // Only the limit's outcome and names leave the buffer's scope: the decision, a few hundred
+        // bytes, is built where it is returned.
+        let answered = IDENTITY.with(|buffer| {
             // Already borrowed by a check further up this thread's stack (an `Attributes` or a
             // store that checks again while answering): that one keeps the buffer, this one takes
             // the general path.
@@ -62,15 +65,19 @@ impl Limiter {
                 limit_id: &limit.id,
                 identity,
             };
-            let step = limit.step(check.units(), None);
             let started = Instant::now();
             let (_, outcome) = inner.store.decide_one_now(key, &step, check.mode())?.ok()?;
             inner.latency.record(started.elapsed().as_secs_f64());
-            let limits = smallvec![limit_decision(limit, identity, &step, &outcome)];
-            let d = Decision::of_limits(rule.name.clone(), rule.definition.shadow, limits);
-            rule.meters.decided(&d);
-            Some(Ok(d))
-        })
+            Some(Ok((outcome, keys::attribute_names(&limit.by, identity))))
+        });
+        let (outcome, names) = match answered? {
+            Ok(answered) => answered,
+            Err(error) => return Some(Err(error)),
+        };
+        let limits = smallvec![limit_decision(limit, names, &step, &outcome)];
+        let d = Decision::of_limits(rule.name.clone(), rule.definition.shadow, limits);
+        rule.meters.decided(&d);
+        Some(Ok(d))
     }
 }
 

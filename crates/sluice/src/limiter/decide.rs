@@ -18,7 +18,7 @@ use super::options::{Check, MAX_COST};
 use super::{Attributes, Limiter, keys, lease, reservation};
 use crate::algorithm::{LimitOutcome, LimitStep, Mode};
 use crate::error::Error;
-use crate::model::{Decision, FailPolicy, LimitDecision, LimitDecisions};
+use crate::model::{AttributeNames, Decision, FailPolicy, LimitDecision, LimitDecisions};
 use crate::store::{DynStore, LimitCall, StoreError, StoreReply};
 
 /// Microseconds to whole milliseconds, rounded up (a client that waits is never early).
@@ -252,7 +252,8 @@ pub(super) fn decision(
         .zip(&rule.limits)
         .zip(outcomes)
         .map(|((call, limit), outcome)| {
-            limit_decision(limit, &call.key.identity, &call.step, outcome)
+            let names = keys::attribute_names(&limit.by, &call.key.identity);
+            limit_decision(limit, names, &call.step, outcome)
         })
         .collect();
     Decision::of_limits(rule.name.clone(), rule.definition.shadow, limits)
@@ -288,18 +289,18 @@ pub(super) fn attach_lease(d: &mut Decision, calls: &[LimitCall], reply: Option<
         .min();
 }
 
-/// One limit's part of the decision: the limit and the identity say whose counter, the step
-/// what was asked, the outcome what the store answered.
+/// One limit's part of the decision: the limit and the attribute names its identity was built
+/// from say whose counter, the step what was asked, the outcome what the store answered.
 #[inline]
 pub(super) fn limit_decision(
     limit: &CompiledLimit,
-    identity: &str,
+    identity: AttributeNames,
     step: &LimitStep,
     o: &LimitOutcome,
 ) -> LimitDecision {
     LimitDecision {
         id: limit.id.clone(),
-        identity: keys::attribute_names(&limit.by, identity),
+        identity,
         algorithm: step.algorithm,
         allowed: o.allowed && step.cost <= step.params.capacity,
         limit: step.params.capacity,
