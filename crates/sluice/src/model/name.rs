@@ -15,7 +15,7 @@ use std::collections::HashSet;
 use std::fmt;
 use std::hash::{Hash, Hasher};
 use std::ops::Deref;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, LazyLock, Mutex};
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
@@ -40,17 +40,18 @@ struct Interner {
     bytes: usize,
 }
 
-static INTERNER: Mutex<Option<Interner>> = Mutex::new(None);
+static INTERNER: LazyLock<Mutex<Interner>> = LazyLock::new(|| {
+    Mutex::new(Interner {
+        names: HashSet::new(),
+        bytes: 0,
+    })
+});
 
 impl Name {
     /// The interned name `text`, stored once per process; reference-counted instead once the
     /// process has interned [`MAX_INTERNED`] names or [`MAX_INTERNED_BYTES`] bytes.
     pub fn interned(text: &str) -> Name {
         let mut interner = INTERNER.lock().unwrap_or_else(|e| e.into_inner());
-        let interner = interner.get_or_insert_with(|| Interner {
-            names: HashSet::new(),
-            bytes: 0,
-        });
         if let Some(&kept) = interner.names.get(text) {
             return Name(Repr::Interned(kept));
         }
