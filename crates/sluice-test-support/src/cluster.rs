@@ -12,7 +12,7 @@ use std::sync::OnceLock;
 use std::time::Duration;
 
 use crate::free_port;
-use crate::member::{Member, cli, fresh_dir, server_args, wait_until, which};
+use crate::member::{Member, Members, cli, fresh_dir, server_args, wait_until, which};
 
 /// The node timeout of test clusters: a primary is failed over about twice this after it stops.
 pub const NODE_TIMEOUT_MS: u64 = 1000;
@@ -183,42 +183,6 @@ impl RedisCluster {
         })
     }
 
-    /// The member listening on `port`.
-    ///
-    /// # Panics
-    /// If no member does.
-    pub fn member(&mut self, port: u16) -> &mut Member {
-        self.members
-            .iter_mut()
-            .find(|m| m.port() == port)
-            .unwrap_or_else(|| panic!("no cluster member on port {port}"))
-    }
-
-    /// Kills the node on `port` (as a crash would).
-    pub fn kill(&mut self, port: u16) {
-        self.member(port).kill();
-    }
-
-    /// Pauses the node on `port` (`SIGSTOP`).
-    pub fn pause(&mut self, port: u16) {
-        self.member(port).pause();
-    }
-
-    /// Resumes a paused node.
-    pub fn resume(&mut self, port: u16) {
-        self.member(port).resume();
-    }
-
-    /// Starts a killed node again; it rejoins with its saved cluster configuration.
-    ///
-    /// # Panics
-    /// If it does not come back within 10 s.
-    pub fn restart(&mut self, port: u16) {
-        if let Err(e) = self.member(port).restart() {
-            panic!("could not restart cluster node {port}: {e}");
-        }
-    }
-
     /// Runs `redis-cli -p PORT ARGS…` against one node.
     pub fn cli(&self, port: u16, args: &[&str]) -> String {
         cli(port, args)
@@ -237,6 +201,15 @@ impl RedisCluster {
             .output()
             .expect("redis-cli runs");
         String::from_utf8_lossy(&out.stdout).trim().to_string()
+    }
+}
+
+impl Members for RedisCluster {
+    fn member(&mut self, port: u16) -> &mut Member {
+        self.members
+            .iter_mut()
+            .find(|m| m.port() == port)
+            .unwrap_or_else(|| panic!("no cluster member on port {port}"))
     }
 }
 

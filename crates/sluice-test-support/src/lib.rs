@@ -23,7 +23,7 @@ pub mod tls;
 
 pub use browser::Browser;
 pub use cluster::RedisCluster;
-pub use member::{Member, wait_until};
+pub use member::{Member, Members, wait_until};
 pub use nginx::Nginx;
 pub use sentinel::RedisSentinel;
 pub use tls::{TlsFiles, TlsRedis};

@@ -16,6 +16,43 @@ use std::time::{Duration, Instant};
 /// it. `$0` is the program, the rest its arguments.
 const GUARD: &str = r#"prog="$0"; "$prog" "$@" >/dev/null 2>&1 & pid=$!; echo "$pid"; read _; kill -9 "$pid" 2>/dev/null; wait"#;
 
+/// A set-up of several members (a cluster, a Sentinel set-up) whose members a test kills,
+/// pauses, resumes and restarts by port.
+pub trait Members {
+    /// The member listening on `port`.
+    ///
+    /// # Panics
+    /// If no member does.
+    fn member(&mut self, port: u16) -> &mut Member;
+
+    /// Kills the member on `port` (as a crash would).
+    fn kill(&mut self, port: u16) {
+        self.member(port).kill();
+    }
+
+    /// Pauses the member on `port` (`SIGSTOP`).
+    fn pause(&mut self, port: u16) {
+        self.member(port).pause();
+    }
+
+    /// Resumes a paused member.
+    fn resume(&mut self, port: u16) {
+        self.member(port).resume();
+    }
+
+    /// Starts a killed member again with its original arguments. A cluster node rejoins with its
+    /// saved cluster configuration; a Sentinel set-up's old primary starts as a primary and the
+    /// sentinels turn it into a replica of the new one.
+    ///
+    /// # Panics
+    /// If it does not come back within 10 s.
+    fn restart(&mut self, port: u16) {
+        if let Err(e) = self.member(port).restart() {
+            panic!("could not restart the member on port {port}: {e}");
+        }
+    }
+}
+
 /// One server process on a loopback port.
 #[derive(Debug)]
 pub struct Member {

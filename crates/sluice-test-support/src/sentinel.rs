@@ -11,7 +11,7 @@ use std::sync::OnceLock;
 use std::time::Duration;
 
 use crate::free_port;
-use crate::member::{Member, cli, fresh_dir, server_args, wait_until, which};
+use crate::member::{Member, Members, cli, fresh_dir, server_args, wait_until, which};
 
 /// The master name the sentinels monitor.
 pub const MASTER_NAME: &str = "sluice-primary";
@@ -165,43 +165,15 @@ impl RedisSentinel {
                     .all(|p| cli(p, &["INFO", "replication"]).contains("master_link_status:up"))
         })
     }
+}
 
-    /// The member (server or sentinel) on `port`.
-    ///
-    /// # Panics
-    /// If no member listens there.
-    pub fn member(&mut self, port: u16) -> &mut Member {
+impl Members for RedisSentinel {
+    fn member(&mut self, port: u16) -> &mut Member {
         self.servers
             .iter_mut()
             .chain(self.sentinels.iter_mut())
             .find(|m| m.port() == port)
             .unwrap_or_else(|| panic!("no Sentinel set-up member on port {port}"))
-    }
-
-    /// Kills the member on `port`.
-    pub fn kill(&mut self, port: u16) {
-        self.member(port).kill();
-    }
-
-    /// Pauses the member on `port` (`SIGSTOP`).
-    pub fn pause(&mut self, port: u16) {
-        self.member(port).pause();
-    }
-
-    /// Resumes a paused member.
-    pub fn resume(&mut self, port: u16) {
-        self.member(port).resume();
-    }
-
-    /// Starts a killed member again with its original arguments. A restarted server that was the
-    /// primary starts as one; the sentinels turn it into a replica of the new primary.
-    ///
-    /// # Panics
-    /// If it does not come back within 10 s.
-    pub fn restart(&mut self, port: u16) {
-        if let Err(e) = self.member(port).restart() {
-            panic!("could not restart Sentinel set-up member {port}: {e}");
-        }
     }
 }
 

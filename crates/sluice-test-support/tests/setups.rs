@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use sluice_test_support::{RedisCluster, RedisSentinel, TlsFiles, TlsRedis};
+use sluice_test_support::{Members, RedisCluster, RedisSentinel, TlsFiles, TlsRedis};
 
 #[test]
 fn a_cluster_serves_every_slot_and_fails_over_a_killed_primary() {

@@ -17,7 +17,7 @@ use sluice::algorithm::{LimitStep, Mode};
 use sluice::model::{Algorithm, Limit};
 use sluice::store::LimitCall;
 use sluice::{FailPolicy, Limiter, ManualClock, Rule, Store};
-use sluice_test_support::RedisCluster;
+use sluice_test_support::{Members, RedisCluster};
 
 /// `member=m` hashes to slot 88 and `ip=a` to slot 15843: the member group is decided first.
 #[tokio::test]

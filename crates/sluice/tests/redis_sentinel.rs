@@ -14,7 +14,7 @@ use common::{unique_prefix, url_store};
 use sluice::model::{Algorithm, Limit};
 use sluice::{FailPolicy, Limiter, Rule, Store};
 use sluice_test_support::member::cli;
-use sluice_test_support::{RedisSentinel, wait_until};
+use sluice_test_support::{Members, RedisSentinel, wait_until};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_primary_is_replaced_and_decisions_are_exact_again() {

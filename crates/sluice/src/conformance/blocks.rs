@@ -191,18 +191,50 @@ pub async fn a_block_shorter_than_the_window_keeps_the_count(h: Subject) {
 
 /// Every block of `rule`, following the listing's cursor to its end.
 async fn all_blocks(limiter: &Limiter, rule: &str) -> Vec<BlockInfo> {
-    let mut all = Vec::new();
-    let mut cursor = BlocksCursor {
-        after: None,
-        count: 100,
+    let listing = list_blocks(limiter, rule, 100).await;
+    assert_eq!(listing.skipped, 0);
+    listing.blocks
+}
+
+/// What following a listing of blocks to its end found.
+#[derive(Debug)]
+pub struct Listing {
+    /// Every block listed, each identity once.
+    pub blocks: Vec<BlockInfo>,
+    /// How many pages it took.
+    pub pages: usize,
+    /// Block values the store could not read, summed over the pages.
+    pub skipped: u64,
+}
+
+/// Lists the blocks of `rule` page by page (pages of about `count` entries) to the end.
+///
+/// # Panics
+/// If an identity is listed twice, or the listing has not ended after 1,000 pages.
+pub async fn list_blocks(limiter: &Limiter, rule: &str, count: usize) -> Listing {
+    let mut listing = Listing {
+        blocks: Vec::new(),
+        pages: 0,
+        skipped: 0,
     };
+    let mut seen = std::collections::BTreeSet::new();
+    let mut cursor = BlocksCursor { after: None, count };
     loop {
         let page = limiter.blocks(rule, &cursor).await.unwrap();
-        assert_eq!(page.skipped, 0);
-        all.extend(page.blocks);
+        listing.pages += 1;
+        assert!(listing.pages < 1_000, "the listing ends");
+        listing.skipped += page.skipped;
+        for block in page.blocks {
+            assert!(
+                seen.insert(block.identity.clone()),
+                "{} listed twice",
+                block.identity
+            );
+            listing.blocks.push(block);
+        }
         match page.next {
             Some(next) => cursor.after = Some(next),
-            None => return all,
+            None => return listing,
         }
     }
 }
@@ -224,28 +256,8 @@ pub async fn block_listings_are_paged_and_complete(h: Subject) {
             .await
             .unwrap();
     }
-    let mut pages = 0;
-    let mut seen = std::collections::BTreeSet::new();
-    let mut cursor = BlocksCursor {
-        after: None,
-        count: 40,
-    };
-    loop {
-        let page = limiter.blocks("login", &cursor).await.unwrap();
-        pages += 1;
-        assert!(pages < 100, "the listing ends");
-        for block in page.blocks {
-            assert!(
-                seen.insert(block.identity.clone()),
-                "{} listed twice",
-                block.identity
-            );
-        }
-        match page.next {
-            Some(next) => cursor.after = Some(next),
-            None => break,
-        }
-    }
-    assert_eq!(seen.len(), 250);
+    let listing = list_blocks(&limiter, "login", 40).await;
+    assert!(listing.pages < 100, "the listing ends");
+    assert_eq!(listing.blocks.len(), 250);
     assert_eq!(all_blocks(&limiter, "login").await.len(), 250);
 }

@@ -119,26 +119,7 @@ mod tests {
             delay_ms: 0,
             shadow: false,
         };
-        Decision {
-            allowed,
-            rule: "login".into(),
-            limit: 5,
-            remaining: 3,
-            reset_after_ms: 24_001,
-            retry_after_ms: retry_ms,
-            blocked_until_ms: None,
-            violations: 0,
-            warning: false,
-            degraded: false,
-            shadow: false,
-            delay_ms: 0,
-            reason: None,
-            limits: [limit].into_iter().collect(),
-            lease: None,
-            lease_until_ms: None,
-            reservation: None,
-            reservation_until_ms: None,
-        }
+        Decision::of_limits("login", false, [limit])
     }
 
     #[test]
