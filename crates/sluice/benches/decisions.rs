@@ -18,7 +18,7 @@ use governor::{Quota, RateLimiter};
 use sluice::algorithm::{LimitStep, Mode, Params};
 use sluice::model::{Algorithm, Limit, Name, Rule};
 use sluice::store::{LimitCall, LimitKey};
-use sluice::{Limiter, MemoryStore};
+use sluice::{Limiter, MemoryStore, Micros};
 
 const KEYS: usize = 100_000;
 /// 10 million per second: effectively always allowed.
@@ -35,7 +35,7 @@ fn call(algorithm: Algorithm, names: &(Name, Name), identity: String) -> LimitCa
         },
         step: LimitStep {
             algorithm,
-            params: Params::new(RATE, 1_000_000, RATE),
+            params: Params::new(RATE, Micros::from_secs(1), RATE),
             cost: 1,
             block_us: None,
             penalty: None,

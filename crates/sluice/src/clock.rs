@@ -1,4 +1,4 @@
-//! Time as the stores and the limiter see it: microseconds since the Unix epoch.
+//! Time as the stores and the limiter see it: [`Micros`] since the Unix epoch.
 //!
 //! Production uses [`SystemClock`]; tests use [`ManualClock`] and move time by hand, so no test
 //! sleeps. The Redis store reads Redis `TIME` unless it is given a clock.
@@ -7,24 +7,18 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-/// A length of time in whole microseconds, the unit stores and algorithms compute in.
-///
-/// The one conversion from [`Duration`]: saturating, so a duration beyond `u64::MAX` µs (half a
-/// million years) cannot wrap around into a short one.
-pub fn micros(d: Duration) -> u64 {
-    u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
-}
+use crate::model::Micros;
 
 /// A length of time in whole milliseconds (rounded down), for what the wire and people read in
-/// milliseconds: saturating, as [`micros`].
+/// milliseconds: saturating, as [`Micros`]' conversion.
 pub fn millis(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
 /// A source of the current time.
 pub trait Clock: Send + Sync + std::fmt::Debug {
-    /// Microseconds since the Unix epoch.
-    fn now_us(&self) -> u64;
+    /// The time since the Unix epoch.
+    fn now_us(&self) -> Micros;
 }
 
 /// The wall clock, read cheaply and never stepping back.
@@ -49,7 +43,7 @@ fn wall_us() -> u64 {
     // A clock before 1970 is a broken host; treat it as the epoch rather than panic.
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
-        .map_or(0, micros)
+        .map_or(0, |d| Micros::from(d).get())
 }
 
 fn fast() -> &'static Fast {
@@ -67,7 +61,7 @@ thread_local! {
 }
 
 impl Clock for SystemClock {
-    fn now_us(&self) -> u64 {
+    fn now_us(&self) -> Micros {
         let fast = fast();
         let raw = fast.counter.raw();
         let (epoch_us, at) = ANCHOR.get();
@@ -85,9 +79,9 @@ impl Clock for SystemClock {
         // so threads reading the clock do not fight over its cache line on every call.
         let last = fast.last_us.load(Ordering::Relaxed);
         if now <= last {
-            return last;
+            return Micros::new(last);
         }
-        fast.last_us.fetch_max(now, Ordering::Relaxed).max(now)
+        Micros::new(fast.last_us.fetch_max(now, Ordering::Relaxed).max(now))
     }
 }
 
@@ -95,10 +89,10 @@ impl Clock for SystemClock {
 ///
 /// ```
 /// use std::time::Duration;
-/// use sluice::{Clock, ManualClock};
-/// let clock = ManualClock::new(1_000);
+/// use sluice::{Clock, ManualClock, Micros};
+/// let clock = ManualClock::new(Micros::new(1_000));
 /// clock.advance(Duration::from_millis(2));
-/// assert_eq!(clock.now_us(), 3_000);
+/// assert_eq!(clock.now_us(), Micros::new(3_000));
 /// ```
 #[derive(Debug, Clone, Default)]
 pub struct ManualClock {
@@ -107,32 +101,33 @@ pub struct ManualClock {
 
 impl ManualClock {
     /// A clock showing `now_us`.
-    pub fn new(now_us: u64) -> ManualClock {
+    pub fn new(now_us: Micros) -> ManualClock {
         ManualClock {
-            now_us: Arc::new(AtomicU64::new(now_us)),
+            now_us: Arc::new(AtomicU64::new(now_us.get())),
         }
     }
 
     /// A clock at a fixed, realistic epoch time (2026-01-01T00:00:00Z), so that windows and
     /// epoch timestamps in tests look like production ones.
     pub fn at_2026() -> ManualClock {
-        ManualClock::new(1_767_225_600_000_000)
+        ManualClock::new(Micros::new(1_767_225_600_000_000))
     }
 
     /// Moves time forward.
     pub fn advance(&self, by: Duration) {
-        self.now_us.fetch_add(micros(by), Ordering::SeqCst);
+        self.now_us
+            .fetch_add(Micros::from(by).get(), Ordering::SeqCst);
     }
 
     /// Sets the time.
-    pub fn set_us(&self, now_us: u64) {
-        self.now_us.store(now_us, Ordering::SeqCst);
+    pub fn set_us(&self, now_us: Micros) {
+        self.now_us.store(now_us.get(), Ordering::SeqCst);
     }
 }
 
 impl Clock for ManualClock {
-    fn now_us(&self) -> u64 {
-        self.now_us.load(Ordering::SeqCst)
+    fn now_us(&self) -> Micros {
+        Micros::new(self.now_us.load(Ordering::SeqCst))
     }
 }
 
@@ -145,7 +140,7 @@ mod tests {
         let before = wall_us();
         let mut last = 0;
         for _ in 0..10_000 {
-            let now = SystemClock.now_us();
+            let now = SystemClock.now_us().get();
             assert!(now >= last);
             last = now;
         }

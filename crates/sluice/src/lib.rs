@@ -87,7 +87,7 @@ pub use clock::{Clock, ManualClock, SystemClock};
 pub use error::Error;
 pub use limited::{Limited, check_call, global_limiter, set_global_limiter};
 pub use limiter::{Attributes, Check, Limiter, LimiterBuilder, Options};
-pub use model::{Algorithm, Decision, FailPolicy, Limit, LimitDecision, Rate, Rule};
+pub use model::{Algorithm, Decision, FailPolicy, Limit, LimitDecision, Micros, Rate, Rule};
 #[cfg(feature = "macros")]
 pub use sluice_macros::limit;
 pub use store::memory::MemoryStore;

@@ -6,6 +6,7 @@
 //! that long admits the same request, waiting one microsecond less does not.
 
 use proptest::prelude::*;
+use sluice::Micros;
 use sluice::algorithm::concurrency::LeaseToken;
 use sluice::algorithm::{
     Level, Mode, Outcome, Params, concurrency, fixed_window, gcra, leaky_bucket, sliding_log,
@@ -22,18 +23,19 @@ fn timeline() -> impl Strategy<Value = Vec<(u64, u64)>> {
 
 /// Limit, window (whole ms, in µs), capacity.
 fn params() -> impl Strategy<Value = Params> {
-    (1u64..=8, 1u64..=30, 0u64..=4)
-        .prop_map(|(limit, window_ms, extra)| Params::new(limit, window_ms * 1_000, limit + extra))
+    (1u64..=8, 1u64..=30, 0u64..=4).prop_map(|(limit, window_ms, extra)| {
+        Params::new(limit, Micros::from_millis(window_ms), limit + extra)
+    })
 }
 
 /// Absolute times and costs; costs above the capacity (which the limiter refuses before any
 /// algorithm runs) are clamped to it.
-fn times(timeline: &[(u64, u64)], p: &Params) -> Vec<(u64, u64)> {
-    let mut now = 1_000_000;
+fn times(timeline: &[(u64, u64)], p: &Params) -> Vec<(Micros, u64)> {
+    let mut now = Micros::from_secs(1);
     timeline
         .iter()
         .map(|&(gap, cost)| {
-            now += gap;
+            now += Micros::new(gap);
             (now, cost.min(p.capacity))
         })
         .collect()
@@ -43,24 +45,24 @@ fn times(timeline: &[(u64, u64)], p: &Params) -> Vec<(u64, u64)> {
 /// one at `now + retry - 1` does not.
 fn check_retry<S: Clone>(
     state: &S,
-    now: u64,
+    now: Micros,
     cost: u64,
     o: &Outcome,
-    decide: impl Fn(&mut S, u64) -> Outcome,
+    decide: impl Fn(&mut S, Micros) -> Outcome,
 ) -> Result<(), TestCaseError> {
     if o.allowed {
         prop_assert_eq!(o.retry_after_us, None);
         return Ok(());
     }
     let retry = o.retry_after_us.expect("a denial carries a retry time");
-    prop_assert!(retry > 0);
+    prop_assert!(retry > Micros::ZERO);
     prop_assert!(
         decide(&mut state.clone(), now + retry).allowed,
-        "not admitted after retry {retry} (cost {cost})"
+        "not admitted after retry {retry:?} (cost {cost})"
     );
     prop_assert!(
-        !decide(&mut state.clone(), now + retry - 1).allowed,
-        "admitted before retry {retry}"
+        !decide(&mut state.clone(), now + retry - Micros::new(1)).allowed,
+        "admitted before retry {retry:?}"
     );
     Ok(())
 }
@@ -72,7 +74,7 @@ proptest! {
     fn sliding_log_matches_a_list_of_admitted_times(p in params(), tl in timeline()) {
         let p = Params { capacity: p.count, ..p };
         let mut state = sliding_log::State::default();
-        let mut admitted: Vec<u64> = Vec::new();
+        let mut admitted: Vec<Micros> = Vec::new();
         for (now, cost) in times(&tl, &p) {
             let in_window = admitted.iter().filter(|&&t| t + p.window_us > now).count() as u64;
             let expected = in_window + cost <= p.count;
@@ -97,9 +99,9 @@ proptest! {
         // earlier; some requests release the lease of an earlier one instead of asking.
         let p = Params { capacity: p.count, ..p };
         let mut state = concurrency::State::default();
-        let mut leases: Vec<(LeaseToken, u64, u64)> = Vec::new();
+        let mut leases: Vec<(LeaseToken, u64, Micros)> = Vec::new();
         for (i, (now, cost)) in times(&tl, &p).into_iter().enumerate() {
-            let held = |leases: &[(LeaseToken, u64, u64)]| {
+            let held = |leases: &[(LeaseToken, u64, Micros)]| {
                 leases.iter().filter(|l| l.2 > now).map(|l| l.1).sum::<u64>()
             };
             if releases[i] == 0 && !leases.is_empty() {
@@ -147,9 +149,9 @@ proptest! {
         let p = Params { capacity: p.count, ..p };
         let g = sliding_window::bucket_us(&p);
         let mut state = sliding_window::State::default();
-        let mut admitted: Vec<u64> = Vec::new();
+        let mut admitted: Vec<Micros> = Vec::new();
         for (now, cost) in times(&tl, &p) {
-            let count_over = |w: u64| admitted.iter().filter(|&&t| t + w > now).count() as u64;
+            let count_over = |w: Micros| admitted.iter().filter(|&&t| t + w > now).count() as u64;
             let before = state.clone();
             let o = sliding_window::decide(&mut state, now, &p, cost, Mode::Apply);
             if o.allowed {
@@ -165,12 +167,12 @@ proptest! {
     #[test]
     fn gcra_matches_integer_credits(p in params(), tl in timeline()) {
         // Credits in µs: the bucket holds capacity * T, refills one per µs, a unit costs T.
-        let t = p.emission_interval_us();
+        let t = p.emission_interval_us().get();
         let mut state = gcra::State::default();
         let (mut credits, mut last) = (p.capacity * t, 0u64);
         for (now, cost) in times(&tl, &p) {
-            credits = (credits + (now - last)).min(p.capacity * t);
-            last = now;
+            credits = (credits + (now.get() - last)).min(p.capacity * t);
+            last = now.get();
             let expected = credits >= cost * t;
             let before = state;
             let o = gcra::decide(&mut state, now, &p, cost, Mode::Apply);
@@ -200,15 +202,15 @@ proptest! {
 fn bucket_matches_exact_tokens(
     p: Params,
     tl: &[(u64, u64)],
-    decide: fn(&mut Level, u64, &Params, u64, Mode) -> Outcome,
+    decide: fn(&mut Level, Micros, &Params, u64, Mode) -> Outcome,
     shaping: bool,
 ) -> Result<(), TestCaseError> {
-    let w = p.window_us as i128;
+    let w = p.window_us.get() as i128;
     let mut state = Level::default();
     let (mut scaled, mut last) = (0i128, 0u64);
     for (now, cost) in times(tl, &p) {
-        scaled = (scaled - (now - last) as i128 * p.count as i128).max(0);
-        last = now;
+        scaled = (scaled - (now.get() - last) as i128 * p.count as i128).max(0);
+        last = now.get();
         let margin = p.capacity as i128 * w - (scaled + cost as i128 * w);
         let before = state;
         let o = decide(&mut state, now, &p, cost, Mode::Apply);
@@ -225,8 +227,8 @@ fn bucket_matches_exact_tokens(
                 0
             };
             prop_assert!(
-                (o.delay_us as i128 - exact_delay).abs() <= 1,
-                "delay {} vs {}",
+                (o.delay_us.get() as i128 - exact_delay).abs() <= 1,
+                "delay {:?} vs {}",
                 o.delay_us,
                 exact_delay
             );
@@ -264,12 +266,12 @@ proptest! {
                 algorithm,
                 params: p,
                 cost,
-                block_us: block,
+                block_us: block.map(Micros::new),
                 penalty: penalty.map(|(warn, ban)| pen::Settings {
                     warn_after: warn,
                     ban_after: warn + ban,
-                    ban_us: 30_000,
-                    memory_us: 100_000,
+                    ban_us: Micros::new(30_000),
+                    memory_us: Micros::new(100_000),
                 }),
                 shadow: false,
                 lease: None,

@@ -14,7 +14,7 @@ use common::{Harness, S};
 use sluice::limiter::CACHED;
 use sluice::limiter::denial_cache::DenialCacheOptions;
 use sluice::model::{Algorithm, Limit, Penalty};
-use sluice::{Check, Decision, FailPolicy, Limiter, Options, Rule};
+use sluice::{Check, Decision, FailPolicy, Limiter, Micros, Options, Rule};
 
 const IP: [(&str, &str); 1] = [("ip", "203.0.113.9")];
 
@@ -100,12 +100,12 @@ async fn a_denial_is_answered_locally_until_it_could_pass() {
     let other = a.check("login", &[("ip", "198.51.100.1")]).await.unwrap();
     assert!(other.allowed, "other identities are not affected");
 
-    h.advance_us(60 * S - 1_000);
+    h.advance_us(60 * S - Micros::from_millis(1));
     assert_eq!(
         a.check("login", &IP).await.unwrap().reason.as_deref(),
         Some(CACHED)
     );
-    h.advance_us(1_000);
+    h.advance_us(Micros::from_millis(1));
     let d = a.check("login", &IP).await.unwrap();
     assert!(
         d.allowed,

@@ -13,14 +13,14 @@ use sluice::store::LimitKey;
 use sluice::store::invalidation::{Invalidation, InvalidationChannel, InvalidationListener};
 use sluice::store::redis::channel::RedisChannel;
 use sluice::store::redis::{RedisOptions, RedisStore};
-use sluice::{Clock, SystemClock};
+use sluice::{Clock, Micros, SystemClock};
 use sluice_test_support::RedisServer;
 use tokio::sync::watch;
 
 #[derive(Debug, Clone, PartialEq)]
 enum Event {
     Applied(Invalidation),
-    Confirmed(u64),
+    Confirmed(Micros),
 }
 
 /// Records what the channel delivers and wakes the test.
@@ -56,18 +56,18 @@ impl Recorder {
 }
 
 impl InvalidationListener for Recorder {
-    fn now_us(&self) -> u64 {
+    fn now_us(&self) -> Micros {
         SystemClock.now_us()
     }
     fn apply(&self, invalidation: Invalidation) {
         self.push(Event::Applied(invalidation));
     }
-    fn confirmed(&self, as_of_us: u64) {
+    fn confirmed(&self, as_of_us: Micros) {
         self.push(Event::Confirmed(as_of_us));
     }
 }
 
-fn confirmed_after(events: &[Event], t: u64) -> bool {
+fn confirmed_after(events: &[Event], t: Micros) -> bool {
     events
         .iter()
         .any(|e| matches!(e, Event::Confirmed(at) if *at > t))
@@ -146,7 +146,7 @@ async fn a_broken_subscription_resubscribes_and_forgets_everything() {
     let recorder = Recorder::new();
     subscribe(&channel, &recorder);
     recorder
-        .until("subscribed", |e| confirmed_after(e, 0))
+        .until("subscribed", |e| confirmed_after(e, Micros::ZERO))
         .await;
     server.restart();
     let before = recorder.events.lock().len();
@@ -176,7 +176,7 @@ async fn the_subscription_ends_with_its_listener() {
     let recorder = Recorder::new();
     subscribe(&channel, &recorder);
     recorder
-        .until("subscribed", |e| confirmed_after(e, 0))
+        .until("subscribed", |e| confirmed_after(e, Micros::ZERO))
         .await;
     let subscribers = || {
         server

@@ -19,7 +19,7 @@ use sluice::algorithm::concurrency::LeaseToken;
 use sluice::algorithm::{LimitStep, Mode, Params, penalty};
 use sluice::model::Algorithm;
 use sluice::store::{LeaseCall, LimitCall, LimitKey, Store};
-use sluice::{ManualClock, MemoryStore};
+use sluice::{ManualClock, MemoryStore, Micros};
 use sluice_test_support::RedisServer;
 use std::sync::Arc;
 
@@ -73,23 +73,31 @@ fn lease_calls(
 
 /// Durations a random limit is made of: windows, then blocks and bans, then penalty memories.
 struct Scale {
-    windows: &'static [u64],
-    blocks: &'static [u64],
-    memories: &'static [u64],
+    windows: &'static [Micros],
+    blocks: &'static [Micros],
+    memories: &'static [Micros],
+}
+
+const fn ms(n: u64) -> Micros {
+    Micros::from_millis(n)
+}
+
+const fn secs(n: u64) -> Micros {
+    Micros::from_secs(n)
 }
 
 /// For a manual clock that jumps by up to a minute.
 const CLIENT_CLOCK: Scale = Scale {
-    windows: &[1_000, 7_000, S, 10 * S, 60 * S, 3600 * S],
-    blocks: &[1_000, S, 30 * S],
-    memories: &[1_000, 10 * S, 3600 * S],
+    windows: &[ms(1), ms(7), secs(1), secs(10), secs(60), secs(3600)],
+    blocks: &[ms(1), secs(1), secs(30)],
+    memories: &[ms(1), secs(10), secs(3600)],
 };
 
 /// For Redis `TIME`, which moves by real time only (a few hundred µs per event): milliseconds.
 const REDIS_TIME: Scale = Scale {
-    windows: &[1_000, 2_000, 7_000, 20_000, 100_000],
-    blocks: &[1_000, 3_000, 30_000],
-    memories: &[1_000, 5_000, 50_000],
+    windows: &[ms(1), ms(2), ms(7), ms(20), ms(100)],
+    blocks: &[ms(1), ms(3), ms(30)],
+    memories: &[ms(1), ms(5), ms(50)],
 };
 
 fn random_step(rng: &mut Rng, scale: &Scale) -> LimitStep {
@@ -137,7 +145,7 @@ async fn random_timelines_give_identical_replies() {
     let cases = 60;
     for case in 0..cases {
         let clock = ManualClock::at_2026();
-        clock.advance(Duration::from_micros(rng.below(10 * S)));
+        clock.advance(Duration::from_micros(rng.below((10 * S).get())));
         let memory = MemoryStore::with_clock(Arc::new(clock.clone()));
         let redis = redis_store(&server, Some(clock.clone())).await;
         let rule = format!("case{case}");
@@ -151,17 +159,22 @@ async fn random_timelines_give_identical_replies() {
         };
         let mut taken: Vec<Taken> = Vec::new();
         for event in 0..80 {
-            let advance = rng.pick(&[0, 0, 1, 333, 1_000, 99_999, S, 7 * S, 61 * S]);
-            clock.advance(Duration::from_micros(advance));
+            let advance = rng.pick(
+                &[
+                    0, 0, 1, 333, 1_000, 99_999, 1_000_000, 7_000_000, 61_000_000,
+                ]
+                .map(Micros::new),
+            );
+            clock.advance(advance.into());
             let who = rng.pick(&["a", "b"]);
             let context = format!("seed {seed:#x} case {case} event {event} steps {steps:?}");
             match rng.below(40) {
                 0 => {
                     let k = key(0, who);
-                    let d = rng.pick(&[1_000, S]);
+                    let d = rng.pick(&[ms(1), S]);
                     assert_eq!(
-                        memory.block(&k, Duration::from_micros(d)).await,
-                        redis.block(&k, Duration::from_micros(d)).await,
+                        memory.block(&k, d.into()).await,
+                        redis.block(&k, d.into()).await,
                         "block: {context}"
                     );
                 }
@@ -247,7 +260,7 @@ async fn random_timelines_on_redis_time_give_identical_replies() {
     let mut rng = Rng(seed ^ 0x7153);
     let redis = redis_store(&server, None).await;
     for case in 0..60 {
-        let clock = ManualClock::new(0);
+        let clock = ManualClock::new(Micros::ZERO);
         let memory = MemoryStore::with_clock(Arc::new(clock.clone()));
         let rule = format!("time{case}");
         let steps: Vec<LimitStep> = (0..1 + rng.below(3))
@@ -258,7 +271,7 @@ async fn random_timelines_on_redis_time_give_identical_replies() {
             limit_id: format!("l{i}").into(),
             identity: format!("ip={who}"),
         };
-        let mut last_us = 0;
+        let mut last_us = Micros::ZERO;
         let mut taken: Vec<Taken> = Vec::new();
         for event in 0..80 {
             let who = rng.pick(&["a", "b"]);
@@ -269,10 +282,10 @@ async fn random_timelines_on_redis_time_give_identical_replies() {
                     // instant (a block never shortens, so a longer one in force answers alike).
                     let k = key(0, who);
                     let d = rng.pick(REDIS_TIME.blocks);
-                    let until = redis.block(&k, Duration::from_micros(d)).await.unwrap();
+                    let until = redis.block(&k, d.into()).await.unwrap();
                     clock.set_us(until.saturating_sub(d).max(last_us));
                     assert_eq!(
-                        memory.block(&k, Duration::from_micros(d)).await.unwrap(),
+                        memory.block(&k, d.into()).await.unwrap(),
                         until,
                         "block: {context}"
                     );

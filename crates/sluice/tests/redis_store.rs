@@ -17,7 +17,7 @@ use common::{Harness, S, call, redis_store, step};
 use sluice::algorithm::Mode;
 use sluice::model::{Algorithm, Limit, Penalty};
 use sluice::store::redis::{RedisOptions, RedisStore, keys};
-use sluice::{Clock, ManualClock, Rule, Store, SystemClock};
+use sluice::{Clock, ManualClock, Micros, Rule, Store, SystemClock};
 use sluice_test_support::RedisServer;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -46,7 +46,7 @@ async fn a_thousand_units_in_one_millisecond_are_a_thousand_members() {
     let zset = &keys::state_key("sluice", &c.key);
     assert_eq!(h.server().cli(&["ZCARD", zset]), "1000");
     let scores = h.server().cli(&["ZRANGE", zset, "0", "-1", "WITHSCORES"]);
-    let now = h.now_us().to_string();
+    let now = h.now_us().get().to_string();
     assert!(scores.lines().skip(1).step_by(2).all(|s| s == now));
 }
 
@@ -113,8 +113,9 @@ async fn every_key_expires_exactly_when_it_stops_mattering() {
         })
         .build()
         .unwrap();
-    // All traffic at one instant, so every key was last written at `now`.
-    let now = clock.now_us();
+    // All traffic at one instant, so every key was last written at `now`. Raw µs: the keys'
+    // contents are compared with it.
+    let now = clock.now_us().get();
     for (name, _) in &rules {
         for ip in ["1.1.1.1", "2.2.2.2"] {
             for _ in 0..5 {
@@ -123,7 +124,7 @@ async fn every_key_expires_exactly_when_it_stops_mattering() {
             }
         }
     }
-    let window_us = window.as_micros() as u64;
+    let window_us = Micros::from(window).get();
     // Which algorithm each state key belongs to (state keys are named by a hash of rule and limit).
     let mut algorithms = std::collections::HashMap::new();
     for (name, _) in &rules {
@@ -485,15 +486,12 @@ async fn time_comes_from_redis_by_default() {
         .unwrap();
     let local = SystemClock.now_us();
     assert!(
-        reply.now_us.abs_diff(local) < 5 * S,
-        "{} vs {local}",
+        reply.now_us.get().abs_diff(local.get()) < (5 * S).get(),
+        "{:?} vs {local:?}",
         reply.now_us
     );
-    let until = store
-        .block(&c.key, Duration::from_micros(10 * S))
-        .await
-        .unwrap();
-    assert!(until.abs_diff(local + 10 * S) < 5 * S);
+    let until = store.block(&c.key, (10 * S).into()).await.unwrap();
+    assert!(until.get().abs_diff((local + 10 * S).get()) < (5 * S).get());
     assert_eq!(
         store.blocks("r", &PAGE).await.unwrap().entries[0].until_us,
         until

@@ -35,9 +35,8 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
-use sluice::clock::micros;
 use sluice::config::Config;
-use sluice::{Algorithm, Clock, Limit, Limiter, ManualClock, MemoryStore, Rate, Rule};
+use sluice::{Algorithm, Clock, Limit, Limiter, ManualClock, MemoryStore, Micros, Rate, Rule};
 
 use tracing::instrument::WithSubscriber;
 
@@ -165,7 +164,7 @@ fn algorithm_rules(args: &SimulateArgs) -> Vec<(String, Rule)> {
 }
 
 /// The simulated clock's start: 2026-01-01, on a window edge of every window dividing a day.
-fn base_us() -> u64 {
+fn base_us() -> Micros {
     ManualClock::at_2026().now_us()
 }
 
@@ -195,7 +194,7 @@ pub async fn simulate(args: &SimulateArgs, progress: &ProgressBar) -> anyhow::Re
     };
     let bucket_us = match &args.trace {
         Some(_) => 1_000_000,
-        None => (micros(args.traffic.duration) / POINTS as u64).max(1_000),
+        None => (Micros::from(args.traffic.duration).get() / POINTS as u64).max(1_000),
     };
     let main = limiter(&plan.rules, &clock)?;
     let mut subjects: Vec<Subject> = plan
@@ -206,9 +205,12 @@ pub async fn simulate(args: &SimulateArgs, progress: &ProgressBar) -> anyhow::Re
             Subject::new(name.clone(), name, rule, nodes, bucket_us, attack, None)
         })
         .collect();
-    let outage = args.store_down.map(|(from, to)| (micros(from), micros(to)));
+    // Offsets from the start of the run, as the report shows them.
+    let outage = args
+        .store_down
+        .map(|(from, to)| (Micros::from(from).get(), Micros::from(to).get()));
     if let Some((from, to)) = outage {
-        let down = (base_us() + from, base_us() + to);
+        let down = (base_us() + Micros::new(from), base_us() + Micros::new(to));
         for policy in outage::POLICIES {
             let fleet = outage::fleet(&plan.rules, policy, args.nodes, &clock, down)?;
             for (name, rule) in &plan.rules {
@@ -284,7 +286,7 @@ async fn window_edge(args: &SimulateArgs, plan: &Plan) -> anyhow::Result<Vec<Mea
     let clock = ManualClock::at_2026();
     let (mut traffic, _) =
         PatternTraffic::new(&traffic_args, plan.limit, plan.window, &plan.attributes);
-    let bucket_us = (micros(traffic_args.duration) / 4000).max(1);
+    let bucket_us = (Micros::from(traffic_args.duration).get() / 4000).max(1);
     let main = limiter(&plan.rules, &clock)?;
     let mut subjects: Vec<Subject> = plan
         .rules

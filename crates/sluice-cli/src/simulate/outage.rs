@@ -11,7 +11,9 @@ use std::time::Duration;
 
 use sluice::algorithm::Mode;
 use sluice::store::{BlocksCursor, BlocksPage, LimitCall, LimitKey, StoreReply};
-use sluice::{Clock, FailPolicy, Limiter, ManualClock, MemoryStore, Rule, Store, StoreError};
+use sluice::{
+    Clock, FailPolicy, Limiter, ManualClock, MemoryStore, Micros, Rule, Store, StoreError,
+};
 
 /// The fail policies, in the order reports show them.
 pub const POLICIES: [FailPolicy; 3] = [FailPolicy::Open, FailPolicy::Closed, FailPolicy::Local];
@@ -30,13 +32,13 @@ pub fn policy_name(policy: FailPolicy) -> &'static str {
 pub struct DownStore {
     inner: MemoryStore,
     clock: ManualClock,
-    from_us: u64,
-    to_us: u64,
+    from_us: Micros,
+    to_us: Micros,
 }
 
 impl DownStore {
     /// A store down from `from_us` to `to_us` (epoch µs, as the clock shows).
-    pub fn new(clock: ManualClock, from_us: u64, to_us: u64) -> DownStore {
+    pub fn new(clock: ManualClock, from_us: Micros, to_us: Micros) -> DownStore {
         DownStore {
             inner: MemoryStore::with_clock(Arc::new(clock.clone())),
             clock,
@@ -71,7 +73,7 @@ impl Store for DownStore {
         self.inner.reset(keys).await
     }
 
-    async fn block(&self, key: &LimitKey, duration: Duration) -> Result<u64, StoreError> {
+    async fn block(&self, key: &LimitKey, duration: Duration) -> Result<Micros, StoreError> {
         self.inner.block(key, duration).await
     }
 
@@ -96,7 +98,7 @@ pub fn fleet(
     policy: FailPolicy,
     nodes: usize,
     clock: &ManualClock,
-    (from_us, to_us): (u64, u64),
+    (from_us, to_us): (Micros, Micros),
 ) -> anyhow::Result<Vec<Limiter>> {
     let store = Arc::new(DownStore::new(clock.clone(), from_us, to_us));
     let rules: Vec<(String, Rule)> = rules

@@ -9,7 +9,7 @@
 use indicatif::ProgressBar;
 use sluice::Check;
 use sluice::model::Name;
-use sluice::{Limiter, ManualClock, Rule};
+use sluice::{Limiter, ManualClock, Micros, Rule};
 
 use super::event::{Event, Identities};
 use super::series::Series;
@@ -85,13 +85,13 @@ pub async fn replay(
     traffic: &mut dyn Traffic,
     subjects: &mut [Subject],
     clock: &ManualClock,
-    base_us: u64,
+    base_us: Micros,
     progress: &ProgressBar,
 ) -> anyhow::Result<Totals> {
     let mut totals = Totals::default();
     let mut key = String::new();
     while let Some(event) = traffic.next_event()? {
-        clock.set_us(base_us + event.at_us);
+        clock.set_us(base_us + Micros::new(event.at_us));
         let attributes = traffic.identities().get(event.identity);
         for subject in subjects.iter_mut() {
             let node = &subject.nodes[(totals.requests % subject.nodes.len() as u64) as usize];

@@ -139,7 +139,7 @@ impl Tally {
         attack: Option<Attack>,
         span: Option<(u64, u64)>,
     ) -> Tally {
-        let window_us = limit.rate.window_us();
+        let window_us = limit.rate.window_us().get();
         Tally {
             summary: Summary {
                 subject: subject.to_string(),

@@ -78,7 +78,7 @@ fn parse_duration(text: &str) -> Result<Duration, String> {
 }
 
 fn us(d: Duration) -> u64 {
-    sluice::clock::micros(d)
+    sluice::Micros::from(d).get()
 }
 
 /// When one identity sends.

@@ -21,6 +21,7 @@ use std::fmt;
 use std::str::FromStr;
 
 use super::{Mode, Outcome, Params};
+use crate::model::Micros;
 
 /// The token a lease is held under: 128 bits the caller draws at random, so that nobody can
 /// release or renew a lease they were not given. Written as 22 URL-safe base64 characters.
@@ -90,8 +91,8 @@ pub struct Lease {
     pub token: LeaseToken,
     /// The units it holds (the cost of the request that took it).
     pub units: u64,
-    /// When it ends unless released or renewed (µs).
-    pub expires_us: u64,
+    /// When it ends unless released or renewed.
+    pub expires_us: Micros,
 }
 
 /// The leases in force, earliest expiry first.
@@ -108,7 +109,7 @@ impl State {
     }
 
     /// Drops the leases that have expired at `now`.
-    pub fn prune(&mut self, now: u64) {
+    pub fn prune(&mut self, now: Micros) {
         let expired = self.leases.partition_point(|l| l.expires_us <= now);
         self.leases.drain(..expired);
     }
@@ -125,10 +126,10 @@ impl State {
     }
 
     /// Until every lease has expired (0 without leases): how long the state matters.
-    pub fn reset_after_us(&self, now: u64) -> u64 {
+    pub fn reset_after_us(&self, now: Micros) -> Micros {
         self.leases
             .last()
-            .map_or(0, |l| l.expires_us.saturating_sub(now))
+            .map_or(Micros::ZERO, |l| l.expires_us.saturating_sub(now))
     }
 }
 
@@ -136,7 +137,7 @@ impl State {
 /// (anonymous when `None`).
 pub fn decide(
     state: &mut State,
-    now: u64,
+    now: Micros,
     p: &Params,
     cost: u64,
     mode: Mode,
@@ -180,7 +181,7 @@ pub fn decide(
 
 /// Ends the lease held under `token`. Returns whether it was in force (false when it expired or
 /// was released already: nothing changes then).
-pub fn release(state: &mut State, now: u64, token: LeaseToken) -> bool {
+pub fn release(state: &mut State, now: Micros, token: LeaseToken) -> bool {
     state.prune(now);
     match state.position(token) {
         Some(i) => {
@@ -194,7 +195,12 @@ pub fn release(state: &mut State, now: u64, token: LeaseToken) -> bool {
 /// Moves the end of the lease held under `token` to `lease_us` (the limit's lease duration)
 /// from `now`. Returns its new end, or `None` when it is no longer in force (a lease that lapsed
 /// is not taken again: the units may be held by someone else by now).
-pub fn renew(state: &mut State, now: u64, lease_us: u64, token: LeaseToken) -> Option<u64> {
+pub fn renew(
+    state: &mut State,
+    now: Micros,
+    lease_us: Micros,
+    token: LeaseToken,
+) -> Option<Micros> {
     state.prune(now);
     let i = state.position(token)?;
     let mut lease = state.leases.remove(i);
@@ -207,7 +213,7 @@ pub fn renew(state: &mut State, now: u64, lease_us: u64, token: LeaseToken) -> O
 mod tests {
     use super::*;
 
-    const S: u64 = 1_000_000;
+    const S: Micros = Micros::from_secs(1);
 
     fn token(n: u8) -> Option<LeaseToken> {
         Some(LeaseToken([n; 16]))
@@ -240,7 +246,7 @@ mod tests {
     fn leases_expire_and_renewals_move_their_end() {
         let p = Params::new(1, 10 * S, 1);
         let mut s = State::default();
-        assert!(decide(&mut s, 0, &p, 1, Mode::Apply, token(1)).allowed);
+        assert!(decide(&mut s, Micros::ZERO, &p, 1, Mode::Apply, token(1)).allowed);
         assert_eq!(
             renew(&mut s, 8 * S, 10 * S, LeaseToken([1; 16])),
             Some(18 * S)
@@ -256,7 +262,7 @@ mod tests {
     fn costs_hold_units_and_retry_waits_for_enough_of_them() {
         let p = Params::new(5, 10 * S, 5);
         let mut s = State::default();
-        assert!(decide(&mut s, 0, &p, 2, Mode::Apply, token(1)).allowed);
+        assert!(decide(&mut s, Micros::ZERO, &p, 2, Mode::Apply, token(1)).allowed);
         assert!(decide(&mut s, S, &p, 3, Mode::Apply, token(2)).allowed);
         let o = decide(&mut s, 2 * S, &p, 4, Mode::Apply, token(3));
         assert!(!o.allowed);

@@ -4,18 +4,19 @@
 //! the next admits up to twice the limit across the edge. That is the known price of O(1) state.
 
 use super::{COUNT_CAP, Mode, Outcome, Params};
+use crate::model::Micros;
 
 /// The current window's start (µs) and the units counted in it.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct State {
     /// Start of the window the count belongs to.
-    pub window_start: u64,
+    pub window_start: Micros,
     /// Units counted in that window.
     pub count: u64,
 }
 
 /// Decides `cost` units at `now`.
-pub fn decide(state: &mut State, now: u64, p: &Params, cost: u64, mode: Mode) -> Outcome {
+pub fn decide(state: &mut State, now: Micros, p: &Params, cost: u64, mode: Mode) -> Outcome {
     let start = now - now % p.window_us;
     if state.window_start != start {
         *state = State {
@@ -28,7 +29,11 @@ pub fn decide(state: &mut State, now: u64, p: &Params, cost: u64, mode: Mode) ->
         state.count = (state.count + cost).min(COUNT_CAP);
     }
     let window_left = start + p.window_us - now;
-    let reset_after_us = if state.count == 0 { 0 } else { window_left };
+    let reset_after_us = if state.count == 0 {
+        Micros::ZERO
+    } else {
+        window_left
+    };
     Outcome::unshaped(
         allowed,
         p.count.saturating_sub(state.count),
@@ -41,7 +46,7 @@ pub fn decide(state: &mut State, now: u64, p: &Params, cost: u64, mode: Mode) ->
 mod tests {
     use super::*;
 
-    const S: u64 = 1_000_000;
+    const S: Micros = Micros::from_secs(1);
 
     #[test]
     fn counts_per_aligned_window() {
@@ -66,7 +71,16 @@ mod tests {
         let p = Params::new(3, 10 * S, 3);
         let mut s = State::default();
         let admitted = (0..6)
-            .filter(|i| decide(&mut s, 10 * S - 1 + (i / 3), &p, 1, Mode::Apply).allowed)
+            .filter(|i| {
+                decide(
+                    &mut s,
+                    10 * S - Micros::new(1) + Micros::new(i / 3),
+                    &p,
+                    1,
+                    Mode::Apply,
+                )
+                .allowed
+            })
             .count();
         assert_eq!(admitted, 6);
     }
@@ -75,8 +89,8 @@ mod tests {
     fn cost_above_what_is_left_is_denied_whole() {
         let p = Params::new(5, 10 * S, 5);
         let mut s = State::default();
-        assert!(decide(&mut s, 0, &p, 4, Mode::Apply).allowed);
-        assert!(!decide(&mut s, 0, &p, 2, Mode::Apply).allowed);
-        assert!(decide(&mut s, 0, &p, 1, Mode::Apply).allowed);
+        assert!(decide(&mut s, Micros::ZERO, &p, 4, Mode::Apply).allowed);
+        assert!(!decide(&mut s, Micros::ZERO, &p, 2, Mode::Apply).allowed);
+        assert!(decide(&mut s, Micros::ZERO, &p, 1, Mode::Apply).allowed);
     }
 }

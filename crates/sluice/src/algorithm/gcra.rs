@@ -9,20 +9,21 @@
 //! costs more than the capacity, so no product overflows; the arithmetic saturates regardless.
 
 use super::{Mode, Outcome, Params};
+use crate::model::Micros;
 
 /// The theoretical arrival time (µs); 0 when the key has no history.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct State {
     /// When the key is back to full.
-    pub tat_us: u64,
+    pub tat_us: Micros,
 }
 
 /// Decides `cost` units at `now`.
-pub fn decide(state: &mut State, now: u64, p: &Params, cost: u64, mode: Mode) -> Outcome {
+pub fn decide(state: &mut State, now: Micros, p: &Params, cost: u64, mode: Mode) -> Outcome {
     let t = p.emission_interval_us();
-    let tau = p.capacity.saturating_mul(t);
+    let tau = t.saturating_mul(p.capacity);
     let tat = state.tat_us.max(now);
-    let new_tat = tat.saturating_add(cost.saturating_mul(t));
+    let new_tat = tat.saturating_add(t.saturating_mul(cost));
     let allowed = new_tat <= now.saturating_add(tau);
     let retry_after_us = (!allowed).then(|| new_tat - tau - now);
     // What remains after this request: consumed only when applied (a peek reports the present).
@@ -48,7 +49,7 @@ pub fn decide(state: &mut State, now: u64, p: &Params, cost: u64, mode: Mode) ->
 mod tests {
     use super::*;
 
-    const S: u64 = 1_000_000;
+    const S: Micros = Micros::from_secs(1);
 
     #[test]
     fn burst_at_once_then_one_per_interval() {
@@ -64,13 +65,13 @@ mod tests {
         assert!(!o.allowed);
         assert_eq!(o.retry_after_us, Some(2 * S));
         assert_eq!(o.reset_after_us, 10 * S);
-        assert!(!decide(&mut s, 102 * S - 1, &p, 1, Mode::Apply).allowed);
+        assert!(!decide(&mut s, 102 * S - Micros::new(1), &p, 1, Mode::Apply).allowed);
         assert!(decide(&mut s, 102 * S, &p, 1, Mode::Apply).allowed);
     }
 
     #[test]
     fn interval_rounds_up_never_faster_than_the_rate() {
-        let p = Params::new(3, 10, 3);
-        assert_eq!(p.emission_interval_us(), 4);
+        let p = Params::new(3, Micros::new(10), 3);
+        assert_eq!(p.emission_interval_us(), Micros::new(4));
     }
 }

@@ -7,12 +7,17 @@
 //! the timestamp on every request would drain slower than configured.
 
 use super::{LEVEL_EPSILON, Level, Mode, Outcome, Params};
+use crate::model::Micros;
 
 /// Decides `cost` units at `now`.
-pub fn decide(state: &mut Level, now: u64, p: &Params, cost: u64, mode: Mode) -> Outcome {
+pub fn decide(state: &mut Level, now: Micros, p: &Params, cost: u64, mode: Mode) -> Outcome {
     let mut level = state.drained(now, p);
     let allowed = level + cost as f64 <= p.capacity as f64 + LEVEL_EPSILON;
-    let delay_us = if allowed { p.time_to_drain(level) } else { 0 };
+    let delay_us = if allowed {
+        p.time_to_drain(level)
+    } else {
+        Micros::ZERO
+    };
     let retry_after_us =
         (!allowed).then(|| p.time_to_drain(level + cost as f64 - p.capacity as f64));
     if mode == Mode::Apply && allowed {
@@ -37,20 +42,20 @@ pub fn decide(state: &mut Level, now: u64, p: &Params, cost: u64, mode: Mode) ->
 mod tests {
     use super::*;
 
-    const S: u64 = 1_000_000;
+    const S: Micros = Micros::from_secs(1);
 
     #[test]
     fn admits_with_growing_delay_until_the_queue_is_full() {
         // Drains 1 unit per second; queue of 3.
         let p = Params::new(1, S, 3);
         let mut s = Level::default();
-        let delays: Vec<u64> = (0..3)
-            .map(|_| decide(&mut s, 0, &p, 1, Mode::Apply))
+        let delays: Vec<Micros> = (0..3)
+            .map(|_| decide(&mut s, Micros::ZERO, &p, 1, Mode::Apply))
             .inspect(|o| assert!(o.allowed))
             .map(|o| o.delay_us)
             .collect();
-        assert_eq!(delays, [0, S, 2 * S]);
-        let o = decide(&mut s, 0, &p, 1, Mode::Apply);
+        assert_eq!(delays, [Micros::ZERO, S, 2 * S]);
+        let o = decide(&mut s, Micros::ZERO, &p, 1, Mode::Apply);
         assert!(!o.allowed);
         assert_eq!(o.retry_after_us, Some(S));
     }
@@ -60,9 +65,9 @@ mod tests {
         // 1 unit per second, queue of 1; checks every 0.4 s.
         let p = Params::new(1, S, 1);
         let mut s = Level::default();
-        assert!(decide(&mut s, 0, &p, 1, Mode::Apply).allowed);
-        assert!(!decide(&mut s, 400_000, &p, 1, Mode::Apply).allowed);
-        assert!(!decide(&mut s, 800_000, &p, 1, Mode::Apply).allowed);
+        assert!(decide(&mut s, Micros::ZERO, &p, 1, Mode::Apply).allowed);
+        assert!(!decide(&mut s, Micros::new(400_000), &p, 1, Mode::Apply).allowed);
+        assert!(!decide(&mut s, Micros::new(800_000), &p, 1, Mode::Apply).allowed);
         // Exactly one second after the first unit the queue is empty again.
         assert!(decide(&mut s, S, &p, 1, Mode::Apply).allowed);
         assert_eq!(s.level, 1.0);

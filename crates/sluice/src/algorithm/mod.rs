@@ -1,7 +1,7 @@
 //! The pure algorithms: state and time in, new state and decision out. No I/O, no async.
 //!
 //! Every store runs these (the memory store directly, the Redis store as Lua that restates the
-//! same arithmetic and is tested against it). Time is microseconds since the Unix epoch.
+//! same arithmetic and is tested against it). Time is [`Micros`] since the Unix epoch.
 //!
 //! Each algorithm exposes `decide(state, now, params, cost, mode) -> Outcome` ([`concurrency`]
 //! takes the lease's token too, and has `release` and `renew`). With
@@ -25,15 +25,15 @@ pub mod token_bucket;
 
 pub use step::{KeyState, LimitOutcome, LimitStep, Mode};
 
-use crate::model::Algorithm;
+use crate::model::{Algorithm, Micros};
 
 /// A limit's numbers, in the units the algorithms compute in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Params {
     /// Units per window (the rate's count).
     pub count: u64,
-    /// Window length in µs.
-    pub window_us: u64,
+    /// Window length.
+    pub window_us: Micros,
     /// The most units that may be outstanding at once: `burst` for the bucket algorithms,
     /// `limit` for the others.
     pub capacity: u64,
@@ -43,7 +43,7 @@ pub struct Params {
 
 impl Params {
     /// Params without `count_denied`.
-    pub fn new(count: u64, window_us: u64, capacity: u64) -> Params {
+    pub fn new(count: u64, window_us: Micros, capacity: u64) -> Params {
         Params {
             count,
             window_us,
@@ -53,15 +53,17 @@ impl Params {
     }
 
     /// GCRA's spacing between units, rounded up to whole µs.
-    pub fn emission_interval_us(&self) -> u64 {
-        self.window_us.div_ceil(self.count)
+    pub fn emission_interval_us(&self) -> Micros {
+        Micros::new(self.window_us.get().div_ceil(self.count))
     }
 
     /// Time for `units` to drain at the rate, rounded up to whole µs.
-    pub fn time_to_drain(&self, units: f64) -> u64 {
-        (units * self.window_us as f64 / self.count as f64)
-            .ceil()
-            .max(0.0) as u64
+    pub fn time_to_drain(&self, units: f64) -> Micros {
+        Micros::new(
+            (units * self.window_us.get() as f64 / self.count as f64)
+                .ceil()
+                .max(0.0) as u64,
+        )
     }
 }
 
@@ -73,13 +75,13 @@ pub struct Outcome {
     /// Units left after this decision.
     pub remaining: u64,
     /// Until the limit is back to full.
-    pub reset_after_us: u64,
+    pub reset_after_us: Micros,
     /// When denied: the earliest wait after which the same request fits.
-    pub retry_after_us: Option<u64>,
+    pub retry_after_us: Option<Micros>,
     /// Shaping delay (leaky bucket).
-    pub delay_us: u64,
+    pub delay_us: Micros,
     /// How long the state must be kept; after that it is equivalent to no state.
-    pub ttl_us: u64,
+    pub ttl_us: Micros,
 }
 
 impl Outcome {
@@ -87,15 +89,15 @@ impl Outcome {
     pub fn unshaped(
         allowed: bool,
         remaining: u64,
-        reset_after_us: u64,
-        retry_after_us: Option<u64>,
+        reset_after_us: Micros,
+        retry_after_us: Option<Micros>,
     ) -> Outcome {
         Outcome {
             allowed,
             remaining,
             reset_after_us,
             retry_after_us,
-            delay_us: 0,
+            delay_us: Micros::ZERO,
             ttl_us: reset_after_us,
         }
     }
@@ -117,14 +119,14 @@ pub struct Level {
     /// Units in the bucket at `last_us`, fractions kept.
     pub level: f64,
     /// When `level` was computed.
-    pub last_us: u64,
+    pub last_us: Micros,
 }
 
 impl Level {
     /// The level at `now`. A clock that steps back drains nothing rather than filling up.
-    pub fn drained(&self, now: u64, p: &Params) -> f64 {
-        let elapsed = now.saturating_sub(self.last_us) as f64;
-        (self.level - elapsed * p.count as f64 / p.window_us as f64).max(0.0)
+    pub fn drained(&self, now: Micros, p: &Params) -> f64 {
+        let elapsed = now.saturating_sub(self.last_us).get() as f64;
+        (self.level - elapsed * p.count as f64 / p.window_us.get() as f64).max(0.0)
     }
 }
 
@@ -154,7 +156,7 @@ impl AlgoState {
     /// Runs the step's algorithm on this state, for the step's cost (and, on a concurrency
     /// limit, its lease token). State left by another algorithm (a named limit whose algorithm
     /// changed) is discarded first.
-    pub fn decide(&mut self, step: &LimitStep, now: u64, mode: Mode) -> Outcome {
+    pub fn decide(&mut self, step: &LimitStep, now: Micros, mode: Mode) -> Outcome {
         let (p, cost) = (&step.params, step.cost);
         macro_rules! run {
             ($variant:ident, $module:ident $(, $extra:expr)?) => {{

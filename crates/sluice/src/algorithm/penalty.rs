@@ -5,7 +5,9 @@
 //! identity for `ban` (through the block lock). Violations are kept across the ban, so a repeat
 //! offender is banned again at its next violation until `memory` has passed without one.
 
-/// Penalty settings in microseconds.
+use crate::model::Micros;
+
+/// Penalty settings.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Settings {
     /// Warning threshold.
@@ -13,9 +15,9 @@ pub struct Settings {
     /// Ban threshold.
     pub ban_after: u64,
     /// Ban length.
-    pub ban_us: u64,
+    pub ban_us: Micros,
     /// How long violations are remembered after the last one.
-    pub memory_us: u64,
+    pub memory_us: Micros,
 }
 
 /// Remembered violations.
@@ -23,13 +25,13 @@ pub struct Settings {
 pub struct State {
     /// Violation count.
     pub violations: u64,
-    /// When the count is forgotten (µs since the epoch).
-    pub expires_us: u64,
+    /// When the count is forgotten (since the epoch).
+    pub expires_us: Micros,
 }
 
 impl State {
     /// Violations still remembered at `now`.
-    pub fn current(&self, now: u64) -> u64 {
+    pub fn current(&self, now: Micros) -> u64 {
         if self.expires_us > now {
             self.violations
         } else {
@@ -38,7 +40,7 @@ impl State {
     }
 
     /// Records one violation; returns the new count and whether it earns a ban.
-    pub fn record(&mut self, now: u64, p: &Settings) -> (u64, bool) {
+    pub fn record(&mut self, now: Micros, p: &Settings) -> (u64, bool) {
         self.violations = self.current(now) + 1;
         self.expires_us = now + p.memory_us;
         (self.violations, self.violations >= p.ban_after)
@@ -57,8 +59,8 @@ mod tests {
     const P: Settings = Settings {
         warn_after: 3,
         ban_after: 5,
-        ban_us: 1_000,
-        memory_us: 10_000,
+        ban_us: Micros::new(1_000),
+        memory_us: Micros::new(10_000),
     };
 
     #[test]
@@ -66,7 +68,7 @@ mod tests {
         let mut s = State::default();
         let results: Vec<(u64, bool, bool)> = (1..=5)
             .map(|t| {
-                let (v, ban) = s.record(t, &P);
+                let (v, ban) = s.record(Micros::new(t), &P);
                 (v, warns(v, &P), ban)
             })
             .collect();
@@ -80,7 +82,7 @@ mod tests {
                 (5, true, true)
             ]
         );
-        assert_eq!(s.current(5 + 10_000 - 1), 5);
-        assert_eq!(s.current(5 + 10_000), 0);
+        assert_eq!(s.current(Micros::new(5 + 10_000 - 1)), 5);
+        assert_eq!(s.current(Micros::new(5 + 10_000)), 0);
     }
 }

@@ -22,20 +22,20 @@
 //! overtake work already scheduled. `concurrency` holds places, which a release gives back.
 
 use super::{AlgoState, Level, Params, gcra};
-use crate::model::Algorithm;
+use crate::model::{Algorithm, Micros};
 
 /// Settles a reservation of `estimate` units made at `t0` as `actual` units, at `now`. Returns
-/// the algorithm's new TTL (µs: how long the state still matters), or `None` for an algorithm
+/// the algorithm's new TTL (how long the state still matters), or `None` for an algorithm
 /// that does not settle (the state is left alone).
 pub fn settle(
     state: &mut AlgoState,
     algorithm: Algorithm,
-    now: u64,
+    now: Micros,
     p: &Params,
-    t0: u64,
+    t0: Micros,
     estimate: u64,
     actual: u64,
-) -> Option<u64> {
+) -> Option<Micros> {
     match algorithm {
         Algorithm::TokenBucket => {
             if !matches!(state, AlgoState::TokenBucket(_)) {
@@ -62,13 +62,13 @@ pub fn settle(
 /// The token bucket's used level, in units (fractions kept, as its decisions do).
 fn token_bucket(
     state: &mut Level,
-    now: u64,
+    now: Micros,
     p: &Params,
-    t0: u64,
+    t0: Micros,
     estimate: u64,
     actual: u64,
-) -> u64 {
-    let drained = now.saturating_sub(t0) as f64 * p.count as f64 / p.window_us as f64;
+) -> Micros {
+    let drained = now.saturating_sub(t0).get() as f64 * p.count as f64 / p.window_us.get() as f64;
     let delta = (actual as f64 - drained).max(0.0) - (estimate as f64 - drained).max(0.0);
     let level = (state.drained(now, p) + delta).max(0.0);
     *state = Level {
@@ -78,14 +78,23 @@ fn token_bucket(
     p.time_to_drain(level)
 }
 
-/// GCRA's tat, in µs: each unit weighs one emission interval.
-fn gcra(state: &mut gcra::State, now: u64, p: &Params, t0: u64, estimate: u64, actual: u64) -> u64 {
-    let t = i128::from(p.emission_interval_us());
-    let elapsed = i128::from(now.saturating_sub(t0));
+/// GCRA's tat: each unit weighs one emission interval. Signed arithmetic, in µs, because a
+/// give-back may take the weight below zero before it is clamped.
+fn gcra(
+    state: &mut gcra::State,
+    now: Micros,
+    p: &Params,
+    t0: Micros,
+    estimate: u64,
+    actual: u64,
+) -> Micros {
+    let t = i128::from(p.emission_interval_us().get());
+    let elapsed = i128::from(now.saturating_sub(t0).get());
     let weight = |units: u64| (i128::from(units) * t - elapsed).max(0);
-    let now_i = i128::from(now);
-    let tat = (i128::from(state.tat_us).max(now_i) + weight(actual) - weight(estimate)).max(now_i);
-    state.tat_us = u64::try_from(tat).unwrap_or(u64::MAX);
+    let now_i = i128::from(now.get());
+    let tat =
+        (i128::from(state.tat_us.get()).max(now_i) + weight(actual) - weight(estimate)).max(now_i);
+    state.tat_us = Micros::new(u64::try_from(tat).unwrap_or(u64::MAX));
     state.tat_us - now
 }
 
@@ -94,9 +103,9 @@ mod tests {
     use super::*;
     use crate::algorithm::{Mode, token_bucket};
 
-    const S: u64 = 1_000_000;
+    const S: Micros = Micros::from_secs(1);
 
-    fn remaining(state: &mut AlgoState, algorithm: Algorithm, now: u64, p: &Params) -> u64 {
+    fn remaining(state: &mut AlgoState, algorithm: Algorithm, now: Micros, p: &Params) -> u64 {
         let step = crate::algorithm::LimitStep {
             algorithm,
             params: *p,
@@ -153,27 +162,45 @@ mod tests {
     fn a_late_settlement_changes_only_what_has_not_drained() {
         let p = Params::new(100, 100 * S, 100);
         let mut level = Level::default();
-        token_bucket::decide(&mut level, 0, &p, 60, Mode::Apply);
+        token_bucket::decide(&mut level, Micros::ZERO, &p, 60, Mode::Apply);
         // 40 s later 40 units have drained: the estimate weighs 20, a cost of 50 weighs 10.
         let mut state = AlgoState::TokenBucket(level);
-        let ttl = settle(&mut state, Algorithm::TokenBucket, 40 * S, &p, 0, 60, 50);
+        let ttl = settle(
+            &mut state,
+            Algorithm::TokenBucket,
+            40 * S,
+            &p,
+            Micros::ZERO,
+            60,
+            50,
+        );
         assert_eq!(ttl, Some(10 * S));
         // A cost of 30 had drained already: the 20 the estimate still weighs go back.
         let mut state = AlgoState::TokenBucket(level);
         assert_eq!(
-            settle(&mut state, Algorithm::TokenBucket, 40 * S, &p, 0, 60, 30),
-            Some(0)
+            settle(
+                &mut state,
+                Algorithm::TokenBucket,
+                40 * S,
+                &p,
+                Micros::ZERO,
+                60,
+                30
+            ),
+            Some(Micros::ZERO)
         );
     }
 
     #[test]
     fn a_give_back_never_frees_what_others_hold() {
         let p = Params::new(10, 10 * S, 10);
-        let mut state = AlgoState::Gcra(gcra::State { tat_us: 0 });
+        let mut state = AlgoState::Gcra(gcra::State {
+            tat_us: Micros::ZERO,
+        });
         // Nothing of the reservation is left (it drained, or the state was lost): nothing back.
         assert_eq!(
-            settle(&mut state, Algorithm::Gcra, 100 * S, &p, 0, 5, 0),
-            Some(0)
+            settle(&mut state, Algorithm::Gcra, 100 * S, &p, Micros::ZERO, 5, 0),
+            Some(Micros::ZERO)
         );
         let mut level = AlgoState::TokenBucket(Level {
             level: 3.0,
@@ -199,7 +226,10 @@ mod tests {
         let p = Params::new(10, 10 * S, 10);
         for algorithm in Algorithm::ALL.into_iter().filter(|a| !a.settles()) {
             let mut state = AlgoState::Empty;
-            assert_eq!(settle(&mut state, algorithm, 0, &p, 0, 5, 1), None);
+            assert_eq!(
+                settle(&mut state, algorithm, Micros::ZERO, &p, Micros::ZERO, 5, 1),
+                None
+            );
             assert_eq!(state, AlgoState::Empty);
         }
     }

@@ -13,12 +13,13 @@
 use std::collections::VecDeque;
 
 use super::{Mode, Outcome, Params};
+use crate::model::Micros;
 
 /// One recorded request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Entry {
     /// When it was recorded (µs).
-    pub at_us: u64,
+    pub at_us: Micros,
     /// Units recorded on the key up to and including this request (wrapping).
     pub total: u64,
 }
@@ -42,7 +43,7 @@ impl State {
 }
 
 /// Decides `cost` units at `now`; records them when `apply` and admitted (or counted when denied).
-pub fn decide(state: &mut State, now: u64, p: &Params, cost: u64, mode: Mode) -> Outcome {
+pub fn decide(state: &mut State, now: Micros, p: &Params, cost: u64, mode: Mode) -> Outcome {
     // Pruning never changes a decision: pruned entries no longer count.
     while let Some(&oldest) = state.entries.front() {
         if oldest.at_us.saturating_add(p.window_us) > now {
@@ -68,10 +69,9 @@ pub fn decide(state: &mut State, now: u64, p: &Params, cost: u64, mode: Mode) ->
     if mode == Mode::Apply && (allowed || p.count_denied) {
         record(state, now, p, cost);
     }
-    let reset_after_us = state
-        .entries
-        .back()
-        .map_or(0, |e| (e.at_us + p.window_us).saturating_sub(now));
+    let reset_after_us = state.entries.back().map_or(Micros::ZERO, |e| {
+        (e.at_us + p.window_us).saturating_sub(now)
+    });
     Outcome::unshaped(
         allowed,
         p.count.saturating_sub(state.count()),
@@ -84,7 +84,7 @@ pub fn decide(state: &mut State, now: u64, p: &Params, cost: u64, mode: Mode) ->
 /// then drops the oldest entries while the newer ones alone hold `limit` units. Both keep
 /// decisions exact: with `limit` units in the window everything is denied, and the wait until
 /// `cost` units fit depends only on the newest `limit` units.
-fn record(state: &mut State, now: u64, p: &Params, cost: u64) {
+fn record(state: &mut State, now: Micros, p: &Params, cost: u64) {
     let (at_us, total) = state
         .entries
         .back()
@@ -104,7 +104,7 @@ fn record(state: &mut State, now: u64, p: &Params, cost: u64) {
 mod tests {
     use super::*;
 
-    const S: u64 = 1_000_000;
+    const S: Micros = Micros::from_secs(1);
 
     fn p(limit: u64, window_s: u64) -> Params {
         Params::new(limit, window_s * S, limit)
@@ -124,7 +124,7 @@ mod tests {
         // The first unit (t=0) leaves the window at t=10s.
         assert_eq!(denied.retry_after_us, Some(5 * S));
         assert_eq!(denied.reset_after_us, 9 * S);
-        assert!(!decide(&mut s, 10 * S - 1, &p, 1, Mode::Apply).allowed);
+        assert!(!decide(&mut s, 10 * S - Micros::new(1), &p, 1, Mode::Apply).allowed);
         assert!(decide(&mut s, 10 * S, &p, 1, Mode::Apply).allowed);
     }
 
@@ -133,7 +133,7 @@ mod tests {
         let p = p(1000, 1);
         let mut s = State::default();
         let admitted = (0..1500)
-            .filter(|_| decide(&mut s, 7, &p, 1, Mode::Apply).allowed)
+            .filter(|_| decide(&mut s, Micros::new(7), &p, 1, Mode::Apply).allowed)
             .count();
         assert_eq!(admitted, 1000);
     }
@@ -142,7 +142,7 @@ mod tests {
     fn cost_counts_units_and_retry_waits_for_enough_of_them() {
         let p = p(5, 10);
         let mut s = State::default();
-        assert!(decide(&mut s, 0, &p, 3, Mode::Apply).allowed);
+        assert!(decide(&mut s, Micros::ZERO, &p, 3, Mode::Apply).allowed);
         assert!(decide(&mut s, S, &p, 2, Mode::Apply).allowed);
         let o = decide(&mut s, 2 * S, &p, 4, Mode::Apply);
         assert!(!o.allowed);
@@ -158,7 +158,7 @@ mod tests {
         let mut remaining_at_10s = Vec::new();
         for params in [counting, plain] {
             let mut s = State::default();
-            decide(&mut s, 0, &params, 2, Mode::Apply);
+            decide(&mut s, Micros::ZERO, &params, 2, Mode::Apply);
             assert!(!decide(&mut s, 5 * S, &params, 1, Mode::Apply).allowed);
             let o = decide(&mut s, 10 * S, &params, 1, Mode::Apply);
             assert!(o.allowed);
@@ -172,8 +172,8 @@ mod tests {
     fn peek_changes_nothing() {
         let p = p(1, 10);
         let mut s = State::default();
-        assert!(decide(&mut s, 0, &p, 1, Mode::Peek).allowed);
-        assert!(decide(&mut s, 0, &p, 1, Mode::Apply).allowed);
-        assert!(!decide(&mut s, 0, &p, 1, Mode::Peek).allowed);
+        assert!(decide(&mut s, Micros::ZERO, &p, 1, Mode::Peek).allowed);
+        assert!(decide(&mut s, Micros::ZERO, &p, 1, Mode::Apply).allowed);
+        assert!(!decide(&mut s, Micros::ZERO, &p, 1, Mode::Peek).allowed);
     }
 }

@@ -9,6 +9,7 @@
 use std::collections::VecDeque;
 
 use super::{COUNT_CAP, Mode, Outcome, Params};
+use crate::model::Micros;
 
 /// Sub-windows per window.
 pub const BUCKETS: u64 = 10;
@@ -21,7 +22,7 @@ pub struct State {
 }
 
 /// Decides `cost` units at `now`.
-pub fn decide(state: &mut State, now: u64, p: &Params, cost: u64, mode: Mode) -> Outcome {
+pub fn decide(state: &mut State, now: Micros, p: &Params, cost: u64, mode: Mode) -> Outcome {
     let g = bucket_us(p);
     let current = now / g;
     while state
@@ -54,7 +55,7 @@ pub fn decide(state: &mut State, now: u64, p: &Params, cost: u64, mode: Mode) ->
     let reset_after_us = state
         .buckets
         .back()
-        .map_or(0, |&(idx, _)| (idx + BUCKETS + 1) * g - now);
+        .map_or(Micros::ZERO, |&(idx, _)| (idx + BUCKETS + 1) * g - now);
     Outcome::unshaped(
         allowed,
         p.count.saturating_sub(count),
@@ -64,28 +65,28 @@ pub fn decide(state: &mut State, now: u64, p: &Params, cost: u64, mode: Mode) ->
 }
 
 /// The bucket length. Windows are whole milliseconds, so this divides evenly.
-pub fn bucket_us(p: &Params) -> u64 {
-    (p.window_us / BUCKETS).max(1)
+pub fn bucket_us(p: &Params) -> Micros {
+    (p.window_us / BUCKETS).max(Micros::new(1))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    const S: u64 = 1_000_000;
+    const S: Micros = Micros::from_secs(1);
 
     #[test]
     fn admits_limit_and_slides_by_bucket() {
         let p = Params::new(4, 10 * S, 4);
         let mut s = State::default();
-        for t in [0, S, 2 * S, 3 * S] {
+        for t in [Micros::ZERO, S, 2 * S, 3 * S] {
             assert!(decide(&mut s, t, &p, 1, Mode::Apply).allowed);
         }
         let o = decide(&mut s, 5 * S, &p, 1, Mode::Apply);
         assert!(!o.allowed);
         // Bucket 0 (t in [0,1s)) stops counting at (0 + 10 + 1) * 1s.
         assert_eq!(o.retry_after_us, Some(6 * S));
-        assert!(!decide(&mut s, 11 * S - 1, &p, 1, Mode::Apply).allowed);
+        assert!(!decide(&mut s, 11 * S - Micros::new(1), &p, 1, Mode::Apply).allowed);
         assert!(decide(&mut s, 11 * S, &p, 1, Mode::Apply).allowed);
     }
 

@@ -9,7 +9,7 @@
 
 use super::concurrency::LeaseToken;
 use super::{AlgoState, Params, block, penalty};
-use crate::model::Algorithm;
+use crate::model::{Algorithm, Micros};
 
 /// Consume, or only look.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -29,8 +29,8 @@ pub struct LimitStep {
     pub params: Params,
     /// Units requested.
     pub cost: u64,
-    /// Block length (µs) once the limit denies.
-    pub block_us: Option<u64>,
+    /// Block length once the limit denies.
+    pub block_us: Option<Micros>,
     /// Escalating penalty.
     pub penalty: Option<penalty::Settings>,
     /// A shadow limit: its denial is reported but does not deny the request.
@@ -59,13 +59,13 @@ pub struct LimitOutcome {
     /// Units left after the decision.
     pub remaining: u64,
     /// Until back to full (or until the block ends).
-    pub reset_after_us: u64,
+    pub reset_after_us: Micros,
     /// When denied: the earliest wait after which the request could pass.
-    pub retry_after_us: Option<u64>,
+    pub retry_after_us: Option<Micros>,
     /// Shaping delay.
-    pub delay_us: u64,
-    /// End of a block or ban in force after the decision (µs since the epoch).
-    pub blocked_until_us: Option<u64>,
+    pub delay_us: Micros,
+    /// End of a block or ban in force after the decision (since the epoch).
+    pub blocked_until_us: Option<Micros>,
     /// Violations remembered after the decision.
     pub violations: u64,
     /// Past the penalty's warning threshold.
@@ -78,9 +78,9 @@ impl LimitOutcome {
         LimitOutcome {
             allowed,
             remaining: 0,
-            reset_after_us: 0,
+            reset_after_us: Micros::ZERO,
             retry_after_us: None,
-            delay_us: 0,
+            delay_us: Micros::ZERO,
             blocked_until_us: None,
             violations: 0,
             warning: false,
@@ -90,7 +90,7 @@ impl LimitOutcome {
 
 impl KeyState {
     /// How long after `now` this state still matters; 0 means it can be dropped.
-    pub fn ttl_us(&self, algo_ttl_us: u64, now: u64) -> u64 {
+    pub fn ttl_us(&self, algo_ttl_us: Micros, now: Micros) -> Micros {
         algo_ttl_us
             .max(self.block.until_us.saturating_sub(now))
             .max(self.penalty.expires_us.saturating_sub(now))
@@ -100,11 +100,11 @@ impl KeyState {
 /// The first pass over one limit: what it would answer, changing nothing.
 struct Look {
     outcome: LimitOutcome,
-    ttl_us: u64,
+    ttl_us: Micros,
     blocked: bool,
 }
 
-fn look(state: &mut KeyState, step: &LimitStep, now: u64) -> Look {
+fn look(state: &mut KeyState, step: &LimitStep, now: Micros) -> Look {
     let violations = state.penalty.current(now);
     let warning = step.penalty.is_some_and(|p| penalty::warns(violations, &p));
     if let Some(until) = state.block.active(now) {
@@ -117,7 +117,7 @@ fn look(state: &mut KeyState, step: &LimitStep, now: u64) -> Look {
                 remaining: 0,
                 reset_after_us: until - now,
                 retry_after_us: Some(until - now),
-                delay_us: 0,
+                delay_us: Micros::ZERO,
                 blocked_until_us: Some(until),
                 violations,
                 warning,
@@ -139,11 +139,11 @@ fn look(state: &mut KeyState, step: &LimitStep, now: u64) -> Look {
 fn commit(
     state: &mut KeyState,
     step: &LimitStep,
-    now: u64,
+    now: Micros,
     mode: Mode,
     look: Look,
     pass: bool,
-) -> (LimitOutcome, u64) {
+) -> (LimitOutcome, Micros) {
     let Look {
         mut outcome,
         mut ttl_us,
@@ -172,7 +172,7 @@ fn commit(
 }
 
 /// A denial by the limit itself: one more violation (and maybe a ban), the block lock.
-fn punish(state: &mut KeyState, step: &LimitStep, now: u64, outcome: &mut LimitOutcome) {
+fn punish(state: &mut KeyState, step: &LimitStep, now: Micros, outcome: &mut LimitOutcome) {
     if let Some(p) = &step.penalty {
         let (violations, ban) = state.penalty.record(now, p);
         outcome.violations = violations;
@@ -187,7 +187,7 @@ fn punish(state: &mut KeyState, step: &LimitStep, now: u64, outcome: &mut LimitO
     if let Some(until) = outcome.blocked_until_us {
         // The request now waits for the block, whatever the algorithm said.
         let wait = until - now;
-        outcome.retry_after_us = Some(outcome.retry_after_us.unwrap_or(0).max(wait));
+        outcome.retry_after_us = Some(outcome.retry_after_us.unwrap_or_default().max(wait));
     }
 }
 
@@ -197,9 +197,9 @@ fn punish(state: &mut KeyState, step: &LimitStep, now: u64, outcome: &mut LimitO
 pub fn decide_one(
     state: &mut KeyState,
     step: &LimitStep,
-    now: u64,
+    now: Micros,
     mode: Mode,
-) -> (LimitOutcome, u64) {
+) -> (LimitOutcome, Micros) {
     if state.block.active(now).is_some() {
         let first = look(state, step, now);
         return commit(state, step, now, mode, first, false);
@@ -215,13 +215,13 @@ pub fn decide_one(
 }
 
 /// Decides one request over its limits. `states[i]` belongs to `steps[i]`. Returns each limit's
-/// outcome and the time each state must be kept (µs from `now`).
+/// outcome and the time each state must be kept (from `now`).
 pub fn decide(
     states: &mut [&mut KeyState],
     steps: &[LimitStep],
-    now: u64,
+    now: Micros,
     mode: Mode,
-) -> Vec<(LimitOutcome, u64)> {
+) -> Vec<(LimitOutcome, Micros)> {
     debug_assert_eq!(states.len(), steps.len());
     let looks: Vec<Look> = states
         .iter_mut()
@@ -257,7 +257,7 @@ fn limit_outcome(o: super::Outcome, violations: u64, warning: bool) -> LimitOutc
 mod tests {
     use super::*;
 
-    const S: u64 = 1_000_000;
+    const S: Micros = Micros::from_secs(1);
 
     fn step(limit: u64) -> LimitStep {
         LimitStep {
@@ -271,7 +271,7 @@ mod tests {
         }
     }
 
-    fn run(states: &mut [KeyState], steps: &[LimitStep], now: u64) -> Vec<LimitOutcome> {
+    fn run(states: &mut [KeyState], steps: &[LimitStep], now: Micros) -> Vec<LimitOutcome> {
         let mut refs: Vec<&mut KeyState> = states.iter_mut().collect();
         decide(&mut refs, steps, now, Mode::Apply)
             .into_iter()
@@ -283,8 +283,12 @@ mod tests {
     fn a_denial_by_one_limit_consumes_nothing_from_the_others() {
         let steps = [step(5), step(1)];
         let mut states = [KeyState::default(), KeyState::default()];
-        assert!(run(&mut states, &steps, 0).iter().all(|o| o.allowed));
-        let second = run(&mut states, &steps, 0);
+        assert!(
+            run(&mut states, &steps, Micros::ZERO)
+                .iter()
+                .all(|o| o.allowed)
+        );
+        let second = run(&mut states, &steps, Micros::ZERO);
         assert!(second[0].allowed && !second[1].allowed);
         // The first limit still has 4 left: the denied request took nothing from it.
         assert_eq!(second[0].remaining, 4);
@@ -296,8 +300,8 @@ mod tests {
         shadow.shadow = true;
         let steps = [step(5), shadow];
         let mut states = [KeyState::default(), KeyState::default()];
-        run(&mut states, &steps, 0);
-        let o = run(&mut states, &steps, 0);
+        run(&mut states, &steps, Micros::ZERO);
+        let o = run(&mut states, &steps, Micros::ZERO);
         assert!(!o[1].allowed);
         assert_eq!(o[0].remaining, 3, "the enforcing limit consumed");
     }
@@ -307,7 +311,7 @@ mod tests {
         let mut s = step(1);
         s.block_us = Some(30 * S);
         let mut states = [KeyState::default()];
-        assert!(run(&mut states, &[s], 0)[0].allowed);
+        assert!(run(&mut states, &[s], Micros::ZERO)[0].allowed);
         let denied = run(&mut states, &[s], S);
         assert_eq!(denied[0].blocked_until_us, Some(31 * S));
         assert_eq!(denied[0].retry_after_us, Some(30 * S));
@@ -325,8 +329,8 @@ mod tests {
         s.params.window_us = 100 * S;
         s.block_us = Some(S);
         let mut states = [KeyState::default()];
-        run(&mut states, &[s], 0);
-        run(&mut states, &[s], 0);
+        run(&mut states, &[s], Micros::ZERO);
+        run(&mut states, &[s], Micros::ZERO);
         let mut refs: Vec<&mut KeyState> = states.iter_mut().collect();
         let (blocked, ttl) = decide(&mut refs, &[s], S / 2, Mode::Apply)[0];
         assert!(!blocked.allowed);
@@ -344,9 +348,9 @@ mod tests {
             memory_us: 3600 * S,
         });
         let mut states = [KeyState::default()];
-        assert!(run(&mut states, &[s], 0)[0].allowed);
-        let v: Vec<(u64, bool, Option<u64>)> = (1..=3)
-            .map(|i| run(&mut states, &[s], i))
+        assert!(run(&mut states, &[s], Micros::ZERO)[0].allowed);
+        let v: Vec<(u64, bool, Option<Micros>)> = (1..=3)
+            .map(|i| run(&mut states, &[s], Micros::new(i)))
             .map(|o| (o[0].violations, o[0].warning, o[0].blocked_until_us))
             .collect();
         assert_eq!(
@@ -354,12 +358,12 @@ mod tests {
             [
                 (1, false, None),
                 (2, true, None),
-                (3, true, Some(3 + 60 * S))
+                (3, true, Some(Micros::new(3) + 60 * S))
             ]
         );
         // After the window the ban still holds.
         assert!(!run(&mut states, &[s], 30 * S)[0].allowed);
-        assert!(run(&mut states, &[s], 3 + 60 * S)[0].allowed);
+        assert!(run(&mut states, &[s], Micros::new(3) + 60 * S)[0].allowed);
     }
 
     #[test]
@@ -367,10 +371,10 @@ mod tests {
         let mut s = step(1);
         s.block_us = Some(S);
         let mut states = [KeyState::default()];
-        run(&mut states, &[s], 0);
+        run(&mut states, &[s], Micros::ZERO);
         let before = states[0].clone();
         let mut refs: Vec<&mut KeyState> = states.iter_mut().collect();
-        let peek = decide(&mut refs, &[s], 0, Mode::Peek);
+        let peek = decide(&mut refs, &[s], Micros::ZERO, Mode::Peek);
         assert!(!peek[0].0.allowed);
         assert_eq!(states[0], before);
     }

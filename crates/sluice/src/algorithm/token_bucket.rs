@@ -6,9 +6,10 @@
 //! so a denied flood changes nothing.
 
 use super::{LEVEL_EPSILON, Level, Mode, Outcome, Params};
+use crate::model::Micros;
 
 /// Decides `cost` units at `now`.
-pub fn decide(state: &mut Level, now: u64, p: &Params, cost: u64, mode: Mode) -> Outcome {
+pub fn decide(state: &mut Level, now: Micros, p: &Params, cost: u64, mode: Mode) -> Outcome {
     let mut used = state.drained(now, p);
     let allowed = used + cost as f64 <= p.capacity as f64 + LEVEL_EPSILON;
     let retry_after_us =
@@ -33,7 +34,7 @@ pub fn decide(state: &mut Level, now: u64, p: &Params, cost: u64, mode: Mode) ->
 mod tests {
     use super::*;
 
-    const S: u64 = 1_000_000;
+    const S: Micros = Micros::from_secs(1);
 
     #[test]
     fn burst_then_refill_at_the_rate() {
@@ -41,9 +42,9 @@ mod tests {
         let p = Params::new(10, 10 * S, 3);
         let mut s = Level::default();
         for _ in 0..3 {
-            assert!(decide(&mut s, 0, &p, 1, Mode::Apply).allowed);
+            assert!(decide(&mut s, Micros::ZERO, &p, 1, Mode::Apply).allowed);
         }
-        let o = decide(&mut s, 0, &p, 1, Mode::Apply);
+        let o = decide(&mut s, Micros::ZERO, &p, 1, Mode::Apply);
         assert!(!o.allowed);
         assert_eq!(o.retry_after_us, Some(S));
         assert_eq!(o.reset_after_us, 3 * S);
@@ -57,7 +58,7 @@ mod tests {
     fn fractional_refill_is_kept() {
         let p = Params::new(10, 10 * S, 1);
         let mut s = Level::default();
-        assert!(decide(&mut s, 0, &p, 1, Mode::Apply).allowed);
+        assert!(decide(&mut s, Micros::ZERO, &p, 1, Mode::Apply).allowed);
         // Four denied peeks at 0.25 s steps must not lose the partial refill.
         for i in 1..4 {
             assert!(!decide(&mut s, i * S / 4, &p, 1, Mode::Apply).allowed);
@@ -69,8 +70,8 @@ mod tests {
     fn cost_beyond_the_tokens_left_waits_for_them() {
         let p = Params::new(10, 10 * S, 10);
         let mut s = Level::default();
-        assert!(decide(&mut s, 0, &p, 8, Mode::Apply).allowed);
-        let o = decide(&mut s, 0, &p, 5, Mode::Apply);
+        assert!(decide(&mut s, Micros::ZERO, &p, 8, Mode::Apply).allowed);
+        let o = decide(&mut s, Micros::ZERO, &p, 5, Mode::Apply);
         assert!(!o.allowed);
         assert_eq!(o.retry_after_us, Some(3 * S));
     }

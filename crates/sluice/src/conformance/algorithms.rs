@@ -1,7 +1,7 @@
 //! Conformance: each algorithm's numbers, unit by unit, on a manual clock.
 
 use super::{S, Subject, call, step};
-use crate::model::Algorithm;
+use crate::model::{Algorithm, Micros};
 
 /// Behaviour: Sliding log admits limit then slides.
 pub async fn sliding_log_admits_limit_then_slides(h: Subject) {
@@ -22,9 +22,9 @@ pub async fn sliding_log_admits_limit_then_slides(h: Subject) {
     );
     assert_eq!(denied.reset_after_us, 9 * S);
     assert_eq!(denied.remaining, 0);
-    h.advance_us(5 * S - 1);
+    h.advance_us(5 * S - Micros::new(1));
     assert!(!h.one(&c).await.allowed);
-    h.advance_us(1);
+    h.advance_us(Micros::new(1));
     let o = h.one(&c).await;
     assert!(o.allowed, "admitted exactly when the oldest unit leaves");
     assert_eq!(o.remaining, 0);
@@ -58,9 +58,9 @@ pub async fn sliding_window_admits_limit_and_slides_by_bucket(h: Subject) {
     // The first bucket ([0, 1 s)) stops counting at (0 + 10 + 1) s.
     assert_eq!(o.retry_after_us, Some(6 * S));
     assert_eq!(o.reset_after_us, 9 * S);
-    h.advance_us(6 * S - 1);
+    h.advance_us(6 * S - Micros::new(1));
     assert!(!h.one(&c).await.allowed);
-    h.advance_us(1);
+    h.advance_us(Micros::new(1));
     assert!(h.one(&c).await.allowed);
 }
 
@@ -124,16 +124,16 @@ pub async fn gcra_bursts_then_spaces_units(h: Subject) {
     assert!(!o.allowed);
     assert_eq!(o.retry_after_us, Some(2 * S));
     assert_eq!(o.reset_after_us, 10 * S);
-    h.advance_us(2 * S - 1);
+    h.advance_us(2 * S - Micros::new(1));
     assert!(!h.one(&c).await.allowed);
-    h.advance_us(1);
+    h.advance_us(Micros::new(1));
     assert!(h.one(&c).await.allowed);
     // Interval rounds up: 3 per 10 µs spaces units 4 µs apart.
-    let c = call("gcra-odd", step(Algorithm::Gcra, 3, 10));
+    let c = call("gcra-odd", step(Algorithm::Gcra, 3, Micros::new(10)));
     for _ in 0..3 {
         assert!(h.one(&c).await.allowed);
     }
-    assert_eq!(h.one(&c).await.retry_after_us, Some(4));
+    assert_eq!(h.one(&c).await.retry_after_us, Some(Micros::new(4)));
 }
 
 /// Behaviour: Leaky bucket delays then denies and keeps fractional leak.
@@ -148,21 +148,21 @@ pub async fn leaky_bucket_delays_then_denies_and_keeps_fractional_leak(h: Subjec
         assert!(o.allowed);
         delays.push(o.delay_us);
     }
-    assert_eq!(delays, [0, S, 2 * S]);
+    assert_eq!(delays, [Micros::ZERO, S, 2 * S]);
     let o = h.one(&c).await;
     assert!(!o.allowed);
     assert_eq!(o.retry_after_us, Some(S));
     // Queue of 1, checks every 0.4 s: the partial leak is kept.
     let c = call("lb1", step(Algorithm::LeakyBucket, 1, S));
     assert!(h.one(&c).await.allowed);
-    h.advance_us(400_000);
+    h.advance_us(Micros::new(400_000));
     let o = h.one(&c).await;
     assert!(!o.allowed);
     // 0.6 units left: 0.6 * 1e6 is 600000.0000000001 in f64, rounded up (never early).
-    assert_eq!(o.retry_after_us, Some(600_001));
-    h.advance_us(400_000);
+    assert_eq!(o.retry_after_us, Some(Micros::new(600_001)));
+    h.advance_us(Micros::new(400_000));
     assert!(!h.one(&c).await.allowed);
-    h.advance_us(200_000);
+    h.advance_us(Micros::new(200_000));
     assert!(
         h.one(&c).await.allowed,
         "exactly one second after the first unit"

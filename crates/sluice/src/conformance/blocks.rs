@@ -5,7 +5,7 @@ use std::time::Duration;
 use super::{S, Subject, call, step};
 use crate::algorithm::penalty;
 use crate::limiter::BlockInfo;
-use crate::model::{Algorithm, Limit, Penalty};
+use crate::model::{Algorithm, Limit, Micros, Penalty};
 use crate::store::BlocksCursor;
 use crate::{Limiter, Rule};
 
@@ -29,7 +29,7 @@ pub async fn block_lock_answers_until_its_end(h: Subject) {
     h.advance_us(60 * S);
     let denied = limiter.check("forgot", &attrs).await.unwrap();
     assert!(!denied.allowed);
-    let until_ms = h.now_us() / 1000 + 1_800_000;
+    let until_ms = h.now_us().as_millis() + 1_800_000;
     assert_eq!(denied.blocked_until_ms, Some(until_ms));
     assert_eq!(denied.retry_after_ms, Some(1_800_000));
     // Long after the window the block still answers, and does not extend itself.
@@ -71,20 +71,20 @@ pub async fn penalty_warns_then_bans(h: Subject) {
     assert!(limiter.check("game", &attrs).await.unwrap().allowed);
     let mut seen = Vec::new();
     for _ in 0..3 {
-        h.advance_us(1000);
+        h.advance_us(Micros::new(1000));
         let d = limiter.check("game", &attrs).await.unwrap();
         assert!(!d.allowed);
         seen.push((d.violations, d.warning, d.blocked_until_ms.is_some()));
     }
     assert_eq!(seen, [(1, false, false), (2, true, false), (3, true, true)]);
-    let banned_until = h.now_us() / 1000 + 60_000;
+    let banned_until = h.now_us().as_millis() + 60_000;
     // After the window the ban still holds; the count and warning are reported.
     h.advance_us(30 * S);
     let d = limiter.check("game", &attrs).await.unwrap();
     assert!(!d.allowed);
     assert_eq!((d.violations, d.warning), (3, true));
     assert_eq!(d.blocked_until_ms, Some(banned_until));
-    h.clock.set_us(banned_until * 1000);
+    h.clock.set_us(Micros::from_millis(banned_until));
     let d = limiter.check("game", &attrs).await.unwrap();
     assert!(d.allowed);
     assert_eq!(
@@ -97,7 +97,8 @@ pub async fn penalty_warns_then_bans(h: Subject) {
     assert_eq!(d.violations, 4);
     assert_eq!(d.blocked_until_ms, Some(banned_until + 60_000));
     // Forgotten after `memory` without a violation.
-    h.clock.set_us(banned_until * 1000 + 3600 * S + 1);
+    h.clock
+        .set_us(Micros::from_millis(banned_until) + 3600 * S + Micros::new(1));
     let d = limiter.check("game", &attrs).await.unwrap();
     assert!(d.allowed);
     assert_eq!((d.violations, d.warning), (0, false));
@@ -107,13 +108,13 @@ pub async fn penalty_warns_then_bans(h: Subject) {
         warn_after: 1,
         ban_after: 9,
         ban_us: S,
-        memory_us: 1,
+        memory_us: Micros::new(1),
     });
     let c = call("pen-direct", s);
     assert!(h.one(&c).await.allowed);
     let o = h.one(&c).await;
     assert_eq!((o.violations, o.warning), (1, true));
-    h.advance_us(1);
+    h.advance_us(Micros::new(1));
     assert_eq!(h.one(&c).await.violations, 1, "the first one was forgotten");
 }
 
@@ -133,7 +134,7 @@ pub async fn admin_block_unblock_blocks_and_reset(h: Subject) {
         .block("login", &a, Duration::from_secs(600))
         .await
         .unwrap();
-    assert_eq!(until, h.now_us() / 1000 + 600_000);
+    assert_eq!(until, h.now_us().as_millis() + 600_000);
     // A shorter block never shortens a longer one.
     assert_eq!(
         limiter

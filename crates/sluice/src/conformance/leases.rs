@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use super::{S, Subject};
 use crate::error::Error;
-use crate::model::{Algorithm, Limit};
+use crate::model::{Algorithm, Limit, Micros};
 use crate::{Check, Decision, Limiter, Rule};
 
 fn exports(h: &Subject, limit: u64) -> Limiter {
@@ -33,7 +33,7 @@ pub async fn concurrency_holds_n_then_a_release_lets_the_next_in(h: Subject) {
         let d = limiter.check("export", &T1).await.unwrap();
         assert!(d.allowed);
         assert_eq!((d.limit, d.remaining), (3, 2 - i));
-        assert_eq!(d.lease_until_ms, Some(h.now_us() / 1000 + 30_000));
+        assert_eq!(d.lease_until_ms, Some(h.now_us().as_millis() + 30_000));
         held.push(d);
         h.advance_us(S);
     }
@@ -81,9 +81,9 @@ pub async fn concurrency_leases_expire_and_double_releases_are_harmless(h: Subje
     assert!(third.allowed);
     assert_eq!(third.remaining, 0, "the double release freed nothing more");
     // Nobody releases: the leases end 30 s after they were taken.
-    h.advance_us(30 * S - 1);
+    h.advance_us(30 * S - Micros::new(1));
     assert!(!limiter.check("export", &T1).await.unwrap().allowed);
-    h.advance_us(1);
+    h.advance_us(Micros::new(1));
     let after = limiter.check("export", &T1).await.unwrap();
     assert!(after.allowed);
     assert_eq!(
@@ -111,7 +111,7 @@ pub async fn concurrency_renewals_extend_leases(h: Subject) {
     let d = limiter.check("export", &T1).await.unwrap();
     h.advance_us(20 * S);
     let until = limiter.renew(lease(&d)).await.unwrap();
-    assert_eq!(until, Some(h.now_us() / 1000 + 30_000));
+    assert_eq!(until, Some(h.now_us().as_millis() + 30_000));
     h.advance_us(29 * S);
     assert!(
         !limiter.check("export", &T1).await.unwrap().allowed,
@@ -196,7 +196,7 @@ pub async fn concurrency_with_shadow_and_block(h: Subject) {
     let denied = limiter.check("strict", &T1).await.unwrap();
     assert_eq!(
         denied.blocked_until_ms,
-        Some((h.now_us() + 10 * S).div_ceil(1000))
+        Some((h.now_us() + 10 * S).as_millis_ceil())
     );
     assert!(limiter.release(lease(&held)).await.unwrap());
     h.advance_us(5 * S);

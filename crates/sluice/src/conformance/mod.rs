@@ -40,12 +40,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::algorithm::{LimitOutcome, LimitStep, Mode, Params};
-use crate::model::Algorithm;
+use crate::model::{Algorithm, Micros};
 use crate::store::{LimitCall, LimitKey, StoreReply};
 use crate::{Clock, DynStore, Limiter, ManualClock, Options, Rule};
 
-/// Microseconds per second.
-pub const S: u64 = 1_000_000;
+/// One second.
+pub const S: Micros = Micros::from_secs(1);
 
 /// A store under test and the clock it decides with.
 #[derive(Clone)]
@@ -96,13 +96,13 @@ impl Subject {
             .expect("test rules are valid")
     }
 
-    /// Moves the clock forward by `us` microseconds.
-    pub fn advance_us(&self, us: u64) {
-        self.clock.advance(Duration::from_micros(us));
+    /// Moves the clock forward by `us`.
+    pub fn advance_us(&self, us: Micros) {
+        self.clock.advance(us.into());
     }
 
     /// The clock's time.
-    pub fn now_us(&self) -> u64 {
+    pub fn now_us(&self) -> Micros {
         self.clock.now_us()
     }
 
@@ -132,7 +132,7 @@ pub fn key(limit_id: &str, identity: &str) -> LimitKey {
 }
 
 /// A plain step: `count` per `window_us`, capacity `count`, cost 1, not shadow.
-pub fn step(algorithm: Algorithm, count: u64, window_us: u64) -> LimitStep {
+pub fn step(algorithm: Algorithm, count: u64, window_us: Micros) -> LimitStep {
     LimitStep {
         algorithm,
         params: Params::new(count, window_us, count),

@@ -46,7 +46,7 @@ pub async fn reservations_give_back_or_charge_the_difference_once(h: Subject) {
         assert_eq!(d.remaining, 100);
         assert_eq!(
             d.reservation_until_ms,
-            Some(h.now_us() / 1000 + 200_000),
+            Some(h.now_us().as_millis() + 200_000),
             "{algorithm}: settled within the time to refill from empty"
         );
         assert!(limiter.settle(reservation(&d), 30).await.unwrap());

@@ -9,9 +9,9 @@
 
 use std::time::Duration;
 
-use super::decide::ms;
 use super::{Attributes, Limiter, keys};
 use crate::error::Error;
+use crate::model::Micros;
 use crate::store::{BlocksCursor, LimitKey, Store};
 
 /// An active block, as the admin API lists it.
@@ -77,13 +77,13 @@ impl Limiter {
         duration: Duration,
     ) -> Result<u64, Error> {
         let keys = self.admin_keys(rule, attrs)?;
-        let mut until = 0;
+        let mut until = Micros::ZERO;
         for key in &keys {
             until = until.max(self.inner.store.block(key, duration).await?);
             Store::block(&self.inner.local, key, duration).await?;
         }
         self.invalidate(keys).await?;
-        Ok(ms(until))
+        Ok(until.as_millis_ceil())
     }
 
     /// Lifts a block or ban (and forgets violations). Returns whether one was in force in the
@@ -131,7 +131,7 @@ impl Limiter {
                 .map(|b| BlockInfo {
                     limit: b.key.limit_id.to_string(),
                     identity: b.key.identity,
-                    blocked_until_ms: ms(b.until_us),
+                    blocked_until_ms: b.until_us.as_millis_ceil(),
                 })
                 .collect(),
             next: page.next,

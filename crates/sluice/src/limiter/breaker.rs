@@ -10,7 +10,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::Duration;
 
-use crate::clock::{Clock, micros};
+use crate::clock::Clock;
+use crate::model::Micros;
 
 /// Consecutive failures that open the breaker.
 pub const FAILURES_TO_OPEN: u32 = 3;
@@ -47,12 +48,13 @@ impl Breaker {
         if until == 0 {
             return true;
         }
-        let now = self.clock.now_us();
+        // The atomic holds the raw µs: 0 is "closed".
+        let now = self.clock.now_us().get();
         if now < until {
             return false;
         }
         // Back-off over: exactly one caller wins the probe; the others wait for its result.
-        let next = now + micros(self.probe_window) + 1;
+        let next = now + Micros::from(self.probe_window).get() + 1;
         self.open_until_us
             .compare_exchange(until, next, Ordering::AcqRel, Ordering::Acquire)
             .is_ok()
@@ -72,14 +74,14 @@ impl Breaker {
         }
         let doublings = (failures - FAILURES_TO_OPEN).min(16);
         let backoff = MIN_BACKOFF.saturating_mul(1 << doublings).min(MAX_BACKOFF);
-        let until = self.clock.now_us() + micros(backoff);
+        let until = self.clock.now_us().saturating_add(backoff.into()).get();
         self.open_until_us.swap(until, Ordering::AcqRel) == 0
     }
 
     /// Whether the store is being skipped right now.
     pub fn is_open(&self) -> bool {
         let until = self.open_until_us.load(Ordering::Acquire);
-        until != 0 && self.clock.now_us() < until
+        until != 0 && self.clock.now_us().get() < until
     }
 }
 
@@ -90,7 +92,7 @@ mod tests {
 
     #[test]
     fn opens_after_repeated_failures_then_probes_once_and_closes() {
-        let clock = ManualClock::new(1_000_000);
+        let clock = ManualClock::new(Micros::from_secs(1));
         let b = Breaker::new(Arc::new(clock.clone()), Duration::from_millis(50));
         assert!(!b.failure());
         assert!(!b.failure());
@@ -106,7 +108,7 @@ mod tests {
 
     #[test]
     fn back_off_doubles_up_to_the_maximum() {
-        let clock = ManualClock::new(0);
+        let clock = ManualClock::new(Micros::ZERO);
         let b = Breaker::new(Arc::new(clock.clone()), Duration::from_millis(50));
         for _ in 0..4 {
             b.failure();

@@ -12,9 +12,8 @@ use super::meters::RuleMeters;
 
 use crate::algorithm::concurrency::LeaseToken;
 use crate::algorithm::{LimitStep, Params, penalty};
-use crate::clock::micros;
 use crate::error::Error;
-use crate::model::{Algorithm, Name, Rule, validate_rule_name};
+use crate::model::{Algorithm, Micros, Name, Rule, validate_rule_name};
 
 /// A rule ready to decide: validated, with each limit's parameters computed.
 #[derive(Debug)]
@@ -41,7 +40,7 @@ pub(crate) struct CompiledLimit {
     pub(crate) by: Vec<Vec<Name>>,
     algorithm: Algorithm,
     params: Params,
-    block_us: Option<u64>,
+    block_us: Option<Micros>,
     penalty: Option<penalty::Settings>,
     shadow: bool,
 }
@@ -72,7 +71,7 @@ impl CompiledLimit {
     }
 
     /// How long a lease of this limit lasts (its window), µs.
-    pub(crate) fn lease_us(&self) -> u64 {
+    pub(crate) fn lease_us(&self) -> Micros {
         self.params.window_us
     }
 
@@ -113,12 +112,12 @@ impl CompiledRule {
                     capacity: l.capacity(),
                     count_denied: l.count_denied,
                 },
-                block_us: l.block.map(micros),
+                block_us: l.block.map(Micros::from),
                 penalty: l.penalty.map(|p| penalty::Settings {
                     warn_after: p.warn_after.into(),
                     ban_after: p.ban_after.into(),
-                    ban_us: micros(p.ban),
-                    memory_us: micros(p.memory),
+                    ban_us: p.ban.into(),
+                    memory_us: p.memory.into(),
                 }),
                 shadow: l.shadow,
             })

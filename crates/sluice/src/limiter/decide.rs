@@ -18,13 +18,8 @@ use super::options::{Check, MAX_COST};
 use super::{Attributes, Limiter, keys, lease, reservation};
 use crate::algorithm::{LimitOutcome, LimitStep, Mode};
 use crate::error::Error;
-use crate::model::{AttributeNames, Decision, FailPolicy, LimitDecision, LimitDecisions};
+use crate::model::{AttributeNames, Decision, FailPolicy, LimitDecision, LimitDecisions, Micros};
 use crate::store::{DynStore, LimitCall, StoreError, StoreReply};
-
-/// Microseconds to whole milliseconds, rounded up (a client that waits is never early).
-pub(super) fn ms(us: u64) -> u64 {
-    us.div_ceil(1000)
-}
 
 impl Limiter {
     pub(super) async fn decide(
@@ -87,7 +82,7 @@ impl Limiter {
             .filter(|_| check.mode() == Mode::Apply && !rule.cacheable.is_empty());
         if let Some(outcomes) = denials.and_then(|c| c.answer(&calls, &rule.cacheable)) {
             let reply = StoreReply {
-                now_us: 0,
+                now_us: Micros::ZERO,
                 outcomes,
             };
             let mut d = decision(&rule, &calls, Some(&reply), false);
@@ -156,7 +151,7 @@ impl Limiter {
         let fitting: Vec<LimitCall> = calls.iter().filter(|c| fits(c)).cloned().collect();
         let mut reply = if fitting.is_empty() {
             StoreReply {
-                now_us: 0,
+                now_us: Micros::ZERO,
                 outcomes: Vec::new(),
             }
         } else {
@@ -285,7 +280,12 @@ pub(super) fn attach_lease(d: &mut Decision, calls: &[LimitCall], reply: Option<
     d.lease = Some(lease::lease_id(&d.rule, token, first.step.cost, leased()));
     // Rounded down: a holder never believes it holds a lease that has ended.
     d.lease_until_ms = leased()
-        .map(|c| reply.now_us.saturating_add(c.step.params.window_us) / 1000)
+        .map(|c| {
+            reply
+                .now_us
+                .saturating_add(c.step.params.window_us)
+                .as_millis()
+        })
         .min();
 }
 
@@ -304,14 +304,14 @@ pub(super) fn limit_decision(
         algorithm: step.algorithm,
         allowed: o.allowed && step.cost <= step.params.capacity,
         limit: step.params.capacity,
-        window_ms: step.params.window_us / 1000,
+        window_ms: step.params.window_us.as_millis(),
         remaining: o.remaining,
-        reset_after_ms: ms(o.reset_after_us),
-        retry_after_ms: o.retry_after_us.map(ms),
-        blocked_until_ms: o.blocked_until_us.map(ms),
+        reset_after_ms: o.reset_after_us.as_millis_ceil(),
+        retry_after_ms: o.retry_after_us.map(Micros::as_millis_ceil),
+        blocked_until_ms: o.blocked_until_us.map(Micros::as_millis_ceil),
         violations: o.violations,
         warning: o.warning,
-        delay_ms: ms(o.delay_us),
+        delay_ms: o.delay_us.as_millis_ceil(),
         shadow: step.shadow,
     }
 }

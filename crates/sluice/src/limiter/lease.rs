@@ -27,7 +27,7 @@ use super::compile::{CompiledLimit, CompiledRule};
 use super::keys::MAX_PLAIN_LEN;
 use crate::algorithm::concurrency::LeaseToken;
 use crate::error::Error;
-use crate::model::{MAX_COUNT, ModelError};
+use crate::model::{MAX_COUNT, Micros, ModelError};
 use crate::store::{LeaseCall, LimitCall, LimitKey, Store, StoreError};
 
 /// The longest lease id.
@@ -268,8 +268,8 @@ impl Limiter {
         } else {
             self.bounded(self.inner.store.renew(&calls)).await?
         };
-        match ends.into_iter().collect::<Option<Vec<u64>>>() {
-            Some(ends) => Ok(ends.into_iter().min().map(|us| us / 1000)),
+        match ends.into_iter().collect::<Option<Vec<Micros>>>() {
+            Some(ends) => Ok(ends.into_iter().min().map(Micros::as_millis)),
             None => {
                 self.release(lease).await?;
                 Ok(None)

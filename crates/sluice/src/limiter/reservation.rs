@@ -19,8 +19,8 @@ use super::compile::{CompiledLimit, CompiledRule};
 use super::lease::{self, MAX_LEASE_LEN, named_limits, parse_id};
 use crate::algorithm::LimitStep;
 use crate::error::Error;
-use crate::model::Decision;
 use crate::model::limit::MAX_EXACT;
+use crate::model::{Decision, Micros};
 use crate::store::{DynStore, LimitCall, ReserveCall, SettleCall, Store, StoreReply};
 
 fn invalid(reason: String) -> Error {
@@ -42,7 +42,7 @@ pub(super) fn check_rule(rule: &CompiledRule) -> Result<(), Error> {
 
 /// How long a reservation on a limit can be settled: the time the limit takes to refill from
 /// empty, at least its window.
-fn settle_within_us(step: &LimitStep) -> u64 {
+fn settle_within_us(step: &LimitStep) -> Micros {
     let p = &step.params;
     p.time_to_drain(p.capacity as f64).max(p.window_us)
 }
@@ -95,7 +95,7 @@ impl Limiter {
         d.reservation = Some(id);
         d.reservation_until_ms = reservations
             .iter()
-            .map(|r| reply.now_us.saturating_add(r.for_us) / 1000)
+            .map(|r| reply.now_us.saturating_add(r.for_us).as_millis())
             .min();
     }
 
@@ -134,7 +134,7 @@ impl Limiter {
             .map(|(limit, key)| {
                 let (algorithm, params) = limit.meter();
                 // Lua numbers are exact below 2^53: the charge in µs of a GCRA must stay there.
-                let max = MAX_EXACT / params.emission_interval_us().max(1);
+                let max = MAX_EXACT / params.emission_interval_us().get().max(1);
                 if actual >= max {
                     return Err(Error::InvalidCost { cost: actual, max });
                 }

@@ -290,7 +290,7 @@ impl Limit {
         // The algorithms compute `capacity × interval` (GCRA's burst offset, the buckets' time to
         // drain a full bucket) in integer µs, exactly in Rust and in the Redis scripts' Lua
         // numbers: refuse rules where it reaches 2^53 (e.g. `burst: 10000000` on `1/30d`).
-        let interval = self.rate.window_us().div_ceil(self.rate.count);
+        let interval = self.rate.window_us().get().div_ceil(self.rate.count);
         if self
             .capacity()
             .checked_mul(interval)

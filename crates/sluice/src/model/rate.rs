@@ -60,9 +60,9 @@ impl Rate {
         Ok(Rate { count, window })
     }
 
-    /// The window in microseconds, the unit every algorithm computes in.
-    pub fn window_us(&self) -> u64 {
-        crate::clock::micros(self.window)
+    /// The window in the unit every algorithm computes in.
+    pub fn window_us(&self) -> super::Micros {
+        self.window.into()
     }
 }
 

@@ -12,6 +12,7 @@ use super::{
     Store, StoreError, StoreReply,
 };
 use crate::algorithm::{LimitOutcome, LimitStep, Mode};
+use crate::model::Micros;
 
 /// A boxed, sendable future: what [`DynStore`] returns so that stores can be held as
 /// `Arc<dyn DynStore>`.
@@ -36,7 +37,7 @@ pub trait DynStore: Send + Sync + fmt::Debug + 'static {
         key: KeyRef<'_>,
         step: &LimitStep,
         mode: Mode,
-    ) -> Option<Result<(u64, LimitOutcome), StoreError>>;
+    ) -> Option<Result<(Micros, LimitOutcome), StoreError>>;
     /// See [`Store::reset`].
     fn reset<'a>(&'a self, keys: &'a [LimitKey]) -> BoxFuture<'a, Result<(), StoreError>>;
     /// See [`Store::block`].
@@ -44,7 +45,7 @@ pub trait DynStore: Send + Sync + fmt::Debug + 'static {
         &'a self,
         key: &'a LimitKey,
         duration: Duration,
-    ) -> BoxFuture<'a, Result<u64, StoreError>>;
+    ) -> BoxFuture<'a, Result<Micros, StoreError>>;
     /// See [`Store::unblock`].
     fn unblock<'a>(&'a self, key: &'a LimitKey) -> BoxFuture<'a, Result<bool, StoreError>>;
     /// See [`Store::blocks`].
@@ -64,7 +65,7 @@ pub trait DynStore: Send + Sync + fmt::Debug + 'static {
     fn renew<'a>(
         &'a self,
         leases: &'a [LeaseCall],
-    ) -> BoxFuture<'a, Result<Vec<Option<u64>>, StoreError>>;
+    ) -> BoxFuture<'a, Result<Vec<Option<Micros>>, StoreError>>;
     /// See [`Store::reserve`].
     fn reserve<'a>(
         &'a self,
@@ -96,7 +97,7 @@ impl<S: Store> DynStore for S {
         key: KeyRef<'_>,
         step: &LimitStep,
         mode: Mode,
-    ) -> Option<Result<(u64, LimitOutcome), StoreError>> {
+    ) -> Option<Result<(Micros, LimitOutcome), StoreError>> {
         Store::decide_one_now(self, key, step, mode)
     }
     fn reset<'a>(&'a self, keys: &'a [LimitKey]) -> BoxFuture<'a, Result<(), StoreError>> {
@@ -106,7 +107,7 @@ impl<S: Store> DynStore for S {
         &'a self,
         key: &'a LimitKey,
         duration: Duration,
-    ) -> BoxFuture<'a, Result<u64, StoreError>> {
+    ) -> BoxFuture<'a, Result<Micros, StoreError>> {
         Box::pin(Store::block(self, key, duration))
     }
     fn unblock<'a>(&'a self, key: &'a LimitKey) -> BoxFuture<'a, Result<bool, StoreError>> {
@@ -131,7 +132,7 @@ impl<S: Store> DynStore for S {
     fn renew<'a>(
         &'a self,
         leases: &'a [LeaseCall],
-    ) -> BoxFuture<'a, Result<Vec<Option<u64>>, StoreError>> {
+    ) -> BoxFuture<'a, Result<Vec<Option<Micros>>, StoreError>> {
         Box::pin(Store::renew(self, leases))
     }
     fn reserve<'a>(

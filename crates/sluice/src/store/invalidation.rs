@@ -17,6 +17,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use super::{BoxFuture, LimitKey, StoreError};
+use crate::model::Micros;
 
 /// What to forget.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -103,14 +104,14 @@ impl Invalidation {
 pub trait InvalidationListener: Send + Sync + 'static {
     /// The listener's clock (µs), read by the channel just before it asks the server for a
     /// confirmation, and handed back in [`confirmed`](Self::confirmed).
-    fn now_us(&self) -> u64;
+    fn now_us(&self) -> Micros;
 
     /// Applies an invalidation published by some node (this one included).
     fn apply(&self, invalidation: Invalidation);
 
     /// Every invalidation whose [`publish`](InvalidationChannel::publish) had returned when the
     /// listener's clock read `as_of_us` has been delivered through [`apply`](Self::apply).
-    fn confirmed(&self, as_of_us: u64);
+    fn confirmed(&self, as_of_us: Micros);
 }
 
 /// A channel that carries [`Invalidation`]s between nodes.

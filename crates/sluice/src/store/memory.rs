@@ -45,7 +45,8 @@ use super::{
     StoreError, StoreReply,
 };
 use crate::algorithm::{KeyState, LimitOutcome, LimitStep, Mode, step};
-use crate::clock::{Clock, SystemClock, micros};
+use crate::clock::{Clock, SystemClock};
+use crate::model::Micros;
 use crate::store::KeyRef;
 use shard::{Full, Shard};
 
@@ -169,7 +170,7 @@ impl MemoryStore {
         &self,
         call: &LimitCall,
         mode: Mode,
-    ) -> Result<(u64, LimitOutcome), StoreError> {
+    ) -> Result<(Micros, LimitOutcome), StoreError> {
         self.decide_key((&call.key).into(), &call.step, mode)
     }
 
@@ -179,7 +180,7 @@ impl MemoryStore {
         key: KeyRef<'_>,
         step: &LimitStep,
         mode: Mode,
-    ) -> Result<(u64, LimitOutcome), StoreError> {
+    ) -> Result<(Micros, LimitOutcome), StoreError> {
         let now = self.inner.clock.now_us();
         let (hash, shard) = self.locate(key);
         let mut shard = self.shard(shard);
@@ -296,7 +297,7 @@ impl MemoryStore {
     fn with_entry<T>(
         &self,
         key: &LimitKey,
-        f: impl FnOnce(&mut KeyState, u64) -> T,
+        f: impl FnOnce(&mut KeyState, Micros) -> T,
     ) -> Result<T, StoreError> {
         let key = KeyRef::from(key);
         let (hash, shard) = self.locate(key);
@@ -331,7 +332,7 @@ impl Store for MemoryStore {
         key: KeyRef<'_>,
         step: &LimitStep,
         mode: Mode,
-    ) -> Option<Result<(u64, LimitOutcome), StoreError>> {
+    ) -> Option<Result<(Micros, LimitOutcome), StoreError>> {
         Some(self.decide_key(key, step, mode))
     }
 
@@ -345,8 +346,8 @@ impl Store for MemoryStore {
         Ok(())
     }
 
-    async fn block(&self, key: &LimitKey, duration: Duration) -> Result<u64, StoreError> {
-        let duration_us = micros(duration);
+    async fn block(&self, key: &LimitKey, duration: Duration) -> Result<Micros, StoreError> {
+        let duration_us = Micros::from(duration);
         self.with_entry(key, |s, now| s.block.impose(now, duration_us))
     }
 
@@ -371,7 +372,7 @@ impl Store for MemoryStore {
         Ok(self.release_now(leases))
     }
 
-    async fn renew(&self, leases: &[LeaseCall]) -> Result<Vec<Option<u64>>, StoreError> {
+    async fn renew(&self, leases: &[LeaseCall]) -> Result<Vec<Option<Micros>>, StoreError> {
         Ok(self.renew_now(leases))
     }
 

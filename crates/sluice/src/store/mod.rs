@@ -21,7 +21,7 @@ use std::time::Duration;
 
 use crate::algorithm::concurrency::LeaseToken;
 use crate::algorithm::{LimitOutcome, LimitStep, Mode};
-use crate::model::Name;
+use crate::model::{Micros, Name};
 pub use dyn_store::{BoxFuture, DynStore};
 
 /// The state of one limit for one identity: rule, limit id, escaped identity.
@@ -84,8 +84,8 @@ pub struct LeaseCall {
     pub token: LeaseToken,
     /// The units it holds (the cost of the request that took it).
     pub units: u64,
-    /// How long a renewal makes it last from the store's now (µs): the limit's `lease`.
-    pub lease_us: u64,
+    /// How long a renewal makes it last from the store's now: the limit's `lease`.
+    pub lease_us: Micros,
 }
 
 /// A reservation to remember on one limit, so that it can be settled once (see
@@ -98,10 +98,10 @@ pub struct ReserveCall {
     pub token: LeaseToken,
     /// The units the check consumed.
     pub estimate: u64,
-    /// The store's time of the decision that consumed them (µs since the epoch).
-    pub at_us: u64,
-    /// How long it can be settled (µs): afterwards it is forgotten and its estimate stands.
-    pub for_us: u64,
+    /// The store's time of the decision that consumed them (since the epoch).
+    pub at_us: Micros,
+    /// How long it can be settled: afterwards it is forgotten and its estimate stands.
+    pub for_us: Micros,
 }
 
 /// The settlement of one reservation on one limit.
@@ -122,8 +122,8 @@ pub struct SettleCall {
 /// A store's answer: the time it decided at and each limit's outcome, in call order.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StoreReply {
-    /// The store's clock at the decision (µs since the epoch).
-    pub now_us: u64,
+    /// The store's clock at the decision (since the epoch).
+    pub now_us: Micros,
     /// One outcome per call.
     pub outcomes: Vec<LimitOutcome>,
 }
@@ -133,8 +133,8 @@ pub struct StoreReply {
 pub struct BlockEntry {
     /// The blocked key.
     pub key: LimitKey,
-    /// When it ends (µs since the epoch).
-    pub until_us: u64,
+    /// When it ends (since the epoch).
+    pub until_us: Micros,
 }
 
 /// Which part of a listing of blocks to return.
@@ -216,14 +216,14 @@ pub trait Store: Send + Sync + fmt::Debug + 'static {
 
     /// Decides a one-limit request at once, without a future, if this store can: one that lives
     /// in this process answers here (the limiter's check that allocates nothing), and returns
-    /// its time (µs since the epoch) and the outcome. `None`, the default, sends the request to
+    /// its time (since the epoch) and the outcome. `None`, the default, sends the request to
     /// [`Store::decide`].
     fn decide_one_now(
         &self,
         key: KeyRef<'_>,
         step: &LimitStep,
         mode: Mode,
-    ) -> Option<Result<(u64, LimitOutcome), StoreError>> {
+    ) -> Option<Result<(Micros, LimitOutcome), StoreError>> {
         let _ = (key, step, mode);
         None
     }
@@ -232,12 +232,12 @@ pub trait Store: Send + Sync + fmt::Debug + 'static {
     fn reset(&self, keys: &[LimitKey]) -> impl Future<Output = Result<(), StoreError>> + Send;
 
     /// Blocks a key for `duration` from the store's now (never shortening a longer block).
-    /// Returns the block's end (µs since the epoch).
+    /// Returns the block's end (since the epoch).
     fn block(
         &self,
         key: &LimitKey,
         duration: Duration,
-    ) -> impl Future<Output = Result<u64, StoreError>> + Send;
+    ) -> impl Future<Output = Result<Micros, StoreError>> + Send;
 
     /// Lifts a block or ban on a key; its violations are forgotten too. Returns whether one was
     /// in force.
@@ -267,11 +267,11 @@ pub trait Store: Send + Sync + fmt::Debug + 'static {
     }
 
     /// Extends leases to [`LeaseCall::lease_us`] from the store's now: for each, its new end
-    /// (µs since the epoch), or `None` when it is no longer in force (it is not taken again).
+    /// (since the epoch), or `None` when it is no longer in force (it is not taken again).
     fn renew(
         &self,
         leases: &[LeaseCall],
-    ) -> impl Future<Output = Result<Vec<Option<u64>>, StoreError>> + Send {
+    ) -> impl Future<Output = Result<Vec<Option<Micros>>, StoreError>> + Send {
         let (_, refused) = (leases, no_leases(Store::name(self)));
         async move { Err(refused) }
     }

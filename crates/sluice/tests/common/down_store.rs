@@ -4,11 +4,11 @@ use std::future::pending;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use sluice::Store;
 use sluice::algorithm::Mode;
 use sluice::store::{
     BlocksCursor, BlocksPage, LeaseCall, LimitCall, LimitKey, StoreError, StoreReply,
 };
+use sluice::{Micros, Store};
 
 /// A store that is down: every call fails at once, or (with `hangs`) never answers.
 #[derive(Debug, Default)]
@@ -53,7 +53,7 @@ impl Store for DownStore {
     async fn reset(&self, _keys: &[LimitKey]) -> Result<(), StoreError> {
         self.fail().await
     }
-    async fn block(&self, _key: &LimitKey, _for: Duration) -> Result<u64, StoreError> {
+    async fn block(&self, _key: &LimitKey, _for: Duration) -> Result<Micros, StoreError> {
         self.fail().await
     }
     async fn unblock(&self, _key: &LimitKey) -> Result<bool, StoreError> {
@@ -68,7 +68,7 @@ impl Store for DownStore {
     async fn release(&self, _leases: &[LeaseCall]) -> Result<Vec<bool>, StoreError> {
         self.fail().await
     }
-    async fn renew(&self, _leases: &[LeaseCall]) -> Result<Vec<Option<u64>>, StoreError> {
+    async fn renew(&self, _leases: &[LeaseCall]) -> Result<Vec<Option<Micros>>, StoreError> {
         self.fail().await
     }
 }

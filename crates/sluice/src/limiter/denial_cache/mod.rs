@@ -57,8 +57,8 @@ use hashbrown::HashTable;
 use parking_lot::Mutex;
 
 use crate::algorithm::{LEVEL_EPSILON, LimitOutcome, LimitStep};
-use crate::clock::{Clock, micros};
-use crate::model::Algorithm;
+use crate::clock::Clock;
+use crate::model::{Algorithm, Micros};
 use crate::store::invalidation::{Invalidation, InvalidationListener};
 
 mod requests;
@@ -94,7 +94,7 @@ const SHARDS: usize = 16;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Mark {
     generation: u64,
-    started_us: u64,
+    started_us: Micros,
 }
 
 #[derive(Debug)]
@@ -104,22 +104,22 @@ struct Entry {
     /// The smallest cost `denied_for_us` speaks for.
     cost: u64,
     /// Local time the store call was sent.
-    started_us: u64,
+    started_us: Micros,
     /// Reply time minus `started_us`: added to reported waits so they are never early.
-    lag_us: u64,
-    /// No request of cost ≥ `cost` passes within this (0: unknown).
-    denied_for_us: u64,
-    /// No request passes within this (a block; 0: none).
-    blocked_for_us: u64,
+    lag_us: Micros,
+    /// No request of cost ≥ `cost` passes within this (zero: unknown).
+    denied_for_us: Micros,
+    /// No request passes within this (a block; zero: none).
+    blocked_for_us: Micros,
     /// What the store reported.
-    retry_after_us: u64,
-    reset_after_us: u64,
+    retry_after_us: Micros,
+    reset_after_us: Micros,
     remaining: u64,
-    blocked_until_us: Option<u64>,
+    blocked_until_us: Option<Micros>,
 }
 
 impl Entry {
-    fn end_us(&self) -> u64 {
+    fn end_us(&self) -> Micros {
         self.started_us + self.denied_for_us.max(self.blocked_for_us)
     }
 }
@@ -136,7 +136,7 @@ pub struct DenialCache {
     hasher: foldhash::fast::FixedState,
     clock: Arc<dyn Clock>,
     per_shard: usize,
-    max_stale_us: u64,
+    max_stale_us: Micros,
     /// Bumped by every invalidation (invariant 6).
     generation: AtomicU64,
     /// Everything published before this local time has been applied (0: never confirmed).
@@ -152,7 +152,7 @@ impl DenialCache {
             hasher: foldhash::fast::FixedState::with_seed(0x51u64),
             clock,
             per_shard: options.max_entries.div_ceil(SHARDS),
-            max_stale_us: micros(options.max_stale),
+            max_stale_us: options.max_stale.into(),
             generation: AtomicU64::new(0),
             confirmed_us: AtomicU64::new(0),
             len: AtomicUsize::new(0),
@@ -161,13 +161,13 @@ impl DenialCache {
 
     /// The staleness bound.
     pub fn max_stale(&self) -> Duration {
-        Duration::from_micros(self.max_stale_us)
+        self.max_stale_us.into()
     }
 
     /// The latest local time as of which the invalidation channel vouched that every
     /// invalidation published before it was applied; `None` before the first subscription.
-    pub fn confirmed_as_of(&self) -> Option<u64> {
-        Some(self.confirmed_us.load(Ordering::SeqCst)).filter(|&t| t > 0)
+    pub fn confirmed_as_of(&self) -> Option<Micros> {
+        Some(Micros::new(self.confirmed_us.load(Ordering::SeqCst))).filter(|t| !t.is_zero())
     }
 
     /// Entries held (expired ones included until they are swept).
@@ -198,9 +198,7 @@ impl DenialCache {
         let mut shard = self.shard(hash).lock();
         let entry = shard.table.find(hash, |e| e.key == *key)?;
         let now = self.clock.now_us();
-        let fresh_until = self
-            .confirmed_us
-            .load(Ordering::Relaxed)
+        let fresh_until = Micros::new(self.confirmed_us.load(Ordering::Relaxed))
             .max(entry.started_us)
             .saturating_add(self.max_stale_us);
         let blocked = now < entry.started_us + entry.blocked_for_us;
@@ -224,8 +222,8 @@ impl DenialCache {
             allowed: false,
             remaining: entry.remaining,
             reset_after_us: (replied + entry.reset_after_us).saturating_sub(now),
-            retry_after_us: Some(retry_until.saturating_sub(now).max(1)),
-            delay_us: 0,
+            retry_after_us: Some(retry_until.saturating_sub(now).max(Micros::new(1))),
+            delay_us: Micros::ZERO,
             blocked_until_us: entry.blocked_until_us.filter(|_| blocked),
             violations: 0,
             warning: false,
@@ -240,21 +238,21 @@ impl DenialCache {
         key: &LimitKey,
         step: &LimitStep,
         outcome: &LimitOutcome,
-        store_now_us: u64,
+        store_now_us: Micros,
     ) {
         if outcome.allowed || self.per_shard == 0 {
             return;
         }
         let blocked_for_us = outcome
             .blocked_until_us
-            .map_or(0, |until| until.saturating_sub(store_now_us));
+            .map_or(Micros::ZERO, |until| until.saturating_sub(store_now_us));
         // A limit with a block lock would start a new block when it denies after this one:
         // only the block itself may answer.
         let denied_for_us = match (step.block_us, outcome.retry_after_us) {
             (None, Some(retry)) => retry.saturating_sub(float_margin_us(step)),
-            _ => 0,
+            _ => Micros::ZERO,
         };
-        if denied_for_us == 0 && blocked_for_us == 0 {
+        if denied_for_us.is_zero() && blocked_for_us.is_zero() {
             return;
         }
         let now = self.clock.now_us();
@@ -291,7 +289,7 @@ impl DenialCache {
     }
 
     /// Drops expired entries, then arbitrary ones until 1/16 of the shard is free.
-    fn make_room(&self, shard: &mut Shard, now: u64) {
+    fn make_room(&self, shard: &mut Shard, now: Micros) {
         let before = shard.table.len();
         shard.table.retain(|e| now < e.end_us());
         let target = self.per_shard - (self.per_shard / 16).max(1);
@@ -351,7 +349,7 @@ impl DenialCache {
 }
 
 impl InvalidationListener for DenialCache {
-    fn now_us(&self) -> u64 {
+    fn now_us(&self) -> Micros {
         self.clock.now_us()
     }
 
@@ -359,18 +357,19 @@ impl InvalidationListener for DenialCache {
         self.invalidate(&invalidation);
     }
 
-    fn confirmed(&self, as_of_us: u64) {
-        self.confirmed_us.fetch_max(as_of_us, Ordering::SeqCst);
+    fn confirmed(&self, as_of_us: Micros) {
+        self.confirmed_us
+            .fetch_max(as_of_us.get(), Ordering::SeqCst);
     }
 }
 
 /// How much earlier than its reported retry time a float algorithm may admit (invariant 2).
-fn float_margin_us(step: &LimitStep) -> u64 {
+fn float_margin_us(step: &LimitStep) -> Micros {
     match step.algorithm {
         Algorithm::TokenBucket | Algorithm::LeakyBucket => {
-            step.params.time_to_drain(LEVEL_EPSILON) + 2
+            step.params.time_to_drain(LEVEL_EPSILON) + Micros::new(2)
         }
-        _ => 0,
+        _ => Micros::ZERO,
     }
 }
 

@@ -1,8 +1,5 @@
 //! Unit tests of the denial cache: the invariants of its module docs, one by one, on a manual
 //! clock; and, against the pure algorithms, that a cached denial never outlives the store's.
-
-use std::time::Duration;
-
 use proptest::prelude::*;
 
 use super::*;
@@ -10,7 +7,7 @@ use crate::ManualClock;
 use crate::algorithm::step::{KeyState, decide_one};
 use crate::algorithm::{Mode, Params};
 
-const S: u64 = 1_000_000;
+const S: Micros = Micros::from_secs(1);
 
 fn key(identity: &str) -> LimitKey {
     LimitKey {
@@ -20,7 +17,7 @@ fn key(identity: &str) -> LimitKey {
     }
 }
 
-fn step(algorithm: Algorithm, limit: u64, window_us: u64, cost: u64) -> LimitStep {
+fn step(algorithm: Algorithm, limit: u64, window_us: Micros, cost: u64) -> LimitStep {
     LimitStep {
         algorithm,
         params: Params::new(limit, window_us, limit),
@@ -32,13 +29,13 @@ fn step(algorithm: Algorithm, limit: u64, window_us: u64, cost: u64) -> LimitSte
     }
 }
 
-fn denied(retry_after_us: u64) -> LimitOutcome {
+fn denied(retry_after_us: Micros) -> LimitOutcome {
     LimitOutcome {
         allowed: false,
         remaining: 0,
         reset_after_us: retry_after_us,
         retry_after_us: Some(retry_after_us),
-        delay_us: 0,
+        delay_us: Micros::ZERO,
         blocked_until_us: None,
         violations: 0,
         warning: false,
@@ -59,15 +56,15 @@ fn confirm(cache: &DenialCache) {
     cache.confirmed(cache.now_us());
 }
 
-fn advance(clock: &ManualClock, us: u64) {
-    clock.advance(Duration::from_micros(us));
+fn advance(clock: &ManualClock, by: Micros) {
+    clock.advance(by.into());
 }
 
 #[test]
 fn a_denial_answers_until_its_retry_time_and_no_longer() {
     let (cache, clock) = cache(100);
     let gcra = step(Algorithm::Gcra, 1, 60 * S, 1);
-    let store_now = 42; // the store's clock plays no part in local times
+    let store_now = Micros::new(42); // the store's clock plays no part in local times
     cache.insert(cache.mark(), &key("a"), &gcra, &denied(60 * S), store_now);
     assert_eq!(cache.len(), 1);
     let hit = cache.lookup(&key("a"), 1).expect("cached");
@@ -78,10 +75,13 @@ fn a_denial_answers_until_its_retry_time_and_no_longer() {
         None,
         "other identities ask the store"
     );
-    advance(&clock, 60 * S - 1);
+    advance(&clock, 60 * S - Micros::new(1));
     confirm(&cache);
-    assert_eq!(cache.lookup(&key("a"), 1).unwrap().retry_after_us, Some(1));
-    advance(&clock, 1);
+    assert_eq!(
+        cache.lookup(&key("a"), 1).unwrap().retry_after_us,
+        Some(Micros::new(1))
+    );
+    advance(&clock, Micros::new(1));
     assert_eq!(
         cache.lookup(&key("a"), 1),
         None,
@@ -98,7 +98,7 @@ fn a_denial_at_one_cost_speaks_for_larger_costs_only() {
         &key("a"),
         &step(Algorithm::FixedWindow, 5, 60 * S, 3),
         &denied(10 * S),
-        0,
+        Micros::ZERO,
     );
     assert_eq!(cache.lookup(&key("a"), 1), None);
     assert_eq!(cache.lookup(&key("a"), 2), None);
@@ -114,30 +114,42 @@ fn a_block_speaks_for_every_cost_and_a_block_lock_only_while_it_lasts() {
     let mut locked = step(Algorithm::SlidingLog, 5, 60 * S, 1);
     locked.block_us = Some(15 * S);
     let outcome = LimitOutcome {
-        blocked_until_us: Some(1_000 + 15 * S),
+        blocked_until_us: Some(Micros::new(1_000) + 15 * S),
         ..denied(60 * S)
     };
-    cache.insert(cache.mark(), &key("a"), &locked, &outcome, 1_000);
+    cache.insert(
+        cache.mark(),
+        &key("a"),
+        &locked,
+        &outcome,
+        Micros::new(1_000),
+    );
     let hit = cache.lookup(&key("a"), 1).unwrap();
-    assert_eq!(hit.blocked_until_us, Some(1_000 + 15 * S));
+    assert_eq!(hit.blocked_until_us, Some(Micros::new(1_000) + 15 * S));
     assert_eq!(
         hit.retry_after_us,
         Some(60 * S),
         "the store's wait, never shorter"
     );
-    advance(&clock, 15 * S - 1);
+    advance(&clock, 15 * S - Micros::new(1));
     confirm(&cache);
     assert!(cache.lookup(&key("a"), 1).is_some());
-    advance(&clock, 1);
+    advance(&clock, Micros::new(1));
     assert_eq!(cache.lookup(&key("a"), 1), None);
 
     // An administrative block on a limit without block lock: every cost, until its end.
     let plain = step(Algorithm::Gcra, 100, 60 * S, 5);
     let outcome = LimitOutcome {
-        blocked_until_us: Some(9_000 + 30 * S),
+        blocked_until_us: Some(Micros::new(9_000) + 30 * S),
         ..denied(30 * S)
     };
-    cache.insert(cache.mark(), &key("b"), &plain, &outcome, 9_000);
+    cache.insert(
+        cache.mark(),
+        &key("b"),
+        &plain,
+        &outcome,
+        Micros::new(9_000),
+    );
     let small = cache.lookup(&key("b"), 1).expect("a block denies any cost");
     assert_eq!(small.retry_after_us, Some(30 * S));
 }
@@ -146,13 +158,22 @@ fn a_block_speaks_for_every_cost_and_a_block_lock_only_while_it_lasts() {
 fn float_algorithms_end_their_entries_a_little_early() {
     let (cache, clock) = cache(100);
     let bucket = step(Algorithm::TokenBucket, 1, 3600 * S, 1);
-    cache.insert(cache.mark(), &key("a"), &bucket, &denied(3600 * S), 0);
+    cache.insert(
+        cache.mark(),
+        &key("a"),
+        &bucket,
+        &denied(3600 * S),
+        Micros::ZERO,
+    );
     let margin = float_margin_us(&bucket);
-    assert!(margin > 3_000, "1e-6 of a unit of 1/h is 3.6 ms: {margin}");
-    advance(&clock, 3600 * S - margin - 1);
+    assert!(
+        margin > Micros::new(3_000),
+        "1e-6 of a unit of 1/h is 3.6 ms: {margin:?}"
+    );
+    advance(&clock, 3600 * S - margin - Micros::new(1));
     confirm(&cache);
     assert!(cache.lookup(&key("a"), 1).is_some());
-    advance(&clock, 1);
+    advance(&clock, Micros::new(1));
     assert_eq!(cache.lookup(&key("a"), 1), None);
 }
 
@@ -160,13 +181,13 @@ fn float_algorithms_end_their_entries_a_little_early() {
 fn reported_waits_count_from_the_reply() {
     let (cache, clock) = cache(100);
     let mark = cache.mark();
-    advance(&clock, 2_000); // the round trip
+    advance(&clock, Micros::new(2_000)); // the round trip
     cache.insert(
         mark,
         &key("a"),
         &step(Algorithm::Gcra, 1, 60 * S, 1),
         &denied(60 * S),
-        0,
+        Micros::ZERO,
     );
     let hit = cache.lookup(&key("a"), 1).unwrap();
     assert_eq!(
@@ -174,7 +195,7 @@ fn reported_waits_count_from_the_reply() {
         Some(60 * S),
         "from the reply: never early"
     );
-    advance(&clock, 60 * S - 2_000);
+    advance(&clock, 60 * S - Micros::new(2_000));
     confirm(&cache);
     assert_eq!(
         cache.lookup(&key("a"), 1),
@@ -187,10 +208,16 @@ fn reported_waits_count_from_the_reply() {
 fn without_confirmations_entries_live_at_most_max_stale() {
     let (cache, clock) = cache(100);
     let gcra = step(Algorithm::Gcra, 1, 60 * S, 1);
-    cache.insert(cache.mark(), &key("a"), &gcra, &denied(60 * S), 0);
-    advance(&clock, S - 1);
+    cache.insert(
+        cache.mark(),
+        &key("a"),
+        &gcra,
+        &denied(60 * S),
+        Micros::ZERO,
+    );
+    advance(&clock, S - Micros::new(1));
     assert!(cache.lookup(&key("a"), 1).is_some());
-    advance(&clock, 1);
+    advance(&clock, Micros::new(1));
     assert_eq!(
         cache.lookup(&key("a"), 1),
         None,
@@ -198,12 +225,18 @@ fn without_confirmations_entries_live_at_most_max_stale() {
     );
 
     // Confirmed at t, then silent: used until t + max_stale.
-    cache.insert(cache.mark(), &key("b"), &gcra, &denied(60 * S), 0);
+    cache.insert(
+        cache.mark(),
+        &key("b"),
+        &gcra,
+        &denied(60 * S),
+        Micros::ZERO,
+    );
     advance(&clock, 10 * S);
     confirm(&cache);
-    advance(&clock, S - 1);
+    advance(&clock, S - Micros::new(1));
     assert!(cache.lookup(&key("b"), 1).is_some());
-    advance(&clock, 1);
+    advance(&clock, Micros::new(1));
     assert_eq!(cache.lookup(&key("b"), 1), None);
     confirm(&cache);
     assert!(
@@ -221,7 +254,7 @@ fn invalidations_forget_keys_rules_or_everything_at_once() {
         ..key("a")
     };
     for k in [key("a"), key("b"), other_rule.clone()] {
-        cache.insert(cache.mark(), &k, &gcra, &denied(60 * S), 0);
+        cache.insert(cache.mark(), &k, &gcra, &denied(60 * S), Micros::ZERO);
     }
     cache.invalidate(&Invalidation::Keys(vec![key("a")]));
     assert_eq!(cache.lookup(&key("a"), 1), None);
@@ -244,7 +277,7 @@ fn a_denial_that_raced_an_invalidation_is_dropped() {
         &key("a"),
         &step(Algorithm::Gcra, 1, 60 * S, 1),
         &denied(60 * S),
-        0,
+        Micros::ZERO,
     );
     assert!(cache.is_empty());
 }
@@ -259,7 +292,7 @@ fn memory_is_bounded_and_expired_entries_go_first() {
             &key(&format!("ip={i}")),
             &gcra,
             &denied(60 * S),
-            0,
+            Micros::ZERO,
         );
         assert!(cache.len() <= 64 + SHARDS, "{} entries", cache.len());
     }
@@ -268,13 +301,13 @@ fn memory_is_bounded_and_expired_entries_go_first() {
     cache.invalidate(&Invalidation::All);
     for i in 0..32 {
         let k = key(&format!("short{i}"));
-        cache.insert(cache.mark(), &k, &gcra, &denied(S / 2), 0);
+        cache.insert(cache.mark(), &k, &gcra, &denied(S / 2), Micros::ZERO);
     }
     advance(&clock, S);
     confirm(&cache);
     for i in 0..48 {
         let k = key(&format!("long{i}"));
-        cache.insert(cache.mark(), &k, &gcra, &denied(60 * S), 0);
+        cache.insert(cache.mark(), &k, &gcra, &denied(60 * S), Micros::ZERO);
     }
     let kept = (0..48)
         .filter(|i| cache.lookup(&key(&format!("long{i}")), 1).is_some())
@@ -286,7 +319,13 @@ fn memory_is_bounded_and_expired_entries_go_first() {
 fn a_disabled_size_keeps_nothing() {
     let (cache, _clock) = cache(0);
     let gcra = step(Algorithm::Gcra, 1, 60 * S, 1);
-    cache.insert(cache.mark(), &key("a"), &gcra, &denied(60 * S), 0);
+    cache.insert(
+        cache.mark(),
+        &key("a"),
+        &gcra,
+        &denied(60 * S),
+        Micros::ZERO,
+    );
     assert!(cache.is_empty());
 }
 
@@ -338,13 +377,13 @@ proptest! {
     ) {
         let capacity = if algorithm.supports_burst() && burst > 0 { burst } else { limit };
         let mut s = LimitStep {
-            params: Params::new(limit, window_ms * 1_000, capacity),
-            ..step(algorithm, limit, window_ms * 1_000, 1)
+            params: Params::new(limit, Micros::from_millis(window_ms), capacity),
+            ..step(algorithm, limit, Micros::from_millis(window_ms), 1)
         };
         let mut state = KeyState::default();
-        let mut now = 1_767_225_600_000_000u64;
+        let mut now = Micros::new(1_767_225_600_000_000);
         for (gap, c) in history {
-            now += gap;
+            now += Micros::new(gap);
             s.cost = c.min(capacity);
             decide_one(&mut state, &s, now, Mode::Apply);
         }
@@ -362,9 +401,11 @@ proptest! {
             return Ok(());
         };
         prop_assert!(!outcome.allowed);
-        for at in [now, entry_end - 1, now + ((entry_end - 1 - now) as f64 * probe) as u64] {
+        let last = entry_end - Micros::new(1);
+        let between = Micros::new(((last - now).get() as f64 * probe) as u64);
+        for at in [now, last, now + between] {
             let (o, _) = decide_one(&mut state.clone(), &s, at, Mode::Peek);
-            prop_assert!(!o.allowed, "{algorithm:?} admits at {} < {}", at - now, entry_end - now);
+            prop_assert!(!o.allowed, "{algorithm:?} admits at {:?} < {:?}", at - now, entry_end - now);
         }
     }
 }

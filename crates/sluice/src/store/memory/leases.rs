@@ -3,6 +3,7 @@
 
 use super::{KeyRef, MemoryStore};
 use crate::algorithm::{AlgoState, concurrency};
+use crate::model::Micros;
 use crate::store::LeaseCall;
 
 impl MemoryStore {
@@ -18,7 +19,7 @@ impl MemoryStore {
             .collect()
     }
 
-    pub(super) fn renew_now(&self, leases: &[LeaseCall]) -> Vec<Option<u64>> {
+    pub(super) fn renew_now(&self, leases: &[LeaseCall]) -> Vec<Option<Micros>> {
         leases
             .iter()
             .map(|call| {
@@ -34,7 +35,7 @@ impl MemoryStore {
     fn with_leases<T>(
         &self,
         call: &LeaseCall,
-        f: impl FnOnce(&mut concurrency::State, u64) -> Option<T>,
+        f: impl FnOnce(&mut concurrency::State, Micros) -> Option<T>,
     ) -> Option<T> {
         let key = KeyRef::from(&call.key);
         let (hash, shard) = self.locate(key);

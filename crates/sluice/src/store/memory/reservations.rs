@@ -13,14 +13,15 @@ use parking_lot::Mutex;
 use super::{KeyRef, MemoryStore, StoreError};
 use crate::algorithm::concurrency::LeaseToken;
 use crate::algorithm::settle::settle;
+use crate::model::Micros;
 use crate::store::{LimitKey, ReserveCall, SettleCall};
 
 /// What is remembered of one reservation on one limit.
 #[derive(Debug, Clone, Copy)]
 struct Reserved {
     estimate: u64,
-    at_us: u64,
-    until_us: u64,
+    at_us: Micros,
+    until_us: Micros,
 }
 
 /// The reservations of a memory store.
@@ -28,7 +29,7 @@ struct Reserved {
 pub(super) struct Reservations(Mutex<HashMap<(LimitKey, LeaseToken), Reserved>>);
 
 impl Reservations {
-    fn remember(&self, calls: &[ReserveCall], now: u64, cap: usize) -> Result<(), StoreError> {
+    fn remember(&self, calls: &[ReserveCall], now: Micros, cap: usize) -> Result<(), StoreError> {
         let mut map = self.0.lock();
         if map.len() + calls.len() > cap {
             map.retain(|_, r| r.until_us > now);
@@ -52,7 +53,7 @@ impl Reservations {
         Ok(())
     }
 
-    fn take(&self, key: &LimitKey, token: LeaseToken, now: u64) -> Option<Reserved> {
+    fn take(&self, key: &LimitKey, token: LeaseToken, now: Micros) -> Option<Reserved> {
         self.0
             .lock()
             .remove(&(key.clone(), token))
@@ -89,7 +90,7 @@ impl MemoryStore {
                 r.estimate,
                 call.actual,
             );
-            let keep = state.ttl_us(ttl.unwrap_or(0), now);
+            let keep = state.ttl_us(ttl.unwrap_or_default(), now);
             if shard.put(hash, key, state, keep, now).is_err() {
                 return Err(self.full());
             }

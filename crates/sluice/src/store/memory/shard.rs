@@ -11,6 +11,7 @@ use hashbrown::HashTable;
 
 use super::stored_key::StoredKey;
 use crate::algorithm::KeyState;
+use crate::model::Micros;
 use crate::store::KeyRef;
 
 /// A key's state. Aligned so that an entry spans exactly two cache lines.
@@ -20,7 +21,7 @@ pub(super) struct Entry {
     /// The key's full hash: compared before the key, and the table never rehashes keys.
     pub hash: u64,
     /// After this time the state is equivalent to no state.
-    pub expires_us: u64,
+    pub expires_us: Micros,
     pub state: KeyState,
     pub key: StoredKey,
 }
@@ -38,7 +39,7 @@ pub(super) struct Shard {
     cap: usize,
     /// No entry expires before this (it may be later than the true earliest): a shard at its
     /// cap sweeps only once something can have expired, so refused keys cost no repeated scans.
-    earliest_expiry_us: u64,
+    earliest_expiry_us: Micros,
     /// Entries dropped to make room for a new key (all of them expired).
     pub evictions: u64,
     /// New keys refused because every entry was live.
@@ -51,7 +52,7 @@ impl Shard {
             table: HashTable::new(),
             sweep_at_len: 64,
             cap,
-            earliest_expiry_us: 0,
+            earliest_expiry_us: Micros::ZERO,
             evictions: 0,
             refusals: 0,
         }
@@ -66,9 +67,9 @@ impl Shard {
     }
 
     /// Drops every entry whose state has expired; returns how many.
-    pub fn sweep(&mut self, now: u64) -> usize {
+    pub fn sweep(&mut self, now: Micros) -> usize {
         let before = self.table.len();
-        let mut earliest = u64::MAX;
+        let mut earliest = Micros::MAX;
         self.table.retain(|e| {
             let live = e.expires_us > now;
             if live {
@@ -82,7 +83,7 @@ impl Shard {
     }
 
     /// Notes that an entry now expires at `expires_us`.
-    pub fn expires_at(&mut self, expires_us: u64) {
+    pub fn expires_at(&mut self, expires_us: Micros) {
         self.earliest_expiry_us = self.earliest_expiry_us.min(expires_us);
     }
 
@@ -92,7 +93,7 @@ impl Shard {
     }
 
     /// Removes a key's state, returning it with the time it expires (no state if expired).
-    pub fn take(&mut self, hash: u64, key: KeyRef<'_>, now: u64) -> (KeyState, u64) {
+    pub fn take(&mut self, hash: u64, key: KeyRef<'_>, now: Micros) -> (KeyState, Micros) {
         match self
             .table
             .find_entry(hash, |e| e.hash == hash && e.key.is(key))
@@ -113,7 +114,7 @@ impl Shard {
     /// has expired (it equals no state, so forgetting it changes no decision); then nothing —
     /// any live state (a count, a timestamp, a block, remembered violations) could still deny a
     /// request, and forgetting it would let its identity start over, so the new keys are refused.
-    pub fn make_room(&mut self, new: usize, now: u64) -> Result<(), Full> {
+    pub fn make_room(&mut self, new: usize, now: Micros) -> Result<(), Full> {
         if self.table.len() + new <= self.cap {
             return Ok(());
         }
@@ -133,8 +134,15 @@ impl Shard {
 
     /// Stores a key's state for `ttl_us` (not at all when 0). The key must not be present, and
     /// [`Shard::make_room`] must have said there is room.
-    pub fn insert(&mut self, hash: u64, key: KeyRef<'_>, state: KeyState, ttl_us: u64, now: u64) {
-        if ttl_us == 0 {
+    pub fn insert(
+        &mut self,
+        hash: u64,
+        key: KeyRef<'_>,
+        state: KeyState,
+        ttl_us: Micros,
+        now: Micros,
+    ) {
+        if ttl_us.is_zero() {
             return;
         }
         debug_assert!(self.table.len() < self.cap, "make_room was not asked");
@@ -157,10 +165,10 @@ impl Shard {
         hash: u64,
         key: KeyRef<'_>,
         state: KeyState,
-        ttl_us: u64,
-        now: u64,
+        ttl_us: Micros,
+        now: Micros,
     ) -> Result<(), Full> {
-        if ttl_us == 0 {
+        if ttl_us.is_zero() {
             return Ok(());
         }
         self.make_room(1, now)?;

@@ -6,7 +6,7 @@ use crate::algorithm::{LimitStep, Params};
 use crate::clock::ManualClock;
 use crate::model::Algorithm;
 
-fn call(i: usize, block_us: Option<u64>) -> LimitCall {
+fn call(i: usize, block_us: Option<Micros>) -> LimitCall {
     LimitCall {
         key: LimitKey {
             rule: "r".into(),
@@ -15,7 +15,7 @@ fn call(i: usize, block_us: Option<u64>) -> LimitCall {
         },
         step: LimitStep {
             algorithm: Algorithm::Gcra,
-            params: Params::new(1, 1_000_000, 1),
+            params: Params::new(1, Micros::from_secs(1), 1),
             cost: 1,
             block_us,
             penalty: None,
@@ -48,7 +48,7 @@ fn idle_keys_are_evicted_once_they_cannot_matter() {
 fn a_block_keeps_its_key_until_it_ends() {
     let clock = ManualClock::at_2026();
     let store = MemoryStore::with_clock(Arc::new(clock.clone()));
-    let c = call(1, Some(60_000_000));
+    let c = call(1, Some(Micros::from_secs(60)));
     store
         .decide_now(std::slice::from_ref(&c), Mode::Apply)
         .unwrap();

@@ -7,7 +7,7 @@
 use std::time::{Duration, Instant};
 
 use super::{RedisStore, keys, store_error};
-use crate::clock::micros;
+use crate::model::Micros;
 use crate::store::{BlockEntry, BlocksCursor, BlocksPage, LimitKey, StoreError};
 use keys::Part;
 
@@ -47,7 +47,7 @@ impl RedisStore {
         &self,
         key: &LimitKey,
         duration: Duration,
-    ) -> Result<u64, StoreError> {
+    ) -> Result<Micros, StoreError> {
         let mut conn = self.inner.conn.clone();
         self.inner
             .scripts
@@ -55,7 +55,7 @@ impl RedisStore {
             .key(self.key(key, Part::Counter))
             .key(self.key(key, Part::Block))
             .arg(self.client_now_arg())
-            .arg(micros(duration))
+            .arg(Micros::from(duration))
             .arg(self.inner.min_ttl_us)
             .invoke_async(&mut conn)
             .await
@@ -143,7 +143,7 @@ impl RedisStore {
         &self,
         rule: &str,
         found: &[String],
-        now: u64,
+        now: Micros,
         page: &mut BlocksPage,
     ) -> Result<(), StoreError> {
         if found.is_empty() {
@@ -172,7 +172,7 @@ impl RedisStore {
                 continue; // expired between SCAN and GET
             };
             match (
-                value.parse::<u64>(),
+                value.parse::<u64>().map(Micros::new),
                 keys::parse_block_key(&self.inner.prefix, rule, key),
             ) {
                 (Ok(until), Some(k)) => {

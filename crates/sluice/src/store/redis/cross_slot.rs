@@ -42,6 +42,7 @@ use redis::Script;
 use super::keys::{self, Part};
 use super::{RedisStore, slot, store_error};
 use crate::algorithm::{LimitOutcome, Mode};
+use crate::model::Micros;
 use crate::store::{LeaseCall, LimitCall, StoreError, StoreReply};
 
 /// The give-back script: prelude and `lua/give_back.lua`.
@@ -94,7 +95,7 @@ impl RedisStore {
         let mut asked = 0;
         let mut denied = false;
         // Groups that consumed: their calls' indices and the time they consumed at.
-        let mut consumed: Vec<(Vec<usize>, u64)> = Vec::new();
+        let mut consumed: Vec<(Vec<usize>, Micros)> = Vec::new();
         let mut failure = None;
         if mode == Mode::Apply {
             for group in groups {
@@ -174,7 +175,7 @@ impl RedisStore {
         &self,
         calls: &[LimitCall],
         took: &[usize],
-        at: u64,
+        at: Micros,
     ) -> Result<(), StoreError> {
         // A concurrency limit gives its units back by releasing the lease it took.
         let (leases, took): (Vec<usize>, Vec<usize>) = took.iter().partition(|&&i| {
@@ -198,7 +199,7 @@ impl RedisStore {
         let script = &self.inner.give_back;
         let mut invocation = script.prepare_invoke();
         invocation.arg(self.client_now_arg());
-        invocation.arg(at);
+        invocation.arg(at.get());
         for &i in &took {
             let call = &calls[i];
             let p = &call.step.params;
@@ -206,7 +207,7 @@ impl RedisStore {
             invocation
                 .arg(call.step.algorithm.wire_code())
                 .arg(p.count)
-                .arg(p.window_us)
+                .arg(p.window_us.get())
                 .arg(p.capacity)
                 .arg(call.step.cost);
         }

@@ -7,6 +7,7 @@
 use futures::future::try_join_all;
 
 use super::{RedisStore, keys, store_error};
+use crate::model::Micros;
 use crate::store::{LeaseCall, StoreError};
 
 impl RedisStore {
@@ -38,8 +39,11 @@ impl RedisStore {
     pub(super) async fn renew_leases(
         &self,
         leases: &[LeaseCall],
-    ) -> Result<Vec<Option<u64>>, StoreError> {
+    ) -> Result<Vec<Option<Micros>>, StoreError> {
         let replies = self.lease_op(leases, "renew").await?;
-        Ok(replies.into_iter().map(|r| u64::try_from(r).ok()).collect())
+        Ok(replies
+            .into_iter()
+            .map(|r| u64::try_from(r).ok().map(Micros::new))
+            .collect())
     }
 }

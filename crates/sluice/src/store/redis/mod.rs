@@ -107,7 +107,8 @@ use super::{
     StoreError, StoreReply,
 };
 use crate::algorithm::Mode;
-use crate::clock::{Clock, micros};
+use crate::clock::Clock;
+use crate::model::Micros;
 use connection::RedisConnection;
 use failover::Dial;
 use keys::Part;
@@ -129,7 +130,7 @@ struct Inner {
     conn: RedisConnection,
     prefix: String,
     clock: Option<Arc<dyn Clock>>,
-    min_ttl_us: u64,
+    min_ttl_us: Micros,
     list_budget: Duration,
     scripts: Scripts,
     /// The server refused functions: the general decision runs as a script (see [`function`]).
@@ -183,7 +184,7 @@ impl RedisStore {
                 conn,
                 prefix: options.prefix,
                 clock: options.clock,
-                min_ttl_us: micros(options.min_ttl),
+                min_ttl_us: options.min_ttl.into(),
                 list_budget: options.list_budget,
                 scripts: Scripts::default(),
                 no_functions: AtomicBool::new(false),
@@ -227,7 +228,7 @@ impl RedisStore {
         keys::key(&self.inner.prefix, key, part)
     }
 
-    fn client_now(&self) -> Option<u64> {
+    fn client_now(&self) -> Option<Micros> {
         self.inner.clock.as_ref().map(|c| c.now_us())
     }
 
@@ -237,7 +238,7 @@ impl RedisStore {
     }
 
     /// The decision time: the client clock if configured, else Redis `TIME`.
-    async fn now_us(&self) -> Result<u64, StoreError> {
+    async fn now_us(&self) -> Result<Micros, StoreError> {
         if let Some(now) = self.client_now() {
             return Ok(now);
         }
@@ -246,7 +247,7 @@ impl RedisStore {
             .query_async(&mut conn)
             .await
             .map_err(store_error)?;
-        Ok(secs * 1_000_000 + micros)
+        Ok(Micros::from_secs(secs) + Micros::new(micros))
     }
 
     /// The command, name first, that decides `calls` as [`Store::decide`] sends it (`EVALSHA` of
@@ -351,7 +352,7 @@ impl Store for RedisStore {
         self.reset_keys(keys).await
     }
 
-    async fn block(&self, key: &LimitKey, duration: Duration) -> Result<u64, StoreError> {
+    async fn block(&self, key: &LimitKey, duration: Duration) -> Result<Micros, StoreError> {
         self.block_key(key, duration).await
     }
 
@@ -375,7 +376,7 @@ impl Store for RedisStore {
         self.release_leases(leases).await
     }
 
-    async fn renew(&self, leases: &[LeaseCall]) -> Result<Vec<Option<u64>>, StoreError> {
+    async fn renew(&self, leases: &[LeaseCall]) -> Result<Vec<Option<Micros>>, StoreError> {
         self.renew_leases(leases).await
     }
 

@@ -25,11 +25,16 @@ impl RedisStore {
                 .arg(format!(
                     "{}:{}:{}",
                     call.estimate,
-                    call.at_us,
-                    call.at_us.saturating_add(call.for_us)
+                    call.at_us.get(),
+                    call.at_us.saturating_add(call.for_us).get()
                 ))
                 .arg("PX")
-                .arg(call.for_us.max(self.inner.min_ttl_us).div_ceil(1000).max(1));
+                .arg(
+                    call.for_us
+                        .max(self.inner.min_ttl_us)
+                        .as_millis_ceil()
+                        .max(1),
+                );
             async move { cmd.query_async::<()>(&mut conn).await }
         });
         try_join_all(sets).await.map_err(store_error)?;
