@@ -94,17 +94,33 @@ pub struct CheckArgs {
     pub cost: u64,
     /// Instead of checking, release this lease (the `lease` of an admitted decision on a rule
     /// with a concurrency limit); exit 0 when it was held.
-    #[arg(long, value_name = "LEASE", conflicts_with_all = ["renew", "settle", "rule"])]
+    // Tokens are URL-safe base64, so one may start with `-`.
+    #[arg(
+        long,
+        value_name = "LEASE",
+        allow_hyphen_values = true,
+        conflicts_with_all = ["renew", "settle", "rule"]
+    )]
     pub release: Option<String>,
     /// Instead of checking, extend this lease by its `lease` duration; exit 0 when it was held.
-    #[arg(long, value_name = "LEASE", conflicts_with_all = ["settle", "rule"])]
+    #[arg(
+        long,
+        value_name = "LEASE",
+        allow_hyphen_values = true,
+        conflicts_with_all = ["settle", "rule"]
+    )]
     pub renew: Option<String>,
     /// `--cost` is an estimate: an admitted check prints a `reservation` to settle.
     #[arg(long, conflicts_with_all = ["release", "renew", "settle"])]
     pub reserve: bool,
     /// Instead of checking, settle this reservation at `--cost` (what the request really cost);
     /// exit 0 when it was settled.
-    #[arg(long, value_name = "RESERVATION", conflicts_with = "rule")]
+    #[arg(
+        long,
+        value_name = "RESERVATION",
+        allow_hyphen_values = true,
+        conflicts_with = "rule"
+    )]
     pub settle: Option<String>,
     /// The rule to check.
     #[arg(required_unless_present_any = ["release", "renew", "settle"])]
@@ -168,6 +184,22 @@ mod tests {
         assert_eq!(
             parse(&["--renew", "L"]).unwrap().renew.as_deref(),
             Some("L")
+        );
+        // Tokens are URL-safe base64: a leading `-` is part of the token, not a flag.
+        assert_eq!(
+            parse(&["--renew", "-yQ2xL"]).unwrap().renew.as_deref(),
+            Some("-yQ2xL")
+        );
+        assert_eq!(
+            parse(&["--release", "-c"]).unwrap().release.as_deref(),
+            Some("-c")
+        );
+        assert_eq!(
+            parse(&["--settle", "-R", "--cost", "3"])
+                .unwrap()
+                .settle
+                .as_deref(),
+            Some("-R")
         );
         assert!(parse(&["--release", "L", "--renew", "L"]).is_err());
         assert!(parse(&["--release", "L", "login"]).is_err());

@@ -6,11 +6,13 @@
 
 use std::collections::HashMap;
 
+use sluice::Micros;
+
 /// One request: when, from whom, how many units.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Event {
-    /// Microseconds from the start of the simulation.
-    pub at_us: u64,
+    /// Time from the start of the simulation.
+    pub at_us: Micros,
     /// Index into [`Identities`].
     pub identity: u32,
     /// Units the request consumes.

@@ -193,8 +193,8 @@ pub async fn simulate(args: &SimulateArgs, progress: &ProgressBar) -> anyhow::Re
         }
     };
     let bucket_us = match &args.trace {
-        Some(_) => 1_000_000,
-        None => (Micros::from(args.traffic.duration).get() / POINTS as u64).max(1_000),
+        Some(_) => Micros::from_secs(1),
+        None => (Micros::from(args.traffic.duration) / POINTS as u64).max(Micros::from_millis(1)),
     };
     let main = limiter(&plan.rules, &clock)?;
     let mut subjects: Vec<Subject> = plan
@@ -208,9 +208,9 @@ pub async fn simulate(args: &SimulateArgs, progress: &ProgressBar) -> anyhow::Re
     // Offsets from the start of the run, as the report shows them.
     let outage = args
         .store_down
-        .map(|(from, to)| (Micros::from(from).get(), Micros::from(to).get()));
+        .map(|(from, to)| (Micros::from(from), Micros::from(to)));
     if let Some((from, to)) = outage {
-        let down = (base_us() + Micros::new(from), base_us() + Micros::new(to));
+        let down = (base_us() + from, base_us() + to);
         for policy in outage::POLICIES {
             let fleet = outage::fleet(&plan.rules, policy, args.nodes, &clock, down)?;
             for (name, rule) in &plan.rules {
@@ -249,7 +249,7 @@ pub async fn simulate(args: &SimulateArgs, progress: &ProgressBar) -> anyhow::Re
             requests: totals.requests,
             identities: traffic.identities().len(),
             simulated_s: match &args.trace {
-                Some(_) => totals.last_us as f64 / 1e6,
+                Some(_) => totals.last_us.as_secs_f64(),
                 None => args.traffic.duration.as_secs_f64(),
             },
             command: std::iter::once("sluice".to_string())
@@ -260,8 +260,8 @@ pub async fn simulate(args: &SimulateArgs, progress: &ProgressBar) -> anyhow::Re
         limits: measured.iter().map(|m| m.summary.clone()).collect(),
         outage: outage.map(|(from, to)| Outage {
             nodes: args.nodes.max(1),
-            from_s: from as f64 / 1e6,
-            to_s: to as f64 / 1e6,
+            from_s: from.as_secs_f64(),
+            to_s: to.as_secs_f64(),
             limits: outage_rows.iter().map(|m| m.summary.clone()).collect(),
         }),
     };
@@ -286,7 +286,7 @@ async fn window_edge(args: &SimulateArgs, plan: &Plan) -> anyhow::Result<Vec<Mea
     let clock = ManualClock::at_2026();
     let (mut traffic, _) =
         PatternTraffic::new(&traffic_args, plan.limit, plan.window, &plan.attributes);
-    let bucket_us = (Micros::from(traffic_args.duration).get() / 4000).max(1);
+    let bucket_us = (Micros::from(traffic_args.duration) / 4000).max(Micros::new(1));
     let main = limiter(&plan.rules, &clock)?;
     let mut subjects: Vec<Subject> = plan
         .rules

@@ -13,17 +13,18 @@ use anyhow::Context;
 use super::Simulation;
 use super::plot::{self, Chart};
 use super::replay::Measured;
+use sluice::Micros;
 
 /// Points per plotted series.
 const POINTS: usize = 480;
 
-fn seconds(i: usize, bucket_us: u64) -> f64 {
-    (i as u64 * bucket_us) as f64 / 1e6
+fn seconds(i: usize, bucket_us: Micros) -> f64 {
+    (i as u64 * bucket_us).as_secs_f64()
 }
 
 /// Units per second per bucket.
-fn rate(values: &[u64], bucket_us: u64) -> Vec<(f64, f64)> {
-    let per_second = 1e6 / bucket_us as f64;
+fn rate(values: &[u64], bucket_us: Micros) -> Vec<(f64, f64)> {
+    let per_second = 1.0 / bucket_us.as_secs_f64();
     values
         .iter()
         .enumerate()
@@ -110,7 +111,7 @@ fn window_edge(edge: &[Measured]) -> Chart {
         return chart;
     };
     let window_s = first.summary.window_ms as f64 / 1e3;
-    let bucket_s = first.series.bucket_us as f64 / 1e6;
+    let bucket_s = first.series.bucket_us.as_secs_f64();
     chart.lines = edge
         .iter()
         .zip(&chart.lines)

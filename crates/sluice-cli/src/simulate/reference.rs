@@ -7,6 +7,8 @@
 
 use std::collections::HashMap;
 
+use sluice::Micros;
+
 use super::window::Window;
 
 /// Identities whose log is empty are dropped after this many decisions, bounding memory to the
@@ -17,14 +19,14 @@ const SWEEP_EVERY: u64 = 1 << 16;
 #[derive(Debug)]
 pub struct ExactSlidingLog {
     limit: u64,
-    window_us: u64,
+    window_us: Micros,
     logs: HashMap<String, Window>,
     decisions: u64,
 }
 
 impl ExactSlidingLog {
     /// `limit` units per `window_us`.
-    pub fn new(limit: u64, window_us: u64) -> ExactSlidingLog {
+    pub fn new(limit: u64, window_us: Micros) -> ExactSlidingLog {
         ExactSlidingLog {
             limit,
             window_us,
@@ -34,7 +36,7 @@ impl ExactSlidingLog {
     }
 
     /// Decides (and records, when admitted) `cost` units of `identity` at `now`.
-    pub fn admit(&mut self, identity: &str, now: u64, cost: u64) -> bool {
+    pub fn admit(&mut self, identity: &str, now: Micros, cost: u64) -> bool {
         self.decisions += 1;
         if self.decisions.is_multiple_of(SWEEP_EVERY) {
             let window_us = self.window_us;
@@ -54,19 +56,20 @@ impl ExactSlidingLog {
 
 #[cfg(test)]
 mod tests {
-    use super::ExactSlidingLog;
+    use super::{ExactSlidingLog, Micros};
 
     #[test]
     fn admits_the_limit_per_window_per_identity() {
-        let mut log = ExactSlidingLog::new(2, 1_000);
-        assert!(log.admit("a", 0, 1));
-        assert!(log.admit("a", 10, 1));
-        assert!(!log.admit("a", 999, 1));
-        assert!(log.admit("b", 999, 2));
-        assert!(log.admit("a", 1_000, 1));
-        assert!(!log.admit("a", 1_005, 1));
+        let us = Micros::new;
+        let mut log = ExactSlidingLog::new(2, us(1_000));
+        assert!(log.admit("a", us(0), 1));
+        assert!(log.admit("a", us(10), 1));
+        assert!(!log.admit("a", us(999), 1));
+        assert!(log.admit("b", us(999), 2));
+        assert!(log.admit("a", us(1_000), 1));
+        assert!(!log.admit("a", us(1_005), 1));
         assert!(
-            !log.admit("c", 1_005, 3),
+            !log.admit("c", us(1_005), 3),
             "a cost above the limit never fits"
         );
     }

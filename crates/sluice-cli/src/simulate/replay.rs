@@ -43,9 +43,9 @@ impl Subject {
         name: &str,
         rule: &Rule,
         nodes: Vec<Limiter>,
-        bucket_us: u64,
+        bucket_us: Micros,
         attack: Option<Attack>,
-        span: Option<(u64, u64)>,
+        span: Option<(Micros, Micros)>,
     ) -> Subject {
         let tallies = rule
             .limits
@@ -76,8 +76,8 @@ pub struct Measured {
 pub struct Totals {
     /// Requests read.
     pub requests: u64,
-    /// Time of the last request (µs from the start).
-    pub last_us: u64,
+    /// Time of the last request (from the start).
+    pub last_us: Micros,
 }
 
 /// Replays `traffic` through the subjects; the clock shows `base_us` plus each request's time.
@@ -91,7 +91,7 @@ pub async fn replay(
     let mut totals = Totals::default();
     let mut key = String::new();
     while let Some(event) = traffic.next_event()? {
-        clock.set_us(base_us + Micros::new(event.at_us));
+        clock.set_us(base_us + event.at_us);
         let attributes = traffic.identities().get(event.identity);
         for subject in subjects.iter_mut() {
             let node = &subject.nodes[(totals.requests % subject.nodes.len() as u64) as usize];

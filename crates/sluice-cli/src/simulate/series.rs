@@ -5,12 +5,13 @@
 //! and [`Series::downsampled`] merges buckets for plotting.
 
 use serde::Serialize;
+use sluice::Micros;
 
 /// Per-bucket counts (units).
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct Series {
-    /// Bucket length (µs).
-    pub bucket_us: u64,
+    /// Bucket length.
+    pub bucket_us: Micros,
     /// Units offered.
     pub offered: Vec<u64>,
     /// Units admitted.
@@ -23,15 +24,15 @@ pub struct Series {
 
 impl Series {
     /// An empty series of `bucket_us` buckets.
-    pub fn new(bucket_us: u64) -> Series {
+    pub fn new(bucket_us: Micros) -> Series {
         Series {
-            bucket_us: bucket_us.max(1),
+            bucket_us: bucket_us.max(Micros::new(1)),
             ..Series::default()
         }
     }
 
     /// The index of the bucket holding `at_us`, grown into existence.
-    pub fn bucket(&mut self, at_us: u64) -> usize {
+    pub fn bucket(&mut self, at_us: Micros) -> usize {
         let i = (at_us / self.bucket_us) as usize;
         if i >= self.offered.len() {
             for v in [
@@ -57,7 +58,7 @@ impl Series {
             .zip(&self.exact)
             .map(|(a, e)| a.abs_diff(*e))
             .sum();
-        total as f64 / self.admitted.len() as f64 / (self.bucket_us as f64 / 1e6)
+        total as f64 / self.admitted.len() as f64 / self.bucket_us.as_secs_f64()
     }
 
     /// The series with at most `points` buckets (sums merged, peaks maxed).
@@ -80,19 +81,19 @@ impl Series {
 
 #[cfg(test)]
 mod tests {
-    use super::Series;
+    use super::{Micros, Series};
 
     #[test]
     fn buckets_grow_and_merge() {
-        let mut s = Series::new(1_000_000);
-        let i = s.bucket(2_500_000);
+        let mut s = Series::new(Micros::from_secs(1));
+        let i = s.bucket(Micros::new(2_500_000));
         s.admitted[i] += 3;
         s.exact[i] += 1;
         s.peak[i] = 3;
         assert_eq!(s.offered.len(), 3);
         assert!((s.mean_rate_error() - 2.0 / 3.0).abs() < 1e-9);
         let d = s.downsampled(2);
-        assert_eq!(d.bucket_us, 2_000_000);
+        assert_eq!(d.bucket_us, Micros::from_secs(2));
         assert_eq!(d.admitted, [0, 3]);
         assert_eq!(d.peak, [0, 3]);
     }

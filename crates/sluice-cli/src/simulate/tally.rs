@@ -15,7 +15,7 @@
 use std::collections::HashMap;
 
 use serde::Serialize;
-use sluice::Algorithm;
+use sluice::{Algorithm, Micros};
 
 use super::reference::ExactSlidingLog;
 use super::series::Series;
@@ -37,10 +37,10 @@ pub struct AttackTimes {
 /// Admissions within a span of interest (the store outage).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct SpanStats {
-    /// Start (µs from the start of the simulation).
-    pub from_us: u64,
+    /// Start (from the start of the simulation).
+    pub from_us: Micros,
     /// End.
-    pub to_us: u64,
+    pub to_us: Micros,
     /// Units offered within the span.
     pub offered: u64,
     /// Units admitted within the span.
@@ -101,8 +101,8 @@ pub struct Summary {
 /// One request as a tally sees it.
 #[derive(Debug, Clone, Copy)]
 pub struct Request<'a> {
-    /// Microseconds from the start.
-    pub at_us: u64,
+    /// Time from the start.
+    pub at_us: Micros,
     /// The requester's identity index (to follow the attacker).
     pub requester: u32,
     /// The limit's key for the requester (`ip=203.0.113.9`).
@@ -115,7 +115,7 @@ pub struct Request<'a> {
 #[derive(Debug)]
 pub struct Tally {
     summary: Summary,
-    window_us: u64,
+    window_us: Micros,
     reference: ExactSlidingLog,
     admitted_windows: HashMap<String, Window>,
     series: Series,
@@ -135,11 +135,11 @@ impl Tally {
     pub fn new(
         subject: &str,
         limit: &sluice::Limit,
-        bucket_us: u64,
+        bucket_us: Micros,
         attack: Option<Attack>,
-        span: Option<(u64, u64)>,
+        span: Option<(Micros, Micros)>,
     ) -> Tally {
-        let window_us = limit.rate.window_us().get();
+        let window_us = limit.rate.window_us();
         Tally {
             summary: Summary {
                 subject: subject.to_string(),
@@ -147,7 +147,7 @@ impl Tally {
                 algorithm: limit.algorithm,
                 limit: limit.rate.count,
                 capacity: limit.capacity(),
-                window_ms: window_us / 1000,
+                window_ms: window_us.as_millis(),
                 offered_requests: 0,
                 admitted_requests: 0,
                 denied_requests: 0,
@@ -224,7 +224,7 @@ impl Tally {
             in_window += cost;
             if in_window > s.peak_in_window {
                 s.peak_in_window = in_window;
-                s.peak_at_ms = at_us / 1000;
+                s.peak_at_ms = at_us.as_millis();
             }
             self.series.peak[b] = self.series.peak[b].max(in_window);
         } else {
@@ -244,10 +244,10 @@ impl Tally {
         let attacker = self.attack.filter(|a| a.identity == requester);
         if let (Some(attack), Some(times)) = (attacker, &mut s.attacker) {
             if !admitted && at_us >= attack.from_us && times.first_denial_ms.is_none() {
-                times.first_denial_ms = Some((at_us - attack.from_us) / 1000);
+                times.first_denial_ms = Some((at_us - attack.from_us).as_millis());
             }
             if admitted && at_us >= attack.to_us && times.recovery_ms.is_none() {
-                times.recovery_ms = Some((at_us - attack.to_us) / 1000);
+                times.recovery_ms = Some((at_us - attack.to_us).as_millis());
             }
         }
     }

@@ -18,6 +18,8 @@ use std::path::Path;
 use anyhow::{Context, bail};
 use serde::Deserialize;
 
+use sluice::Micros;
+
 use super::event::{Event, Identities};
 use super::replay::Traffic;
 
@@ -26,8 +28,8 @@ use super::replay::Traffic;
 pub struct TraceTraffic {
     format: Format,
     identities: Identities,
-    first_time_us: Option<u64>,
-    last_us: u64,
+    first_time_us: Option<Micros>,
+    last_us: Micros,
     line: u64,
     size: u64,
     read: u64,
@@ -109,7 +111,7 @@ impl TraceTraffic {
             format,
             identities: Identities::default(),
             first_time_us: None,
-            last_us: 0,
+            last_us: Micros::ZERO,
             line: 0,
             size,
             read: 0,
@@ -126,15 +128,15 @@ impl TraceTraffic {
         if !time.is_finite() || !(0.0..=1e11).contains(&time) {
             bail!("line {}: `time` must be seconds, not {time}", self.line);
         }
-        let time_us = (time * 1e6).round() as u64;
+        let time_us = Micros::new((time * 1e6).round() as u64);
         let first = *self.first_time_us.get_or_insert(time_us);
-        let at_us = time_us.checked_sub(first).unwrap_or(u64::MAX);
-        if at_us < self.last_us || at_us == u64::MAX {
+        let at_us = time_us.checked_sub(first);
+        let Some(at_us) = at_us.filter(|&at| at >= self.last_us) else {
             bail!(
                 "line {}: time goes backwards (requests must be in time order)",
                 self.line
             );
-        }
+        };
         if cost > sluice::limiter::MAX_COST {
             bail!("line {}: cost {cost} is too large", self.line);
         }

@@ -13,6 +13,8 @@ use clap::{Args, ValueEnum};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
+use sluice::Micros;
+
 use super::event::{Event, Identities};
 use super::parse_span;
 use super::replay::Traffic;
@@ -77,45 +79,54 @@ fn parse_duration(text: &str) -> Result<Duration, String> {
     sluice::model::parse_duration(text).map_err(|e| e.message)
 }
 
-fn us(d: Duration) -> u64 {
-    sluice::Micros::from(d).get()
+fn us(d: Duration) -> Micros {
+    Micros::from(d)
+}
+
+/// `seconds` as whole microseconds, at least one.
+fn at_least_one_us(seconds: f64) -> Micros {
+    Micros::new((seconds * 1e6).max(1.0) as u64)
 }
 
 /// When one identity sends.
 #[derive(Debug, Clone)]
 enum Source {
-    /// One request every `interval` µs.
-    Every { interval: u64 },
-    /// `size` requests 1 ms apart every `every` µs; `sent` counts the requests so far.
-    Bursts { size: u32, every: u64, sent: u64 },
+    /// One request every `interval`.
+    Every { interval: Micros },
+    /// `size` requests 1 ms apart every `every`; `sent` counts the requests so far.
+    Bursts { size: u32, every: Micros, sent: u64 },
     /// `size` requests spread over the last 1 % before every other multiple of `window` and
     /// `size` over the first 1 % after it.
-    Edge { size: u32, window: u64, sent: u64 },
-    /// Evenly spaced at a rate growing linearly from `from` to `to` req/s over `over` µs.
-    Ramp { from: f64, to: f64, over: u64 },
+    Edge {
+        size: u32,
+        window: Micros,
+        sent: u64,
+    },
+    /// Evenly spaced at a rate growing linearly from `from` to `to` req/s over `over`.
+    Ramp { from: f64, to: f64, over: Micros },
     /// Poisson arrivals at `rps`, and at `attack_rps` within `attack`.
     Random {
         rps: f64,
         attack_rps: f64,
-        attack: (u64, u64),
+        attack: (Micros, Micros),
     },
 }
 
 impl Source {
     /// The arrival after one at `t` (`None` for the first request).
-    fn next(&mut self, t: Option<u64>, rng: &mut StdRng) -> u64 {
+    fn next(&mut self, t: Option<Micros>, rng: &mut StdRng) -> Micros {
         match self {
-            Source::Every { interval } => t.map_or(0, |t| t + *interval),
+            Source::Every { interval } => t.map_or(Micros::ZERO, |t| t + *interval),
             Source::Bursts { size, every, sent } => {
                 let (group, i) = (*sent / u64::from(*size), *sent % u64::from(*size));
                 *sent += 1;
-                group * *every + i * 1_000
+                group * *every + Micros::from_millis(i)
             }
             Source::Edge { size, window, sent } => {
                 let size = u64::from(*size);
                 let (group, i) = (*sent / (2 * size), *sent % (2 * size));
                 *sent += 1;
-                let spread = (*window / 100).max(size);
+                let spread = (*window / 100).max(Micros::new(size));
                 let gap = spread / size;
                 let edge = (2 * group + 1) * *window;
                 if i < size {
@@ -126,26 +137,26 @@ impl Source {
             }
             Source::Ramp { from, to, over } => {
                 let t = match t {
-                    None => return 0,
+                    None => return Micros::ZERO,
                     Some(t) => t,
                 };
-                let progress = (t as f64 / (*over).max(1) as f64).min(1.0);
+                let progress = (t.get() as f64 / over.get().max(1) as f64).min(1.0);
                 let rps = (*from + (*to - *from) * progress).max(1e-6);
-                t + (1e6 / rps).max(1.0) as u64
+                t + at_least_one_us(1.0 / rps)
             }
             Source::Random {
                 rps,
                 attack_rps,
                 attack,
             } => {
-                let now = t.unwrap_or(0);
+                let now = t.unwrap_or_default();
                 let rate = if (attack.0..attack.1).contains(&now) {
                     *attack_rps
                 } else {
                     *rps
                 };
                 let exp: f64 = -(1.0 - rng.random::<f64>()).ln() / rate.max(1e-9);
-                let mut next = now + (exp * 1e6).max(1.0) as u64;
+                let mut next = now + at_least_one_us(exp);
                 // Rates change at the attack's edges: restart the clock there so a slow rate
                 // before the attack does not jump over it.
                 if now < attack.0 && next > attack.0 && *attack_rps > *rps {
@@ -161,22 +172,22 @@ impl Source {
 #[derive(Debug)]
 pub struct PatternTraffic {
     sources: Vec<Source>,
-    heap: BinaryHeap<Reverse<(u64, u32)>>,
-    end_us: u64,
-    last_us: u64,
+    heap: BinaryHeap<Reverse<(Micros, u32)>>,
+    end_us: Micros,
+    last_us: Micros,
     rng: StdRng,
     identities: Identities,
 }
 
-/// The attacker of the `attacker` pattern: its identity and when it attacks (µs).
+/// The attacker of the `attacker` pattern: its identity and when it attacks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 pub struct Attack {
     /// The attacker's identity index.
     pub identity: u32,
-    /// Start of the attack (µs from the start).
-    pub from_us: u64,
+    /// Start of the attack (from the start).
+    pub from_us: Micros,
     /// End of the attack.
-    pub to_us: u64,
+    pub to_us: Micros,
 }
 
 impl PatternTraffic {
@@ -206,16 +217,16 @@ impl PatternTraffic {
             let name = format!("u{i}");
             let source = match args.pattern {
                 Pattern::Steady => Source::Every {
-                    interval: (1e6 / args.rps.max(1e-6)).max(1.0) as u64,
+                    interval: at_least_one_us(1.0 / args.rps.max(1e-6)),
                 },
                 Pattern::Bursts => Source::Bursts {
                     size: args.burst_size.unwrap_or(2 * limit).max(1),
-                    every: us(args.burst_every).max(1),
+                    every: us(args.burst_every).max(Micros::new(1)),
                     sent: 0,
                 },
                 Pattern::WindowEdge => Source::Edge {
                     size: args.burst_size.unwrap_or(limit).max(1),
-                    window: us(window).max(2),
+                    window: us(window).max(Micros::new(2)),
                     sent: 0,
                 },
                 Pattern::Ramp => Source::Ramp {
@@ -230,7 +241,7 @@ impl PatternTraffic {
                         args.rps
                     },
                     attack_rps: args.rps,
-                    attack: (0, 0),
+                    attack: (Micros::ZERO, Micros::ZERO),
                 },
             };
             add(name, source, &mut sources);
@@ -255,7 +266,7 @@ impl PatternTraffic {
             heap: BinaryHeap::with_capacity(sources.len()),
             sources,
             end_us,
-            last_us: 0,
+            last_us: Micros::ZERO,
             rng: StdRng::seed_from_u64(args.seed),
             identities,
         };
@@ -291,6 +302,6 @@ impl Traffic for PatternTraffic {
     }
 
     fn progress(&self) -> (u64, u64) {
-        (self.last_us, self.end_us)
+        (self.last_us.get(), self.end_us.get())
     }
 }

@@ -16,6 +16,8 @@
 use std::ops::{Add, AddAssign, Div, Mul, Rem, Sub, SubAssign};
 use std::time::Duration;
 
+use serde::{Deserialize, Serialize};
+
 /// A time in whole microseconds: since the Unix epoch, or a length.
 ///
 /// ```
@@ -26,7 +28,11 @@ use std::time::Duration;
 /// assert_eq!((window / 4).as_millis(), 15_000);
 /// assert_eq!(Micros::new(1_500).as_millis_ceil(), 2);
 /// ```
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+/// Serialized as the bare number of microseconds (a field named `…_us`).
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
+#[serde(transparent)]
 pub struct Micros(u64);
 
 impl Micros {
@@ -64,6 +70,11 @@ impl Micros {
     /// that long is always enough.
     pub const fn as_millis_ceil(self) -> u64 {
         self.0.div_ceil(1_000)
+    }
+
+    /// In seconds, for reports and plots.
+    pub fn as_secs_f64(self) -> f64 {
+        self.0 as f64 / 1e6
     }
 
     /// Whether this is [`Micros::ZERO`].
