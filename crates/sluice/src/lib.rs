@@ -43,8 +43,9 @@
 //!    there, and at the denial cache's float margin).
 //! 3. Restate it in `store/redis/lua/<name>.lua` as `<name>_look` and `<name>_record`, include
 //!    the file in `script::DECIDE` and append both functions to `LOOKS` and `RECORDS` in
-//!    `decide.lua`, in wire-code order. A one-limit script `one_<name>.lua` is optional: list it
-//!    (or `None`) in `script::ONE`.
+//!    `decide.lua`, in wire-code order. A one-limit script `one_<name>.lua` is optional: it
+//!    runs after `one_head.lua` (the time and the limit's arguments); list it (or `None`) in
+//!    `script::ONE`.
 //! 4. Say in [`Algorithm::supports_burst`] / [`Algorithm::supports_count_denied`] whether it
 //!    takes those options.
 //!

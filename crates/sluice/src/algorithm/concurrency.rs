@@ -212,8 +212,7 @@ pub fn renew(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    const S: Micros = Micros::from_secs(1);
+    use crate::algorithm::S;
 
     fn token(n: u8) -> Option<LeaseToken> {
         Some(LeaseToken([n; 16]))

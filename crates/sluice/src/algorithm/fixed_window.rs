@@ -45,8 +45,7 @@ pub fn decide(state: &mut State, now: Micros, p: &Params, cost: u64, mode: Mode)
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    const S: Micros = Micros::from_secs(1);
+    use crate::algorithm::S;
 
     #[test]
     fn counts_per_aligned_window() {

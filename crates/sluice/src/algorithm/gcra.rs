@@ -48,8 +48,7 @@ pub fn decide(state: &mut State, now: Micros, p: &Params, cost: u64, mode: Mode)
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    const S: Micros = Micros::from_secs(1);
+    use crate::algorithm::S;
 
     #[test]
     fn burst_at_once_then_one_per_interval() {

@@ -41,8 +41,7 @@ pub fn decide(state: &mut Level, now: Micros, p: &Params, cost: u64, mode: Mode)
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    const S: Micros = Micros::from_secs(1);
+    use crate::algorithm::S;
 
     #[test]
     fn admits_with_growing_delay_until_the_queue_is_full() {

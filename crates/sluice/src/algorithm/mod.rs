@@ -27,6 +27,10 @@ pub use step::{KeyState, LimitOutcome, LimitStep, Mode};
 
 use crate::model::{Algorithm, Micros};
 
+/// One second, so that tests write their times as `100 * S`.
+#[cfg(test)]
+pub(crate) const S: Micros = Micros::from_secs(1);
+
 /// A limit's numbers, in the units the algorithms compute in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Params {

@@ -24,17 +24,26 @@
 use super::{AlgoState, Level, Params, gcra};
 use crate::model::{Algorithm, Micros};
 
-/// Settles a reservation of `estimate` units made at `t0` as `actual` units, at `now`. Returns
-/// the algorithm's new TTL (how long the state still matters), or `None` for an algorithm
-/// that does not settle (the state is left alone).
+/// A reservation being settled: `estimate` units admitted at `at_us`, which really cost
+/// `actual`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Settlement {
+    /// When the reservation was admitted (`t0` above).
+    pub at_us: Micros,
+    /// The units it was admitted for.
+    pub estimate: u64,
+    /// The units it really cost.
+    pub actual: u64,
+}
+
+/// Settles a reservation at `now`. Returns the algorithm's new TTL (how long the state still
+/// matters), or `None` for an algorithm that does not settle (the state is left alone).
 pub fn settle(
     state: &mut AlgoState,
     algorithm: Algorithm,
     now: Micros,
     p: &Params,
-    t0: Micros,
-    estimate: u64,
-    actual: u64,
+    s: Settlement,
 ) -> Option<Micros> {
     match algorithm {
         Algorithm::TokenBucket => {
@@ -44,7 +53,7 @@ pub fn settle(
             let AlgoState::TokenBucket(level) = state else {
                 unreachable!("the variant was set just above")
             };
-            Some(token_bucket(level, now, p, t0, estimate, actual))
+            Some(token_bucket(level, now, p, s))
         }
         Algorithm::Gcra => {
             if !matches!(state, AlgoState::Gcra(_)) {
@@ -53,23 +62,17 @@ pub fn settle(
             let AlgoState::Gcra(tat) = state else {
                 unreachable!("the variant was set just above")
             };
-            Some(gcra(tat, now, p, t0, estimate, actual))
+            Some(gcra(tat, now, p, s))
         }
         _ => None,
     }
 }
 
 /// The token bucket's used level, in units (fractions kept, as its decisions do).
-fn token_bucket(
-    state: &mut Level,
-    now: Micros,
-    p: &Params,
-    t0: Micros,
-    estimate: u64,
-    actual: u64,
-) -> Micros {
-    let drained = now.saturating_sub(t0).get() as f64 * p.count as f64 / p.window_us.get() as f64;
-    let delta = (actual as f64 - drained).max(0.0) - (estimate as f64 - drained).max(0.0);
+fn token_bucket(state: &mut Level, now: Micros, p: &Params, s: Settlement) -> Micros {
+    let drained =
+        now.saturating_sub(s.at_us).get() as f64 * p.count as f64 / p.window_us.get() as f64;
+    let delta = (s.actual as f64 - drained).max(0.0) - (s.estimate as f64 - drained).max(0.0);
     let level = (state.drained(now, p) + delta).max(0.0);
     *state = Level {
         level,
@@ -80,20 +83,13 @@ fn token_bucket(
 
 /// GCRA's tat: each unit weighs one emission interval. Signed arithmetic, in µs, because a
 /// give-back may take the weight below zero before it is clamped.
-fn gcra(
-    state: &mut gcra::State,
-    now: Micros,
-    p: &Params,
-    t0: Micros,
-    estimate: u64,
-    actual: u64,
-) -> Micros {
+fn gcra(state: &mut gcra::State, now: Micros, p: &Params, s: Settlement) -> Micros {
     let t = i128::from(p.emission_interval_us().get());
-    let elapsed = i128::from(now.saturating_sub(t0).get());
+    let elapsed = i128::from(now.saturating_sub(s.at_us).get());
     let weight = |units: u64| (i128::from(units) * t - elapsed).max(0);
     let now_i = i128::from(now.get());
-    let tat =
-        (i128::from(state.tat_us.get()).max(now_i) + weight(actual) - weight(estimate)).max(now_i);
+    let tat = (i128::from(state.tat_us.get()).max(now_i) + weight(s.actual) - weight(s.estimate))
+        .max(now_i);
     state.tat_us = Micros::new(u64::try_from(tat).unwrap_or(u64::MAX));
     state.tat_us - now
 }
@@ -101,9 +97,8 @@ fn gcra(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::algorithm::S;
     use crate::algorithm::{Mode, token_bucket};
-
-    const S: Micros = Micros::from_secs(1);
 
     fn remaining(state: &mut AlgoState, algorithm: Algorithm, now: Micros, p: &Params) -> u64 {
         let step = crate::algorithm::LimitStep {
@@ -135,7 +130,17 @@ mod tests {
             };
             assert!(state.decide(&step, 1000 * S, Mode::Apply).allowed);
             assert_eq!(remaining(&mut state, algorithm, 1000 * S, &p), 100);
-            settle(&mut state, algorithm, 1000 * S, &p, 1000 * S, 100, 30);
+            settle(
+                &mut state,
+                algorithm,
+                1000 * S,
+                &p,
+                Settlement {
+                    at_us: 1000 * S,
+                    estimate: 100,
+                    actual: 30,
+                },
+            );
             assert_eq!(
                 remaining(&mut state, algorithm, 1000 * S, &p),
                 170,
@@ -144,7 +149,17 @@ mod tests {
 
             let mut state = AlgoState::Empty;
             assert!(state.decide(&step, 1000 * S, Mode::Apply).allowed);
-            settle(&mut state, algorithm, 1000 * S, &p, 1000 * S, 100, 250);
+            settle(
+                &mut state,
+                algorithm,
+                1000 * S,
+                &p,
+                Settlement {
+                    at_us: 1000 * S,
+                    estimate: 100,
+                    actual: 250,
+                },
+            );
             let o = state.decide(&step, 1000 * S, Mode::Peek);
             assert_eq!(
                 o.remaining, 0,
@@ -170,9 +185,11 @@ mod tests {
             Algorithm::TokenBucket,
             40 * S,
             &p,
-            Micros::ZERO,
-            60,
-            50,
+            Settlement {
+                at_us: Micros::ZERO,
+                estimate: 60,
+                actual: 50,
+            },
         );
         assert_eq!(ttl, Some(10 * S));
         // A cost of 30 had drained already: the 20 the estimate still weighs go back.
@@ -183,9 +200,11 @@ mod tests {
                 Algorithm::TokenBucket,
                 40 * S,
                 &p,
-                Micros::ZERO,
-                60,
-                30
+                Settlement {
+                    at_us: Micros::ZERO,
+                    estimate: 60,
+                    actual: 30
+                }
             ),
             Some(Micros::ZERO)
         );
@@ -199,7 +218,17 @@ mod tests {
         });
         // Nothing of the reservation is left (it drained, or the state was lost): nothing back.
         assert_eq!(
-            settle(&mut state, Algorithm::Gcra, 100 * S, &p, Micros::ZERO, 5, 0),
+            settle(
+                &mut state,
+                Algorithm::Gcra,
+                100 * S,
+                &p,
+                Settlement {
+                    at_us: Micros::ZERO,
+                    estimate: 5,
+                    actual: 0
+                }
+            ),
             Some(Micros::ZERO)
         );
         let mut level = AlgoState::TokenBucket(Level {
@@ -211,9 +240,11 @@ mod tests {
             Algorithm::TokenBucket,
             100 * S,
             &p,
-            100 * S,
-            8,
-            0,
+            Settlement {
+                at_us: 100 * S,
+                estimate: 8,
+                actual: 0,
+            },
         );
         assert_eq!(
             remaining(&mut level, Algorithm::TokenBucket, 100 * S, &p),
@@ -227,7 +258,17 @@ mod tests {
         for algorithm in Algorithm::ALL.into_iter().filter(|a| !a.settles()) {
             let mut state = AlgoState::Empty;
             assert_eq!(
-                settle(&mut state, algorithm, Micros::ZERO, &p, Micros::ZERO, 5, 1),
+                settle(
+                    &mut state,
+                    algorithm,
+                    Micros::ZERO,
+                    &p,
+                    Settlement {
+                        at_us: Micros::ZERO,
+                        estimate: 5,
+                        actual: 1
+                    }
+                ),
                 None
             );
             assert_eq!(state, AlgoState::Empty);

@@ -103,8 +103,7 @@ fn record(state: &mut State, now: Micros, p: &Params, cost: u64) {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    const S: Micros = Micros::from_secs(1);
+    use crate::algorithm::S;
 
     fn p(limit: u64, window_s: u64) -> Params {
         Params::new(limit, window_s * S, limit)

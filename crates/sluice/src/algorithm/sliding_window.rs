@@ -72,8 +72,7 @@ pub fn bucket_us(p: &Params) -> Micros {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    const S: Micros = Micros::from_secs(1);
+    use crate::algorithm::S;
 
     #[test]
     fn admits_limit_and_slides_by_bucket() {

@@ -256,8 +256,7 @@ fn limit_outcome(o: super::Outcome, violations: u64, warning: bool) -> LimitOutc
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    const S: Micros = Micros::from_secs(1);
+    use crate::algorithm::S;
 
     fn step(limit: u64) -> LimitStep {
         LimitStep {

@@ -33,8 +33,7 @@ pub fn decide(state: &mut Level, now: Micros, p: &Params, cost: u64, mode: Mode)
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    const S: Micros = Micros::from_secs(1);
+    use crate::algorithm::S;
 
     #[test]
     fn burst_then_refill_at_the_rate() {

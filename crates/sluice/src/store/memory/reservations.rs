@@ -12,7 +12,7 @@ use parking_lot::Mutex;
 
 use super::{KeyRef, MemoryStore, StoreError};
 use crate::algorithm::concurrency::LeaseToken;
-use crate::algorithm::settle::settle;
+use crate::algorithm::settle::{Settlement, settle};
 use crate::model::Micros;
 use crate::store::{LimitKey, ReserveCall, SettleCall};
 
@@ -81,14 +81,17 @@ impl MemoryStore {
             let (hash, shard) = self.locate(key);
             let mut shard = self.shard(shard);
             let (mut state, _) = shard.take(hash, key, now);
+            let settlement = Settlement {
+                at_us: r.at_us,
+                estimate: r.estimate,
+                actual: call.actual,
+            };
             let ttl = settle(
                 &mut state.algo,
                 call.algorithm,
                 now,
                 &call.params,
-                r.at_us,
-                r.estimate,
-                call.actual,
+                settlement,
             );
             let keep = state.ttl_us(ttl.unwrap_or_default(), now);
             if shard.put(hash, key, state, keep, now).is_err() {

@@ -40,16 +40,14 @@ use futures::future::join_all;
 use redis::Script;
 
 use super::keys::{self, Part};
+use super::script::prelude;
 use super::{RedisStore, slot, store_error};
 use crate::algorithm::{LimitOutcome, Mode};
 use crate::model::Micros;
 use crate::store::{LeaseCall, LimitCall, StoreError, StoreReply};
 
 /// The give-back script: prelude and `lua/give_back.lua`.
-pub const GIVE_BACK: &str = concat!(
-    include_str!("lua/prelude.lua"),
-    include_str!("lua/give_back.lua")
-);
+pub const GIVE_BACK: &str = concat!(prelude!(), include_str!("lua/give_back.lua"));
 
 /// Values the give-back script reads per limit (`GIVE_BACK_ARGS` in `give_back.lua`).
 pub const GIVE_BACK_ARGS: usize = 5;

@@ -9,18 +9,18 @@
 //! Each decision is one call (a script reloaded on `NOSCRIPT`, a function reloaded when missing),
 //! chosen by the request's shape
 //! ([`script::Scripts::one_for`]):
-//! - one limit without block or penalty — the common case — runs `lua/one_<algorithm>.lua`,
-//!   written for that algorithm alone so that Redis does what the algorithm needs and no more:
-//!   `TIME`, one read and one write of one key (the fixed window: one `DECRBY`). It answers only
-//!   the case it expects; for anything else (a block marker, another algorithm's state, a sliding
-//!   log denial, whose retry time needs a search) it writes nothing and answers `{}`, and the
-//!   store sends the general decision;
-//! - anything else runs `lua/decide.lua` after `lua/prelude.lua` and one file per algorithm, as
-//!   the function of a library loaded once (`FCALL`, see [`function`]), which
-//!   restates [`crate::algorithm::step`]: block check, each algorithm's look (one read), the
-//!   all-or-nothing records (one write each, only once every enforcing limit passes), violations
-//!   and penalty, block/ban. Only limits with a penalty read a violations key; no decision reads a
-//!   block key (see Keys).
+//! - one limit without block or penalty — the common case — runs `lua/one_<algorithm>.lua`
+//!   (after `lua/one_head.lua`), written for that algorithm alone so that Redis does what the
+//!   algorithm needs and no more: `TIME`, one read and one write of one key (the fixed window:
+//!   one `DECRBY`). It answers only the case it expects; for anything else (a block marker,
+//!   another algorithm's state, a sliding log denial, whose retry time needs a search) it writes
+//!   nothing and answers `{}`, and the store sends the general decision;
+//! - anything else runs `lua/decide.lua` after the prelude (`lua/idiv.lua`, `lua/prelude.lua`)
+//!   and one file per algorithm, as the function of a library loaded once (`FCALL`, see
+//!   [`function`]), which restates [`crate::algorithm::step`]: block check, each algorithm's
+//!   look (one read), the all-or-nothing records (one write each, only once every enforcing
+//!   limit passes), violations and penalty, block/ban. Only limits with a penalty read a
+//!   violations key; no decision reads a block key (see Keys).
 //!
 //! The arithmetic is the Rust arithmetic: integer microseconds, the same `f64` formulas in the
 //! same order for the bucket algorithms, the same rounding, and floats stored with `%.17g` so they

@@ -40,13 +40,33 @@ impl redis::FromRedisValue for Micros {
     }
 }
 
+/// The shared part of every script but the one-limit ones, as one literal: `lua/idiv.lua` and
+/// `lua/prelude.lua` (a macro, so that `concat!` can join it to each script's own parts).
+macro_rules! prelude {
+    () => {
+        concat!(
+            include_str!("lua/idiv.lua"),
+            include_str!("lua/prelude.lua")
+        )
+    };
+}
+pub(crate) use prelude;
+
+/// A one-limit script: `lua/one_head.lua` (the time and the limit's arguments), the parts it
+/// names (`idiv.lua` for those that divide), then `lua/one_<algorithm>.lua`.
+macro_rules! one {
+    ($($part:literal),+) => {
+        Some(concat!(include_str!("lua/one_head.lua"), $(include_str!(concat!("lua/", $part))),+))
+    };
+}
+
 /// The one-limit scripts, in registry order ([`crate::model::REGISTRY`]: index = wire code - 1).
 pub const ONE: [Option<&str>; REGISTRY.len()] = [
-    Some(include_str!("lua/one_sliding_log.lua")),
-    Some(include_str!("lua/one_sliding_window.lua")),
-    Some(include_str!("lua/one_fixed_window.lua")),
-    Some(include_str!("lua/one_token_bucket.lua")),
-    Some(include_str!("lua/one_gcra.lua")),
+    one!("one_sliding_log.lua"),
+    one!("idiv.lua", "one_sliding_window.lua"),
+    one!("idiv.lua", "one_fixed_window.lua"),
+    one!("one_token_bucket.lua"),
+    one!("idiv.lua", "one_gcra.lua"),
     None,
     None,
 ];
@@ -56,7 +76,7 @@ pub const ONE: [Option<&str>; REGISTRY.len()] = [
 macro_rules! definitions {
     () => {
         concat!(
-            include_str!("lua/prelude.lua"),
+            prelude!(),
             include_str!("lua/sliding_log.lua"),
             include_str!("lua/sliding_window.lua"),
             include_str!("lua/fixed_window.lua"),
@@ -107,28 +127,16 @@ impl Library {
 }
 
 /// The admin block script.
-pub const BLOCK: &str = concat!(
-    include_str!("lua/prelude.lua"),
-    include_str!("lua/block.lua")
-);
+pub const BLOCK: &str = concat!(prelude!(), include_str!("lua/block.lua"));
 
 /// The admin unblock script.
-pub const UNBLOCK: &str = concat!(
-    include_str!("lua/prelude.lua"),
-    include_str!("lua/unblock.lua")
-);
+pub const UNBLOCK: &str = concat!(prelude!(), include_str!("lua/unblock.lua"));
 
 /// The release and renew script of concurrency limits' leases.
-pub const LEASE: &str = concat!(
-    include_str!("lua/prelude.lua"),
-    include_str!("lua/lease.lua")
-);
+pub const LEASE: &str = concat!(prelude!(), include_str!("lua/lease.lua"));
 
 /// The settle script of reservations.
-pub const SETTLE: &str = concat!(
-    include_str!("lua/prelude.lua"),
-    include_str!("lua/settle.lua")
-);
+pub const SETTLE: &str = concat!(prelude!(), include_str!("lua/settle.lua"));
 
 /// The scripts, hashed once.
 #[derive(Debug)]
@@ -389,7 +397,7 @@ mod tests {
     #[test]
     fn every_script_starts_with_the_prelude_and_has_a_header() {
         for s in [DECIDE, BLOCK, UNBLOCK, LEASE, SETTLE] {
-            assert!(s.starts_with("-- Sluice scripts, shared prelude"));
+            assert!(s.starts_with(prelude!()));
         }
         let library = Library::new();
         assert!(library.source.starts_with("#!lua name=sluice_"));
@@ -398,7 +406,8 @@ mod tests {
         assert!(DECIDE.contains(&format!("local ARGS_PER_LIMIT = {ARGS_PER_LIMIT}")));
         for a in Algorithm::ALL {
             if let Some(one) = ONE[usize::from(a.wire_code()) - 1] {
-                assert!(one.starts_with(&format!("-- one_{}: ", a.name())));
+                assert!(one.starts_with(include_str!("lua/one_head.lua")));
+                assert!(one.contains(&format!("\n-- one_{}: ", a.name())));
             }
         }
     }

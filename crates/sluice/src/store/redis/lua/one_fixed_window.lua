@@ -1,38 +1,21 @@
 -- one_fixed_window: one fixed-window limit without block or penalty, at the floor of what Redis
 -- must do: TIME and one DECRBY while the window lasts (plus a SET when a window starts). Restates
--- fixed_window_once (fixed_window.lua, algorithm/fixed_window.rs) without the prelude: every
--- function a script defines costs Redis time on every call. Anything but a count in the key (a
--- block marker, another algorithm's state) returns {} and the caller decides with the general
--- script instead.
+-- fixed_window_once (fixed_window.lua, algorithm/fixed_window.rs) after one_head.lua and
+-- idiv.lua, without the prelude: every function a script defines costs Redis time on every call.
+-- Anything but a count in the key (a block marker, another algorithm's state) returns {} and the
+-- caller decides with the general script instead.
 --
 -- KEYS[1]: the state key, -(slot * 2^25 + count) (see fixed_window.lua).
--- ARGV: now in µs from the client's clock ('' to read Redis TIME), the shortest expiry to write in
---   µs (see RedisOptions::min_ttl), count (units per window), window_us, capacity, cost, count_denied (0/1).
+-- ARGV: as one_head.lua reads them (now, min expiry, count, window_us, capacity, cost), then
+--   count_denied (0/1).
 -- Returns: { now_us, allowed (0/1), remaining, reset_after_us, retry_after_us (-1: none) }, or {}.
 
 local key = KEYS[1]
-local cost = tonumber(ARGV[6])
 local r = redis.pcall('DECRBY', key, cost)
 if type(r) ~= 'number' then
   return {}
 end
-local now = tonumber(ARGV[1])
-if not now then
-  local t = redis.call('TIME')
-  now = t[1] * 1000000 + t[2]
-end
-local limit, window = tonumber(ARGV[3]), tonumber(ARGV[4])
 local M, SLOTS, CAP = 33554432, 268435455, 16777216
-
-local function idiv(a, b)
-  local q = math.floor(a / b)
-  if q * b > a then
-    q = q - 1
-  elseif (q + 1) * b <= a then
-    q = q + 1
-  end
-  return q
-end
 
 local idx = idiv(now, window)
 local slot = idx - idiv(idx, SLOTS) * SLOTS + 1

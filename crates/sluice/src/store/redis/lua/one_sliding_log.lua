@@ -1,14 +1,14 @@
 -- one_sliding_log: one sliding-log limit without block or penalty, admitting with the least Redis
 -- work (TIME, the oldest and newest members, ZADD, PEXPIRE; ZREMRANGEBYSCORE only when requests
 -- left the window). Restates sliding_log_look and sliding_log_record (sliding_log.lua,
--- algorithm/sliding_log.rs) for a request that fits, without the prelude: every function a script
--- defines costs Redis time on every call. A denial (its retry time needs a search), a key holding
--- anything but the log (another algorithm's sorted set too), or a log due for rebasing returns {}
--- having written nothing, and the caller decides with the general script instead.
+-- algorithm/sliding_log.rs) for a request that fits, after one_head.lua, without the prelude:
+-- every function a script defines costs Redis time on every call. A denial (its retry time needs
+-- a search), a key holding anything but the log (another algorithm's sorted set too), or a log
+-- due for rebasing returns {} having written nothing, and the caller decides with the general
+-- script instead.
 --
 -- KEYS[1]: the state key, a ZSET (see sliding_log.lua).
--- ARGV: now in µs from the client's clock ('' to read Redis TIME), the shortest expiry to write in
---   µs (see RedisOptions::min_ttl), count (units per window), window_us, capacity, cost.
+-- ARGV: as one_head.lua reads them (now, min expiry, count, window_us, capacity, cost).
 -- Returns: { now_us, 1, remaining, reset_after_us, -1 }, or {}.
 
 local key = KEYS[1]
@@ -16,12 +16,6 @@ local first = redis.pcall('ZRANGE', key, 0, 0, 'WITHSCORES')
 if first.err then
   return {}
 end
-local now = tonumber(ARGV[1])
-if not now then
-  local t = redis.call('TIME')
-  now = t[1] * 1000000 + t[2]
-end
-local limit, window, cost = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[6])
 local horizon = now - window
 local expired = false
 if first[1] and tonumber(first[2]) <= horizon then

@@ -1,13 +1,13 @@
 -- one_sliding_window: one sliding-window limit without block or penalty, with the least Redis
 -- work (TIME, HGETALL, then HDEL of stale buckets, HINCRBY and PEXPIRE when it records). Restates
 -- sliding_window_look and sliding_window_record (sliding_window.lua, algorithm/sliding_window.rs)
--- without the prelude: every function a script defines costs Redis time on every call. Anything
--- but a hash in the key (a block marker, another algorithm's state) returns {} and the caller
--- decides with the general script instead.
+-- after one_head.lua and idiv.lua, without the prelude: every function a script defines costs
+-- Redis time on every call. Anything but a hash in the key (a block marker, another algorithm's
+-- state) returns {} and the caller decides with the general script instead.
 --
 -- KEYS[1]: the state key, a HASH of bucket index -> units.
--- ARGV: now in µs from the client's clock ('' to read Redis TIME), the shortest expiry to write in
---   µs (see RedisOptions::min_ttl), count (units per window), window_us, capacity, cost, count_denied (0/1).
+-- ARGV: as one_head.lua reads them (now, min expiry, count, window_us, capacity, cost), then
+--   count_denied (0/1).
 -- Returns: { now_us, allowed (0/1), remaining, reset_after_us, retry_after_us (-1: none) }, or {}.
 
 local key = KEYS[1]
@@ -15,23 +15,7 @@ local flat = redis.pcall('HGETALL', key)
 if flat.err then
   return {}
 end
-local now = tonumber(ARGV[1])
-if not now then
-  local t = redis.call('TIME')
-  now = t[1] * 1000000 + t[2]
-end
-local limit, window, cost = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[6])
 local BUCKETS, CAP = 10, 16777216
-
-local function idiv(a, b)
-  local q = math.floor(a / b)
-  if q * b > a then
-    q = q - 1
-  elseif (q + 1) * b <= a then
-    q = q + 1
-  end
-  return q
-end
 
 local g = math.max(idiv(window, BUCKETS), 1)
 local current = idiv(now, g)

@@ -1,13 +1,12 @@
 -- one_token_bucket: one token-bucket limit without block or penalty, at the floor of what Redis
 -- must do (TIME, GET, SET). Restates token_bucket_look and token_bucket_record (token_bucket.lua,
--- algorithm/token_bucket.rs; the same float operations in the same order) without the prelude:
--- every function a script defines costs Redis time on every call. Anything but a bucket in the
--- key (a block marker, another algorithm's state) returns {} and the caller decides with the
--- general script instead.
+-- algorithm/token_bucket.rs; the same float operations in the same order) after one_head.lua,
+-- without the prelude: every function a script defines costs Redis time on every call. Anything
+-- but a bucket in the key (a block marker, another algorithm's state) returns {} and the caller
+-- decides with the general script instead.
 --
 -- KEYS[1]: the state key, "t<used level, %.17g>:<last µs>".
--- ARGV: now in µs from the client's clock ('' to read Redis TIME), the shortest expiry to write in
---   µs (see RedisOptions::min_ttl), count (units per window), window_us, capacity, cost.
+-- ARGV: as one_head.lua reads them (now, min expiry, count, window_us, capacity, cost).
 -- Returns: { now_us, allowed (0/1), remaining, reset_after_us, retry_after_us (-1: none) }, or {}.
 
 local raw = redis.pcall('GET', KEYS[1])
@@ -20,13 +19,6 @@ if raw then
     return {}
   end
 end
-local now = tonumber(ARGV[1])
-if not now then
-  local t = redis.call('TIME')
-  now = t[1] * 1000000 + t[2]
-end
-local limit, window, capacity, cost = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]),
-  tonumber(ARGV[6])
 local used = 0
 if level then
   local elapsed = math.max(now - tonumber(last), 0)

@@ -1,21 +1,11 @@
 -- Sluice scripts, shared prelude: integer and float helpers used by the algorithms and drivers.
 --
--- Every Sluice script is this prelude followed by its own parts (see store/redis/script.rs).
+-- Every Sluice script but the one-limit ones is idiv.lua and this prelude, followed by its own
+-- parts (see store/redis/script.rs).
 -- KEYS/ARGV/returns: none of its own; each driver documents its own.
 -- Times are integer microseconds held in Lua numbers, exact below 2^53 (about 285 years of
 -- microseconds since 1970). Numbers are never turned into strings with `..` or tostring (which
 -- keep only 14 digits): integers go through int(), floats through float() ('%.17g' round-trips).
-
--- floor(a / b) for non-negative integers, exact even where a / b rounds to an integer.
-local function idiv(a, b)
-  local q = math.floor(a / b)
-  if q * b > a then
-    q = q - 1
-  elseif (q + 1) * b <= a then
-    q = q + 1
-  end
-  return q
-end
 
 -- ceil(a / b) for non-negative integers (Rust's u64::div_ceil).
 local function idiv_ceil(a, b)
