@@ -100,6 +100,15 @@ mod tests {
     use crate::algorithm::S;
     use crate::algorithm::{Mode, token_bucket};
 
+    /// `estimate` units admitted at `at_us` that really cost `actual`.
+    fn reserved(at_us: Micros, estimate: u64, actual: u64) -> Settlement {
+        Settlement {
+            at_us,
+            estimate,
+            actual,
+        }
+    }
+
     fn remaining(state: &mut AlgoState, algorithm: Algorithm, now: Micros, p: &Params) -> u64 {
         let step = crate::algorithm::LimitStep {
             algorithm,
@@ -135,11 +144,7 @@ mod tests {
                 algorithm,
                 1000 * S,
                 &p,
-                Settlement {
-                    at_us: 1000 * S,
-                    estimate: 100,
-                    actual: 30,
-                },
+                reserved(1000 * S, 100, 30),
             );
             assert_eq!(
                 remaining(&mut state, algorithm, 1000 * S, &p),
@@ -154,11 +159,7 @@ mod tests {
                 algorithm,
                 1000 * S,
                 &p,
-                Settlement {
-                    at_us: 1000 * S,
-                    estimate: 100,
-                    actual: 250,
-                },
+                reserved(1000 * S, 100, 250),
             );
             let o = state.decide(&step, 1000 * S, Mode::Peek);
             assert_eq!(
@@ -185,11 +186,7 @@ mod tests {
             Algorithm::TokenBucket,
             40 * S,
             &p,
-            Settlement {
-                at_us: Micros::ZERO,
-                estimate: 60,
-                actual: 50,
-            },
+            reserved(Micros::ZERO, 60, 50),
         );
         assert_eq!(ttl, Some(10 * S));
         // A cost of 30 had drained already: the 20 the estimate still weighs go back.
@@ -240,11 +237,7 @@ mod tests {
             Algorithm::TokenBucket,
             100 * S,
             &p,
-            Settlement {
-                at_us: 100 * S,
-                estimate: 8,
-                actual: 0,
-            },
+            reserved(100 * S, 8, 0),
         );
         assert_eq!(
             remaining(&mut level, Algorithm::TokenBucket, 100 * S, &p),
