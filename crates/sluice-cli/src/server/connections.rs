@@ -12,8 +12,10 @@
 //!   included; 408 past it) — applied by the router's timeout layer, see [`super::serve`].
 //!
 //! The state of a connection lives in a [`Tracker`] shared by its I/O (which sees bytes arrive)
-//! and its service (which sees requests start and end); the connection's task sleeps until the
-//! tracker's next deadline and drops the connection when it has passed.
+//! and its service (which sees requests start and end). Those only store atomics: nothing wakes
+//! the connection's task for them, since that would cost every request timer work. Instead the
+//! task checks the tracker on a timer that can never miss a deadline ([`Tracker::next_check`]),
+//! and drops the connection once its deadline has passed.
 
 use std::io;
 use std::net::SocketAddr;
@@ -30,7 +32,7 @@ use hyper_util::server::conn::auto;
 use sluice::config::ServerConfig;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{Notify, Semaphore, watch};
+use tokio::sync::{Semaphore, watch};
 use tokio::time::Instant;
 use tower::ServiceExt;
 
@@ -46,8 +48,6 @@ struct Tracker {
     head_started: AtomicU64,
     /// When the connection last became idle (opened, or its last response produced).
     idle_since: AtomicU64,
-    /// Woken on every change above, so the deadline is recomputed.
-    changed: Notify,
 }
 
 impl Tracker {
@@ -57,7 +57,6 @@ impl Tracker {
             in_flight: AtomicUsize::new(0),
             head_started: AtomicU64::new(IDLE),
             idle_since: AtomicU64::new(0),
-            changed: Notify::new(),
         }
     }
 
@@ -71,20 +70,17 @@ impl Tracker {
             && self.head_started.load(Ordering::Relaxed) == IDLE
         {
             self.head_started.store(self.now(), Ordering::Relaxed);
-            self.changed.notify_one();
         }
     }
 
     fn on_request(&self) {
         self.in_flight.fetch_add(1, Ordering::Relaxed);
         self.head_started.store(IDLE, Ordering::Relaxed);
-        self.changed.notify_one();
     }
 
     fn on_response(&self) {
         if self.in_flight.fetch_sub(1, Ordering::Relaxed) == 1 {
             self.idle_since.store(self.now(), Ordering::Relaxed);
-            self.changed.notify_one();
         }
     }
 
@@ -98,6 +94,19 @@ impl Tracker {
             started => started + millis(limits.header_read_timeout),
         };
         Some(self.opened + Duration::from_millis(ms))
+    }
+
+    /// When to look at the tracker next: its deadline, but no later than the shortest timeout
+    /// from now. Every deadline that a change made in the meantime can set is a whole timeout
+    /// after that change (a head starting, a response ending), so none is missed; and while a
+    /// request runs (no deadline) the task still wakes now and then.
+    fn next_check(&self, limits: &ServerConfig) -> Instant {
+        let shortest = limits
+            .header_read_timeout
+            .min(limits.keep_alive_timeout)
+            .max(Duration::from_millis(1));
+        let horizon = Instant::now() + shortest;
+        self.deadline(limits).map_or(horizon, |d| d.min(horizon))
     }
 }
 
@@ -249,7 +258,7 @@ async fn serve_connection(
     tokio::pin!(connection);
     let mut draining = false;
     loop {
-        let deadline = tracker.deadline(limits);
+        let check = tracker.next_check(limits);
         tokio::select! {
             result = connection.as_mut() => {
                 if let Err(error) = result {
@@ -257,14 +266,13 @@ async fn serve_connection(
                 }
                 return;
             }
-            () = sleep_until(deadline) => {
+            () = tokio::time::sleep_until(check) => {
                 if tracker.deadline(limits).is_some_and(|d| d <= Instant::now()) {
                     tracing::debug!(%peer, "closing a stalled connection");
                     metrics::counter!("sluice_connections_timed_out_total").increment(1);
                     return;
                 }
             }
-            () = tracker.changed.notified() => {}
             () = stopping(&mut shutdown), if !draining => {
                 draining = true;
                 connection.as_mut().graceful_shutdown();
@@ -277,12 +285,4 @@ async fn serve_connection(
 async fn stopping(shutdown: &mut watch::Receiver<bool>) {
     // A closed channel means the server is going away too.
     let _ = shutdown.wait_for(|stop| *stop).await;
-}
-
-async fn sleep_until(deadline: Option<Instant>) {
-    match deadline {
-        Some(deadline) => tokio::time::sleep_until(deadline).await,
-        // A request is running: its own timeout bounds it, and its end wakes the loop.
-        None => std::future::pending().await,
-    }
 }
