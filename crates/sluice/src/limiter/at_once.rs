@@ -12,14 +12,11 @@
 use std::cell::RefCell;
 use std::sync::atomic::Ordering;
 
-use quanta::Instant;
-use smallvec::smallvec;
-
 use super::decide::limit_decision;
 use super::options::Check;
 use super::{Attributes, Limiter, keys};
 use crate::error::Error;
-use crate::model::Decision;
+use crate::model::{Decision, LimitDecisions};
 use crate::store::KeyRef;
 
 thread_local! {
@@ -65,19 +62,25 @@ impl Limiter {
                 limit_id: &limit.id,
                 identity,
             };
-            let started = Instant::now();
+            let started = inner.latency.start();
             let (_, outcome) = inner.store.decide_one_now(key, &step, check.mode())?.ok()?;
-            inner.latency.record(started.elapsed().as_secs_f64());
+            inner.latency.record(started);
             Some(Ok((outcome, keys::attribute_names(&limit.by, identity))))
         });
         let (outcome, names) = match answered? {
             Ok(answered) => answered,
             Err(error) => return Some(Err(error)),
         };
-        let limits = smallvec![limit_decision(limit, names, &step, &outcome)];
-        let d = Decision::of_limits(rule.name.clone(), rule.definition.shadow, limits);
-        rule.meters.decided(&d);
-        Some(Ok(d))
+        // Built where it is returned, and counted there: the decision is not moved again.
+        let answer = Some(Ok(Decision::of_limits(
+            rule.name.clone(),
+            rule.definition.shadow,
+            LimitDecisions::from_buf([limit_decision(limit, names, &step, &outcome)]),
+        )));
+        if let Some(Ok(d)) = &answer {
+            rule.meters.decided(d);
+        }
+        answer
     }
 }
 

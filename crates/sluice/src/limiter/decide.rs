@@ -9,9 +9,6 @@
 
 use std::sync::atomic::Ordering;
 
-// The CPU counter: timing every store call with the OS clock costs more than an in-memory decision.
-use quanta::Instant;
-
 use super::compile::{CompiledLimit, CompiledRule};
 use super::denial_cache::DenialCache;
 use super::options::{Check, MAX_COST};
@@ -176,9 +173,9 @@ impl Limiter {
     ) -> Result<StoreReply, StoreError> {
         let inner = &self.inner;
         if inner.store.in_process() {
-            let started = Instant::now();
+            let started = inner.latency.start();
             let result = inner.store.decide(calls, mode).await;
-            inner.latency.record(started.elapsed().as_secs_f64());
+            inner.latency.record(started);
             return result;
         }
         if !inner.breaker.allow() {
@@ -187,7 +184,7 @@ impl Limiter {
                 "skipped after repeated failures",
             ));
         }
-        let started = Instant::now();
+        let started = inner.latency.start();
         let result = match tokio::time::timeout(
             inner.options.timeout,
             inner.store.decide(calls, mode),
@@ -200,7 +197,7 @@ impl Limiter {
                 format!("no answer within {:?}", inner.options.timeout),
             )),
         };
-        inner.latency.record(started.elapsed().as_secs_f64());
+        inner.latency.record(started);
         match &result {
             Ok(_) => {
                 if inner.breaker.success() {

@@ -8,7 +8,7 @@
 //! handles are registered again, so no decision is ever counted by the wrong recorder.
 
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use arc_swap::ArcSwapOption;
 use metrics::{Counter, Histogram, Recorder};
@@ -17,28 +17,45 @@ use crate::model::{Decision, Name};
 
 /// Handles registered with one recorder.
 pub(crate) struct Registered<T> {
-    slot: ArcSwapOption<(usize, T)>,
+    /// The handles of the first recorder seen, which most programs keep for their whole life:
+    /// reading them is one load.
+    first: OnceLock<(usize, T)>,
+    /// The handles of the latest other recorder.
+    other: ArcSwapOption<(usize, T)>,
 }
 
 impl<T> Registered<T> {
     pub(crate) fn new() -> Registered<T> {
         Registered {
-            slot: ArcSwapOption::empty(),
+            first: OnceLock::new(),
+            other: ArcSwapOption::empty(),
         }
     }
 
     /// Runs `f` on the handles of the recorder in force, registered by `register` if they are
     /// not yet.
+    #[inline]
     fn with<R>(&self, register: impl FnOnce() -> T, f: impl FnOnce(&T) -> R) -> R {
         // The recorder's address tells recorders apart: the no-op one, the global one, a local one.
         let recorder = metrics::with_recorder(|r| r as *const dyn Recorder as *const () as usize);
-        if let Some(held) = self.slot.load().as_deref()
+        match self.first.get() {
+            Some((first, handles)) if *first == recorder => return f(handles),
+            Some(_) => {}
+            None => {
+                // Another thread may have set it meanwhile: these handles are as good, once.
+                return match self.first.set((recorder, register())) {
+                    Ok(()) => f(&self.first.get().expect("just set").1),
+                    Err((_, mine)) => f(&mine),
+                };
+            }
+        }
+        if let Some(held) = self.other.load().as_deref()
             && held.0 == recorder
         {
             return f(&held.1);
         }
         let fresh = Arc::new((recorder, register()));
-        self.slot.store(Some(Arc::clone(&fresh)));
+        self.other.store(Some(Arc::clone(&fresh)));
         f(&fresh.1)
     }
 }
@@ -109,10 +126,12 @@ impl RuleMeters {
     }
 }
 
-/// `sluice_store_latency_seconds{store}`: how long store calls take.
+/// `sluice_store_latency_seconds{store}`: how long store calls take, read on the CPU counter
+/// (timing every call with the OS clock costs more than an in-memory decision).
 #[derive(Debug)]
 pub(crate) struct StoreLatency {
     store: &'static str,
+    counter: quanta::Clock,
     histogram: Registered<Histogram>,
 }
 
@@ -120,15 +139,24 @@ impl StoreLatency {
     pub(crate) fn new(store: &'static str) -> StoreLatency {
         StoreLatency {
             store,
+            counter: quanta::Clock::new(),
             histogram: Registered::new(),
         }
     }
 
-    /// Records one store call that took `seconds`.
+    /// The start of a store call, to give [`StoreLatency::record`] when it ends.
     #[inline]
-    pub(crate) fn record(&self, seconds: f64) {
+    pub(crate) fn start(&self) -> u64 {
+        self.counter.raw()
+    }
+
+    /// Records one store call that started at `start`.
+    #[inline]
+    pub(crate) fn record(&self, start: u64) {
+        let nanos = self.counter.delta_as_nanos(start, self.counter.raw());
         let register =
             || metrics::histogram!("sluice_store_latency_seconds", "store" => self.store);
-        self.histogram.with(register, |h| h.record(seconds));
+        self.histogram
+            .with(register, |h| h.record(nanos as f64 / 1e9));
     }
 }

@@ -177,33 +177,41 @@ impl Decision {
         shadow: bool,
         limits: impl Into<LimitDecisions>,
     ) -> Decision {
-        let limits = limits.into();
-        let top = Decision::most_restrictive(&limits);
-        let enforced_ok = limits.iter().all(|l| l.allowed || l.shadow);
-        Decision {
-            allowed: enforced_ok || shadow,
+        // Filled in place: a decision is a few hundred bytes, and moving it costs as much as a
+        // part of an in-memory check.
+        let mut d = Decision {
+            allowed: shadow,
             rule: rule.into(),
-            limit: top.map_or(0, |l| l.limit),
-            remaining: top.map_or(0, |l| l.remaining),
-            reset_after_ms: top.map_or(0, |l| l.reset_after_ms),
-            retry_after_ms: if enforced_ok {
-                None
-            } else {
-                top.and_then(|l| l.retry_after_ms)
-            },
-            blocked_until_ms: limits.iter().filter_map(|l| l.blocked_until_ms).max(),
-            violations: limits.iter().map(|l| l.violations).max().unwrap_or(0),
-            warning: limits.iter().any(|l| l.warning),
+            limit: 0,
+            remaining: 0,
+            reset_after_ms: 0,
+            retry_after_ms: None,
+            blocked_until_ms: None,
+            violations: 0,
+            warning: false,
             degraded: false,
             shadow,
-            delay_ms: limits.iter().map(|l| l.delay_ms).max().unwrap_or(0),
+            delay_ms: 0,
             reason: None,
-            limits,
+            limits: limits.into(),
             lease: None,
             lease_until_ms: None,
             reservation: None,
             reservation_until_ms: None,
+        };
+        let limits = &d.limits;
+        let enforced_ok = limits.iter().all(|l| l.allowed || l.shadow);
+        if let Some(top) = Decision::most_restrictive(limits) {
+            (d.limit, d.remaining, d.reset_after_ms) =
+                (top.limit, top.remaining, top.reset_after_ms);
+            d.retry_after_ms = top.retry_after_ms.filter(|_| !enforced_ok);
         }
+        d.blocked_until_ms = limits.iter().filter_map(|l| l.blocked_until_ms).max();
+        d.violations = limits.iter().map(|l| l.violations).max().unwrap_or(0);
+        d.warning = limits.iter().any(|l| l.warning);
+        d.delay_ms = limits.iter().map(|l| l.delay_ms).max().unwrap_or(0);
+        d.allowed |= enforced_ok;
+        d
     }
 
     /// The limit whose numbers the top level reports: when denied, the one with the longest
