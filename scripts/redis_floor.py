@@ -126,16 +126,19 @@ def sluice(redis, binary, alg, seconds, *extra, keys=KEYS):
 LEFT = """
 What is left above the floor: the fixed window's minimal script starts its window at the first hit
 (an `INCR` and a `PEXPIRE`), while Sluice's windows are aligned to the clock (Redis `TIME`, the slot
-encoded beside the count, a `SET` when a window starts). Limits with a block or penalty, and rules
-with several limits, take the general decision. It is a Redis function, so its helpers and
-algorithms are defined once when the library loads rather than on every call as a script would
-(defining them costs Redis about 4.7 µs a call: a script that defines them and returns at once
-takes 5.8 µs under `redis-benchmark -P 16`, a function of the same library that returns at once
-1.0 µs). What remains is the driver's own work: reading each limit's arguments into tables,
-`TIME`, one read and one write per limit, the violations key of a penalty. A one-limit request
-reads its state key once (the block check's read is the algorithm's). A blocked identity is
-answered by that first read, plus the violations key with a penalty. With the denial cache on, as
-by default, Redis sees a blocked identity only when its cached denial runs out."""
+encoded beside the count, a `SET` when a window starts). A one-limit rule with a block or penalty
+runs its algorithm's one-limit script too, which adds a read of the state key for a block marker
+(the algorithm's own read, for GCRA and the token bucket) and, with a penalty, a read of the
+violations key; a block in force is answered from the marker. Its denials are two calls: the
+one-limit script leaves them, having written nothing, to the general decision, which blocks and
+counts the violation. Rules with several limits take the general decision. It is a Redis
+function, so its helpers and algorithms are defined once when the library loads rather than on
+every call as a script would (defining them costs Redis about 4.7 µs a call: a script that
+defines them and returns at once takes 5.8 µs under `redis-benchmark -P 16`, a function of the
+same library that returns at once 1.0 µs). What remains is the driver's own work: reading each
+limit's arguments into tables, `TIME`, one read and one write per limit, the violations key of a
+penalty. With the denial cache on, as by default, Redis sees a blocked identity only when its
+cached denial runs out."""
 
 
 def render(path):

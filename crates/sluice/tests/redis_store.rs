@@ -440,8 +440,8 @@ async fn the_general_decision_is_a_function_reloaded_after_a_flush() {
     assert_eq!(server.cli(&["CONFIG", "RESETSTAT"]), "OK");
     assert!(decide().await.outcomes.iter().all(|o| o.allowed));
     assert_eq!((calls_of("fcall"), calls_of("evalsha")), (1, 0));
-    // A one-limit request with a block reads its state key once: the read that looks for a block
-    // marker is the algorithm's read.
+    // A one-limit request with a block runs its algorithm's one-limit script, which reads the
+    // state key once: the read that looks for a block marker is the algorithm's read.
     let mut guarded = call("g", step(Algorithm::Gcra, 2, 60 * S));
     guarded.step.block_us = Some(60 * S);
     assert_eq!(server.cli(&["CONFIG", "RESETSTAT"]), "OK");
@@ -451,7 +451,10 @@ async fn the_general_decision_is_a_function_reloaded_after_a_flush() {
         .await
         .unwrap();
     assert!(o.outcomes[0].allowed);
-    assert_eq!((calls_of("fcall"), calls_of("get")), (1, 1));
+    assert_eq!(
+        (calls_of("fcall"), calls_of("evalsha"), calls_of("get")),
+        (0, 1, 1)
+    );
     assert_eq!(server.cli(&["FUNCTION", "FLUSH"]), "OK");
     let third = decide().await;
     assert!(

@@ -9,12 +9,15 @@
 //! Each decision is one call (a script reloaded on `NOSCRIPT`, a function reloaded when missing),
 //! chosen by the request's shape
 //! ([`script::Scripts::one_for`]):
-//! - one limit without block or penalty — the common case — runs `lua/one_<algorithm>.lua`
-//!   (after `lua/one_head.lua`), written for that algorithm alone so that Redis does what the
-//!   algorithm needs and no more: `TIME`, one read and one write of one key (the fixed window:
-//!   one `DECRBY`). It answers only the case it expects; for anything else (a block marker,
-//!   another algorithm's state, a sliding log denial, whose retry time needs a search) it writes
-//!   nothing and answers `{}`, and the store sends the general decision;
+//! - one limit — the common case — runs `lua/one_<algorithm>.lua` (after `lua/one_head.lua`),
+//!   written for that algorithm alone so that Redis does what the algorithm needs and no more:
+//!   `TIME`, one read and one write of one key (the fixed window: one `DECRBY`). It answers only
+//!   the case it expects; for anything else (a block marker, another algorithm's state, a
+//!   sliding log denial, whose retry time needs a search) it writes nothing and answers `{}`,
+//!   and the store sends the general decision. A limit with a block or a penalty adds a read of
+//!   its state key for a block marker (a block in force is answered from it) and, with a
+//!   penalty, a look for recent violations; its denials go to the general decision, which
+//!   imposes the block and counts the violation;
 //! - anything else runs `lua/decide.lua` after the prelude (`lua/idiv.lua`, `lua/prelude.lua`)
 //!   and one file per algorithm, as the function of a library loaded once (`FCALL`, see
 //!   [`function`]), which restates [`crate::algorithm::step`]: block check, each algorithm's
@@ -266,7 +269,7 @@ impl RedisStore {
             match scripts.one_for(calls, mode) {
                 Some(one) => (
                     vec!["EVALSHA".to_string(), one.get_hash().to_string()],
-                    vec![keys::state_key(prefix, &calls[0].key)],
+                    self.one_keys(&calls[0]),
                     script::one_args(&calls[0], now, min_ttl)?.into(),
                 ),
                 None => {
@@ -283,6 +286,16 @@ impl RedisStore {
         command.extend(keys);
         command.extend(args);
         Ok(command)
+    }
+
+    /// The KEYS of a one-limit script: the state key, and the violations key of a penalty.
+    fn one_keys(&self, call: &LimitCall) -> Vec<String> {
+        let prefix = &self.inner.prefix;
+        let mut names = vec![keys::state_key(prefix, &call.key)];
+        if call.step.penalty.is_some() {
+            names.push(keys::key(prefix, &call.key, Part::Violations));
+        }
+        names
     }
 
     /// The KEYS and ARGV of the general decision script.
@@ -314,7 +327,7 @@ impl RedisStore {
             let call = &calls[0];
             let args = script::one_args(call, self.client_now(), self.inner.min_ttl_us)?;
             let reply: Vec<i64> = one
-                .key(keys::state_key(&self.inner.prefix, &call.key))
+                .key(self.one_keys(call))
                 .arg(&args[..])
                 .invoke_async(&mut conn)
                 .await

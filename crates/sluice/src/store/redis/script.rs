@@ -1,11 +1,13 @@
 //! The Lua scripts and their wire format: arguments out, outcomes back.
 //!
 //! Which script decides a request depends on its shape ([`Scripts::for_calls`]):
-//! - one limit without block or penalty, applied (the common case): `one_<algorithm>.lua`, a
-//!   script written for that algorithm alone, at the floor of what Redis must do. It handles
-//!   the state it expects and answers `{}` for anything else (a block marker, another
-//!   algorithm's state, for the sliding log a denial), having written nothing; the store then
-//!   sends the general script. The leaky bucket has none.
+//! - one limit, applied (the common case): `one_<algorithm>.lua`, a script written for that
+//!   algorithm alone, at the floor of what Redis must do. It handles the state it expects and
+//!   answers `{}` for anything else (a block marker, another algorithm's state, for the sliding
+//!   log a denial), having written nothing; the store then sends the general script. For a limit
+//!   with a block or a penalty it also answers a block in force, and leaves every denial (which
+//!   blocks and counts a violation) and an identity with recent violations to the general
+//!   script. The leaky bucket has none.
 //! - anything else (several limits, a block, a penalty, a peek): `decide`, the prelude, every
 //!   algorithm and `lua/decide.lua`, which restates [`crate::algorithm::step`]. Its first part,
 //!   `lua/blocked.lua`, answers a one-limit request of a blocked identity before anything else
@@ -187,7 +189,7 @@ impl Scripts {
     /// The one-limit script that decides these calls, if they have that shape.
     pub fn one_for(&self, calls: &[LimitCall], mode: Mode) -> Option<&Script> {
         match calls {
-            [call] if mode == Mode::Apply && !guarded(call) => {
+            [call] if mode == Mode::Apply => {
                 self.one[usize::from(call.step.algorithm.wire_code()) - 1].as_ref()
             }
             _ => None,
@@ -261,12 +263,13 @@ fn flag(b: bool) -> &'static str {
     if b { "1" } else { "0" }
 }
 
-/// The ARGV of a `one_<algorithm>` script.
+/// The ARGV of a `one_<algorithm>` script (`lua/one_head.lua` lists them). Its KEYS are the state
+/// key and, with a penalty, the violations key.
 pub fn one_args(
     call: &LimitCall,
     now_us: Option<Micros>,
     min_ttl_us: Micros,
-) -> Result<[String; 7], StoreError> {
+) -> Result<[String; 9], StoreError> {
     check_exact(call)?;
     let s = &call.step;
     Ok([
@@ -277,6 +280,9 @@ pub fn one_args(
         s.params.capacity.to_string(),
         s.cost.to_string(),
         flag(s.params.count_denied).to_string(),
+        flag(guarded(call)).to_string(),
+        s.penalty
+            .map_or_else(String::new, |p| p.warn_after.to_string()),
     ])
 }
 
@@ -319,8 +325,9 @@ pub fn decide_args(
     Ok(args)
 }
 
-/// Values a `one_<algorithm>` script returns.
-pub const ONE_REPLY: usize = 5;
+/// Values a `one_<algorithm>` script returns (but for a block in force, answered as the general
+/// script answers one limit).
+pub const ONE_REPLY: usize = 7;
 
 /// Decodes a `one_<algorithm>` script's reply: `None` when it left the request to the general
 /// script.
@@ -329,10 +336,12 @@ pub fn parse_one_reply(reply: &[i64]) -> Result<Option<(Micros, LimitOutcome)>, 
         return Ok(None);
     }
     let mut full = Vec::with_capacity(1 + REPLY_PER_LIMIT);
-    full.extend_from_slice(reply);
     if reply.len() == ONE_REPLY {
-        // delay, blocked_until (none), violations, warning: nothing for these limits.
-        full.extend_from_slice(&[0, -1, 0, 0]);
+        // No delay (the leaky bucket has no one-limit script), no block in force.
+        full.extend_from_slice(&reply[..5]);
+        full.extend_from_slice(&[0, -1, reply[5], reply[6]]);
+    } else {
+        full.extend_from_slice(reply);
     }
     let (now, mut outcomes) = parse_reply(&full, 1)?;
     Ok(outcomes.pop().map(|o| (now, o)))

@@ -1,14 +1,13 @@
--- one_fixed_window: one fixed-window limit without block or penalty, at the floor of what Redis
--- must do: TIME and one DECRBY while the window lasts (plus a SET when a window starts). Restates
--- fixed_window_once (fixed_window.lua, algorithm/fixed_window.rs) after one_head.lua and
--- idiv.lua, without the prelude: every function a script defines costs Redis time on every call.
--- Anything but a count in the key (a block marker, another algorithm's state) returns {} and the
--- caller decides with the general script instead.
+-- one_fixed_window: one fixed-window limit (see one_head.lua for a block or penalty), at the floor
+-- of what Redis must do: TIME and one DECRBY while the window lasts (plus a SET when a window
+-- starts). Restates fixed_window_once (fixed_window.lua, algorithm/fixed_window.rs) after
+-- one_head.lua and idiv.lua, without the prelude: every function a script defines costs Redis time
+-- on every call. Anything but a count in the key (a block marker, another algorithm's state)
+-- returns {} and the caller decides with the general script instead.
 --
 -- KEYS[1]: the state key, -(slot * 2^25 + count) (see fixed_window.lua).
--- ARGV: as one_head.lua reads them (now, min expiry, count, window_us, capacity, cost), then
---   count_denied (0/1).
--- Returns: { now_us, allowed (0/1), remaining, reset_after_us, retry_after_us (-1: none) }, or {}.
+-- ARGV (and KEYS[2]): as one_head.lua reads them.
+-- Returns: as one_head.lua says.
 
 local key = KEYS[1]
 local r = redis.pcall('DECRBY', key, cost)
@@ -32,6 +31,15 @@ local allowed
 if count == 0 then
   -- A new window (or a key that was missing or held another algorithm's count).
   allowed = cost <= limit
+  if not allowed and ARGV[8] == '1' then
+    -- Left to the general decision as it was: stored counts are never 0, so -cost was a miss.
+    if r == -cost then
+      redis.call('DEL', key)
+    else
+      redis.call('INCRBY', key, cost)
+    end
+    return {}
+  end
   if allowed or ARGV[7] == '1' then
     count = math.min(cost, CAP)
     local ms = math.ceil(math.max(left, tonumber(ARGV[2])) / 1000)
@@ -41,6 +49,10 @@ if count == 0 then
   end
 else
   allowed = count <= limit
+  if not allowed and ARGV[8] == '1' then
+    redis.call('INCRBY', key, cost)
+    return {}
+  end
   if not allowed then
     local keep = count - cost
     if ARGV[7] == '1' then
@@ -57,6 +69,6 @@ if count > 0 then
   reset = left
 end
 if allowed then
-  return { now, 1, math.max(limit - count, 0), reset, -1 }
+  return { now, 1, math.max(limit - count, 0), reset, -1, violations, warning }
 end
-return { now, 0, math.max(limit - count, 0), reset, left }
+return { now, 0, math.max(limit - count, 0), reset, left, violations, warning }

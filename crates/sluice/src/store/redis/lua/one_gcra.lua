@@ -1,14 +1,17 @@
--- one_gcra: one GCRA limit without block or penalty, at the floor of what Redis must do (TIME,
--- GET, SET). Restates gcra_look and gcra_record (gcra.lua, algorithm/gcra.rs) after one_head.lua
--- and idiv.lua, without the prelude: every function a script defines costs Redis time on every
--- call. Anything but a plain tat in the key (a block marker, another algorithm's state) returns {}
--- and the caller decides with the general script instead.
+-- one_gcra: one GCRA limit (see one_head.lua for a block or penalty), at the floor of what Redis
+-- must do (TIME, GET, SET). Restates gcra_look and gcra_record (gcra.lua, algorithm/gcra.rs) after
+-- one_head.lua and idiv.lua, without the prelude: every function a script defines costs Redis time
+-- on every call. Anything but a plain tat in the key (a block marker, another algorithm's state)
+-- returns {} and the caller decides with the general script instead.
 --
 -- KEYS[1]: the state key (the tat in µs, a plain integer).
--- ARGV: as one_head.lua reads them (now, min expiry, count, window_us, capacity, cost).
--- Returns: { now_us, allowed (0/1), remaining, reset_after_us, retry_after_us (-1: none) }, or {}.
+-- ARGV (and KEYS[2]): as one_head.lua reads them.
+-- Returns: as one_head.lua says.
 
-local raw = redis.pcall('GET', KEYS[1])
+local raw = held
+if ARGV[8] ~= '1' then
+  raw = redis.pcall('GET', KEYS[1])
+end
 local tat = tonumber(raw)
 if not tat then
   if raw then
@@ -27,6 +30,9 @@ if tat < now then
 end
 local new_tat = tat + cost * t
 local allowed = new_tat <= now + tau
+if not allowed and ARGV[8] == '1' then
+  return {}
+end
 local after = tat
 if allowed then
   after = new_tat
@@ -38,6 +44,6 @@ if now + tau > after then
   remaining = idiv(now + tau - after, t)
 end
 if allowed then
-  return { now, 1, remaining, after - now, -1 }
+  return { now, 1, remaining, after - now, -1, violations, warning }
 end
-return { now, 0, remaining, after - now, new_tat - tau - now }
+return { now, 0, remaining, after - now, new_tat - tau - now, violations, warning }

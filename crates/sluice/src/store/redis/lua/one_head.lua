@@ -3,8 +3,20 @@
 -- line runs on every call.
 --
 -- ARGV: now in µs from the client's clock ('' to read Redis TIME), the shortest expiry to write in
---   µs (see RedisOptions::min_ttl), count (units per window), window_us, capacity, cost, then
---   whatever the script documents.
+--   µs (see RedisOptions::min_ttl), count (units per window), window_us, capacity, cost,
+--   count_denied (0/1), guarded (1: the limit has a block or a penalty), the penalty's warn_after
+--   ('': none).
+-- KEYS[1]: the state key; KEYS[2]: with a penalty, the violations key
+--   ("<count>:<forgotten at µs>").
+--
+-- A guarded limit is decided here unless a block or a penalty must act: a block in force is
+-- answered from its marker (restating blocked.lua), and every answer carries the penalty's
+-- violations; a block that is over (to be lifted) and every denial (which imposes the block and
+-- counts the violation) return {}, and the general decision takes the request with the state as
+-- it found it.
+--
+-- The scripts return { now_us, allowed (0/1), remaining, reset_after_us, retry_after_us (-1:
+-- none), violations, warning (0/1) }; a block in force, decide.lua's reply for one limit; or {}.
 
 local now = tonumber(ARGV[1])
 if not now then
@@ -13,3 +25,30 @@ if not now then
 end
 local limit, window, capacity, cost = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]),
   tonumber(ARGV[6])
+-- A guarded limit's state key as read here, which the scripts that read it with GET reuse; its
+-- penalty's violations, which every answer carries.
+local held
+local violations, warning = 0, 0
+if ARGV[8] == '1' then
+  if ARGV[9] ~= '' then
+    local v = redis.call('GET', KEYS[2])
+    local count, forget
+    if v then
+      count, forget = string.match(v, '^(%d+):(%d+)$')
+    end
+    if forget and tonumber(forget) > now then
+      violations = tonumber(count)
+    end
+    if violations > 0 and violations >= tonumber(ARGV[9]) then
+      warning = 1
+    end
+  end
+  held = redis.pcall('GET', KEYS[1])
+  if type(held) == 'string' and string.byte(held, 1) == 66 then
+    local until_us = tonumber(string.sub(held, 2)) or 0
+    if until_us <= now then
+      return {}
+    end
+    return { now, 0, 0, until_us - now, until_us - now, 0, until_us, violations, warning }
+  end
+end

@@ -1,15 +1,15 @@
--- one_sliding_log: one sliding-log limit without block or penalty, admitting with the least Redis
--- work (TIME, the oldest and newest members, ZADD, PEXPIRE; ZREMRANGEBYSCORE only when requests
--- left the window). Restates sliding_log_look and sliding_log_record (sliding_log.lua,
--- algorithm/sliding_log.rs) for a request that fits, after one_head.lua, without the prelude:
--- every function a script defines costs Redis time on every call. A denial (its retry time needs
--- a search), a key holding anything but the log (another algorithm's sorted set too), or a log
--- due for rebasing returns {} having written nothing, and the caller decides with the general
+-- one_sliding_log: one sliding-log limit (see one_head.lua for a block or penalty), admitting with
+-- the least Redis work (TIME, the oldest and newest members, ZADD, PEXPIRE; ZREMRANGEBYSCORE only
+-- when requests left the window). Restates sliding_log_look and sliding_log_record
+-- (sliding_log.lua, algorithm/sliding_log.rs) for a request that fits, after one_head.lua, without
+-- the prelude: every function a script defines costs Redis time on every call. A denial (its retry
+-- time needs a search), a key holding anything but the log (another algorithm's sorted set too), or
+-- a log due for rebasing returns {} having written nothing, and the caller decides with the general
 -- script instead.
 --
 -- KEYS[1]: the state key, a ZSET (see sliding_log.lua).
--- ARGV: as one_head.lua reads them (now, min expiry, count, window_us, capacity, cost).
--- Returns: { now_us, 1, remaining, reset_after_us, -1 }, or {}.
+-- ARGV (and KEYS[2]): as one_head.lua reads them.
+-- Returns: as one_head.lua says (always allowed).
 
 local key = KEYS[1]
 local first = redis.pcall('ZRANGE', key, 0, 0, 'WITHSCORES')
@@ -44,4 +44,4 @@ end
 redis.call('ZADD', key, string.format('%d', t), string.format('%016d:%d', start, cost))
 local reset = t + window - now
 redis.call('PEXPIRE', key, math.ceil(math.max(reset, tonumber(ARGV[2])) / 1000))
-return { now, 1, limit - count - cost, reset, -1 }
+return { now, 1, limit - count - cost, reset, -1, violations, warning }

@@ -1,14 +1,13 @@
--- one_sliding_window: one sliding-window limit without block or penalty, with the least Redis
--- work (TIME, HGETALL, then HDEL of stale buckets, HINCRBY and PEXPIRE when it records). Restates
--- sliding_window_look and sliding_window_record (sliding_window.lua, algorithm/sliding_window.rs)
--- after one_head.lua and idiv.lua, without the prelude: every function a script defines costs
--- Redis time on every call. Anything but a hash in the key (a block marker, another algorithm's
--- state) returns {} and the caller decides with the general script instead.
+-- one_sliding_window: one sliding-window limit (see one_head.lua for a block or penalty), with the
+-- least Redis work (TIME, HGETALL, then HDEL of stale buckets, HINCRBY and PEXPIRE when it
+-- records). Restates sliding_window_look and sliding_window_record (sliding_window.lua,
+-- algorithm/sliding_window.rs) after one_head.lua and idiv.lua, without the prelude: every function
+-- a script defines costs Redis time on every call. Anything but a hash in the key (a block marker,
+-- another algorithm's state) returns {} and the caller decides with the general script instead.
 --
 -- KEYS[1]: the state key, a HASH of bucket index -> units.
--- ARGV: as one_head.lua reads them (now, min expiry, count, window_us, capacity, cost), then
---   count_denied (0/1).
--- Returns: { now_us, allowed (0/1), remaining, reset_after_us, retry_after_us (-1: none) }, or {}.
+-- ARGV (and KEYS[2]): as one_head.lua reads them.
+-- Returns: as one_head.lua says.
 
 local key = KEYS[1]
 local flat = redis.pcall('HGETALL', key)
@@ -36,6 +35,9 @@ if #buckets > 1 then
   end)
 end
 local allowed = count + cost <= limit
+if not allowed and ARGV[8] == '1' then
+  return {}
+end
 local retry = -1
 if not allowed then
   local need = count + cost - limit
@@ -75,4 +77,4 @@ end
 if allowed or ARGV[7] == '1' then
   redis.call('PEXPIRE', key, math.ceil(math.max(reset, tonumber(ARGV[2])) / 1000))
 end
-return { now, allowed and 1 or 0, math.max(limit - count, 0), reset, retry }
+return { now, allowed and 1 or 0, math.max(limit - count, 0), reset, retry, violations, warning }

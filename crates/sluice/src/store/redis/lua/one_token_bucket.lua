@@ -1,15 +1,18 @@
--- one_token_bucket: one token-bucket limit without block or penalty, at the floor of what Redis
--- must do (TIME, GET, SET). Restates token_bucket_look and token_bucket_record (token_bucket.lua,
--- algorithm/token_bucket.rs; the same float operations in the same order) after one_head.lua,
--- without the prelude: every function a script defines costs Redis time on every call. Anything
--- but a bucket in the key (a block marker, another algorithm's state) returns {} and the caller
--- decides with the general script instead.
+-- one_token_bucket: one token-bucket limit (see one_head.lua for a block or penalty), at the floor
+-- of what Redis must do (TIME, GET, SET). Restates token_bucket_look and token_bucket_record
+-- (token_bucket.lua, algorithm/token_bucket.rs; the same float operations in the same order) after
+-- one_head.lua, without the prelude: every function a script defines costs Redis time on every
+-- call. Anything but a bucket in the key (a block marker, another algorithm's state) returns {} and
+-- the caller decides with the general script instead.
 --
 -- KEYS[1]: the state key, "t<used level, %.17g>:<last µs>".
--- ARGV: as one_head.lua reads them (now, min expiry, count, window_us, capacity, cost).
--- Returns: { now_us, allowed (0/1), remaining, reset_after_us, retry_after_us (-1: none) }, or {}.
+-- ARGV (and KEYS[2]): as one_head.lua reads them.
+-- Returns: as one_head.lua says.
 
-local raw = redis.pcall('GET', KEYS[1])
+local raw = held
+if ARGV[8] ~= '1' then
+  raw = redis.pcall('GET', KEYS[1])
+end
 local level, last
 if raw then
   if type(raw) == 'string' then
@@ -25,6 +28,9 @@ if level then
   used = math.max(tonumber(level) - elapsed * limit / window, 0)
 end
 local allowed = used + cost <= capacity + 1e-6
+if not allowed and ARGV[8] == '1' then
+  return {}
+end
 local retry = -1
 if allowed then
   used = used + cost
@@ -37,4 +43,5 @@ if allowed then
   redis.call('SET', KEYS[1], 't' .. string.format('%.17g', used) .. ':' .. string.format('%d', now),
     'PX', ms)
 end
-return { now, allowed and 1 or 0, math.max(math.floor(capacity - used + 1e-6), 0), reset, retry }
+return { now, allowed and 1 or 0, math.max(math.floor(capacity - used + 1e-6), 0), reset, retry,
+  violations, warning }
