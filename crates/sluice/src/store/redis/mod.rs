@@ -262,7 +262,6 @@ impl RedisStore {
         calls: &[LimitCall],
         mode: Mode,
     ) -> Result<Vec<String>, StoreError> {
-        let prefix = &self.inner.prefix;
         let (now, min_ttl) = (self.client_now(), self.inner.min_ttl_us);
         let scripts = &self.inner.scripts;
         let (mut command, keys, args): (_, Vec<String>, Vec<String>) =
