@@ -2,7 +2,7 @@
 //!
 //! Each rule keeps a Space-Saving summary of `2K` counters: an identity already tracked is
 //! incremented; a new one replaces the smallest counter and inherits its count (so counts are
-//! upper bounds, overestimated by at most the inherited `error`). Any identity denied more than
+//! upper bounds, overestimated by at most the count inherited). Any identity denied more than
 //! `total / 2K` times is guaranteed to be tracked. `/metrics` exports the `K` largest per rule as
 //! the gauge `sluice_top_denied_identities{rule, identity}`, rendered fresh on every scrape so
 //! identities that drop out of the top leave no stale series behind. Rules removed by a reload
@@ -12,8 +12,12 @@
 //! is a stable short hash of `name=value,...` ([`IdentityLabels::Hashed`]: the first 12 hex
 //! digits of its SHA-1, which an operator computes from a log line with
 //! `printf %s 'ip=203.0.113.9' | sha1sum | cut -c1-12`), the raw text, or no series at all.
+//! Counters are kept by the identity's text (its values are bounded by the limiter's
+//! `max_attribute_len`), and hashed only when shown: a denial costs no hashing and, once a
+//! rule's summary is full, no allocation but its identity's text.
 
-use std::collections::{BTreeSet, HashMap};
+use std::borrow::Cow;
+use std::collections::HashMap;
 use std::fmt::Write;
 use std::sync::Mutex;
 
@@ -27,40 +31,53 @@ pub const K: usize = 10;
 /// Longest identity label kept (longer ones are cut at a character boundary and marked `…`).
 const MAX_LABEL: usize = 128;
 
-/// Space-Saving counters for one rule.
+/// One tracked identity: its key (see [`TopDenied::key_into`]) and its count.
+#[derive(Debug)]
+struct Counter {
+    key: String,
+    count: u64,
+}
+
+/// Space-Saving counters for one rule. There are at most `2K`, so a pass over them finds the
+/// identity or the smallest counter as fast as a hash lookup would, and a replaced counter's key
+/// buffer is reused: once the summary is full, counting a denial allocates nothing.
 #[derive(Debug, Default)]
 struct Summary {
-    /// identity → (count, overestimate)
-    counters: HashMap<String, (u64, u64)>,
+    counters: Vec<Counter>,
 }
 
 impl Summary {
-    fn add(&mut self, identity: &str, capacity: usize) {
-        if let Some((count, _)) = self.counters.get_mut(identity) {
-            *count += 1;
+    fn add(&mut self, key: &str, capacity: usize) {
+        if let Some(c) = self.counters.iter_mut().find(|c| c.key == key) {
+            c.count += 1;
             return;
         }
         if self.counters.len() < capacity {
-            self.counters.insert(identity.to_string(), (1, 0));
+            self.counters.push(Counter {
+                key: key.to_string(),
+                count: 1,
+            });
             return;
         }
+        // The smallest counter (ties: the smallest key, for stable output) passes to the new
+        // identity, which inherits its count.
         let smallest = self
             .counters
-            .iter()
-            .min_by(|a, b| a.1.0.cmp(&b.1.0).then_with(|| a.0.cmp(b.0)))
-            .map(|(k, v)| (k.clone(), v.0));
-        if let Some((evicted, min)) = smallest {
-            self.counters.remove(&evicted);
-            self.counters.insert(identity.to_string(), (min + 1, min));
+            .iter_mut()
+            .min_by(|a, b| a.count.cmp(&b.count).then_with(|| a.key.cmp(&b.key)));
+        if let Some(c) = smallest {
+            c.key.clear();
+            c.key.push_str(key);
+            c.count += 1;
         }
     }
 
-    /// The `k` largest, largest first (ties by identity, for stable output).
+    /// The `k` largest, largest first (ties by key, for stable output).
     fn top(&self, k: usize) -> Vec<(&str, u64)> {
         let mut all: Vec<(&str, u64)> = self
             .counters
             .iter()
-            .map(|(id, (count, _))| (id.as_str(), *count))
+            .map(|c| (c.key.as_str(), c.count))
             .collect();
         all.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(b.0)));
         all.truncate(k);
@@ -88,7 +105,7 @@ impl TopDenied {
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Summary>> {
         // A panic while holding the lock cannot leave a summary inconsistent (each update is
-        // one map operation), so a poisoned lock is still usable.
+        // one counter), so a poisoned lock is still usable.
         self.rules.lock().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -97,19 +114,15 @@ impl TopDenied {
         if self.labels == IdentityLabels::Off {
             return;
         }
-        let identities: BTreeSet<String> = decision
-            .limits
-            .iter()
-            .filter(|l| !l.allowed)
-            .map(|l| {
-                let identity = identity_text(&l.identity, attributes);
-                match self.labels {
-                    IdentityLabels::Raw => shortened(identity),
-                    _ => hashed(&identity),
-                }
-            })
-            .collect();
-        if identities.is_empty() {
+        let mut keys: Vec<String> = Vec::new();
+        for limit in decision.limits.iter().filter(|l| !l.allowed) {
+            let mut key = String::new();
+            self.key_into(&limit.identity, attributes, &mut key);
+            if !keys.contains(&key) {
+                keys.push(key);
+            }
+        }
+        if keys.is_empty() {
             return;
         }
         let mut rules = self.lock();
@@ -119,8 +132,41 @@ impl TopDenied {
         let Some(summary) = rules.get_mut(decision.rule.as_str()) else {
             return;
         };
-        for identity in &identities {
-            summary.add(identity, 2 * self.k);
+        for key in &keys {
+            summary.add(key, 2 * self.k);
+        }
+    }
+
+    /// What tells a tracked identity apart: `name=value,...` of the attributes a limit counted
+    /// by (`*` for a global limit), cut as its label will be when labels are raw. Hashed labels
+    /// are computed when shown, not on every denial.
+    fn key_into(&self, names: &[Name], attributes: &[(&str, String)], out: &mut String) {
+        out.clear();
+        if names.is_empty() {
+            out.push('*');
+        }
+        for (i, name) in names.iter().enumerate() {
+            if i > 0 {
+                out.push(',');
+            }
+            let value = attributes
+                .iter()
+                .find(|(n, _)| n == name)
+                .map_or("", |(_, v)| v.as_str());
+            out.push_str(name);
+            out.push('=');
+            out.push_str(value);
+        }
+        if self.labels == IdentityLabels::Raw {
+            shorten(out);
+        }
+    }
+
+    /// The label `/metrics` and the dashboard show for a key.
+    fn label<'a>(&self, key: &'a str) -> Cow<'a, str> {
+        match self.labels {
+            IdentityLabels::Hashed => Cow::Owned(hashed(key)),
+            IdentityLabels::Raw | IdentityLabels::Off => Cow::Borrowed(key),
         }
     }
 
@@ -134,7 +180,7 @@ impl TopDenied {
         self.lock().get(rule).map_or_else(Vec::new, |s| {
             s.top(self.k)
                 .into_iter()
-                .map(|(id, n)| (id.to_string(), n))
+                .map(|(key, n)| (self.label(key).into_owned(), n))
                 .collect()
         })
     }
@@ -154,34 +200,16 @@ impl TopDenied {
         );
         let _ = writeln!(out, "# TYPE sluice_top_denied_identities gauge");
         for rule in names {
-            for (identity, count) in rules[rule].top(self.k) {
+            for (key, count) in rules[rule].top(self.k) {
                 let _ = writeln!(
                     out,
                     "sluice_top_denied_identities{{rule=\"{}\",identity=\"{}\"}} {count}",
                     escape(rule),
-                    escape(identity)
+                    escape(&self.label(key))
                 );
             }
         }
     }
-}
-
-/// `name=value,...` of the attributes a limit counted by; `*` for a global limit.
-fn identity_text(names: &[Name], attributes: &[(&str, String)]) -> String {
-    if names.is_empty() {
-        return "*".to_string();
-    }
-    names
-        .iter()
-        .map(|name| {
-            let value = attributes
-                .iter()
-                .find(|(n, _)| n == name)
-                .map_or("", |(_, v)| v.as_str());
-            format!("{name}={value}")
-        })
-        .collect::<Vec<_>>()
-        .join(",")
 }
 
 /// The first 12 hex digits of the SHA-1 of an identity's text.
@@ -194,7 +222,7 @@ fn hashed(identity: &str) -> String {
 }
 
 /// A raw label, cut to [`MAX_LABEL`] bytes.
-fn shortened(mut label: String) -> String {
+fn shorten(label: &mut String) {
     if label.len() > MAX_LABEL {
         let mut cut = MAX_LABEL;
         while !label.is_char_boundary(cut) {
@@ -203,7 +231,6 @@ fn shortened(mut label: String) -> String {
         label.truncate(cut);
         label.push('…');
     }
-    label
 }
 
 /// Escapes a Prometheus label value.
