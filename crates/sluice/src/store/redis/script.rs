@@ -5,13 +5,14 @@
 //!   algorithm alone, at the floor of what Redis must do. It handles the state it expects and
 //!   answers `{}` for anything else (a block marker, another algorithm's state, for the sliding
 //!   log a denial), having written nothing; the store then sends the general script. For a limit
-//!   with a block or a penalty it also answers a block in force, and leaves every denial (which
-//!   blocks and counts a violation) and an identity with recent violations to the general
+//!   with a block or a penalty it also answers a block in force and reports the penalty's
+//!   violations, and leaves every denial (which blocks and counts a violation) to the general
 //!   script. The leaky bucket has none.
-//! - anything else (several limits, a block, a penalty, a peek): `decide`, the prelude, every
-//!   algorithm and `lua/decide.lua`, which restates [`crate::algorithm::step`]. Its first part,
-//!   `lua/blocked.lua`, answers a one-limit request of a blocked identity before anything else
-//!   (a blocked identity costs Redis a read), and otherwise keeps its read for the look.
+//! - anything else (several limits, a peek, what a one-limit script left): `decide`, the
+//!   prelude, every algorithm and `lua/decide.lua`, which restates [`crate::algorithm::step`].
+//!   Its first part, `lua/blocked.lua`, answers a one-limit request of a blocked identity before
+//!   anything else (a blocked identity costs Redis a read), and otherwise keeps its read for the
+//!   look.
 //!
 //! The general decision runs as a Redis function ([`Library`], `FCALL`): the prelude and the
 //! algorithms are defined once, when the library is loaded, where a script defines them again on

@@ -1,7 +1,8 @@
 -- decide: one decision over the limits of a request; restates algorithm/step.rs. Used for
--- requests with several limits, and for limits with a block or penalty (one-limit requests
--- without either take the `one` script). Each limit's algorithm runs once: its look reads the
--- state, and its record writes the request once all limits are known to pass.
+-- requests with several limits, peeks, and what a one-limit script leaves to it (a denial by a
+-- limit with a block or penalty, a block that is over, a state it does not read). Each limit's
+-- algorithm runs once: its look reads the state, and its record writes the request once all
+-- limits are known to pass.
 -- Block (a marker in the state key) -> looks -> all-or-nothing records -> violations -> blocks.
 --
 -- KEYS: per limit, its state key, then for a limit with a block or penalty its block key
