@@ -9,7 +9,7 @@
 //! - once the first byte of a request head arrives, the whole head must arrive within
 //!   `header_read_timeout`;
 //! - from a complete head to the response, a request has `request_timeout` (body reading
-//!   included; 408 past it) — applied by the router's timeout layer, see [`super::serve`].
+//!   included; 408 past it) — applied by the router's deadline layer, see [`super::deadline`].
 //!
 //! The state of a connection lives in a [`Tracker`] shared by its I/O (which sees bytes arrive)
 //! and its service (which sees requests start and end). Those only store atomics: nothing wakes

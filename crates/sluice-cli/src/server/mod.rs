@@ -11,6 +11,7 @@
 //! - `admin`: bearer-token guard, reset and blocks;
 //! - `dashboard`: the `/ui` page and the admin read endpoints it uses (`/v1/stats`, block lifting);
 //! - `connections`: the accept loop, its connection cap and the timeouts of stalled connections;
+//! - `deadline`: `request_timeout`, a 408 for a request not answered in time;
 //! - `error`: JSON errors and body parsing (every client mistake is a 4xx with `{"error"}`);
 //! - `reload`: file watch and SIGHUP → parse → validate → swap;
 //! - `metrics`: the Prometheus recorder and the top denied identities (`topk`).
@@ -18,6 +19,7 @@
 mod admin;
 mod connections;
 mod dashboard;
+mod deadline;
 pub(crate) mod error;
 mod leases;
 pub mod metrics;
@@ -36,15 +38,14 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use anyhow::Context;
 use arc_swap::ArcSwap;
 use axum::Router;
-use axum::http::StatusCode;
 use sluice::config::Config;
 use sluice::model::HeaderStyle;
 use sluice::{Limiter, MemoryStore};
 use tokio::net::TcpListener;
-use tower_http::timeout::TimeoutLayer;
 
 use crate::cli::ServeArgs;
 use crate::store_url::{self, OpenedStore, redact};
+use deadline::DeadlineLayer;
 
 /// Where the service listens when neither `--listen` nor `listen` says.
 pub const DEFAULT_LISTEN: SocketAddr =
@@ -170,10 +171,7 @@ pub async fn serve(
         max_connections = limits.max_connections,
         "listening on http://{address}"
     );
-    let app = router(state).layer(TimeoutLayer::with_status_code(
-        StatusCode::REQUEST_TIMEOUT,
-        limits.request_timeout,
-    ));
+    let app = router(state).layer(DeadlineLayer::new(limits.request_timeout));
     let (stop, stopped) = tokio::sync::watch::channel(false);
     tokio::spawn(async move {
         shutdown.await;

@@ -227,27 +227,36 @@ pub fn decision_response(
     message: Option<&str>,
     view: View,
 ) -> Response {
-    let body = match view {
-        View::Full => serde_json::to_vec(&FullBody { decision, message }),
-        View::Compact => serde_json::to_vec(&CompactBody {
-            allowed: decision.allowed,
-            lease: decision.lease.as_deref(),
-            lease_until_ms: decision.lease_until_ms,
-            reservation: decision.reservation.as_deref(),
-            reservation_until_ms: decision.reservation_until_ms,
-            limit: decision.limit,
-            remaining: decision.remaining,
-            reset_after_ms: decision.reset_after_ms,
-            retry_after_ms: decision.retry_after_ms,
-            degraded: decision.degraded,
-            reason: decision.reason.as_deref(),
-            message,
-        }),
-        View::Headers => Ok(Vec::new()),
+    // Sized for a one-limit decision, so the body is written without growing.
+    let mut body = Vec::with_capacity(if view == View::Full { 640 } else { 160 });
+    let written = match view {
+        // `flatten` costs a map's serializer: only the message needs it.
+        View::Full if message.is_none() => serde_json::to_writer(&mut body, decision),
+        View::Full => serde_json::to_writer(&mut body, &FullBody { decision, message }),
+        View::Compact => serde_json::to_writer(
+            &mut body,
+            &CompactBody {
+                allowed: decision.allowed,
+                lease: decision.lease.as_deref(),
+                lease_until_ms: decision.lease_until_ms,
+                reservation: decision.reservation.as_deref(),
+                reservation_until_ms: decision.reservation_until_ms,
+                limit: decision.limit,
+                remaining: decision.remaining,
+                reset_after_ms: decision.reset_after_ms,
+                retry_after_ms: decision.retry_after_ms,
+                degraded: decision.degraded,
+                reason: decision.reason.as_deref(),
+                message,
+            },
+        ),
+        View::Headers => Ok(()),
     };
     // Serializing plain numbers and strings cannot fail; an empty body would still carry the
     // decision in its status and headers.
-    let body = body.unwrap_or_default();
+    if written.is_err() {
+        body.clear();
+    }
     let mut response = (status, body).into_response();
     if view == View::Headers {
         response.headers_mut().remove(header::CONTENT_TYPE);

@@ -6,12 +6,12 @@
 //! [`insert_headers`], which the service and the forward-auth endpoint use too.
 
 use axum::response::IntoResponse;
-use http::header::{CONTENT_TYPE, HeaderName, HeaderValue};
+use http::header::{CONTENT_TYPE, HeaderName, HeaderValue, RETRY_AFTER};
 use http::{HeaderMap, Response, StatusCode};
 
 use crate::error::Error;
 use crate::limited::Limited;
-use crate::model::{Decision, HeaderStyle, headers};
+use crate::model::{Decision, HeaderStyle, write_headers};
 
 /// `X-RateLimit-Degraded: true`: the store could not be asked and the fail policy decided.
 pub const DEGRADED_HEADER: HeaderName = HeaderName::from_static("x-ratelimit-degraded");
@@ -26,16 +26,27 @@ pub const DEFAULT_MESSAGE: &str = "rate limit exceeded";
 /// Writes the decision's rate-limit headers ([`crate::model::headers`]) into an HTTP header map:
 /// the one conversion the middleware, the service and the forward-auth endpoint share.
 pub fn insert_headers(map: &mut HeaderMap, d: &Decision, style: HeaderStyle) {
-    for (name, value) in headers(d, style) {
-        // Names are fixed ASCII and values are numbers and rule names, which are checked to be
-        // token characters, so neither conversion fails; a header that did would be skipped.
-        if let (Ok(name), Ok(value)) = (
-            HeaderName::from_bytes(name.as_bytes()),
-            HeaderValue::from_str(&value),
-        ) {
+    let mut buffer = String::with_capacity(64);
+    write_headers(d, style, &mut buffer, |name, value| {
+        // Values are numbers and rule names, which are checked to be token characters, so the
+        // conversion does not fail; a header that did would be skipped.
+        if let (Some(name), Ok(value)) = (header_name(name), HeaderValue::from_str(value)) {
             map.insert(name, value);
         }
-    }
+    });
+}
+
+/// The `http` name of a header [`write_headers`] writes, without parsing the usual ones.
+fn header_name(name: &'static str) -> Option<HeaderName> {
+    Some(match name {
+        "RateLimit-Policy" => HeaderName::from_static("ratelimit-policy"),
+        "RateLimit" => HeaderName::from_static("ratelimit"),
+        "X-RateLimit-Limit" => HeaderName::from_static("x-ratelimit-limit"),
+        "X-RateLimit-Remaining" => HeaderName::from_static("x-ratelimit-remaining"),
+        "X-RateLimit-Reset" => HeaderName::from_static("x-ratelimit-reset"),
+        "Retry-After" => RETRY_AFTER,
+        other => return HeaderName::from_bytes(other.as_bytes()).ok(),
+    })
 }
 
 /// Writes the decision's rate-limit headers, and the degraded marker when it applies.

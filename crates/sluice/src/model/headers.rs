@@ -12,9 +12,11 @@
 //! (releases make it sooner). When denied, `Retry-After` is the wait until enough leases expire
 //! by themselves; a release may let the request in earlier.
 
+use std::fmt::{self, Write};
+
 use serde::{Deserialize, Serialize};
 
-use super::Decision;
+use super::{Decision, LimitDecision};
 
 /// Which rate-limit headers to send.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -44,52 +46,69 @@ fn secs_up(ms: u64) -> u64 {
 /// ```
 pub fn headers(d: &Decision, style: HeaderStyle) -> Vec<(&'static str, String)> {
     let mut out = Vec::with_capacity(6);
+    write_headers(d, style, &mut String::new(), |name, value| {
+        out.push((name, value.to_owned()));
+    });
+    out
+}
+
+/// Hands each of the decision's headers, in [`headers`]' order, to `each`, building the values
+/// in `buffer`: the per-request path writes them straight into a response without a `String`
+/// per header.
+pub fn write_headers(
+    d: &Decision,
+    style: HeaderStyle,
+    buffer: &mut String,
+    mut each: impl FnMut(&'static str, &str),
+) {
     let ietf = matches!(style, HeaderStyle::Ietf | HeaderStyle::Both);
     let legacy = matches!(style, HeaderStyle::Legacy | HeaderStyle::Both);
+    // Writing into a String cannot fail.
+    let mut write = |name: &'static str, parts: &dyn Fn(&mut String) -> fmt::Result| {
+        buffer.clear();
+        let _ = parts(buffer);
+        each(name, buffer);
+    };
     if ietf && !d.limits.is_empty() {
-        let name = |id: &str| {
-            if d.limits.len() == 1 {
-                d.rule.to_string()
-            } else {
-                format!("{}.{id}", d.rule)
-            }
-        };
-        let policy: Vec<String> = d
-            .limits
-            .iter()
-            .map(|l| {
-                format!(
-                    "\"{}\";q={};w={}",
-                    name(&l.id),
-                    l.limit,
-                    secs_up(l.window_ms).max(1)
-                )
+        // One item per limit; with several, each is named `<rule>.<limit id>`.
+        let items =
+            |out: &mut String, item: &dyn Fn(&mut String, &LimitDecision) -> fmt::Result| {
+                for (i, l) in d.limits.iter().enumerate() {
+                    if i > 0 {
+                        out.push_str(", ");
+                    }
+                    write!(out, "\"{}", d.rule)?;
+                    if d.limits.len() > 1 {
+                        write!(out, ".{}", l.id)?;
+                    }
+                    out.push('"');
+                    item(out, l)?;
+                }
+                Ok(())
+            };
+        write("RateLimit-Policy", &|out| {
+            items(out, &|out, l| {
+                write!(out, ";q={};w={}", l.limit, secs_up(l.window_ms).max(1))
             })
-            .collect();
-        let state: Vec<String> = d
-            .limits
-            .iter()
-            .map(|l| {
-                format!(
-                    "\"{}\";r={};t={}",
-                    name(&l.id),
-                    l.remaining,
-                    secs_up(l.reset_after_ms)
-                )
+        });
+        write("RateLimit", &|out| {
+            items(out, &|out, l| {
+                write!(out, ";r={};t={}", l.remaining, secs_up(l.reset_after_ms))
             })
-            .collect();
-        out.push(("RateLimit-Policy", policy.join(", ")));
-        out.push(("RateLimit", state.join(", ")));
+        });
     }
     if legacy && !d.limits.is_empty() {
-        out.push(("X-RateLimit-Limit", d.limit.to_string()));
-        out.push(("X-RateLimit-Remaining", d.remaining.to_string()));
-        out.push(("X-RateLimit-Reset", secs_up(d.reset_after_ms).to_string()));
+        write("X-RateLimit-Limit", &|out| write!(out, "{}", d.limit));
+        write("X-RateLimit-Remaining", &|out| {
+            write!(out, "{}", d.remaining)
+        });
+        write("X-RateLimit-Reset", &|out| {
+            write!(out, "{}", secs_up(d.reset_after_ms))
+        });
     }
     if !d.allowed {
-        out.push(("Retry-After", retry_after_secs(d).to_string()));
+        write("Retry-After", &|out| write!(out, "{}", retry_after_secs(d)));
     }
-    out
 }
 
 /// Whole seconds to wait before retrying a denied request, rounded up, at least 1.
@@ -133,6 +152,34 @@ mod tests {
                 ("X-RateLimit-Limit", "5".to_string()),
                 ("X-RateLimit-Remaining", "3".to_string()),
                 ("X-RateLimit-Reset", "25".to_string()),
+            ]
+        );
+    }
+
+    #[test]
+    fn several_limits_are_named_after_rule_and_limit() {
+        let one = decision(false, Some(2_000)).limits[0].clone();
+        let mut other = one.clone();
+        other.id = "user-gcra-1h".into();
+        other.allowed = true;
+        other.limit = 100;
+        other.window_ms = 3_600_000;
+        other.remaining = 99;
+        other.reset_after_ms = 36_000;
+        let d = Decision::of_limits("login", false, vec![one, other]);
+        assert_eq!(
+            headers(&d, HeaderStyle::Ietf),
+            [
+                (
+                    "RateLimit-Policy",
+                    "\"login.ip-gcra-1m\";q=5;w=60, \"login.user-gcra-1h\";q=100;w=3600"
+                        .to_string()
+                ),
+                (
+                    "RateLimit",
+                    "\"login.ip-gcra-1m\";r=3;t=25, \"login.user-gcra-1h\";r=99;t=36".to_string()
+                ),
+                ("Retry-After", "2".to_string()),
             ]
         );
     }

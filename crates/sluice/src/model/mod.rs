@@ -20,7 +20,7 @@ pub use decision::{AttributeNames, Decision, LimitDecision, LimitDecisions};
 pub(crate) use duration::serde_text;
 pub use duration::{format_duration, parse_duration};
 pub use fail_policy::FailPolicy;
-pub use headers::{HeaderStyle, headers, retry_after_secs};
+pub use headers::{HeaderStyle, headers, retry_after_secs, write_headers};
 pub use limit::{Limit, MAX_LEASES};
 pub use micros::Micros;
 pub use name::{MAX_INTERNED, MAX_INTERNED_BYTES, Name};
