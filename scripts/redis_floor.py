@@ -137,8 +137,14 @@ every call as a script would (defining them costs Redis about 4.7 µs a call: a 
 defines them and returns at once takes 5.8 µs under `redis-benchmark -P 16`, a function of the
 same library that returns at once 1.0 µs). What remains is the driver's own work: reading each
 limit's arguments into tables, `TIME`, one read and one write per limit, the violations key of a
-penalty. With the denial cache on, as by default, Redis sees a blocked identity only when its
-cached denial runs out."""
+penalty. Taken apart for two GCRA limits (the general function loaded by hand and driven by
+`redis-benchmark -P 16` with the arguments Sluice sends, 15.2 µs a call): the same function with
+its Redis commands stubbed out costs 11.2 µs, so the commands themselves (`TIME`, two `GET`s, two
+`SET`s) are about 4 µs. Of the Lua, the call and its 28 arguments take 3.1 µs, reading each
+limit's 12 arguments into its tables 1.5 µs a limit (0.6 of it building the tables), each look
+0.85 µs, each record 1.0 µs and the 17-value reply 1.5 µs. A function that only does `TIME` and
+a `GET` and a `SET` per key takes 9.7 µs for two keys and 6.1 µs for one. With the denial cache
+on, as by default, Redis sees a blocked identity only when its cached denial runs out."""
 
 
 def render(path):

@@ -1,5 +1,5 @@
--- fixed_window: restates algorithm/fixed_window.rs as look and record, plus `once`, the
--- single-limit path that counts with one native DECRBY.
+-- fixed_window: restates algorithm/fixed_window.rs as look and record. (A one-limit rule counts
+-- with one native DECRBY instead: see one_fixed_window.lua.)
 --
 -- KEY: one negative integer, -(slot * 2^25 + count), so Redis keeps it in the key's object and
 -- DECRBY adds to the count. `slot` is the window's index modulo 2^28 - 1, plus 1 (never 0: a
@@ -58,43 +58,3 @@ local function fixed_window_record(key, now, p, cost, o)
   fixed_window_fill(o, now, p)
   redis.call('SET', key, int(-(o.slot * FW_M + o.count)), 'PX', px(o.reset))
 end
-
--- Decides and records one request with DECRBY first: one command while the window lasts, as
--- few as INCR plus PEXPIRE. Returns nil when the key holds anything but a count (a marker or
--- another algorithm's state): the caller then looks and records the slow way.
-local function fixed_window_once(key, now, p, cost)
-  local r = redis.pcall('DECRBY', key, cost)
-  if type(r) ~= 'number' then
-    return nil
-  end
-  local start, slot = fixed_window_slot(now, p)
-  local o = { delay = 0, start = start, slot = slot }
-  local count = fixed_window_count(r, slot)
-  if count == 0 then
-    -- A new window (or a key that was missing or held something else): this is its first count.
-    o.count = 0
-    o.allowed = cost <= p.count
-    if o.allowed or p.count_denied then
-      fixed_window_record(key, now, p, cost, o)
-    else
-      redis.call('DEL', key)
-      fixed_window_fill(o, now, p)
-    end
-    return o
-  end
-  o.allowed = count <= p.count
-  if not o.allowed then
-    local keep = count - cost
-    if p.count_denied then
-      keep = math.min(count, COUNT_CAP)
-    end
-    if keep ~= count then
-      redis.call('INCRBY', key, count - keep)
-    end
-    count = keep
-  end
-  o.count = count
-  fixed_window_fill(o, now, p)
-  return o
-end
-

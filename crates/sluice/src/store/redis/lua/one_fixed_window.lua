@@ -1,9 +1,10 @@
 -- one_fixed_window: one fixed-window limit (see one_head.lua for a block or penalty), at the floor
 -- of what Redis must do: TIME and one DECRBY while the window lasts (plus a SET when a window
--- starts). Restates fixed_window_once (fixed_window.lua, algorithm/fixed_window.rs) after
--- one_head.lua and idiv.lua, without the prelude: every function a script defines costs Redis time
--- on every call. Anything but a count in the key (a block marker, another algorithm's state)
--- returns {} and the caller decides with the general script instead.
+-- starts). Restates fixed_window_look and fixed_window_record (fixed_window.lua,
+-- algorithm/fixed_window.rs), counting first and undoing a denied count, after one_head.lua and
+-- idiv.lua, without the prelude: every function a script defines costs Redis time on every call.
+-- Anything but a count in the key (a block marker, another algorithm's state) returns {} and the
+-- caller decides with the general script instead.
 --
 -- KEYS[1]: the state key, -(slot * 2^25 + count) (see fixed_window.lua).
 -- ARGV (and KEYS[2]): as one_head.lua reads them.
