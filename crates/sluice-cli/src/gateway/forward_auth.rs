@@ -84,9 +84,9 @@ async fn auth(
     let name = section.client_ip.attribute.as_str();
     attributes.retain(|(n, _)| n != name);
     attributes.push((name.to_string(), ip));
-    let attributes: Vec<(&str, String)> = attributes
+    let attributes: Vec<(&str, &str)> = attributes
         .iter()
-        .map(|(n, v)| (n.as_str(), v.clone()))
+        .map(|(n, v)| (n.as_str(), v.as_str()))
         .collect();
 
     let decision = state

@@ -6,7 +6,6 @@
 //! SHA-1 digests in constant time, so neither the content nor the length of the secret leaks
 //! through timing.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use axum::body::Bytes;
@@ -22,24 +21,24 @@ use serde_json::{Value, json};
 use sluice::model::parse_duration;
 use sluice::store::BlocksCursor;
 
-use super::error::{ApiError, json_body};
-use super::routes::attributes;
+use super::error::{ApiError, body_bytes, parse_json};
+use super::request::RequestAttributes;
 use super::{AppState, MAX_BODY_BYTES};
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct IdentityRequest {
+struct IdentityRequest<'a> {
     rule: String,
-    #[serde(default)]
-    attributes: BTreeMap<String, Value>,
+    #[serde(default, borrow)]
+    attributes: RequestAttributes<'a>,
 }
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct BlockRequest {
+struct BlockRequest<'a> {
     rule: String,
-    #[serde(default)]
-    attributes: BTreeMap<String, Value>,
+    #[serde(default, borrow)]
+    attributes: RequestAttributes<'a>,
     duration: String,
 }
 
@@ -115,8 +114,9 @@ async fn reset(
     State(state): State<Arc<AppState>>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Json<Value>, ApiError> {
-    let request: IdentityRequest = json_body(body)?;
-    let attributes = attributes(&request.attributes)?;
+    let bytes = body_bytes(body)?;
+    let request: IdentityRequest = parse_json(&bytes)?;
+    let attributes = request.attributes.pairs()?;
     state.limiter.reset(&request.rule, &attributes).await?;
     tracing::info!(rule = %request.rule, "identity reset by admin");
     Ok(Json(json!({ "rule": request.rule, "reset": true })))
@@ -126,8 +126,9 @@ async fn block(
     State(state): State<Arc<AppState>>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Json<Value>, ApiError> {
-    let request: BlockRequest = json_body(body)?;
-    let attributes = attributes(&request.attributes)?;
+    let bytes = body_bytes(body)?;
+    let request: BlockRequest = parse_json(&bytes)?;
+    let attributes = request.attributes.pairs()?;
     let duration = parse_duration(&request.duration)
         .map_err(|e| ApiError::bad_request(format!("`duration`: {}", e.message)))?;
     if duration > sluice::model::MAX_WINDOW {
@@ -147,8 +148,9 @@ async fn unblock(
     State(state): State<Arc<AppState>>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Json<Value>, ApiError> {
-    let request: IdentityRequest = json_body(body)?;
-    let attributes = attributes(&request.attributes)?;
+    let bytes = body_bytes(body)?;
+    let request: IdentityRequest = parse_json(&bytes)?;
+    let attributes = request.attributes.pairs()?;
     let was = state.limiter.unblock(&request.rule, &attributes).await?;
     tracing::info!(rule = %request.rule, was_blocked = was, "identity unblocked by admin");
     Ok(Json(json!({ "rule": request.rule, "unblocked": was })))

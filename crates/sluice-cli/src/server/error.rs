@@ -9,6 +9,7 @@ use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
 use serde::de::DeserializeOwned;
 
 use super::MAX_BODY_BYTES;
@@ -60,7 +61,12 @@ impl From<sluice::Error> for ApiError {
 
 /// Parses a JSON body, whatever its content type (gateways and `curl -d` often send none).
 pub fn json_body<T: DeserializeOwned>(body: Result<Bytes, BytesRejection>) -> Result<T, ApiError> {
-    let bytes = body.map_err(|rejection| {
+    parse_json(&body_bytes(body)?)
+}
+
+/// A request body's bytes, or the 4xx that reading it ended with.
+pub fn body_bytes(body: Result<Bytes, BytesRejection>) -> Result<Bytes, ApiError> {
+    body.map_err(|rejection| {
         if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
             ApiError::new(
                 StatusCode::PAYLOAD_TOO_LARGE,
@@ -69,13 +75,17 @@ pub fn json_body<T: DeserializeOwned>(body: Result<Bytes, BytesRejection>) -> Re
         } else {
             ApiError::new(rejection.status(), rejection.body_text())
         }
-    })?;
+    })
+}
+
+/// Parses a JSON body that may borrow from its bytes (see [`body_bytes`]).
+pub fn parse_json<'a, T: Deserialize<'a>>(bytes: &'a [u8]) -> Result<T, ApiError> {
     if bytes.iter().all(u8::is_ascii_whitespace) {
         return Err(ApiError::bad_request(
             "the request body is empty; expected a JSON object",
         ));
     }
-    serde_json::from_slice(&bytes)
+    serde_json::from_slice(bytes)
         .map_err(|e| ApiError::bad_request(format!("invalid JSON body: {e}")))
 }
 

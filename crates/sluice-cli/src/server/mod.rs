@@ -13,6 +13,7 @@
 //! - `connections`: the accept loop, its connection cap and the timeouts of stalled connections;
 //! - `deadline`: `request_timeout`, a 408 for a request not answered in time;
 //! - `error`: JSON errors and body parsing (every client mistake is a 4xx with `{"error"}`);
+//! - `request`: the bodies that name a rule and an identity, read in place;
 //! - `reload`: file watch and SIGHUP → parse → validate → swap;
 //! - `metrics`: the Prometheus recorder and the top denied identities (`topk`).
 
@@ -24,6 +25,7 @@ pub(crate) mod error;
 mod leases;
 pub mod metrics;
 pub mod reload;
+mod request;
 mod routes;
 pub mod topk;
 
@@ -124,7 +126,7 @@ impl AppState {
     pub async fn decide(
         &self,
         rule: &str,
-        attributes: &[(&str, String)],
+        attributes: &[(&str, impl AsRef<str>)],
         check: sluice::Check,
     ) -> Result<sluice::Decision, sluice::Error> {
         let decision = self.limiter.check_with(rule, attributes, check).await?;

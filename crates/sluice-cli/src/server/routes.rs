@@ -8,13 +8,11 @@
 //! that needs less than the full decision asks for it with `?view=` ([`View`]): `compact` (the
 //! most restrictive limit's numbers only) or `headers` (an empty body).
 
-use sluice::Check;
 use sluice::algorithm::Mode;
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::body::Bytes;
+use axum::body::{Body, Bytes};
 use axum::extract::DefaultBodyLimit;
 use axum::extract::rejection::{BytesRejection, QueryRejection};
 use axum::extract::{Query, State};
@@ -25,71 +23,12 @@ use axum::{Json, Router};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use sluice::Decision;
-use sluice::limiter::MAX_COST;
 use sluice::middleware::insert_headers;
 use sluice::model::HeaderStyle;
 
-use super::error::{ApiError, json_body, no_route, wrong_method};
+use super::error::{ApiError, body_bytes, no_route, parse_json, wrong_method};
+use super::request::DecisionRequest;
 use super::{AppState, MAX_BODY_BYTES, metrics};
-
-/// The body of `/v1/check` and `/v1/peek` (and, without `cost`, of the admin endpoints).
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct DecisionRequest {
-    /// The rule to check.
-    pub rule: String,
-    /// The request's identity values; strings, or numbers taken as their decimal text.
-    #[serde(default)]
-    pub attributes: BTreeMap<String, Value>,
-    /// Units to consume (default 1; 0 peeks).
-    #[serde(default)]
-    pub cost: Option<Value>,
-    /// `cost` is an estimate: an admitted check returns a reservation to settle
-    /// (`POST /v1/settle`).
-    #[serde(default)]
-    pub reserve: bool,
-}
-
-impl DecisionRequest {
-    /// The attributes as text, refusing values that are not strings or numbers.
-    pub fn attributes(&self) -> Result<Vec<(&str, String)>, ApiError> {
-        attributes(&self.attributes)
-    }
-
-    /// How the check counts: its cost, as a reservation when asked.
-    pub fn check(&self) -> Result<Check, ApiError> {
-        let check = Check::cost(self.cost()?);
-        Ok(if self.reserve { check.reserve() } else { check })
-    }
-
-    /// The cost, refusing anything but a whole number in range.
-    pub fn cost(&self) -> Result<u64, ApiError> {
-        let refuse = |value: &Value| {
-            ApiError::bad_request(format!(
-                "`cost` must be a whole number from 0 to {MAX_COST}, not {value}"
-            ))
-        };
-        match &self.cost {
-            None | Some(Value::Null) => Ok(1),
-            Some(value @ Value::Number(n)) => n.as_u64().ok_or_else(|| refuse(value)),
-            Some(other) => Err(refuse(other)),
-        }
-    }
-}
-
-/// Attribute values as text: strings as they are, numbers in decimal; anything else is refused.
-pub fn attributes(values: &BTreeMap<String, Value>) -> Result<Vec<(&str, String)>, ApiError> {
-    values
-        .iter()
-        .map(|(name, value)| match value {
-            Value::String(s) => Ok((name.as_str(), s.clone())),
-            Value::Number(n) => Ok((name.as_str(), n.to_string())),
-            other => Err(ApiError::bad_request(format!(
-                "attribute `{name}` must be a string or a number, not {other}"
-            ))),
-        })
-        .collect()
-}
 
 pub(super) fn router(state: Arc<AppState>) -> Router {
     Router::new()
@@ -158,8 +97,9 @@ async fn answer(
     mode: Mode,
 ) -> Result<Response, ApiError> {
     let view = view_of(query)?;
-    let request: DecisionRequest = json_body(body)?;
-    let attributes = request.attributes()?;
+    let bytes = body_bytes(body)?;
+    let request: DecisionRequest = parse_json(&bytes)?;
+    let attributes = request.attributes.pairs()?;
     let check = match mode {
         Mode::Apply => request.check()?,
         Mode::Peek => request.check()?.peek(),
@@ -257,10 +197,11 @@ pub fn decision_response(
     if written.is_err() {
         body.clear();
     }
-    let mut response = (status, body).into_response();
-    if view == View::Headers {
-        response.headers_mut().remove(header::CONTENT_TYPE);
-    } else {
+    let mut response = Response::new(Body::from(body));
+    *response.status_mut() = status;
+    // Room for every header a decision sends, so the map is allocated once.
+    response.headers_mut().reserve(8);
+    if view != View::Headers {
         response.headers_mut().insert(
             header::CONTENT_TYPE,
             header::HeaderValue::from_static("application/json"),

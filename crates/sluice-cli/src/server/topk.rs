@@ -110,7 +110,7 @@ impl TopDenied {
     }
 
     /// Counts the identities of the limits that denied this decision (once each).
-    pub fn record(&self, decision: &Decision, attributes: &[(&str, String)]) {
+    pub fn record(&self, decision: &Decision, attributes: &[(&str, impl AsRef<str>)]) {
         if self.labels == IdentityLabels::Off {
             return;
         }
@@ -140,7 +140,7 @@ impl TopDenied {
     /// What tells a tracked identity apart: `name=value,...` of the attributes a limit counted
     /// by (`*` for a global limit), cut as its label will be when labels are raw. Hashed labels
     /// are computed when shown, not on every denial.
-    fn key_into(&self, names: &[Name], attributes: &[(&str, String)], out: &mut String) {
+    fn key_into(&self, names: &[Name], attributes: &[(&str, impl AsRef<str>)], out: &mut String) {
         out.clear();
         if names.is_empty() {
             out.push('*');
@@ -152,7 +152,7 @@ impl TopDenied {
             let value = attributes
                 .iter()
                 .find(|(n, _)| n == name)
-                .map_or("", |(_, v)| v.as_str());
+                .map_or("", |(_, v)| v.as_ref());
             out.push_str(name);
             out.push('=');
             out.push_str(value);
@@ -299,7 +299,7 @@ mod tests {
     fn labels_are_escaped_cut_and_rules_forgotten() {
         let top = TopDenied::new(2, IdentityLabels::Raw);
         top.record(&denied("a", &["id"]), &[("id", "x\"y\\z\n".to_string())]);
-        top.record(&denied("b", &[]), &[]);
+        top.record(&denied("b", &[]), &[] as &[(&str, &str)]);
         top.record(&denied("c", &["id"]), &[("id", "é".repeat(100))]);
         let mut text = String::new();
         top.render_into(&mut text);
