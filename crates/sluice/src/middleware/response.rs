@@ -6,8 +6,10 @@
 //! [`insert_headers`], which the service and the forward-auth endpoint use too.
 
 use axum::response::IntoResponse;
+use bytes::BytesMut;
 use http::header::{CONTENT_TYPE, HeaderName, HeaderValue, RETRY_AFTER};
 use http::{HeaderMap, Response, StatusCode};
+use smallvec::SmallVec;
 
 use crate::error::Error;
 use crate::limited::Limited;
@@ -26,14 +28,26 @@ pub const DEFAULT_MESSAGE: &str = "rate limit exceeded";
 /// Writes the decision's rate-limit headers ([`crate::model::headers`]) into an HTTP header map:
 /// the one conversion the middleware, the service and the forward-auth endpoint share.
 pub fn insert_headers(map: &mut HeaderMap, d: &Decision, style: HeaderStyle) {
-    let mut buffer = String::with_capacity(64);
-    write_headers(d, style, &mut buffer, |name, value| {
+    // Every value is written into one buffer and the headers share it: one allocation per
+    // response instead of one per header.
+    let mut values = BytesMut::with_capacity(128);
+    let mut spans: SmallVec<[(&'static str, usize); 6]> = SmallVec::new();
+    write_headers(d, style, &mut String::with_capacity(64), |name, value| {
+        values.extend_from_slice(value.as_bytes());
+        spans.push((name, values.len()));
+    });
+    let mut values = values.freeze();
+    let mut start = 0;
+    for (name, end) in spans {
+        let value = values.split_to(end - start);
+        start = end;
         // Values are numbers and rule names, which are checked to be token characters, so the
         // conversion does not fail; a header that did would be skipped.
-        if let (Some(name), Ok(value)) = (header_name(name), HeaderValue::from_str(value)) {
+        if let (Some(name), Ok(value)) = (header_name(name), HeaderValue::from_maybe_shared(value))
+        {
             map.insert(name, value);
         }
-    });
+    }
 }
 
 /// The `http` name of a header [`write_headers`] writes, without parsing the usual ones.

@@ -12,8 +12,6 @@
 //! (releases make it sooner). When denied, `Retry-After` is the wait until enough leases expire
 //! by themselves; a release may let the request in earlier.
 
-use std::fmt::{self, Write};
-
 use serde::{Deserialize, Serialize};
 
 use super::{Decision, LimitDecision};
@@ -63,52 +61,62 @@ pub fn write_headers(
 ) {
     let ietf = matches!(style, HeaderStyle::Ietf | HeaderStyle::Both);
     let legacy = matches!(style, HeaderStyle::Legacy | HeaderStyle::Both);
-    // Writing into a String cannot fail.
-    let mut write = |name: &'static str, parts: &dyn Fn(&mut String) -> fmt::Result| {
+    let mut write = |name: &'static str, parts: &dyn Fn(&mut String)| {
         buffer.clear();
-        let _ = parts(buffer);
+        parts(buffer);
         each(name, buffer);
     };
     if ietf && !d.limits.is_empty() {
         // One item per limit; with several, each is named `<rule>.<limit id>`.
-        let items =
-            |out: &mut String, item: &dyn Fn(&mut String, &LimitDecision) -> fmt::Result| {
-                for (i, l) in d.limits.iter().enumerate() {
-                    if i > 0 {
-                        out.push_str(", ");
-                    }
-                    write!(out, "\"{}", d.rule)?;
-                    if d.limits.len() > 1 {
-                        write!(out, ".{}", l.id)?;
-                    }
-                    out.push('"');
-                    item(out, l)?;
+        let items = |out: &mut String, item: &dyn Fn(&mut String, &LimitDecision)| {
+            for (i, l) in d.limits.iter().enumerate() {
+                if i > 0 {
+                    out.push_str(", ");
                 }
-                Ok(())
-            };
+                out.push('"');
+                out.push_str(&d.rule);
+                if d.limits.len() > 1 {
+                    out.push('.');
+                    out.push_str(&l.id);
+                }
+                out.push('"');
+                item(out, l);
+            }
+        };
         write("RateLimit-Policy", &|out| {
             items(out, &|out, l| {
-                write!(out, ";q={};w={}", l.limit, secs_up(l.window_ms).max(1))
-            })
+                push_number(out, ";q=", l.limit);
+                push_number(out, ";w=", secs_up(l.window_ms).max(1));
+            });
         });
         write("RateLimit", &|out| {
             items(out, &|out, l| {
-                write!(out, ";r={};t={}", l.remaining, secs_up(l.reset_after_ms))
-            })
+                push_number(out, ";r=", l.remaining);
+                push_number(out, ";t=", secs_up(l.reset_after_ms));
+            });
         });
     }
     if legacy && !d.limits.is_empty() {
-        write("X-RateLimit-Limit", &|out| write!(out, "{}", d.limit));
+        write("X-RateLimit-Limit", &|out| push_number(out, "", d.limit));
         write("X-RateLimit-Remaining", &|out| {
-            write!(out, "{}", d.remaining)
+            push_number(out, "", d.remaining);
         });
         write("X-RateLimit-Reset", &|out| {
-            write!(out, "{}", secs_up(d.reset_after_ms))
+            push_number(out, "", secs_up(d.reset_after_ms));
         });
     }
     if !d.allowed {
-        write("Retry-After", &|out| write!(out, "{}", retry_after_secs(d)));
+        write("Retry-After", &|out| {
+            push_number(out, "", retry_after_secs(d))
+        });
     }
+}
+
+/// Appends `prefix` and `n` in decimal (without `fmt`'s machinery: this runs for every
+/// response).
+fn push_number(out: &mut String, prefix: &str, n: u64) {
+    out.push_str(prefix);
+    out.push_str(itoa::Buffer::new().format(n));
 }
 
 /// Whole seconds to wait before retrying a denied request, rounded up, at least 1.
