@@ -24,7 +24,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use sluice::Decision;
 use sluice::middleware::insert_headers;
-use sluice::model::HeaderStyle;
+use sluice::model::{HeaderStyle, write_decision_json};
 
 use super::error::{ApiError, body_bytes, no_route, parse_json, wrong_method};
 use super::request::DecisionRequest;
@@ -123,15 +123,6 @@ async fn answer(
     ))
 }
 
-/// The full body: the decision and, when denied, the rule's message.
-#[derive(Serialize)]
-struct FullBody<'a> {
-    #[serde(flatten)]
-    decision: &'a Decision,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    message: Option<&'a str>,
-}
-
 /// The compact body (see [`View::Compact`]).
 #[derive(Serialize)]
 struct CompactBody<'a> {
@@ -169,13 +160,10 @@ pub fn decision_response(
 ) -> Response {
     // Sized for a one-limit decision, so the body is written without growing.
     let mut body = Vec::with_capacity(if view == View::Full { 640 } else { 160 });
-    let written = match view {
-        // `flatten` costs a map's serializer: only the message needs it.
-        View::Full if message.is_none() => serde_json::to_writer(&mut body, decision),
-        View::Full => serde_json::to_writer(&mut body, &FullBody { decision, message }),
-        View::Compact => serde_json::to_writer(
-            &mut body,
-            &CompactBody {
+    match view {
+        View::Full => write_decision_json(&mut body, decision, message),
+        View::Compact => {
+            let compact = CompactBody {
                 allowed: decision.allowed,
                 lease: decision.lease.as_deref(),
                 lease_until_ms: decision.lease_until_ms,
@@ -188,14 +176,14 @@ pub fn decision_response(
                 degraded: decision.degraded,
                 reason: decision.reason.as_deref(),
                 message,
-            },
-        ),
-        View::Headers => Ok(()),
-    };
-    // Serializing plain numbers and strings cannot fail; an empty body would still carry the
-    // decision in its status and headers.
-    if written.is_err() {
-        body.clear();
+            };
+            // Serializing plain numbers and strings cannot fail; an empty body would still
+            // carry the decision in its status and headers.
+            if serde_json::to_writer(&mut body, &compact).is_err() {
+                body.clear();
+            }
+        }
+        View::Headers => {}
     }
     let mut response = Response::new(Body::from(body));
     *response.status_mut() = status;

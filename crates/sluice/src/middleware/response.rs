@@ -50,14 +50,20 @@ pub fn insert_headers(map: &mut HeaderMap, d: &Decision, style: HeaderStyle) {
     }
 }
 
-/// The `http` name of a header [`write_headers`] writes, without parsing the usual ones.
+/// The `http` name of a header [`write_headers`] writes. The usual ones are constants:
+/// `HeaderName::from_static` checks its argument on every call made at run time.
 fn header_name(name: &'static str) -> Option<HeaderName> {
+    const POLICY: HeaderName = HeaderName::from_static("ratelimit-policy");
+    const RATELIMIT: HeaderName = HeaderName::from_static("ratelimit");
+    const LIMIT: HeaderName = HeaderName::from_static("x-ratelimit-limit");
+    const REMAINING: HeaderName = HeaderName::from_static("x-ratelimit-remaining");
+    const RESET: HeaderName = HeaderName::from_static("x-ratelimit-reset");
     Some(match name {
-        "RateLimit-Policy" => HeaderName::from_static("ratelimit-policy"),
-        "RateLimit" => HeaderName::from_static("ratelimit"),
-        "X-RateLimit-Limit" => HeaderName::from_static("x-ratelimit-limit"),
-        "X-RateLimit-Remaining" => HeaderName::from_static("x-ratelimit-remaining"),
-        "X-RateLimit-Reset" => HeaderName::from_static("x-ratelimit-reset"),
+        "RateLimit-Policy" => POLICY,
+        "RateLimit" => RATELIMIT,
+        "X-RateLimit-Limit" => LIMIT,
+        "X-RateLimit-Remaining" => REMAINING,
+        "X-RateLimit-Reset" => RESET,
         "Retry-After" => RETRY_AFTER,
         other => return HeaderName::from_bytes(other.as_bytes()).ok(),
     })
