@@ -1,7 +1,7 @@
 //! The Prometheus recorder behind `/metrics`.
 //!
 //! The library emits its metrics through the `metrics` facade (`sluice_decisions_total`,
-//! `sluice_store_latency_seconds`, `sluice_store_errors_total`,
+//! `sluice_store_latency_seconds` (a histogram), `sluice_store_errors_total`,
 //! `sluice_degraded_decisions_total`, and the denial cache's `sluice_denial_cache_hits_total`,
 //! `sluice_denial_cache_entries`, `sluice_denial_cache_evictions_total`,
 //! `sluice_denial_cache_invalidations_total`); the service adds `sluice_config_reloads_total{result}` and,
@@ -22,7 +22,13 @@ static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
 pub fn install() -> Handle {
     HANDLE
         .get_or_init(|| {
-            let recorder = PrometheusBuilder::new().build_recorder();
+            // Buckets, not the default summary: a histogram costs a few comparisons per
+            // sample where a summary's sketch costs a thousand instructions, and histograms add
+            // up across a fleet where quantiles do not.
+            let recorder = PrometheusBuilder::new()
+                .set_buckets(&LATENCY_BUCKETS)
+                .expect("the buckets are not empty")
+                .build_recorder();
             let handle = recorder.handle();
             if let Err(error) = metrics::set_global_recorder(recorder) {
                 tracing::warn!(%error, "another metrics recorder is installed; /metrics will miss its metrics");
@@ -40,6 +46,13 @@ pub fn install() -> Handle {
         })
         .clone()
 }
+
+/// The bucket bounds of `sluice_store_latency_seconds` (the only histogram): from an
+/// in-memory decision's microsecond to a store timeout's second.
+pub const LATENCY_BUCKETS: [f64; 15] = [
+    0.000_001, 0.000_01, 0.000_05, 0.000_1, 0.000_25, 0.000_5, 0.001, 0.002_5, 0.005, 0.01, 0.025,
+    0.05, 0.1, 0.25, 1.0,
+];
 
 /// The `result` labels of `sluice_config_reloads_total`.
 pub const RELOAD_RESULTS: [&str; 4] = ["ok", "error", "no_rules", "unsettled"];
