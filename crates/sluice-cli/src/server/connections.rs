@@ -13,20 +13,23 @@
 //!
 //! The state of a connection lives in a [`Tracker`] shared by its I/O (which sees bytes arrive)
 //! and its service (which sees requests start and end). Those only store atomics: nothing wakes
-//! the connection's task for them, since that would cost every request timer work. Instead the
-//! task checks the tracker on a timer that can never miss a deadline ([`Tracker::next_check`]),
-//! and drops the connection once its deadline has passed.
+//! anyone for them, since that would cost every request timer work. Instead a watchdog task
+//! checks the tracker on a timer that can never miss a deadline ([`Tracker::next_check`]), and
+//! orders the connection closed once its deadline has passed, or drained on shutdown. The
+//! watchdog is a task of its own so that the connection's task, woken several times for every
+//! request, polls no timer and no shutdown signal: it reads one atomic order instead.
 
 use std::io;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU8, AtomicU64, AtomicUsize, Ordering};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
 use axum::Router;
 use axum::extract::ConnectInfo;
+use futures::task::AtomicWaker;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use sluice::config::ServerConfig;
@@ -39,6 +42,12 @@ use tower::ServiceExt;
 /// No request in progress and no byte of one received.
 const IDLE: u64 = u64::MAX;
 
+/// What the watchdog orders a connection to do: keep serving, finish its requests in flight and
+/// close (shutdown), or close now (a deadline passed).
+const SERVE: u8 = 0;
+const DRAIN: u8 = 1;
+const CLOSE: u8 = 2;
+
 /// What one connection is doing, in milliseconds since it opened.
 struct Tracker {
     opened: Instant,
@@ -48,6 +57,10 @@ struct Tracker {
     head_started: AtomicU64,
     /// When the connection last became idle (opened, or its last response produced).
     idle_since: AtomicU64,
+    /// The watchdog's order: [`SERVE`], [`DRAIN`] or [`CLOSE`].
+    order: AtomicU8,
+    /// Wakes the connection's task to read a new order.
+    task: AtomicWaker,
 }
 
 impl Tracker {
@@ -57,7 +70,14 @@ impl Tracker {
             in_flight: AtomicUsize::new(0),
             head_started: AtomicU64::new(IDLE),
             idle_since: AtomicU64::new(0),
+            order: AtomicU8::new(SERVE),
+            task: AtomicWaker::new(),
         }
+    }
+
+    fn give(&self, order: u8) {
+        self.order.store(order, Ordering::Release);
+        self.task.wake();
     }
 
     fn now(&self) -> u64 {
@@ -185,11 +205,13 @@ pub(crate) async fn accept_loop(
     let slots = Arc::new(Semaphore::new(limits.max_connections));
     let mut builder = auto::Builder::new(TokioExecutor::new());
     // The tracker bounds header reading; hyper's own timer would also cut idle keep-alive
-    // connections at the header timeout.
+    // connections at the header timeout. Responses are small: copying the body behind the head
+    // and sending one buffer costs less than a vectored write of two.
     builder
         .http1()
         .timer(TokioTimer::new())
-        .header_read_timeout(None);
+        .header_read_timeout(None)
+        .writev(false);
     let builder = Arc::new(builder);
     let limits = Arc::new(limits);
     let mut open = tokio::task::JoinSet::new();
@@ -217,7 +239,7 @@ pub(crate) async fn accept_loop(
         let limits = limits.clone();
         let shutdown = shutdown.clone();
         open.spawn(async move {
-            serve_connection(stream, peer, router, &builder, &limits, shutdown).await;
+            serve_connection(stream, peer, router, &builder, limits, shutdown).await;
             drop(permit);
         });
         // Reap finished connection tasks so the set does not grow.
@@ -233,8 +255,8 @@ async fn serve_connection(
     peer: SocketAddr,
     router: Router,
     builder: &auto::Builder<TokioExecutor>,
-    limits: &ServerConfig,
-    mut shutdown: watch::Receiver<bool>,
+    limits: Arc<ServerConfig>,
+    shutdown: watch::Receiver<bool>,
 ) {
     let tracker = Arc::new(Tracker::new());
     let io = TrackedIo {
@@ -256,28 +278,66 @@ async fn serve_connection(
         });
     let connection = builder.serve_connection_with_upgrades(TokioIo::new(io), service);
     tokio::pin!(connection);
+    let _watchdog = AbortOnDrop(tokio::spawn(watchdog(
+        tracker.clone(),
+        peer,
+        limits,
+        shutdown,
+    )));
+    let mut draining = false;
+    let served = std::future::poll_fn(|cx| {
+        // Registered before the order is read, so an order given meanwhile wakes this task.
+        tracker.task.register(cx.waker());
+        match tracker.order.load(Ordering::Acquire) {
+            CLOSE => return Poll::Ready(Ok(())),
+            DRAIN if !draining => {
+                draining = true;
+                connection.as_mut().graceful_shutdown();
+            }
+            _ => {}
+        }
+        connection.as_mut().poll(cx)
+    })
+    .await;
+    if let Err(error) = served {
+        tracing::debug!(%peer, %error, "connection ended with an error");
+    }
+}
+
+/// Watches one connection: orders it closed once its deadline has passed, and drained when the
+/// server shuts down (deadlines still apply while it drains).
+async fn watchdog(
+    tracker: Arc<Tracker>,
+    peer: SocketAddr,
+    limits: Arc<ServerConfig>,
+    mut shutdown: watch::Receiver<bool>,
+) {
     let mut draining = false;
     loop {
-        let check = tracker.next_check(limits);
+        let check = tracker.next_check(&limits);
         tokio::select! {
-            result = connection.as_mut() => {
-                if let Err(error) = result {
-                    tracing::debug!(%peer, %error, "connection ended with an error");
-                }
-                return;
-            }
             () = tokio::time::sleep_until(check) => {
-                if tracker.deadline(limits).is_some_and(|d| d <= Instant::now()) {
+                if tracker.deadline(&limits).is_some_and(|d| d <= Instant::now()) {
                     tracing::debug!(%peer, "closing a stalled connection");
                     metrics::counter!("sluice_connections_timed_out_total").increment(1);
+                    tracker.give(CLOSE);
                     return;
                 }
             }
             () = stopping(&mut shutdown), if !draining => {
                 draining = true;
-                connection.as_mut().graceful_shutdown();
+                tracker.give(DRAIN);
             }
         }
+    }
+}
+
+/// Aborts a task when dropped: the watchdog ends with its connection, however that ends.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }
 
