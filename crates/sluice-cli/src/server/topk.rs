@@ -17,7 +17,6 @@
 //! rule's summary is full, no allocation but its identity's text.
 
 use std::borrow::Cow;
-use std::collections::HashMap;
 use std::fmt::Write;
 use std::sync::Mutex;
 
@@ -85,12 +84,15 @@ impl Summary {
     }
 }
 
+/// Each rule's summary, by rule name.
+type Rules = hashbrown::HashMap<String, Summary, foldhash::fast::RandomState>;
+
 /// Top denied identities of every rule.
 #[derive(Debug)]
 pub struct TopDenied {
     k: usize,
     labels: IdentityLabels,
-    rules: Mutex<HashMap<String, Summary>>,
+    rules: Mutex<Rules>,
 }
 
 impl TopDenied {
@@ -99,11 +101,11 @@ impl TopDenied {
         TopDenied {
             k,
             labels,
-            rules: Mutex::new(HashMap::new()),
+            rules: Mutex::new(Rules::default()),
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Summary>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Rules> {
         // A panic while holding the lock cannot leave a summary inconsistent (each update is
         // one counter), so a poisoned lock is still usable.
         self.rules.lock().unwrap_or_else(|e| e.into_inner())
@@ -126,12 +128,7 @@ impl TopDenied {
             return;
         }
         let mut rules = self.lock();
-        if !rules.contains_key(decision.rule.as_str()) {
-            rules.insert(decision.rule.to_string(), Summary::default());
-        }
-        let Some(summary) = rules.get_mut(decision.rule.as_str()) else {
-            return;
-        };
+        let summary = rules.entry_ref(decision.rule.as_str()).or_default();
         for key in &keys {
             summary.add(key, 2 * self.k);
         }
