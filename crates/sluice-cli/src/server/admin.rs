@@ -21,7 +21,7 @@ use serde_json::{Value, json};
 use sluice::model::parse_duration;
 use sluice::store::BlocksCursor;
 
-use super::error::{ApiError, body_bytes, parse_json};
+use super::error::{ApiError, parse_json};
 use super::request::RequestAttributes;
 use super::{AppState, MAX_BODY_BYTES};
 
@@ -114,8 +114,7 @@ async fn reset(
     State(state): State<Arc<AppState>>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Json<Value>, ApiError> {
-    let bytes = body_bytes(body)?;
-    let request: IdentityRequest = parse_json(&bytes)?;
+    let request: IdentityRequest = parse_json(&body)?;
     let attributes = request.attributes.pairs()?;
     state.limiter.reset(&request.rule, &attributes).await?;
     tracing::info!(rule = %request.rule, "identity reset by admin");
@@ -126,8 +125,7 @@ async fn block(
     State(state): State<Arc<AppState>>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Json<Value>, ApiError> {
-    let bytes = body_bytes(body)?;
-    let request: BlockRequest = parse_json(&bytes)?;
+    let request: BlockRequest = parse_json(&body)?;
     let attributes = request.attributes.pairs()?;
     let duration = parse_duration(&request.duration)
         .map_err(|e| ApiError::bad_request(format!("`duration`: {}", e.message)))?;
@@ -148,8 +146,7 @@ async fn unblock(
     State(state): State<Arc<AppState>>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Json<Value>, ApiError> {
-    let bytes = body_bytes(body)?;
-    let request: IdentityRequest = parse_json(&bytes)?;
+    let request: IdentityRequest = parse_json(&body)?;
     let attributes = request.attributes.pairs()?;
     let was = state.limiter.unblock(&request.rule, &attributes).await?;
     tracing::info!(rule = %request.rule, was_blocked = was, "identity unblocked by admin");

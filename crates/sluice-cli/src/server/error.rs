@@ -61,12 +61,15 @@ impl From<sluice::Error> for ApiError {
 
 /// Parses a JSON body, whatever its content type (gateways and `curl -d` often send none).
 pub fn json_body<T: DeserializeOwned>(body: Result<Bytes, BytesRejection>) -> Result<T, ApiError> {
-    parse_json(&body_bytes(body)?)
+    parse_json(&body)
 }
 
-/// A request body's bytes, or the 4xx that reading it ended with.
-pub fn body_bytes(body: Result<Bytes, BytesRejection>) -> Result<Bytes, ApiError> {
-    body.map_err(|rejection| {
+/// Parses a JSON body into a value that may borrow from its bytes; a body that could not be
+/// read is the 4xx it ended with.
+pub fn parse_json<'a, T: Deserialize<'a>>(
+    body: &'a Result<Bytes, BytesRejection>,
+) -> Result<T, ApiError> {
+    let bytes = body.as_ref().map_err(|rejection| {
         if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
             ApiError::new(
                 StatusCode::PAYLOAD_TOO_LARGE,
@@ -75,11 +78,7 @@ pub fn body_bytes(body: Result<Bytes, BytesRejection>) -> Result<Bytes, ApiError
         } else {
             ApiError::new(rejection.status(), rejection.body_text())
         }
-    })
-}
-
-/// Parses a JSON body that may borrow from its bytes (see [`body_bytes`]).
-pub fn parse_json<'a, T: Deserialize<'a>>(bytes: &'a [u8]) -> Result<T, ApiError> {
+    })?;
     if bytes.iter().all(u8::is_ascii_whitespace) {
         return Err(ApiError::bad_request(
             "the request body is empty; expected a JSON object",

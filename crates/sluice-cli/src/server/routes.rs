@@ -26,7 +26,7 @@ use sluice::Decision;
 use sluice::middleware::insert_headers;
 use sluice::model::{HeaderStyle, write_decision_json};
 
-use super::error::{ApiError, body_bytes, no_route, parse_json, wrong_method};
+use super::error::{ApiError, no_route, parse_json, wrong_method};
 use super::request::DecisionRequest;
 use super::{AppState, MAX_BODY_BYTES, metrics};
 
@@ -97,8 +97,7 @@ async fn answer(
     mode: Mode,
 ) -> Result<Response, ApiError> {
     let view = view_of(query)?;
-    let bytes = body_bytes(body)?;
-    let request: DecisionRequest = parse_json(&bytes)?;
+    let request: DecisionRequest = parse_json(&body)?;
     let attributes = request.attributes.pairs()?;
     let check = match mode {
         Mode::Apply => request.check()?,
