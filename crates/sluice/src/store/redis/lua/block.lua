@@ -15,5 +15,5 @@ if held > until_us then
   until_us = held
 end
 until_us = park(KEYS[1], until_us, now)
-redis.call('SET', KEYS[2], int(until_us), 'PX', px(until_us - now))
+redis.call('SET', KEYS[2], int(until_us), expiry(until_us - now))
 return until_us

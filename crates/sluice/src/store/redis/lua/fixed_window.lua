@@ -56,5 +56,5 @@ end
 local function fixed_window_record(key, now, p, cost, o)
   o.count = math.min(o.count + cost, COUNT_CAP)
   fixed_window_fill(o, now, p)
-  redis.call('SET', key, int(-(o.slot * FW_M + o.count)), 'PX', px(o.reset))
+  redis.call('SET', key, int(-(o.slot * FW_M + o.count)), expiry(o.reset))
 end

@@ -40,7 +40,7 @@ end
 -- Records an admitted request (a denial changes nothing).
 local function gcra_record(key, now, p, cost, o)
   if o.allowed then
-    redis.call('SET', key, int(o.new_tat), 'PX', px(o.new_tat - now))
+    redis.call('SET', key, int(o.new_tat), expiry(o.new_tat - now))
     gcra_fill(o, now, o.new_tat)
   end
 end

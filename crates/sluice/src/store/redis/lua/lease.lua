@@ -42,7 +42,7 @@ if renew then
   local ttl = math.max(last_end() - now, 0)
   keep(state, ttl)
   if state ~= key and redis.call('PTTL', key) < tonumber(px(ttl)) then
-    redis.call('PEXPIRE', key, px(ttl))
+    expire(key, ttl)
   end
   return until_us
 end

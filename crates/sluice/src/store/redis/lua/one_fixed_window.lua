@@ -43,8 +43,9 @@ if count == 0 then
   end
   if allowed or ARGV[7] == '1' then
     count = math.min(cost, CAP)
-    local ms = math.ceil(math.max(left, tonumber(ARGV[2])) / 1000)
-    redis.call('SET', key, string.format('%d', -(slot * M + count)), 'PX', ms)
+    local ms = math.ceil((expiry_from + math.max(left, tonumber(ARGV[2]))) / 1000)
+    redis.call('SET', key, string.format('%d', -(slot * M + count)), px,
+      string.format('%d', ms))
   else
     redis.call('DEL', key)
   end

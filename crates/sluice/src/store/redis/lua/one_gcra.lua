@@ -36,8 +36,8 @@ end
 local after = tat
 if allowed then
   after = new_tat
-  local ms = math.ceil(math.max(new_tat - now, tonumber(ARGV[2])) / 1000)
-  redis.call('SET', KEYS[1], string.format('%d', new_tat), 'PX', ms)
+  local ms = math.ceil((expiry_from + math.max(new_tat - now, tonumber(ARGV[2]))) / 1000)
+  redis.call('SET', KEYS[1], string.format('%d', new_tat), px, string.format('%d', ms))
 end
 local remaining = 0
 if now + tau > after then

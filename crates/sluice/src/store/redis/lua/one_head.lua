@@ -18,10 +18,14 @@
 -- The scripts return { now_us, allowed (0/1), remaining, reset_after_us, retry_after_us (-1:
 -- none), violations, warning (0/1) }; a block in force, decide.lua's reply for one limit; or {}.
 
+-- Expiries count from `expiry_from` with PX / PEXPIRE on a client's clock (0: from Redis' own
+-- now), and are absolute (PXAT / PEXPIREAT) on Redis TIME, as the prelude's `expiry` says why.
 local now = tonumber(ARGV[1])
+local px, pexpire, expiry_from = 'PX', 'PEXPIRE', 0
 if not now then
   local t = redis.call('TIME')
   now = t[1] * 1000000 + t[2]
+  px, pexpire, expiry_from = 'PXAT', 'PEXPIREAT', now
 end
 local limit, window, capacity, cost = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]),
   tonumber(ARGV[6])

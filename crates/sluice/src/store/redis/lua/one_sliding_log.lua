@@ -43,5 +43,6 @@ if expired then
 end
 redis.call('ZADD', key, string.format('%d', t), string.format('%016d:%d', start, cost))
 local reset = t + window - now
-redis.call('PEXPIRE', key, math.ceil(math.max(reset, tonumber(ARGV[2])) / 1000))
+redis.call(pexpire, key,
+  string.format('%d', math.ceil((expiry_from + math.max(reset, tonumber(ARGV[2]))) / 1000)))
 return { now, 1, limit - count - cost, reset, -1, violations, warning }

@@ -75,6 +75,7 @@ if newest then
   reset = (newest[1] + BUCKETS + 1) * g - now
 end
 if allowed or ARGV[7] == '1' then
-  redis.call('PEXPIRE', key, math.ceil(math.max(reset, tonumber(ARGV[2])) / 1000))
+  redis.call(pexpire, key,
+    string.format('%d', math.ceil((expiry_from + math.max(reset, tonumber(ARGV[2]))) / 1000)))
 end
 return { now, allowed and 1 or 0, math.max(limit - count, 0), reset, retry, violations, warning }

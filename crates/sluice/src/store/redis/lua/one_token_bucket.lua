@@ -39,9 +39,9 @@ else
 end
 local reset = math.max(math.ceil(used * window / limit), 0)
 if allowed then
-  local ms = math.ceil(math.max(reset, tonumber(ARGV[2])) / 1000)
+  local ms = math.ceil((expiry_from + math.max(reset, tonumber(ARGV[2]))) / 1000)
   redis.call('SET', KEYS[1], 't' .. string.format('%.17g', used) .. ':' .. string.format('%d', now),
-    'PX', ms)
+    px, string.format('%d', ms))
 end
 return { now, allowed and 1 or 0, math.max(math.floor(capacity - used + 1e-6), 0), reset, retry,
   violations, warning }

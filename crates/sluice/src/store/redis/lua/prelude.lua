@@ -53,15 +53,38 @@ end
 -- clock that runs slower than real time (a test's manual clock) needs keys to outlive it.
 local min_ttl_us = 0
 
+-- The Redis TIME the decision reads (read_now), or nil when the time is the client's. Keys are
+-- then given an absolute expiry from it: Redis 7.0 adds a relative expiry to a cached clock that
+-- can lag TIME by a millisecond or more, which ended keys before their state stopped mattering.
+-- A client's clock is not Redis' own, so expiries stay relative to it.
+local expiry_from_us = nil
+
 -- Milliseconds for PEXPIRE / PX: whole, rounded up, so a key never expires while it matters.
 local function px(ttl_us)
   return int(idiv_ceil(math.max(ttl_us, min_ttl_us), 1000))
 end
 
+-- The expiry arguments of SET for a state that matters `ttl_us` from now: PX, or PXAT on TIME.
+local function expiry(ttl_us)
+  if expiry_from_us then
+    return 'PXAT', int(idiv_ceil(expiry_from_us + math.max(ttl_us, min_ttl_us), 1000))
+  end
+  return 'PX', px(ttl_us)
+end
+
+-- Expires a key `ttl_us` from now: PEXPIRE, or PEXPIREAT on TIME.
+local function expire(key, ttl_us)
+  if expiry_from_us then
+    redis.call('PEXPIREAT', key, select(2, expiry(ttl_us)))
+  else
+    redis.call('PEXPIRE', key, px(ttl_us))
+  end
+end
+
 -- Keeps a key exactly as long as its state matters; deletes it when it no longer does.
 local function keep(key, ttl_us)
   if ttl_us > 0 then
-    redis.call('PEXPIRE', key, px(ttl_us))
+    expire(key, ttl_us)
   else
     redis.call('DEL', key)
   end
@@ -70,7 +93,7 @@ end
 -- Writes a string state with its expiry, or deletes it when it no longer matters.
 local function put(key, value, ttl_us)
   if ttl_us > 0 then
-    redis.call('SET', key, value, 'PX', px(ttl_us))
+    redis.call('SET', key, value, expiry(ttl_us))
   else
     redis.call('DEL', key)
   end
@@ -146,11 +169,11 @@ local function park(key, until_us, now)
       redis.call('RENAME', key, key .. ':h')
     end
   end
-  local ms = tonumber(px(until_us - now))
-  if ttl > ms then
-    ms = ttl
+  if ttl > tonumber(px(until_us - now)) then
+    redis.call('SET', key, 'B' .. int(until_us), 'PX', ttl)
+  else
+    redis.call('SET', key, 'B' .. int(until_us), expiry(until_us - now))
   end
-  redis.call('SET', key, 'B' .. int(until_us), 'PX', ms)
   return until_us
 end
 
@@ -177,12 +200,15 @@ local function look_state(look, key, now, p, cost, peek)
   return look(key, now, p, cost)
 end
 
--- The decision time: ARGV value from the client's clock, or Redis TIME when empty.
+-- The decision time: ARGV value from the client's clock, or Redis TIME when empty (which keys'
+-- expiries then count from, see expiry_from_us).
 local function read_now(arg)
   if arg == nil or arg == '' then
     local t = redis.call('TIME')
-    return tonumber(t[1]) * 1000000 + tonumber(t[2])
+    expiry_from_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
+    return expiry_from_us
   end
+  expiry_from_us = nil
   return tonumber(arg)
 end
 

@@ -63,6 +63,6 @@ elseif algorithm == 5 then
   put(key, int(tat), ttl)
 end
 if marker and ttl > 0 and redis.call('PTTL', marker) < tonumber(px(ttl)) then
-  redis.call('PEXPIRE', marker, px(ttl))
+  expire(marker, ttl)
 end
 return 1
