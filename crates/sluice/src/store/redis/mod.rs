@@ -3,7 +3,9 @@
 //! # Layout
 //! - `mod.rs` (this file): [`RedisStore`], its connection and the [`Store`] operations;
 //! - [`keys`]: key names and parsing them back;
-//! - [`script`]: the Lua scripts (`lua/*.lua`, concatenated at compile time) and their wire format.
+//! - [`script`]: the Lua scripts (`lua/*.lua`, concatenated at compile time) and which one
+//!   decides a request;
+//! - `wire`: the scripts' arguments and replies, as each script documents them.
 //!
 //! # One decision, one script call, at the floor
 //! Each decision is one call (a script reloaded on `NOSCRIPT`, a function reloaded when missing),
@@ -98,6 +100,7 @@ pub mod script;
 pub mod slot;
 pub mod tls;
 pub mod url;
+mod wire;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -237,7 +240,7 @@ impl RedisStore {
 
     /// The client clock as a script argument: `''` tells the script to read Redis `TIME`.
     fn client_now_arg(&self) -> String {
-        script::now_arg(self.client_now())
+        wire::now_arg(self.client_now())
     }
 
     /// The decision time: the client clock if configured, else Redis `TIME`.
@@ -269,7 +272,7 @@ impl RedisStore {
                 Some(one) => (
                     vec!["EVALSHA".to_string(), one.get_hash().to_string()],
                     self.one_keys(&calls[0]),
-                    script::one_args(&calls[0], now, min_ttl)?.into(),
+                    wire::one_args(&calls[0], now, min_ttl)?.into(),
                 ),
                 None => {
                     let (keys, args) = self.general_parts(calls, mode)?;
@@ -312,7 +315,7 @@ impl RedisStore {
                 names.push(keys::key(prefix, &call.key, Part::Violations));
             }
         }
-        let args = script::decide_args(calls, mode, self.client_now(), self.inner.min_ttl_us)?;
+        let args = wire::decide_args(calls, mode, self.client_now(), self.inner.min_ttl_us)?;
         Ok((names, args))
     }
 
@@ -324,14 +327,14 @@ impl RedisStore {
         let mut conn = self.inner.conn.clone();
         if let Some(one) = self.inner.scripts.one_for(calls, mode) {
             let call = &calls[0];
-            let args = script::one_args(call, self.client_now(), self.inner.min_ttl_us)?;
+            let args = wire::one_args(call, self.client_now(), self.inner.min_ttl_us)?;
             let reply: Vec<i64> = one
                 .key(self.one_keys(call))
                 .arg(&args[..])
                 .invoke_async(&mut conn)
                 .await
                 .map_err(store_error)?;
-            if let Some((now_us, outcome)) = script::parse_one_reply(&reply)? {
+            if let Some((now_us, outcome)) = wire::parse_one_reply(&reply)? {
                 return Ok(StoreReply {
                     now_us,
                     outcomes: vec![outcome],
@@ -340,7 +343,7 @@ impl RedisStore {
         }
         let (keys, args) = self.general_parts(calls, mode)?;
         let reply = self.call_general(&keys, &args).await?;
-        let (now_us, outcomes) = script::parse_reply(&reply, calls.len())?;
+        let (now_us, outcomes) = wire::parse_reply(&reply, calls.len())?;
         Ok(StoreReply { now_us, outcomes })
     }
 }

@@ -1,4 +1,4 @@
-//! The Lua scripts and their wire format: arguments out, outcomes back.
+//! The Lua scripts, and which one decides a request.
 //!
 //! Which script decides a request depends on its shape ([`Scripts::for_calls`]):
 //! - one limit, applied (the common case): `one_<algorithm>.lua`, a script written for that
@@ -19,29 +19,14 @@
 //! every call (about 4.5 µs of Redis time, more than most decisions). The same code is kept as
 //! the script [`DECIDE`] for a server that refuses functions.
 //!
-//! The layout of KEYS/ARGV/reply is documented in each script and mirrored here by [`one_args`],
-//! [`decide_args`] and [`parse_reply`], which must stay in step with them.
+//! The layout of KEYS/ARGV/reply is documented in each script and mirrored by
+//! `store::redis::wire`, which must stay in step with them.
 
 use redis::Script;
 
-use crate::algorithm::{LimitOutcome, Mode};
-use crate::model::Micros;
+use crate::algorithm::Mode;
 use crate::model::REGISTRY;
-use crate::store::{LimitCall, StoreError};
-
-/// Times go to the scripts, and come back from them, as integer µs: the one place a [`Micros`]
-/// becomes a bare number for Redis.
-impl redis::ToRedisArgs for Micros {
-    fn write_redis_args<W: ?Sized + redis::RedisWrite>(&self, out: &mut W) {
-        self.get().write_redis_args(out);
-    }
-}
-
-impl redis::FromRedisValue for Micros {
-    fn from_redis_value(v: redis::Value) -> Result<Micros, redis::ParsingError> {
-        u64::from_redis_value(v).map(Micros::new)
-    }
-}
+use crate::store::LimitCall;
 
 /// The shared part of every script but the one-limit ones, as one literal: `lua/idiv.lua` and
 /// `lua/prelude.lua` (a macro, so that `concat!` can join it to each script's own parts).
@@ -203,206 +188,11 @@ pub fn guarded(call: &LimitCall) -> bool {
     call.step.block_us.is_some() || call.step.penalty.is_some()
 }
 
-/// Values `decide.lua` reads per limit (`ARGS_PER_LIMIT` there).
-pub const ARGS_PER_LIMIT: usize = 12;
-/// Values the decision scripts return per limit.
-pub const REPLY_PER_LIMIT: usize = 8;
-
-/// Largest integer the scripts compute with exactly (2^53).
-const LUA_EXACT: u64 = 1 << 53;
-
-/// Refuses numbers (and products) the scripts could not compute exactly: a permanent error, the
-/// configuration or the request is at fault, not the store.
-fn check_exact(call: &LimitCall) -> Result<(), StoreError> {
-    let s = &call.step;
-    let p = &s.params;
-    let refuse = |what: &str| {
-        Err(StoreError::permanent(
-            "redis",
-            format!("limit `{}`: {what}", call.key.limit_id),
-        ))
-    };
-    if p.count == 0 || p.window_us.is_zero() {
-        return refuse("zero count or window");
-    }
-    let penalty = s.penalty;
-    let numbers = [
-        p.count,
-        p.window_us.get(),
-        p.capacity,
-        s.cost,
-        s.block_us.unwrap_or_default().get(),
-        penalty.map_or(0, |p| p.warn_after),
-        penalty.map_or(0, |p| p.ban_after),
-        penalty.map_or(0, |p| p.ban_us.get()),
-        penalty.map_or(0, |p| p.memory_us.get()),
-    ];
-    if numbers.iter().any(|&n| n >= LUA_EXACT) {
-        return refuse("a number above 2^53 that Lua cannot hold");
-    }
-    // The largest products the algorithms form: capacity (or cost) times the emission interval.
-    let t = p.emission_interval_us().get();
-    if p.capacity
-        .max(s.cost)
-        .checked_mul(t)
-        .is_none_or(|v| v >= LUA_EXACT)
-    {
-        return refuse("capacity or cost times the emission interval reaches 2^53");
-    }
-    Ok(())
-}
-
-pub(super) fn now_arg(now_us: Option<Micros>) -> String {
-    now_us.map_or_else(String::new, |n| n.get().to_string())
-}
-
-fn mode_arg(mode: Mode) -> &'static str {
-    if mode == Mode::Peek { "peek" } else { "apply" }
-}
-
-fn flag(b: bool) -> &'static str {
-    if b { "1" } else { "0" }
-}
-
-/// The ARGV of a `one_<algorithm>` script (`lua/one_head.lua` lists them). Its KEYS are the state
-/// key and, with a penalty, the violations key.
-pub fn one_args(
-    call: &LimitCall,
-    now_us: Option<Micros>,
-    min_ttl_us: Micros,
-) -> Result<[String; 9], StoreError> {
-    check_exact(call)?;
-    let s = &call.step;
-    Ok([
-        now_arg(now_us),
-        min_ttl_us.get().to_string(),
-        s.params.count.to_string(),
-        s.params.window_us.get().to_string(),
-        s.params.capacity.to_string(),
-        s.cost.to_string(),
-        flag(s.params.count_denied).to_string(),
-        flag(guarded(call)).to_string(),
-        s.penalty
-            .map_or_else(String::new, |p| p.warn_after.to_string()),
-    ])
-}
-
-/// The ARGV of the general decision script (`lua/decide.lua`).
-pub fn decide_args(
-    calls: &[LimitCall],
-    mode: Mode,
-    now_us: Option<Micros>,
-    min_ttl_us: Micros,
-) -> Result<Vec<String>, StoreError> {
-    let mut args = Vec::with_capacity(4 + calls.len() * ARGS_PER_LIMIT);
-    args.push(now_arg(now_us));
-    args.push(min_ttl_us.get().to_string());
-    args.push(mode_arg(mode).to_string());
-    // One token per request: every concurrency limit of it takes its lease under the same one.
-    let lease = calls.iter().find_map(|c| c.step.lease);
-    args.push(lease.map_or_else(String::new, |t| t.to_string()));
-    for call in calls {
-        check_exact(call)?;
-        let s = &call.step;
-        let p = &s.params;
-        let penalty = s.penalty;
-        let or_none = |v: Option<u64>| v.map_or_else(String::new, |v| v.to_string());
-        let micros = |v: Micros| v.get().to_string();
-        args.extend([
-            s.algorithm.wire_code().to_string(),
-            p.count.to_string(),
-            micros(p.window_us),
-            p.capacity.to_string(),
-            s.cost.to_string(),
-            flag(p.count_denied).to_string(),
-            flag(s.shadow).to_string(),
-            or_none(s.block_us.map(Micros::get)),
-            or_none(penalty.map(|p| p.warn_after)),
-            penalty.map_or(0, |p| p.ban_after).to_string(),
-            micros(penalty.map_or(Micros::ZERO, |p| p.ban_us)),
-            micros(penalty.map_or(Micros::ZERO, |p| p.memory_us)),
-        ]);
-    }
-    Ok(args)
-}
-
-/// Values a `one_<algorithm>` script returns (but for a block in force, answered as the general
-/// script answers one limit).
-pub const ONE_REPLY: usize = 7;
-
-/// Decodes a `one_<algorithm>` script's reply: `None` when it left the request to the general
-/// script.
-pub fn parse_one_reply(reply: &[i64]) -> Result<Option<(Micros, LimitOutcome)>, StoreError> {
-    if reply.is_empty() {
-        return Ok(None);
-    }
-    let mut full = Vec::with_capacity(1 + REPLY_PER_LIMIT);
-    if reply.len() == ONE_REPLY {
-        // No delay (the leaky bucket has no one-limit script), no block in force.
-        full.extend_from_slice(&reply[..5]);
-        full.extend_from_slice(&[0, -1, reply[5], reply[6]]);
-    } else {
-        full.extend_from_slice(reply);
-    }
-    let (now, mut outcomes) = parse_reply(&full, 1)?;
-    Ok(outcomes.pop().map(|o| (now, o)))
-}
-
-/// Decodes the decision script's reply for `limits` limits: the time and one outcome each.
-pub fn parse_reply(
-    reply: &[i64],
-    limits: usize,
-) -> Result<(Micros, Vec<LimitOutcome>), StoreError> {
-    let bad =
-        |what: &str| StoreError::permanent("redis", format!("unexpected script reply: {what}"));
-    if reply.len() != 1 + limits * REPLY_PER_LIMIT {
-        return Err(bad(&format!("{} values for {limits} limits", reply.len())));
-    }
-    let unsigned = |v: i64| u64::try_from(v).map_err(|_| bad(&format!("negative value {v}")));
-    let micros = |v: i64| unsigned(v).map(Micros::new);
-    let optional = |v: i64| {
-        if v == -1 {
-            Ok(None)
-        } else {
-            micros(v).map(Some)
-        }
-    };
-    let now_us = micros(reply[0])?;
-    let outcomes = reply[1..]
-        .chunks_exact(REPLY_PER_LIMIT)
-        .map(|r| {
-            Ok(LimitOutcome {
-                allowed: r[0] == 1,
-                remaining: unsigned(r[1])?,
-                reset_after_us: micros(r[2])?,
-                retry_after_us: optional(r[3])?,
-                delay_us: micros(r[4])?,
-                blocked_until_us: optional(r[5])?,
-                violations: unsigned(r[6])?,
-                warning: r[7] == 1,
-            })
-        })
-        .collect::<Result<Vec<_>, StoreError>>()?;
-    Ok((now_us, outcomes))
-}
-
 #[cfg(test)]
 mod tests {
+    use super::super::wire::ARGS_PER_LIMIT;
     use super::*;
     use crate::model::Algorithm;
-
-    #[test]
-    fn replies_decode_and_malformed_ones_are_errors() {
-        let reply = [5, 1, 3, 10, -1, 0, -1, 0, 0, 0, 0, 7, 2, 0, 9, 2, 1];
-        let (now, o) = parse_reply(&reply, 2).unwrap();
-        assert_eq!(now, Micros::new(5));
-        assert!(o[0].allowed && o[0].retry_after_us.is_none());
-        assert_eq!(o[1].retry_after_us, Some(Micros::new(2)));
-        assert_eq!(o[1].blocked_until_us, Some(Micros::new(9)));
-        assert!(o[1].warning);
-        assert!(parse_reply(&reply, 1).is_err());
-        assert!(parse_reply(&[1, 1, -5, 0, -1, 0, -1, 0, 0], 1).is_err());
-    }
 
     #[test]
     fn every_script_starts_with_the_prelude_and_has_a_header() {
