@@ -2,15 +2,14 @@
 //!
 //! # Layout
 //! - `mod.rs` (this file): [`RedisStore`], its connection and the [`Store`] operations;
+//! - `decision`: one decision on one server or slot, through the one-limit or the general script;
 //! - [`keys`]: key names and parsing them back;
-//! - [`script`]: the Lua scripts (`lua/*.lua`, concatenated at compile time) and which one
-//!   decides a request;
-//! - `wire`: the scripts' arguments and replies, as each script documents them.
+//! - [`script`]: the Lua scripts (`lua/*.lua`, joined at compile time), which one decides a
+//!   request; `wire`: their arguments and replies, as each script documents them.
 //!
 //! # One decision, one script call, at the floor
 //! Each decision is one call (a script reloaded on `NOSCRIPT`, a function reloaded when missing),
-//! chosen by the request's shape
-//! ([`script::Scripts::one_for`]):
+//! chosen by the request's shape ([`script::Scripts::one_for`]):
 //! - one limit — the common case — runs `lua/one_<algorithm>.lua` (after `lua/one_head.lua`),
 //!   written for that algorithm alone so that Redis does what the algorithm needs and no more:
 //!   `TIME`, one read and one write of one key (the fixed window: one `DECRBY`). It answers only
@@ -35,8 +34,9 @@
 //!
 //! Time comes from Redis `TIME` (µs), so app nodes with skewed clocks agree; with
 //! [`RedisOptions::clock`] set, the client's clock is sent instead (tests use a
-//! [`ManualClock`](crate::ManualClock) and never sleep). Every state records its own times, so a
-//! decision never depends on when Redis expires a key; expiry only frees memory.
+//! [`ManualClock`](crate::ManualClock) and never sleep). Every state records its own times, and
+//! a key expires only once its state stops mattering (on `TIME`, at an absolute instant: see
+//! [`keys`]), so expiry only frees memory.
 //!
 //! # Keys
 //! The state of a limit for an identity is one short key, `{prefix}:{limit hash}{{identity}}`;
@@ -69,9 +69,9 @@
 //! gap at the cost of a replica round trip per decision, and is not done.
 //!
 //! # Failures
-//! One multiplexed connection per server ([`redis::aio::ConnectionManager`]) carries every call, pipelining concurrent
-//! ones; each reply has a deadline ([`RedisOptions::response_timeout`]); a dropped connection is
-//! re-established in the background by the next call. [`RedisStore::connect`] does not wait for
+//! One multiplexed connection per server ([`redis::aio::ConnectionManager`]) carries every call,
+//! pipelining concurrent ones; each reply has a deadline ([`RedisOptions::response_timeout`]); a
+//! dropped connection is re-established in the background by the next call. [`RedisStore::connect`] does not wait for
 //! Redis: it returns at once and connects in the background, so a server can start while Redis is
 //! down and degrade per its fail policy until Redis answers. Connection errors and timeouts are
 //! transient [`StoreError`]s (the limiter's fail policy and breaker take over); script or type
@@ -89,6 +89,7 @@ pub use admin::LIST_BUDGET;
 pub mod channel;
 pub mod connection;
 pub mod cross_slot;
+mod decision;
 pub mod eviction;
 pub mod failover;
 mod function;
@@ -103,7 +104,7 @@ pub mod url;
 mod wire;
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use redis::{RedisError, RetryMethod, Script};
@@ -254,97 +255,6 @@ impl RedisStore {
             .await
             .map_err(store_error)?;
         Ok(Micros::from_secs(secs) + Micros::new(micros))
-    }
-
-    /// The command, name first, that decides `calls` as [`Store::decide`] sends it (`EVALSHA` of
-    /// a one-limit script, or `FCALL` of the general decision). For running the decision on its
-    /// own (the load tool feeds it to `redis-benchmark` to measure Redis' ceiling for Sluice) and
-    /// for debugging.
-    pub fn decide_command(
-        &self,
-        calls: &[LimitCall],
-        mode: Mode,
-    ) -> Result<Vec<String>, StoreError> {
-        let (now, min_ttl) = (self.client_now(), self.inner.min_ttl_us);
-        let scripts = &self.inner.scripts;
-        let (mut command, keys, args): (_, Vec<String>, Vec<String>) =
-            match scripts.one_for(calls, mode) {
-                Some(one) => (
-                    vec!["EVALSHA".to_string(), one.get_hash().to_string()],
-                    self.one_keys(&calls[0]),
-                    wire::one_args(&calls[0], now, min_ttl)?.into(),
-                ),
-                None => {
-                    let (keys, args) = self.general_parts(calls, mode)?;
-                    let head = if self.inner.no_functions.load(Ordering::Relaxed) {
-                        vec!["EVALSHA".to_string(), scripts.decide.get_hash().to_string()]
-                    } else {
-                        vec!["FCALL".to_string(), scripts.library.function.clone()]
-                    };
-                    (head, keys, args)
-                }
-            };
-        command.push(keys.len().to_string());
-        command.extend(keys);
-        command.extend(args);
-        Ok(command)
-    }
-
-    /// The KEYS of a one-limit script: the state key, and the violations key of a penalty.
-    fn one_keys(&self, call: &LimitCall) -> Vec<String> {
-        let prefix = &self.inner.prefix;
-        let mut names = vec![keys::state_key(prefix, &call.key)];
-        if call.step.penalty.is_some() {
-            names.push(keys::key(prefix, &call.key, Part::Violations));
-        }
-        names
-    }
-
-    /// The KEYS and ARGV of the general decision script.
-    fn general_parts(
-        &self,
-        calls: &[LimitCall],
-        mode: Mode,
-    ) -> Result<(Vec<String>, Vec<String>), StoreError> {
-        let prefix = &self.inner.prefix;
-        let mut names = Vec::with_capacity(calls.len() * 3);
-        for call in calls {
-            names.push(keys::state_key(prefix, &call.key));
-            if script::guarded(call) {
-                names.push(keys::key(prefix, &call.key, Part::Block));
-                names.push(keys::key(prefix, &call.key, Part::Violations));
-            }
-        }
-        let args = wire::decide_args(calls, mode, self.client_now(), self.inner.min_ttl_us)?;
-        Ok((names, args))
-    }
-
-    async fn decide_calls(
-        &self,
-        calls: &[LimitCall],
-        mode: Mode,
-    ) -> Result<StoreReply, StoreError> {
-        let mut conn = self.inner.conn.clone();
-        if let Some(one) = self.inner.scripts.one_for(calls, mode) {
-            let call = &calls[0];
-            let args = wire::one_args(call, self.client_now(), self.inner.min_ttl_us)?;
-            let reply: Vec<i64> = one
-                .key(self.one_keys(call))
-                .arg(&args[..])
-                .invoke_async(&mut conn)
-                .await
-                .map_err(store_error)?;
-            if let Some((now_us, outcome)) = wire::parse_one_reply(&reply)? {
-                return Ok(StoreReply {
-                    now_us,
-                    outcomes: vec![outcome],
-                });
-            }
-        }
-        let (keys, args) = self.general_parts(calls, mode)?;
-        let reply = self.call_general(&keys, &args).await?;
-        let (now_us, outcomes) = wire::parse_reply(&reply, calls.len())?;
-        Ok(StoreReply { now_us, outcomes })
     }
 }
 

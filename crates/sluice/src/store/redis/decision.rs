@@ -1,0 +1,105 @@
+//! One decision on one server or slot: the one-limit script when the request's shape allows
+//! it, and the general decision for everything else or for what that script left (`{}`); and
+//! the same call spelled out as a command ([`RedisStore::decide_command`]), for the load tool.
+
+use std::sync::atomic::Ordering;
+
+use super::keys::{self, Part};
+use super::{RedisStore, script, store_error, wire};
+use crate::algorithm::Mode;
+use crate::store::{LimitCall, StoreError, StoreReply};
+
+impl RedisStore {
+    /// The command, name first, that decides `calls` as [`Store::decide`](crate::store::Store::decide) sends it (`EVALSHA` of
+    /// a one-limit script, or `FCALL` of the general decision). For running the decision on its
+    /// own (the load tool feeds it to `redis-benchmark` to measure Redis' ceiling for Sluice) and
+    /// for debugging.
+    pub fn decide_command(
+        &self,
+        calls: &[LimitCall],
+        mode: Mode,
+    ) -> Result<Vec<String>, StoreError> {
+        let (now, min_ttl) = (self.client_now(), self.inner.min_ttl_us);
+        let scripts = &self.inner.scripts;
+        let (mut command, keys, args): (_, Vec<String>, Vec<String>) =
+            match scripts.one_for(calls, mode) {
+                Some(one) => (
+                    vec!["EVALSHA".to_string(), one.get_hash().to_string()],
+                    self.one_keys(&calls[0]),
+                    wire::one_args(&calls[0], now, min_ttl)?.into(),
+                ),
+                None => {
+                    let (keys, args) = self.general_parts(calls, mode)?;
+                    let head = if self.inner.no_functions.load(Ordering::Relaxed) {
+                        vec!["EVALSHA".to_string(), scripts.decide.get_hash().to_string()]
+                    } else {
+                        vec!["FCALL".to_string(), scripts.library.function.clone()]
+                    };
+                    (head, keys, args)
+                }
+            };
+        command.push(keys.len().to_string());
+        command.extend(keys);
+        command.extend(args);
+        Ok(command)
+    }
+
+    /// The KEYS of a one-limit script: the state key, and the violations key of a penalty.
+    fn one_keys(&self, call: &LimitCall) -> Vec<String> {
+        let prefix = &self.inner.prefix;
+        let mut names = vec![keys::state_key(prefix, &call.key)];
+        if call.step.penalty.is_some() {
+            names.push(keys::key(prefix, &call.key, Part::Violations));
+        }
+        names
+    }
+
+    /// The KEYS and ARGV of the general decision script.
+    fn general_parts(
+        &self,
+        calls: &[LimitCall],
+        mode: Mode,
+    ) -> Result<(Vec<String>, Vec<String>), StoreError> {
+        let prefix = &self.inner.prefix;
+        let mut names = Vec::with_capacity(calls.len() * 3);
+        for call in calls {
+            names.push(keys::state_key(prefix, &call.key));
+            if script::guarded(call) {
+                names.push(keys::key(prefix, &call.key, Part::Block));
+                names.push(keys::key(prefix, &call.key, Part::Violations));
+            }
+        }
+        let args = wire::decide_args(calls, mode, self.client_now(), self.inner.min_ttl_us)?;
+        Ok((names, args))
+    }
+
+    /// Decides `calls`, all on one server or slot: the one-limit script when it applies, then the
+    /// general decision unless that script answered.
+    pub(super) async fn decide_calls(
+        &self,
+        calls: &[LimitCall],
+        mode: Mode,
+    ) -> Result<StoreReply, StoreError> {
+        let mut conn = self.inner.conn.clone();
+        if let Some(one) = self.inner.scripts.one_for(calls, mode) {
+            let call = &calls[0];
+            let args = wire::one_args(call, self.client_now(), self.inner.min_ttl_us)?;
+            let reply: Vec<i64> = one
+                .key(self.one_keys(call))
+                .arg(&args[..])
+                .invoke_async(&mut conn)
+                .await
+                .map_err(store_error)?;
+            if let Some((now_us, outcome)) = wire::parse_one_reply(&reply)? {
+                return Ok(StoreReply {
+                    now_us,
+                    outcomes: vec![outcome],
+                });
+            }
+        }
+        let (keys, args) = self.general_parts(calls, mode)?;
+        let reply = self.call_general(&keys, &args).await?;
+        let (now_us, outcomes) = wire::parse_reply(&reply, calls.len())?;
+        Ok(StoreReply { now_us, outcomes })
+    }
+}
