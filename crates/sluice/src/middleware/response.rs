@@ -31,16 +31,14 @@ pub fn insert_headers(map: &mut HeaderMap, d: &Decision, style: HeaderStyle) {
     // Every value is written into one buffer and the headers share it: one allocation per
     // response instead of one per header.
     let mut values = BytesMut::with_capacity(128);
-    let mut spans: SmallVec<[(&'static str, usize); 6]> = SmallVec::new();
+    let mut lengths: SmallVec<[(&'static str, usize); 6]> = SmallVec::new();
     write_headers(d, style, &mut String::with_capacity(64), |name, value| {
         values.extend_from_slice(value.as_bytes());
-        spans.push((name, values.len()));
+        lengths.push((name, value.len()));
     });
     let mut values = values.freeze();
-    let mut start = 0;
-    for (name, end) in spans {
-        let value = values.split_to(end - start);
-        start = end;
+    for (name, len) in lengths {
+        let value = values.split_to(len);
         // Values are numbers and rule names, which are checked to be token characters, so the
         // conversion does not fail; a header that did would be skipped.
         if let (Some(name), Ok(value)) = (header_name(name), HeaderValue::from_maybe_shared(value))

@@ -19,7 +19,7 @@
 -- none), violations, warning (0/1) }; a block in force, decide.lua's reply for one limit; or {}.
 
 -- Expiries count from `expiry_from` with PX / PEXPIRE on a client's clock (0: from Redis' own
--- now), and are absolute (PXAT / PEXPIREAT) on Redis TIME, as the prelude's `expiry` says why.
+-- now), and are absolute (PXAT / PEXPIREAT) on Redis TIME (why: `expiry_from_us` in the prelude).
 local now = tonumber(ARGV[1])
 local px, pexpire, expiry_from = 'PX', 'PEXPIRE', 0
 if not now then

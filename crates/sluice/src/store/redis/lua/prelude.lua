@@ -64,10 +64,15 @@ local function px(ttl_us)
   return int(idiv_ceil(math.max(ttl_us, min_ttl_us), 1000))
 end
 
+-- The Unix time in ms, rounded up, at which a state that matters `ttl_us` from the TIME read ends.
+local function pxat(ttl_us)
+  return int(idiv_ceil(expiry_from_us + math.max(ttl_us, min_ttl_us), 1000))
+end
+
 -- The expiry arguments of SET for a state that matters `ttl_us` from now: PX, or PXAT on TIME.
 local function expiry(ttl_us)
   if expiry_from_us then
-    return 'PXAT', int(idiv_ceil(expiry_from_us + math.max(ttl_us, min_ttl_us), 1000))
+    return 'PXAT', pxat(ttl_us)
   end
   return 'PX', px(ttl_us)
 end
@@ -75,7 +80,7 @@ end
 -- Expires a key `ttl_us` from now: PEXPIRE, or PEXPIREAT on TIME.
 local function expire(key, ttl_us)
   if expiry_from_us then
-    redis.call('PEXPIREAT', key, select(2, expiry(ttl_us)))
+    redis.call('PEXPIREAT', key, pxat(ttl_us))
   else
     redis.call('PEXPIRE', key, px(ttl_us))
   end
