@@ -13,7 +13,7 @@ use std::sync::{Arc, OnceLock};
 use arc_swap::ArcSwapOption;
 use metrics::{Counter, Histogram, Recorder};
 
-use crate::model::{Decision, Name};
+use crate::model::{Decision, LimitDecision, Name};
 
 /// Handles registered with one recorder.
 pub(crate) struct Registered<T> {
@@ -104,10 +104,25 @@ impl RuleMeters {
     /// Counts a decision of this rule in `sluice_decisions_total{rule, outcome}`.
     #[inline]
     pub(crate) fn decided(&self, d: &Decision) {
+        self.count(d.allowed, d.shadow && d.limits.iter().any(|l| !l.allowed));
+    }
+
+    /// Counts the decision a rule of one limit gets from `limit` ([`Decision::of_limits`]), before
+    /// it is built: so that it can be built where it is returned.
+    #[inline]
+    pub(crate) fn decided_one(&self, shadow: bool, limit: &LimitDecision) {
+        self.count(
+            shadow || limit.allowed || limit.shadow,
+            shadow && !limit.allowed,
+        );
+    }
+
+    #[inline]
+    fn count(&self, allowed: bool, shadow_denied: bool) {
         self.counters.with(
             || self.register(),
             |c| {
-                let counter = match (d.allowed, d.shadow && d.limits.iter().any(|l| !l.allowed)) {
+                let counter = match (allowed, shadow_denied) {
                     (true, true) => &c.shadow_denied,
                     (true, false) => &c.allowed,
                     (false, _) => &c.denied,

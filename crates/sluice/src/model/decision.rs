@@ -177,41 +177,41 @@ impl Decision {
         shadow: bool,
         limits: impl Into<LimitDecisions>,
     ) -> Decision {
-        // Filled in place: a decision is a few hundred bytes, and moving it costs as much as a
-        // part of an in-memory check.
-        let mut d = Decision {
-            allowed: shadow,
+        let limits: LimitDecisions = limits.into();
+        // The summary is read from the limits where they are, and the decision is built as the
+        // returned value: a decision is a few hundred bytes, and each move of it costs as much as
+        // a part of an in-memory check.
+        let enforced_ok = limits.iter().all(|l| l.allowed || l.shadow);
+        let (limit, remaining, reset_after_ms, retry_after_ms) =
+            match Decision::most_restrictive(&limits) {
+                Some(top) => (
+                    top.limit,
+                    top.remaining,
+                    top.reset_after_ms,
+                    top.retry_after_ms.filter(|_| !enforced_ok),
+                ),
+                None => (0, 0, 0, None),
+            };
+        Decision {
+            allowed: shadow || enforced_ok,
             rule: rule.into(),
-            limit: 0,
-            remaining: 0,
-            reset_after_ms: 0,
-            retry_after_ms: None,
-            blocked_until_ms: None,
-            violations: 0,
-            warning: false,
+            limit,
+            remaining,
+            reset_after_ms,
+            retry_after_ms,
+            blocked_until_ms: limits.iter().filter_map(|l| l.blocked_until_ms).max(),
+            violations: limits.iter().map(|l| l.violations).max().unwrap_or(0),
+            warning: limits.iter().any(|l| l.warning),
             degraded: false,
             shadow,
-            delay_ms: 0,
+            delay_ms: limits.iter().map(|l| l.delay_ms).max().unwrap_or(0),
             reason: None,
-            limits: limits.into(),
+            limits,
             lease: None,
             lease_until_ms: None,
             reservation: None,
             reservation_until_ms: None,
-        };
-        let limits = &d.limits;
-        let enforced_ok = limits.iter().all(|l| l.allowed || l.shadow);
-        if let Some(top) = Decision::most_restrictive(limits) {
-            (d.limit, d.remaining, d.reset_after_ms) =
-                (top.limit, top.remaining, top.reset_after_ms);
-            d.retry_after_ms = top.retry_after_ms.filter(|_| !enforced_ok);
         }
-        d.blocked_until_ms = limits.iter().filter_map(|l| l.blocked_until_ms).max();
-        d.violations = limits.iter().map(|l| l.violations).max().unwrap_or(0);
-        d.warning = limits.iter().any(|l| l.warning);
-        d.delay_ms = limits.iter().map(|l| l.delay_ms).max().unwrap_or(0);
-        d.allowed |= enforced_ok;
-        d
     }
 
     /// The limit whose numbers the top level reports: when denied, the one with the longest
