@@ -4,6 +4,8 @@
 
 use std::sync::atomic::Ordering;
 
+use redis::{Arg, ErrorKind, ServerErrorKind};
+
 use super::keys::{self, Part};
 use super::{RedisStore, script, store_error, wire};
 use crate::algorithm::Mode;
@@ -21,23 +23,27 @@ impl RedisStore {
     ) -> Result<Vec<String>, StoreError> {
         let (now, min_ttl) = (self.client_now(), self.inner.min_ttl_us);
         let scripts = &self.inner.scripts;
-        let (mut command, keys, args): (_, Vec<String>, Vec<String>) =
-            match scripts.one_for(calls, mode) {
-                Some(one) => (
-                    vec!["EVALSHA".to_string(), one.get_hash().to_string()],
-                    self.one_keys(&calls[0]),
-                    wire::one_args(&calls[0], now, min_ttl)?.into(),
-                ),
-                None => {
-                    let (keys, args) = self.general_parts(calls, mode)?;
-                    let head = if self.inner.no_functions.load(Ordering::Relaxed) {
-                        vec!["EVALSHA".to_string(), scripts.decide.get_hash().to_string()]
-                    } else {
-                        vec!["FCALL".to_string(), scripts.library.function.clone()]
-                    };
-                    (head, keys, args)
-                }
+        if let Some(one) = scripts.one_for(calls, mode) {
+            let cmd = wire::one_command(
+                one.get_hash(),
+                &self.one_keys(&calls[0]),
+                &calls[0],
+                now,
+                min_ttl,
+            )?;
+            // The command has no cursor argument, the only other kind.
+            let text = |arg: Arg<&[u8]>| match arg {
+                Arg::Simple(bytes) => String::from_utf8_lossy(bytes).into_owned(),
+                _ => String::new(),
             };
+            return Ok(cmd.args_iter().map(text).collect());
+        }
+        let (keys, args) = self.general_parts(calls, mode)?;
+        let mut command = if self.inner.no_functions.load(Ordering::Relaxed) {
+            vec!["EVALSHA".to_string(), scripts.decide.get_hash().to_string()]
+        } else {
+            vec!["FCALL".to_string(), scripts.library.function.clone()]
+        };
         command.push(keys.len().to_string());
         command.extend(keys);
         command.extend(args);
@@ -83,13 +89,23 @@ impl RedisStore {
         let mut conn = self.inner.conn.clone();
         if let Some(one) = self.inner.scripts.one_for(calls, mode) {
             let call = &calls[0];
-            let args = wire::one_args(call, self.client_now(), self.inner.min_ttl_us)?;
-            let reply: Vec<i64> = one
-                .key(self.one_keys(call))
-                .arg(&args[..])
-                .invoke_async(&mut conn)
-                .await
-                .map_err(store_error)?;
+            let cmd = wire::one_command(
+                one.get_hash(),
+                &self.one_keys(call),
+                call,
+                self.client_now(),
+                self.inner.min_ttl_us,
+            )?;
+            // As the redis crate's script invocation does: a server that lost the script (a
+            // restart, `SCRIPT FLUSH`, a failover) gets it again, and the call is repeated.
+            let reply: Vec<i64> = match cmd.query_async(&mut conn).await {
+                Err(e) if e.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
+                    one.load_async(&mut conn).await.map_err(store_error)?;
+                    cmd.query_async(&mut conn).await
+                }
+                result => result,
+            }
+            .map_err(store_error)?;
             if let Some((now_us, outcome)) = wire::parse_one_reply(&reply)? {
                 return Ok(StoreReply {
                     now_us,

@@ -87,27 +87,36 @@ fn flag(b: bool) -> &'static str {
     if b { "1" } else { "0" }
 }
 
-/// The ARGV of a `one_<algorithm>` script (`lua/one_head.lua` lists them). Its KEYS are the state
-/// key and, with a penalty, the violations key.
-pub fn one_args(
+/// The `EVALSHA` of the `one_<algorithm>` script whose SHA-1 is `hash`: `keys` (the state key
+/// and, with a penalty, the violations key), then the ARGV `lua/one_head.lua` lists. Numbers are
+/// written straight into the command: this is every admitted request's call.
+pub fn one_command(
+    hash: &str,
+    keys: &[String],
     call: &LimitCall,
     now_us: Option<Micros>,
     min_ttl_us: Micros,
-) -> Result<[String; 9], StoreError> {
+) -> Result<redis::Cmd, StoreError> {
     check_exact(call)?;
     let s = &call.step;
-    Ok([
-        now_arg(now_us),
-        min_ttl_us.get().to_string(),
-        s.params.count.to_string(),
-        s.params.window_us.get().to_string(),
-        s.params.capacity.to_string(),
-        s.cost.to_string(),
-        flag(s.params.count_denied).to_string(),
-        flag(guarded(call)).to_string(),
-        s.penalty
-            .map_or_else(String::new, |p| p.warn_after.to_string()),
-    ])
+    let mut cmd = redis::cmd("EVALSHA");
+    cmd.arg(hash).arg(keys.len()).arg(keys);
+    match now_us {
+        Some(now) => cmd.arg(now.get()),
+        None => cmd.arg(""),
+    };
+    cmd.arg(min_ttl_us.get())
+        .arg(s.params.count)
+        .arg(s.params.window_us.get())
+        .arg(s.params.capacity)
+        .arg(s.cost)
+        .arg(flag(s.params.count_denied))
+        .arg(flag(guarded(call)));
+    match s.penalty {
+        Some(p) => cmd.arg(p.warn_after),
+        None => cmd.arg(""),
+    };
+    Ok(cmd)
 }
 
 /// The ARGV of the general decision script (`lua/decide.lua`).
