@@ -12,8 +12,7 @@ use super::{Decision, LimitDecision};
 /// Appends `d` as a JSON object to `out`, with `"message": message` as its last field when
 /// given (the service's body for a denied check).
 pub fn write_decision_json(out: &mut Vec<u8>, d: &Decision, message: Option<&str>) {
-    out.extend_from_slice(b"{\"allowed\":");
-    push_bool(out, d.allowed);
+    push_bool(out, b"{\"allowed\":", d.allowed);
     out.extend_from_slice(b",\"rule\":");
     push_str(out, &d.rule);
     push_number(out, b",\"limit\":", d.limit);
@@ -22,12 +21,9 @@ pub fn write_decision_json(out: &mut Vec<u8>, d: &Decision, message: Option<&str
     push_option(out, b",\"retry_after_ms\":", d.retry_after_ms);
     push_option(out, b",\"blocked_until_ms\":", d.blocked_until_ms);
     push_number(out, b",\"violations\":", d.violations);
-    out.extend_from_slice(b",\"warning\":");
-    push_bool(out, d.warning);
-    out.extend_from_slice(b",\"degraded\":");
-    push_bool(out, d.degraded);
-    out.extend_from_slice(b",\"shadow\":");
-    push_bool(out, d.shadow);
+    push_bool(out, b",\"warning\":", d.warning);
+    push_bool(out, b",\"degraded\":", d.degraded);
+    push_bool(out, b",\"shadow\":", d.shadow);
     push_number(out, b",\"delay_ms\":", d.delay_ms);
     if let Some(reason) = &d.reason {
         out.extend_from_slice(b",\"reason\":");
@@ -74,8 +70,7 @@ fn push_limit(out: &mut Vec<u8>, l: &LimitDecision) {
     }
     out.extend_from_slice(b"],\"algorithm\":");
     push_str(out, l.algorithm.name());
-    out.extend_from_slice(b",\"allowed\":");
-    push_bool(out, l.allowed);
+    push_bool(out, b",\"allowed\":", l.allowed);
     push_number(out, b",\"limit\":", l.limit);
     push_number(out, b",\"window_ms\":", l.window_ms);
     push_number(out, b",\"remaining\":", l.remaining);
@@ -83,15 +78,14 @@ fn push_limit(out: &mut Vec<u8>, l: &LimitDecision) {
     push_option(out, b",\"retry_after_ms\":", l.retry_after_ms);
     push_option(out, b",\"blocked_until_ms\":", l.blocked_until_ms);
     push_number(out, b",\"violations\":", l.violations);
-    out.extend_from_slice(b",\"warning\":");
-    push_bool(out, l.warning);
+    push_bool(out, b",\"warning\":", l.warning);
     push_number(out, b",\"delay_ms\":", l.delay_ms);
-    out.extend_from_slice(b",\"shadow\":");
-    push_bool(out, l.shadow);
+    push_bool(out, b",\"shadow\":", l.shadow);
     out.push(b'}');
 }
 
-fn push_bool(out: &mut Vec<u8>, b: bool) {
+fn push_bool(out: &mut Vec<u8>, key: &[u8], b: bool) {
+    out.extend_from_slice(key);
     out.extend_from_slice(if b { b"true" } else { b"false" });
 }
 

@@ -4,7 +4,7 @@
 
 use std::sync::atomic::Ordering;
 
-use redis::{Arg, ErrorKind, ServerErrorKind};
+use redis::{Arg, Cmd, ErrorKind, Script, ServerErrorKind};
 
 use super::keys::{self, Part};
 use super::{RedisStore, script, store_error, wire};
@@ -12,25 +12,18 @@ use crate::algorithm::Mode;
 use crate::store::{LimitCall, StoreError, StoreReply};
 
 impl RedisStore {
-    /// The command, name first, that decides `calls` as [`Store::decide`](crate::store::Store::decide) sends it (`EVALSHA` of
-    /// a one-limit script, or `FCALL` of the general decision). For running the decision on its
-    /// own (the load tool feeds it to `redis-benchmark` to measure Redis' ceiling for Sluice) and
-    /// for debugging.
+    /// The command, name first, that decides `calls` as
+    /// [`Store::decide`](crate::store::Store::decide) sends it (`EVALSHA` of a one-limit script,
+    /// or `FCALL` of the general decision). For running the decision on its own (the load tool
+    /// feeds it to `redis-benchmark` to measure Redis' ceiling for Sluice) and for debugging.
     pub fn decide_command(
         &self,
         calls: &[LimitCall],
         mode: Mode,
     ) -> Result<Vec<String>, StoreError> {
-        let (now, min_ttl) = (self.client_now(), self.inner.min_ttl_us);
         let scripts = &self.inner.scripts;
         if let Some(one) = scripts.one_for(calls, mode) {
-            let cmd = wire::one_command(
-                one.get_hash(),
-                &self.one_keys(&calls[0]),
-                &calls[0],
-                now,
-                min_ttl,
-            )?;
+            let cmd = self.one_command(one, &calls[0])?;
             // The command has no cursor argument, the only other kind.
             let text = |arg: Arg<&[u8]>| match arg {
                 Arg::Simple(bytes) => String::from_utf8_lossy(bytes).into_owned(),
@@ -50,14 +43,16 @@ impl RedisStore {
         Ok(command)
     }
 
-    /// The KEYS of a one-limit script: the state key, and the violations key of a penalty.
-    fn one_keys(&self, call: &LimitCall) -> Vec<String> {
+    /// The `EVALSHA` of the one-limit script `one` for `call`. Its KEYS: the state key, and the
+    /// violations key of a penalty.
+    fn one_command(&self, one: &Script, call: &LimitCall) -> Result<Cmd, StoreError> {
         let prefix = &self.inner.prefix;
         let mut names = vec![keys::state_key(prefix, &call.key)];
         if call.step.penalty.is_some() {
             names.push(keys::key(prefix, &call.key, Part::Violations));
         }
-        names
+        let now = self.client_now();
+        wire::one_command(one.get_hash(), &names, call, now, self.inner.min_ttl_us)
     }
 
     /// The KEYS and ARGV of the general decision script.
@@ -88,14 +83,7 @@ impl RedisStore {
     ) -> Result<StoreReply, StoreError> {
         let mut conn = self.inner.conn.clone();
         if let Some(one) = self.inner.scripts.one_for(calls, mode) {
-            let call = &calls[0];
-            let cmd = wire::one_command(
-                one.get_hash(),
-                &self.one_keys(call),
-                call,
-                self.client_now(),
-                self.inner.min_ttl_us,
-            )?;
+            let cmd = self.one_command(one, &calls[0])?;
             // As the redis crate's script invocation does: a server that lost the script (a
             // restart, `SCRIPT FLUSH`, a failover) gets it again, and the call is repeated.
             let reply: Vec<i64> = match cmd.query_async(&mut conn).await {

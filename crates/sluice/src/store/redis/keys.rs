@@ -27,8 +27,9 @@
 //!
 //! Every key is written with a whole-millisecond expiry, rounded up (absolute, `PEXPIREAT` /
 //! `SET PXAT`, from the `TIME` the decision read; relative, `PEXPIRE` / `SET PX`, on a client's
-//! clock), equal to the time after which it can no longer affect a decision: the newest unit leaving the window,
-//! the end of the window, the bucket being back to full, the block's end, the violations' memory.
+//! clock), equal to the time after which it can no longer affect a decision: the newest unit
+//! leaving the window, the end of the window, the bucket being back to full, the block's end,
+//! the violations' memory.
 //! A state that is already equivalent to no state is deleted instead. Upgrading from a version
 //! with the former key names starts every counter afresh (the old keys expire by themselves).
 //!

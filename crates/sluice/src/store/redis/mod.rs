@@ -71,12 +71,12 @@
 //! # Failures
 //! One multiplexed connection per server ([`redis::aio::ConnectionManager`]) carries every call,
 //! pipelining concurrent ones; each reply has a deadline ([`RedisOptions::response_timeout`]); a
-//! dropped connection is re-established in the background by the next call. [`RedisStore::connect`] does not wait for
-//! Redis: it returns at once and connects in the background, so a server can start while Redis is
-//! down and degrade per its fail policy until Redis answers. Connection errors and timeouts are
-//! transient [`StoreError`]s (the limiter's fail policy and breaker take over); script or type
-//! errors are permanent, and the limiter answers them for their request alone (they never open
-//! the breaker).
+//! dropped connection is re-established in the background by the next call.
+//! [`RedisStore::connect`] does not wait for Redis: it returns at once and connects in the
+//! background, so a server can start while Redis is down and degrade per its fail policy until
+//! Redis answers. Connection errors and timeouts are transient [`StoreError`]s (the limiter's
+//! fail policy and breaker take over); script or type errors are permanent, and the limiter
+//! answers them for their request alone (they never open the breaker).
 //!
 //! A call abandoned at the limiter's deadline may still reach Redis and run later (a paused or
 //! overloaded server runs its queue when it resumes): the caller got the fail policy's answer, yet
