@@ -22,8 +22,8 @@ impl RedisStore {
         mode: Mode,
     ) -> Result<Vec<String>, StoreError> {
         let scripts = &self.inner.scripts;
-        if let Some(one) = scripts.one_for(calls, mode) {
-            let cmd = self.one_command(one, &calls[0])?;
+        if let Some(one) = scripts.one_for(calls, mode, self.inner.min_ttl_us) {
+            let cmd = self.one_command(&one, &calls[0])?;
             // The command has no cursor argument, the only other kind.
             let text = |arg: Arg<&[u8]>| match arg {
                 Arg::Simple(bytes) => String::from_utf8_lossy(bytes).into_owned(),
@@ -51,8 +51,7 @@ impl RedisStore {
         if call.step.penalty.is_some() {
             names.push(keys::key(prefix, &call.key, Part::Violations));
         }
-        let now = self.client_now();
-        wire::one_command(one.get_hash(), &names, call, now, self.inner.min_ttl_us)
+        wire::one_command(one.get_hash(), &names, call, self.client_now())
     }
 
     /// The KEYS and ARGV of the general decision script.
@@ -82,8 +81,12 @@ impl RedisStore {
         mode: Mode,
     ) -> Result<StoreReply, StoreError> {
         let mut conn = self.inner.conn.clone();
-        if let Some(one) = self.inner.scripts.one_for(calls, mode) {
-            let cmd = self.one_command(one, &calls[0])?;
+        if let Some(one) = self
+            .inner
+            .scripts
+            .one_for(calls, mode, self.inner.min_ttl_us)
+        {
+            let cmd = self.one_command(&one, &calls[0])?;
             // As the redis crate's script invocation does: a server that lost the script (a
             // restart, `SCRIPT FLUSH`, a failover) gets it again, and the call is repeated.
             let reply: Vec<i64> = match cmd.query_async(&mut conn).await {

@@ -5,14 +5,16 @@
 //! - `decision`: one decision on one server or slot, through the one-limit or the general script;
 //! - [`keys`]: key names and parsing them back;
 //! - [`script`]: the Lua scripts (`lua/*.lua`, joined at compile time), which one decides a
-//!   request; `wire`: their arguments and replies, as each script documents them.
+//!   request; [`one_script`]: the one-limit scripts made for each limit, its constants written
+//!   in; `wire`: their arguments and replies, as each script documents them.
 //!
 //! # One decision, one script call, at the floor
 //! Each decision is one call (a script reloaded on `NOSCRIPT`, a function reloaded when missing),
 //! chosen by the request's shape ([`script::Scripts::one_for`]):
 //! - one limit — the common case — runs `lua/one_<algorithm>.lua` (after `lua/one_head.lua`),
 //!   written for that algorithm alone so that Redis does what the algorithm needs and no more:
-//!   `TIME`, one read and one write of one key (the fixed window: one `DECRBY`). It answers only
+//!   `TIME`, one read and one write of one key (the fixed window: one `DECRBY`), with the limit's
+//!   numbers written into the script so that a call carries only the time and the cost. It answers only
 //!   the case it expects; for anything else (a block marker, another algorithm's state, a
 //!   sliding log denial, whose retry time needs a search) it writes nothing and answers `{}`,
 //!   and the store sends the general decision. A limit with a block or a penalty adds a read of
@@ -95,6 +97,7 @@ pub mod failover;
 mod function;
 pub mod keys;
 mod lease;
+pub mod one_script;
 mod options;
 mod reservation;
 pub mod script;

@@ -2,7 +2,8 @@
 //!
 //! Which script decides a request depends on its shape ([`Scripts::for_calls`]):
 //! - one limit, applied (the common case): `one_<algorithm>.lua`, a script written for that
-//!   algorithm alone, at the floor of what Redis must do. It handles the state it expects and
+//!   algorithm alone, at the floor of what Redis must do, and made for the limit itself (its
+//!   constants written into it, see `one_script`). It handles the state it expects and
 //!   answers `{}` for anything else (a block marker, another algorithm's state, for the sliding
 //!   log a denial), having written nothing; the store then sends the general script. For a limit
 //!   with a block or a penalty it also answers a block in force and reports the penalty's
@@ -22,10 +23,13 @@
 //! The layout of KEYS/ARGV/reply is documented in each script and mirrored by
 //! `store::redis::wire`, which must stay in step with them.
 
+use std::sync::Arc;
+
 use redis::Script;
 
+use super::one_script::{OneScripts, Shape};
 use crate::algorithm::Mode;
-use crate::model::REGISTRY;
+use crate::model::{Micros, REGISTRY};
 use crate::store::LimitCall;
 
 /// The shared part of every script but the one-limit ones, as one literal: `lua/idiv.lua` and
@@ -40,15 +44,16 @@ macro_rules! prelude {
 }
 pub(crate) use prelude;
 
-/// A one-limit script: `lua/one_head.lua` (the time and the limit's arguments), the parts it
-/// names (`idiv.lua` for those that divide), then `lua/one_<algorithm>.lua`.
+/// A one-limit script: `lua/one_head.lua` (the time and the cost), the parts it names
+/// (`idiv.lua` for those that divide), then `lua/one_<algorithm>.lua`. Redis runs it after the
+/// limit's constants ([`one_script::one_text`](super::one_script::one_text)).
 macro_rules! one {
     ($($part:literal),+) => {
         Some(concat!(include_str!("lua/one_head.lua"), $(include_str!(concat!("lua/", $part))),+))
     };
 }
 
-/// The one-limit scripts, in registry order ([`crate::model::REGISTRY`]: index = wire code - 1).
+/// The one-limit scripts' text, in registry order ([`crate::model::REGISTRY`]: index = wire code - 1).
 pub const ONE: [Option<&str>; REGISTRY.len()] = [
     one!("one_sliding_log.lua"),
     one!("idiv.lua", "one_sliding_window.lua"),
@@ -129,8 +134,8 @@ pub const SETTLE: &str = concat!(prelude!(), include_str!("lua/settle.lua"));
 /// The scripts, hashed once.
 #[derive(Debug)]
 pub struct Scripts {
-    /// See [`ONE`].
-    pub one: [Option<Script>; REGISTRY.len()],
+    /// See [`ONE`]: made per limit, when it first decides.
+    pub one: OneScripts,
     /// See [`DECIDE`].
     pub decide: Script,
     /// See [`BLOCK`].
@@ -149,7 +154,7 @@ impl Default for Scripts {
     /// Hashes the scripts.
     fn default() -> Scripts {
         Scripts {
-            one: ONE.map(|s| s.map(Script::new)),
+            one: OneScripts::default(),
             decide: Script::new(DECIDE),
             block: Script::new(BLOCK),
             unblock: Script::new(UNBLOCK),
@@ -161,23 +166,24 @@ impl Default for Scripts {
 }
 
 impl Scripts {
-    /// Every script, for loading them all.
+    /// Every script known before any decision, for loading them all (the one-limit scripts are
+    /// made per limit, and loaded on their first `NOSCRIPT`).
     pub fn all(&self) -> impl Iterator<Item = &Script> {
-        self.one.iter().flatten().chain([
+        [
             &self.decide,
             &self.block,
             &self.unblock,
             &self.lease,
             &self.settle,
-        ])
+        ]
+        .into_iter()
     }
 
-    /// The one-limit script that decides these calls, if they have that shape.
-    pub fn one_for(&self, calls: &[LimitCall], mode: Mode) -> Option<&Script> {
+    /// The one-limit script that decides these calls, if they have that shape, on a store whose
+    /// shortest expiry is `min_ttl`.
+    pub fn one_for(&self, calls: &[LimitCall], mode: Mode, min_ttl: Micros) -> Option<Arc<Script>> {
         match calls {
-            [call] if mode == Mode::Apply => {
-                self.one[usize::from(call.step.algorithm.wire_code()) - 1].as_ref()
-            }
+            [call] if mode == Mode::Apply => self.one.get(&Shape::of(call, min_ttl)),
             _ => None,
         }
     }

@@ -4,13 +4,12 @@
 //! both.
 //!
 //! Invariant: every number sent is one Lua computes exactly (below 2^53, products included);
-//! a limit that needs more is refused before anything is sent ([`StoreError::permanent`]).
+//! a limit that needs more is refused before anything is sent ([`StoreError::permanent`]). The
+//! numbers a one-limit script has written into it (`one_script`) are the ones checked here.
 
 use crate::algorithm::{LimitOutcome, Mode};
 use crate::model::Micros;
 use crate::store::{LimitCall, StoreError};
-
-use super::script::guarded;
 
 /// Times go to the scripts, and come back from them, as integer µs: the one place a [`Micros`]
 /// becomes a bare number for Redis.
@@ -87,35 +86,23 @@ fn flag(b: bool) -> &'static str {
     if b { "1" } else { "0" }
 }
 
-/// The `EVALSHA` of the `one_<algorithm>` script whose SHA-1 is `hash`: `keys` (the state key
-/// and, with a penalty, the violations key), then the ARGV `lua/one_head.lua` lists. Numbers are
-/// written straight into the command: this is every admitted request's call.
+/// The `EVALSHA` of the one-limit script whose SHA-1 is `hash` (made for `call`'s limit, see
+/// `one_script`): `keys` (the state key and, with a penalty, the violations key), then the ARGV
+/// `lua/one_head.lua` lists: the time and the cost. This is every admitted request's call.
 pub fn one_command(
     hash: &str,
     keys: &[String],
     call: &LimitCall,
     now_us: Option<Micros>,
-    min_ttl_us: Micros,
 ) -> Result<redis::Cmd, StoreError> {
     check_exact(call)?;
-    let s = &call.step;
     let mut cmd = redis::cmd("EVALSHA");
     cmd.arg(hash).arg(keys.len()).arg(keys);
     match now_us {
         Some(now) => cmd.arg(now.get()),
         None => cmd.arg(""),
     };
-    cmd.arg(min_ttl_us.get())
-        .arg(s.params.count)
-        .arg(s.params.window_us.get())
-        .arg(s.params.capacity)
-        .arg(s.cost)
-        .arg(flag(s.params.count_denied))
-        .arg(flag(guarded(call)));
-    match s.penalty {
-        Some(p) => cmd.arg(p.warn_after),
-        None => cmd.arg(""),
-    };
+    cmd.arg(call.step.cost);
     Ok(cmd)
 }
 

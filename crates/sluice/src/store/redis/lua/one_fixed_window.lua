@@ -7,7 +7,7 @@
 -- caller decides with the general script instead.
 --
 -- KEYS[1]: the state key, -(slot * 2^25 + count) (see fixed_window.lua).
--- ARGV (and KEYS[2]): as one_head.lua reads them.
+-- ARGV, the limit's constants (and KEYS[2]): as one_head.lua says.
 -- Returns: as one_head.lua says.
 
 local key = KEYS[1]
@@ -32,7 +32,7 @@ local allowed
 if count == 0 then
   -- A new window (or a key that was missing or held another algorithm's count).
   allowed = cost <= limit
-  if not allowed and ARGV[8] == '1' then
+  if not allowed and guarded then
     -- Left to the general decision as it was: stored counts are never 0, so -cost was a miss.
     if r == -cost then
       redis.call('DEL', key)
@@ -41,9 +41,9 @@ if count == 0 then
     end
     return {}
   end
-  if allowed or ARGV[7] == '1' then
+  if allowed or count_denied then
     count = math.min(cost, CAP)
-    local ms = math.ceil((expiry_from + math.max(left, tonumber(ARGV[2]))) / 1000)
+    local ms = math.ceil((expiry_from + math.max(left, min_ttl)) / 1000)
     redis.call('SET', key, string.format('%d', -(slot * M + count)), px,
       string.format('%d', ms))
   else
@@ -51,13 +51,13 @@ if count == 0 then
   end
 else
   allowed = count <= limit
-  if not allowed and ARGV[8] == '1' then
+  if not allowed and guarded then
     redis.call('INCRBY', key, cost)
     return {}
   end
   if not allowed then
     local keep = count - cost
-    if ARGV[7] == '1' then
+    if count_denied then
       keep = math.min(count, CAP)
     end
     if keep ~= count then

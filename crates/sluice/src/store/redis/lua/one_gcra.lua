@@ -5,11 +5,11 @@
 -- returns {} and the caller decides with the general script instead.
 --
 -- KEYS[1]: the state key (the tat in µs, a plain integer).
--- ARGV (and KEYS[2]): as one_head.lua reads them.
+-- ARGV, the limit's constants (and KEYS[2]): as one_head.lua says.
 -- Returns: as one_head.lua says.
 
 local raw = held
-if ARGV[8] ~= '1' then
+if not guarded then
   raw = redis.pcall('GET', KEYS[1])
 end
 local tat = tonumber(raw)
@@ -30,13 +30,13 @@ if tat < now then
 end
 local new_tat = tat + cost * t
 local allowed = new_tat <= now + tau
-if not allowed and ARGV[8] == '1' then
+if not allowed and guarded then
   return {}
 end
 local after = tat
 if allowed then
   after = new_tat
-  local ms = math.ceil((expiry_from + math.max(new_tat - now, tonumber(ARGV[2]))) / 1000)
+  local ms = math.ceil((expiry_from + math.max(new_tat - now, min_ttl)) / 1000)
   redis.call('SET', KEYS[1], string.format('%d', new_tat), px, string.format('%d', ms))
 end
 local remaining = 0

@@ -1,11 +1,15 @@
 -- one_head: the opening of every one-limit script (one_<algorithm>.lua), which follows it: the
--- decision time and the limit's arguments. It holds only what every one of them uses, since each
+-- decision time and the request's cost. It holds only what every one of them uses, since each
 -- line runs on every call.
 --
--- ARGV: now in µs from the client's clock ('' to read Redis TIME), the shortest expiry to write in
---   µs (see RedisOptions::min_ttl), count (units per window), window_us, capacity, cost,
---   count_denied (0/1), guarded (1: the limit has a block or a penalty), the penalty's warn_after
---   ('': none).
+-- The script is written for one limit: the store puts the limit's constants before this head
+-- (script::one_text), as `local min_ttl, limit, window, capacity, count_denied, guarded,
+-- warn_after = ...`: the shortest expiry to write in µs (see RedisOptions::min_ttl), count
+-- (units per window), window_us, capacity, count_denied, guarded (the limit has a block or a
+-- penalty) and the penalty's warn_after (nil: none). Only what changes from call to call is
+-- an argument, as each argument costs Redis about as much as a line of Lua.
+--
+-- ARGV: now in µs from the client's clock ('' to read Redis TIME), cost.
 -- KEYS[1]: the state key; KEYS[2]: with a penalty, the violations key
 --   ("<count>:<forgotten at µs>").
 --
@@ -27,14 +31,13 @@ if not now then
   now = t[1] * 1000000 + t[2]
   px, pexpire, expiry_from = 'PXAT', 'PEXPIREAT', now
 end
-local limit, window, capacity, cost = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]),
-  tonumber(ARGV[6])
+local cost = tonumber(ARGV[2])
 -- A guarded limit's state key as read here, which the scripts that read it with GET reuse; its
 -- penalty's violations, which every answer carries.
 local held
 local violations, warning = 0, 0
-if ARGV[8] == '1' then
-  if ARGV[9] ~= '' then
+if guarded then
+  if warn_after then
     local v = redis.call('GET', KEYS[2])
     local count, forget
     if v then
@@ -43,7 +46,7 @@ if ARGV[8] == '1' then
     if forget and tonumber(forget) > now then
       violations = tonumber(count)
     end
-    if violations > 0 and violations >= tonumber(ARGV[9]) then
+    if violations > 0 and violations >= warn_after then
       warning = 1
     end
   end

@@ -8,7 +8,7 @@
 -- script instead.
 --
 -- KEYS[1]: the state key, a ZSET (see sliding_log.lua).
--- ARGV (and KEYS[2]): as one_head.lua reads them.
+-- ARGV, the limit's constants (and KEYS[2]): as one_head.lua says.
 -- Returns: as one_head.lua says (always allowed).
 
 local key = KEYS[1]
@@ -44,5 +44,5 @@ end
 redis.call('ZADD', key, string.format('%d', t), string.format('%016d:%d', start, cost))
 local reset = t + window - now
 redis.call(pexpire, key,
-  string.format('%d', math.ceil((expiry_from + math.max(reset, tonumber(ARGV[2]))) / 1000)))
+  string.format('%d', math.ceil((expiry_from + math.max(reset, min_ttl)) / 1000)))
 return { now, 1, limit - count - cost, reset, -1, violations, warning }

@@ -6,7 +6,7 @@
 -- another algorithm's state) returns {} and the caller decides with the general script instead.
 --
 -- KEYS[1]: the state key, a HASH of bucket index -> units.
--- ARGV (and KEYS[2]): as one_head.lua reads them.
+-- ARGV, the limit's constants (and KEYS[2]): as one_head.lua says.
 -- Returns: as one_head.lua says.
 
 local key = KEYS[1]
@@ -35,7 +35,7 @@ if #buckets > 1 then
   end)
 end
 local allowed = count + cost <= limit
-if not allowed and ARGV[8] == '1' then
+if not allowed and guarded then
   return {}
 end
 local retry = -1
@@ -51,7 +51,7 @@ if not allowed then
     end
   end
 end
-if allowed or ARGV[7] == '1' then
+if allowed or count_denied then
   if #stale > 0 then
     redis.call('HDEL', key, unpack(stale))
   end
@@ -74,8 +74,8 @@ local newest = buckets[#buckets]
 if newest then
   reset = (newest[1] + BUCKETS + 1) * g - now
 end
-if allowed or ARGV[7] == '1' then
+if allowed or count_denied then
   redis.call(pexpire, key,
-    string.format('%d', math.ceil((expiry_from + math.max(reset, tonumber(ARGV[2]))) / 1000)))
+    string.format('%d', math.ceil((expiry_from + math.max(reset, min_ttl)) / 1000)))
 end
 return { now, allowed and 1 or 0, math.max(limit - count, 0), reset, retry, violations, warning }

@@ -6,11 +6,11 @@
 -- the caller decides with the general script instead.
 --
 -- KEYS[1]: the state key, "t<used level, %.17g>:<last µs>".
--- ARGV (and KEYS[2]): as one_head.lua reads them.
+-- ARGV, the limit's constants (and KEYS[2]): as one_head.lua says.
 -- Returns: as one_head.lua says.
 
 local raw = held
-if ARGV[8] ~= '1' then
+if not guarded then
   raw = redis.pcall('GET', KEYS[1])
 end
 local level, last
@@ -28,7 +28,7 @@ if level then
   used = math.max(tonumber(level) - elapsed * limit / window, 0)
 end
 local allowed = used + cost <= capacity + 1e-6
-if not allowed and ARGV[8] == '1' then
+if not allowed and guarded then
   return {}
 end
 local retry = -1
@@ -39,7 +39,7 @@ else
 end
 local reset = math.max(math.ceil(used * window / limit), 0)
 if allowed then
-  local ms = math.ceil((expiry_from + math.max(reset, tonumber(ARGV[2]))) / 1000)
+  local ms = math.ceil((expiry_from + math.max(reset, min_ttl)) / 1000)
   redis.call('SET', KEYS[1], 't' .. string.format('%.17g', used) .. ':' .. string.format('%d', now),
     px, string.format('%d', ms))
 end

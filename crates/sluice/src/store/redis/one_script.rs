@@ -1,0 +1,188 @@
+//! The one-limit scripts as Redis runs them: one per limit, with the limit's constants written
+//! into its text.
+//!
+//! A one-limit script (`script::ONE`) needs the limit's numbers and options on every call. As
+//! arguments they cost Redis on every call — each one is parsed, made a Redis string, then a Lua
+//! string, and converted to a number again — about as much as the algorithm's own Lua. So the
+//! store writes them into the script instead, as the line `lua/one_head.lua` expects before it
+//! ([`one_text`]), and a call sends only what changes: the time and the cost. Every limit shape
+//! (algorithm, numbers, options, the store's shortest expiry) gets its own script, made and
+//! hashed the first time it decides, and loaded into Redis on its first `NOSCRIPT`.
+//!
+//! Invariants: a shape's script is made once and then shared; the cache holds at most
+//! [`MAX_SHAPES`] scripts (rules come from configuration, but reloads can keep adding shapes);
+//! a shape that finds it full is decided by the general function, which gives the same answer.
+
+use std::sync::Arc;
+
+use parking_lot::RwLock;
+use redis::Script;
+
+use super::script::{ONE, guarded};
+use crate::model::Micros;
+use crate::store::LimitCall;
+
+/// Most one-limit scripts kept (each is a few kilobytes here and in Redis' script cache).
+pub const MAX_SHAPES: usize = 1024;
+
+/// What a one-limit script has written into it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Shape {
+    /// The algorithm's wire code.
+    pub code: u8,
+    /// The shortest expiry to write (see `RedisOptions::min_ttl`).
+    pub min_ttl_us: u64,
+    /// Units per window.
+    pub count: u64,
+    /// Window length in µs.
+    pub window_us: u64,
+    /// Capacity.
+    pub capacity: u64,
+    /// Denials are recorded too.
+    pub count_denied: bool,
+    /// The limit has a block or a penalty.
+    pub guarded: bool,
+    /// The penalty's warning threshold, if it has one.
+    pub warn_after: Option<u64>,
+}
+
+impl Shape {
+    /// The shape of a call's limit, on a store whose shortest expiry is `min_ttl`.
+    pub fn of(call: &LimitCall, min_ttl: Micros) -> Shape {
+        let s = &call.step;
+        Shape {
+            code: s.algorithm.wire_code(),
+            min_ttl_us: min_ttl.get(),
+            count: s.params.count,
+            window_us: s.params.window_us.get(),
+            capacity: s.params.capacity,
+            count_denied: s.params.count_denied,
+            guarded: guarded(call),
+            warn_after: s.penalty.map(|p| p.warn_after),
+        }
+    }
+}
+
+/// The text of the one-limit script of `shape`: its constants, then the algorithm's script; or
+/// none for an algorithm without one.
+pub fn one_text(shape: &Shape) -> Option<String> {
+    let body = ONE
+        .get(usize::from(shape.code).checked_sub(1)?)
+        .copied()
+        .flatten()?;
+    let warn_after = shape
+        .warn_after
+        .map_or("nil".to_string(), |w| w.to_string());
+    Some(format!(
+        "local min_ttl, limit, window, capacity, count_denied, guarded, warn_after = \
+         {}, {}, {}, {}, {}, {}, {warn_after}\n{body}",
+        shape.min_ttl_us,
+        shape.count,
+        shape.window_us,
+        shape.capacity,
+        shape.count_denied,
+        shape.guarded,
+    ))
+}
+
+/// The one-limit scripts made so far, by shape.
+#[derive(Debug, Default)]
+pub struct OneScripts {
+    by_shape: RwLock<hashbrown::HashMap<Shape, Arc<Script>, foldhash::fast::RandomState>>,
+}
+
+impl OneScripts {
+    /// The script of `shape`, made now if it is new; none for an algorithm without a one-limit
+    /// script, or when [`MAX_SHAPES`] are already kept.
+    pub fn get(&self, shape: &Shape) -> Option<Arc<Script>> {
+        if let Some(script) = self.by_shape.read().get(shape) {
+            return Some(script.clone());
+        }
+        let text = one_text(shape)?;
+        let mut by_shape = self.by_shape.write();
+        if by_shape.len() >= MAX_SHAPES && !by_shape.contains_key(shape) {
+            return None;
+        }
+        let script = by_shape
+            .entry(*shape)
+            .or_insert_with(|| Arc::new(Script::new(&text)));
+        Some(script.clone())
+    }
+
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.by_shape.read().len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::Algorithm;
+
+    fn shape(code: u8, count: u64) -> Shape {
+        Shape {
+            code,
+            min_ttl_us: 0,
+            count,
+            window_us: 60_000_000,
+            capacity: count,
+            count_denied: false,
+            guarded: true,
+            warn_after: Some(3),
+        }
+    }
+
+    #[test]
+    fn a_script_opens_with_its_constants_then_the_algorithms_script() {
+        let gcra = shape(Algorithm::Gcra.wire_code(), 100);
+        let text = one_text(&gcra).expect("gcra has a one-limit script");
+        let (constants, body) = text.split_once('\n').expect("two parts");
+        assert_eq!(
+            constants,
+            "local min_ttl, limit, window, capacity, count_denied, guarded, warn_after = \
+             0, 100, 60000000, 100, false, true, 3"
+        );
+        assert_eq!(Some(body), ONE[usize::from(gcra.code) - 1]);
+        let unpenalized = Shape {
+            warn_after: None,
+            ..gcra
+        };
+        assert!(
+            one_text(&unpenalized)
+                .expect("a script")
+                .contains(", nil\n")
+        );
+        let leaky = shape(Algorithm::LeakyBucket.wire_code(), 100);
+        assert_eq!(one_text(&leaky), None, "no one-limit leaky bucket");
+        assert_eq!(one_text(&shape(0, 1)), None);
+        assert_eq!(one_text(&shape(200, 1)), None);
+    }
+
+    #[test]
+    fn each_shape_is_made_once_and_the_cache_is_bounded() {
+        let scripts = OneScripts::default();
+        let code = Algorithm::FixedWindow.wire_code();
+        let first = scripts.get(&shape(code, 1)).expect("made");
+        let again = scripts.get(&shape(code, 1)).expect("kept");
+        assert!(Arc::ptr_eq(&first, &again));
+        assert_ne!(
+            first.get_hash(),
+            scripts.get(&shape(code, 2)).expect("made").get_hash(),
+            "another limit, another script"
+        );
+        for count in 3..=MAX_SHAPES as u64 {
+            assert!(scripts.get(&shape(code, count)).is_some());
+        }
+        assert_eq!(scripts.len(), MAX_SHAPES);
+        assert!(
+            scripts.get(&shape(code, 0)).is_none(),
+            "full: the general decision takes it"
+        );
+        assert!(
+            scripts.get(&shape(code, 1)).is_some(),
+            "kept ones still answer"
+        );
+        assert_eq!(scripts.len(), MAX_SHAPES);
+    }
+}
