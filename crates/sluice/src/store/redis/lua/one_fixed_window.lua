@@ -11,7 +11,7 @@
 -- Returns: as one_head.lua says.
 
 local key = KEYS[1]
-local r = redis.pcall('DECRBY', key, cost)
+local r = redis.pcall('DECRBY', key, ARGV[2])
 if type(r) ~= 'number' then
   return {}
 end
@@ -37,7 +37,7 @@ if count == 0 then
     if r == -cost then
       redis.call('DEL', key)
     else
-      redis.call('INCRBY', key, cost)
+      redis.call('INCRBY', key, ARGV[2])
     end
     return {}
   end
@@ -52,7 +52,7 @@ if count == 0 then
 else
   allowed = count <= limit
   if not allowed and guarded then
-    redis.call('INCRBY', key, cost)
+    redis.call('INCRBY', key, ARGV[2])
     return {}
   end
   if not allowed then

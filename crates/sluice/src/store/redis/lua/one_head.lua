@@ -10,6 +10,9 @@
 -- an argument, as each argument costs Redis about as much as a line of Lua.
 --
 -- ARGV: now in µs from the client's clock ('' to read Redis TIME), cost.
+--
+-- Numbers given to a Redis command are written as their text (the cost as ARGV[2], '0' rather
+-- than 0): Lua turns a number into a string with sprintf, which costs Redis more than the command.
 -- KEYS[1]: the state key; KEYS[2]: with a penalty, the violations key
 --   ("<count>:<forgotten at µs>").
 --

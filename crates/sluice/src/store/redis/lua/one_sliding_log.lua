@@ -12,7 +12,7 @@
 -- Returns: as one_head.lua says (always allowed).
 
 local key = KEYS[1]
-local first = redis.pcall('ZRANGE', key, 0, 0, 'WITHSCORES')
+local first = redis.pcall('ZRANGE', key, '0', '0', 'WITHSCORES')
 if first.err then
   return {}
 end
@@ -29,7 +29,7 @@ if first[1] then
   if not base then
     return {}
   end
-  local newest = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
+  local newest = redis.call('ZRANGE', key, '-1', '-1', 'WITHSCORES')
   local s, c = string.match(newest[1], '^(%d+):(%d+)$')
   start = tonumber(s) + tonumber(c)
   t = math.max(now, tonumber(newest[2]))

@@ -62,7 +62,7 @@ if allowed or count_denied then
   end
   local units = math.min(last[2] + cost, CAP)
   if units == last[2] + cost then
-    redis.call('HINCRBY', key, string.format('%d', current), cost)
+    redis.call('HINCRBY', key, string.format('%d', current), ARGV[2])
   else
     redis.call('HSET', key, string.format('%d', current), string.format('%d', units))
   end
