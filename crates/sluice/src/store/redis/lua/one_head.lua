@@ -3,16 +3,15 @@
 -- line runs on every call.
 --
 -- The script is written for one limit: the store puts the limit's constants before this head
--- (script::one_text), as `local min_ttl, limit, window, capacity, count_denied, guarded,
+-- (one_script::one_text), as `local min_ttl, limit, window, capacity, count_denied, guarded,
 -- warn_after = ...`: the shortest expiry to write in µs (see RedisOptions::min_ttl), count
 -- (units per window), window_us, capacity, count_denied, guarded (the limit has a block or a
--- penalty) and the penalty's warn_after (nil: none). Only what changes from call to call is
--- an argument, as each argument costs Redis about as much as a line of Lua.
+-- penalty) and the penalty's warn_after (nil: none). Only what changes from call to call is an
+-- argument: each one costs Redis about 1,000 instructions, more than most lines of Lua here.
+-- For the same reason, numbers given to a Redis command are written as text (the cost as
+-- ARGV[2], '0' rather than 0): Lua turns a number into a string with sprintf.
 --
 -- ARGV: now in µs from the client's clock ('' to read Redis TIME), cost.
---
--- Numbers given to a Redis command are written as their text (the cost as ARGV[2], '0' rather
--- than 0): Lua turns a number into a string with sprintf, which costs Redis more than the command.
 -- KEYS[1]: the state key; KEYS[2]: with a penalty, the violations key
 --   ("<count>:<forgotten at µs>").
 --
