@@ -22,7 +22,7 @@ impl RedisStore {
         mode: Mode,
     ) -> Result<Vec<String>, StoreError> {
         let scripts = &self.inner.scripts;
-        if let Some(one) = scripts.one_for(calls, mode, self.inner.min_ttl_us) {
+        if let Some(one) = scripts.one_for(calls, mode) {
             let cmd = self.one_command(&one, &calls[0])?;
             // The command has no cursor argument, the only other kind.
             let text = |arg: Arg<&[u8]>| match arg {
@@ -81,11 +81,7 @@ impl RedisStore {
         mode: Mode,
     ) -> Result<StoreReply, StoreError> {
         let mut conn = self.inner.conn.clone();
-        if let Some(one) = self
-            .inner
-            .scripts
-            .one_for(calls, mode, self.inner.min_ttl_us)
-        {
+        if let Some(one) = self.inner.scripts.one_for(calls, mode) {
             let cmd = self.one_command(&one, &calls[0])?;
             // As the redis crate's script invocation does: a server that lost the script (a
             // restart, `SCRIPT FLUSH`, a failover) gets it again, and the call is repeated.

@@ -196,7 +196,7 @@ impl RedisStore {
                 clock: options.clock,
                 min_ttl_us: options.min_ttl.into(),
                 list_budget: options.list_budget,
-                scripts: Scripts::default(),
+                scripts: Scripts::new(options.min_ttl.into()),
                 no_functions: AtomicBool::new(false),
                 give_back: cross_slot::script(),
                 subscribe_to,

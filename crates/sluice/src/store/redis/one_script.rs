@@ -6,8 +6,9 @@
 //! string, and converted to a number again — about as much as the algorithm's own Lua. So the
 //! store writes them into the script instead, as the line `lua/one_head.lua` expects before it
 //! ([`one_text`]), and a call sends only what changes: the time and the cost. Every limit shape
-//! (algorithm, numbers, options, the store's shortest expiry) gets its own script, made and
-//! hashed the first time it decides, and loaded into Redis on its first `NOSCRIPT`.
+//! (algorithm, numbers, options) gets its own script, made and hashed the first time it decides,
+//! and loaded into Redis on its first `NOSCRIPT`; the store's shortest expiry is written into
+//! all of them.
 //!
 //! Invariants: a shape's script is made once and then shared; the cache holds at most
 //! [`MAX_SHAPES`] scripts (rules come from configuration, but reloads can keep adding shapes);
@@ -30,8 +31,6 @@ pub const MAX_SHAPES: usize = 1024;
 pub struct Shape {
     /// The algorithm's wire code.
     pub code: u8,
-    /// The shortest expiry to write (see `RedisOptions::min_ttl`).
-    pub min_ttl_us: u64,
     /// Units per window.
     pub count: u64,
     /// Window length in µs.
@@ -47,12 +46,11 @@ pub struct Shape {
 }
 
 impl Shape {
-    /// The shape of a call's limit, on a store whose shortest expiry is `min_ttl`.
-    pub fn of(call: &LimitCall, min_ttl: Micros) -> Shape {
+    /// The shape of a call's limit.
+    pub fn of(call: &LimitCall) -> Shape {
         let s = &call.step;
         Shape {
             code: s.algorithm.wire_code(),
-            min_ttl_us: min_ttl.get(),
             count: s.params.count,
             window_us: s.params.window_us.get(),
             capacity: s.params.capacity,
@@ -63,9 +61,10 @@ impl Shape {
     }
 }
 
-/// The text of the one-limit script of `shape`: its constants, then the algorithm's script; or
-/// none for an algorithm without one.
-pub fn one_text(shape: &Shape) -> Option<String> {
+/// The text of the one-limit script of `shape` on a store whose shortest expiry to write is
+/// `min_ttl` (see `RedisOptions::min_ttl`): its constants, then the algorithm's script; or none
+/// for an algorithm without one.
+pub fn one_text(shape: &Shape, min_ttl: Micros) -> Option<String> {
     let body = ONE
         .get(usize::from(shape.code).checked_sub(1)?)
         .copied()
@@ -76,7 +75,7 @@ pub fn one_text(shape: &Shape) -> Option<String> {
     Some(format!(
         "local min_ttl, limit, window, capacity, count_denied, guarded, warn_after = \
          {}, {}, {}, {}, {}, {}, {warn_after}\n{body}",
-        shape.min_ttl_us,
+        min_ttl.get(),
         shape.count,
         shape.window_us,
         shape.capacity,
@@ -85,28 +84,41 @@ pub fn one_text(shape: &Shape) -> Option<String> {
     ))
 }
 
-/// The one-limit scripts made so far, by shape.
-#[derive(Debug, Default)]
+/// The one-limit scripts of one store made so far, by shape.
+#[derive(Debug)]
 pub struct OneScripts {
+    min_ttl: Micros,
     by_shape: RwLock<hashbrown::HashMap<Shape, Arc<Script>, foldhash::fast::RandomState>>,
 }
 
 impl OneScripts {
-    /// The script of `shape`, made now if it is new; none for an algorithm without a one-limit
-    /// script, or when [`MAX_SHAPES`] are already kept.
-    pub fn get(&self, shape: &Shape) -> Option<Arc<Script>> {
-        if let Some(script) = self.by_shape.read().get(shape) {
-            return Some(script.clone());
+    /// None yet, for a store whose shortest expiry to write is `min_ttl`.
+    pub fn new(min_ttl: Micros) -> OneScripts {
+        OneScripts {
+            min_ttl,
+            by_shape: RwLock::default(),
         }
-        let text = one_text(shape)?;
+    }
+
+    /// The script of `shape`, made now if it is new; none for an algorithm without a one-limit
+    /// script, or when [`MAX_SHAPES`] are already kept (then at the cost of a lookup alone).
+    pub fn get(&self, shape: &Shape) -> Option<Arc<Script>> {
+        {
+            let by_shape = self.by_shape.read();
+            if let Some(script) = by_shape.get(shape) {
+                return Some(script.clone());
+            }
+            if by_shape.len() >= MAX_SHAPES {
+                return None;
+            }
+        }
+        // Made and hashed outside the lock; a check that made the same one first wins.
+        let made = Arc::new(Script::new(&one_text(shape, self.min_ttl)?));
         let mut by_shape = self.by_shape.write();
         if by_shape.len() >= MAX_SHAPES && !by_shape.contains_key(shape) {
             return None;
         }
-        let script = by_shape
-            .entry(*shape)
-            .or_insert_with(|| Arc::new(Script::new(&text)));
-        Some(script.clone())
+        Some(by_shape.entry(*shape).or_insert(made).clone())
     }
 
     #[cfg(test)]
@@ -123,7 +135,6 @@ mod tests {
     fn shape(code: u8, count: u64) -> Shape {
         Shape {
             code,
-            min_ttl_us: 0,
             count,
             window_us: 60_000_000,
             capacity: count,
@@ -136,7 +147,7 @@ mod tests {
     #[test]
     fn a_script_opens_with_its_constants_then_the_algorithms_script() {
         let gcra = shape(Algorithm::Gcra.wire_code(), 100);
-        let text = one_text(&gcra).expect("gcra has a one-limit script");
+        let text = one_text(&gcra, Micros::ZERO).expect("gcra has a one-limit script");
         let (constants, body) = text.split_once('\n').expect("two parts");
         assert_eq!(
             constants,
@@ -149,19 +160,23 @@ mod tests {
             ..gcra
         };
         assert!(
-            one_text(&unpenalized)
+            one_text(&unpenalized, Micros::ZERO)
                 .expect("a script")
                 .contains(", nil\n")
         );
         let leaky = shape(Algorithm::LeakyBucket.wire_code(), 100);
-        assert_eq!(one_text(&leaky), None, "no one-limit leaky bucket");
-        assert_eq!(one_text(&shape(0, 1)), None);
-        assert_eq!(one_text(&shape(200, 1)), None);
+        assert_eq!(
+            one_text(&leaky, Micros::ZERO),
+            None,
+            "no one-limit leaky bucket"
+        );
+        assert_eq!(one_text(&shape(0, 1), Micros::ZERO), None);
+        assert_eq!(one_text(&shape(200, 1), Micros::ZERO), None);
     }
 
     #[test]
     fn each_shape_is_made_once_and_the_cache_is_bounded() {
-        let scripts = OneScripts::default();
+        let scripts = OneScripts::new(Micros::ZERO);
         let code = Algorithm::FixedWindow.wire_code();
         let first = scripts.get(&shape(code, 1)).expect("made");
         let again = scripts.get(&shape(code, 1)).expect("kept");

@@ -150,11 +150,11 @@ pub struct Scripts {
     pub library: Library,
 }
 
-impl Default for Scripts {
-    /// Hashes the scripts.
-    fn default() -> Scripts {
+impl Scripts {
+    /// Hashes the scripts, for a store whose shortest expiry to write is `min_ttl`.
+    pub fn new(min_ttl: Micros) -> Scripts {
         Scripts {
-            one: OneScripts::default(),
+            one: OneScripts::new(min_ttl),
             decide: Script::new(DECIDE),
             block: Script::new(BLOCK),
             unblock: Script::new(UNBLOCK),
@@ -163,9 +163,7 @@ impl Default for Scripts {
             library: Library::new(),
         }
     }
-}
 
-impl Scripts {
     /// Every script known before any decision, for loading them all (the one-limit scripts are
     /// made per limit, and loaded on their first `NOSCRIPT`).
     pub fn all(&self) -> impl Iterator<Item = &Script> {
@@ -179,11 +177,10 @@ impl Scripts {
         .into_iter()
     }
 
-    /// The one-limit script that decides these calls, if they have that shape, on a store whose
-    /// shortest expiry is `min_ttl`.
-    pub fn one_for(&self, calls: &[LimitCall], mode: Mode, min_ttl: Micros) -> Option<Arc<Script>> {
+    /// The one-limit script that decides these calls, if they have that shape.
+    pub fn one_for(&self, calls: &[LimitCall], mode: Mode) -> Option<Arc<Script>> {
         match calls {
-            [call] if mode == Mode::Apply => self.one.get(&Shape::of(call, min_ttl)),
+            [call] if mode == Mode::Apply => self.one.get(&Shape::of(call)),
             _ => None,
         }
     }
