@@ -15,6 +15,8 @@ fn a_cluster_serves_every_slot_and_fails_over_a_killed_primary() {
     let primary = cluster
         .primary_of("{a}k")
         .expect("a primary serves the slot");
+    // Replication is asynchronous: the write must reach the replica before its primary dies.
+    assert_eq!(cluster.cli(primary, &["WAIT", "1", "5000"]), "1");
     cluster.kill(primary);
     assert!(
         cluster.wait_healthy(Duration::from_secs(20)),
