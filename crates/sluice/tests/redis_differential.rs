@@ -130,6 +130,32 @@ fn random_step(rng: &mut Rng, scale: &Scale) -> LimitStep {
     }
 }
 
+/// The limits of case number `case`: in odd cases a plain rule of 2 to 4 limits (no block,
+/// penalty, `count_denied` or lease), the shape a rule script decides; otherwise 1 to 3 random
+/// limits.
+fn random_steps(rng: &mut Rng, scale: &Scale, case: usize) -> Vec<LimitStep> {
+    if case.is_multiple_of(2) {
+        return (0..1 + rng.below(3))
+            .map(|_| random_step(rng, scale))
+            .collect();
+    }
+    (0..2 + rng.below(3))
+        .map(|_| {
+            let mut step = random_step(rng, scale);
+            if matches!(
+                step.algorithm,
+                Algorithm::LeakyBucket | Algorithm::Concurrency
+            ) {
+                step.algorithm = Algorithm::Gcra;
+            }
+            step.params.count_denied = false;
+            step.block_us = None;
+            step.penalty = None;
+            step
+        })
+        .collect()
+}
+
 /// Redis' own clock, from `TIME`.
 fn redis_now(server: &RedisServer) -> Micros {
     let time = server.cli(&["TIME"]);
@@ -157,9 +183,7 @@ async fn random_timelines_give_identical_replies() {
         let memory = MemoryStore::with_clock(Arc::new(clock.clone()));
         let redis = redis_store(&server, Some(clock.clone())).await;
         let rule = format!("case{case}");
-        let steps: Vec<LimitStep> = (0..1 + rng.below(3))
-            .map(|_| random_step(&mut rng, &CLIENT_CLOCK))
-            .collect();
+        let steps = random_steps(&mut rng, &CLIENT_CLOCK, case);
         let key = |i: usize, who: &str| LimitKey {
             rule: rule.as_str().into(),
             limit_id: format!("l{i}").into(),
@@ -271,9 +295,7 @@ async fn random_timelines_on_redis_time_give_identical_replies() {
         let clock = ManualClock::new(Micros::ZERO);
         let memory = MemoryStore::with_clock(Arc::new(clock.clone()));
         let rule = format!("time{case}");
-        let steps: Vec<LimitStep> = (0..1 + rng.below(3))
-            .map(|_| random_step(&mut rng, &REDIS_TIME))
-            .collect();
+        let steps = random_steps(&mut rng, &REDIS_TIME, case);
         let key = |i: usize, who: &str| LimitKey {
             rule: rule.as_str().into(),
             limit_id: format!("l{i}").into(),

@@ -3,8 +3,9 @@
 //! total, every time; `sliding_window` never more than its limit in a window. The same runs on a
 //! single server, on a Redis Cluster and behind sentinels.
 //!
-//! On the Cluster and behind sentinels a two-limit rule runs too: one member, two IPs, limits in
-//! different slots (decided by the cross-slot protocol on the Cluster). Never more than either
+//! A two-limit rule runs too: one member, two IPs; on one server and behind sentinels both limits
+//! are decided in one call (of a script made for the rule), on the Cluster their keys are in
+//! different slots (decided by the cross-slot protocol). Never more than either
 //! limit is admitted; with `sliding_log` the units left in Redis afterwards are exactly the
 //! admitted ones on every limit, so no give-back was lost or doubled.
 //!
@@ -137,6 +138,7 @@ fn two_limits_never_over_admit(url: &str, units: impl Fn(&str) -> u64) {
         Algorithm::SlidingLog,
         Algorithm::Gcra,
         Algorithm::TokenBucket,
+        Algorithm::FixedWindow,
     ] {
         let prefix = common::unique_prefix();
         let (a, b) = run_workers(url, &prefix, "pair", algorithm);
@@ -258,6 +260,9 @@ fn four_processes_admit_exactly_the_limit() {
         server.cli(&["ZCARD", key]).parse().unwrap()
     });
     reservations_stay_exact(&server.url(), |key| server.cli(&["GET", key]));
+    two_limits_never_over_admit(&server.url(), |key| {
+        server.cli(&["ZCARD", key]).parse().unwrap()
+    });
 }
 
 #[test]

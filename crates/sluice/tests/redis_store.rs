@@ -430,10 +430,10 @@ async fn connect_returns_at_once_when_redis_is_down() {
 async fn the_general_decision_is_a_function_reloaded_after_a_flush() {
     let h = Harness::redis().await;
     let server = h.server();
-    let calls = [
-        call("a", step(Algorithm::Gcra, 2, 60 * S)),
-        call("b", step(Algorithm::SlidingLog, 2, 60 * S)),
-    ];
+    // Two limits, one with a block: no rule script takes them.
+    let mut blocking = call("b", step(Algorithm::SlidingLog, 2, 60 * S));
+    blocking.step.block_us = Some(60 * S);
+    let calls = [call("a", step(Algorithm::Gcra, 2, 60 * S)), blocking];
     let decide = async || h.store.decide(&calls, Mode::Apply).await.unwrap();
     assert!(decide().await.outcomes.iter().all(|o| o.allowed));
     let calls_of = |name: &str| server.command_calls(name);
@@ -468,6 +468,54 @@ async fn the_general_decision_is_a_function_reloaded_after_a_flush() {
         server.cli(&["FUNCTION", "LIST"]).contains("sluice_decide_"),
         "loaded again"
     );
+}
+
+/// A rule of several plain limits (no block, penalty or `count_denied`) is one call of a script
+/// made for the rule, up to 8 limits of any algorithm with a one-limit script; a denial by one
+/// of them records nothing on the others.
+#[tokio::test]
+async fn a_rule_of_plain_limits_is_one_rule_script_call() {
+    let h = Harness::redis().await;
+    let server = h.server();
+    let calls_of = |name: &str| server.command_calls(name);
+    for algorithm in [
+        Algorithm::SlidingLog,
+        Algorithm::SlidingWindow,
+        Algorithm::FixedWindow,
+        Algorithm::TokenBucket,
+        Algorithm::Gcra,
+    ] {
+        // Seven limits of 3 and an eighth of 1, each on its own key.
+        let calls: Vec<_> = (0..8)
+            .map(|i| {
+                let count = if i == 7 { 1 } else { 3 };
+                call(
+                    &format!("{}{i}", algorithm.name()),
+                    step(algorithm, count, 60 * S),
+                )
+            })
+            .collect();
+        let decide = async || h.store.decide(&calls, Mode::Apply).await.unwrap();
+        let first = decide().await;
+        assert!(first.outcomes.iter().all(|o| o.allowed), "{algorithm:?}");
+        assert_eq!(first.outcomes[0].remaining, 2);
+        assert_eq!(server.cli(&["CONFIG", "RESETSTAT"]), "OK");
+        let second = decide().await;
+        assert!(!second.outcomes[7].allowed, "{algorithm:?}");
+        assert!(second.outcomes[..7].iter().all(|o| o.allowed));
+        let third = decide().await;
+        assert_eq!(
+            third.outcomes[0].remaining, 2,
+            "{algorithm:?}: the denied requests took nothing"
+        );
+        // The sliding log's denial (its retry time needs a search) is the general decision's.
+        let general = u64::from(algorithm == Algorithm::SlidingLog);
+        assert_eq!(
+            (calls_of("evalsha"), calls_of("fcall")),
+            (2, 2 * general),
+            "{algorithm:?}"
+        );
+    }
 }
 
 #[tokio::test]

@@ -1,5 +1,5 @@
-//! One decision on one server or slot: the one-limit script when the request's shape allows
-//! it, and the general decision for everything else or for what that script left (`{}`); and
+//! One decision on one server or slot: the one-limit or rule script when the request's shape
+//! allows it, and the general decision for everything else or for what that script left (`{}`); and
 //! the same call spelled out as a command ([`RedisStore::decide_command`]), for the load tool.
 
 use std::sync::atomic::Ordering;
@@ -13,8 +13,8 @@ use crate::store::{LimitCall, StoreError, StoreReply};
 
 impl RedisStore {
     /// The command, name first, that decides `calls` as
-    /// [`Store::decide`](crate::store::Store::decide) sends it (`EVALSHA` of a one-limit script,
-    /// or `FCALL` of the general decision). For running the decision on its own (the load tool
+    /// [`Store::decide`](crate::store::Store::decide) sends it (`EVALSHA` of a one-limit or rule
+    /// script, or `FCALL` of the general decision). For running the decision on its own (the load tool
     /// feeds it to `redis-benchmark` to measure Redis' ceiling for Sluice) and for debugging.
     pub fn decide_command(
         &self,
@@ -22,8 +22,8 @@ impl RedisStore {
         mode: Mode,
     ) -> Result<Vec<String>, StoreError> {
         let scripts = &self.inner.scripts;
-        if let Some(one) = scripts.one_for(calls, mode) {
-            let cmd = self.one_command(&one, &calls[0])?;
+        if let Some(shaped) = scripts.shaped_for(calls, mode) {
+            let cmd = self.shaped_command(&shaped, calls)?;
             // The command has no cursor argument, the only other kind.
             let text = |arg: Arg<&[u8]>| match arg {
                 Arg::Simple(bytes) => String::from_utf8_lossy(bytes).into_owned(),
@@ -43,15 +43,18 @@ impl RedisStore {
         Ok(command)
     }
 
-    /// The `EVALSHA` of the one-limit script `one` for `call`. Its KEYS: the state key, and the
-    /// violations key of a penalty.
-    fn one_command(&self, one: &Script, call: &LimitCall) -> Result<Cmd, StoreError> {
+    /// The `EVALSHA` of the one-limit or rule script `shaped` for `calls`. Its KEYS: each state
+    /// key, and the violations key of a penalty (only a one-limit script takes one).
+    fn shaped_command(&self, shaped: &Script, calls: &[LimitCall]) -> Result<Cmd, StoreError> {
         let prefix = &self.inner.prefix;
-        let mut names = vec![keys::state_key(prefix, &call.key)];
-        if call.step.penalty.is_some() {
-            names.push(keys::key(prefix, &call.key, Part::Violations));
+        let mut names = Vec::with_capacity(calls.len() + 1);
+        for call in calls {
+            names.push(keys::state_key(prefix, &call.key));
+            if call.step.penalty.is_some() {
+                names.push(keys::key(prefix, &call.key, Part::Violations));
+            }
         }
-        wire::one_command(one.get_hash(), &names, call, self.client_now())
+        wire::shaped_command(shaped.get_hash(), &names, calls, self.client_now())
     }
 
     /// The KEYS and ARGV of the general decision script.
@@ -73,31 +76,28 @@ impl RedisStore {
         Ok((names, args))
     }
 
-    /// Decides `calls`, all on one server or slot: the one-limit script when it applies, then the
-    /// general decision unless that script answered.
+    /// Decides `calls`, all on one server or slot: the one-limit or rule script when one applies,
+    /// then the general decision unless that script answered.
     pub(super) async fn decide_calls(
         &self,
         calls: &[LimitCall],
         mode: Mode,
     ) -> Result<StoreReply, StoreError> {
         let mut conn = self.inner.conn.clone();
-        if let Some(one) = self.inner.scripts.one_for(calls, mode) {
-            let cmd = self.one_command(&one, &calls[0])?;
+        if let Some(shaped) = self.inner.scripts.shaped_for(calls, mode) {
+            let cmd = self.shaped_command(&shaped, calls)?;
             // As the redis crate's script invocation does: a server that lost the script (a
             // restart, `SCRIPT FLUSH`, a failover) gets it again, and the call is repeated.
             let reply: Vec<i64> = match cmd.query_async(&mut conn).await {
                 Err(e) if e.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
-                    one.load_async(&mut conn).await.map_err(store_error)?;
+                    shaped.load_async(&mut conn).await.map_err(store_error)?;
                     cmd.query_async(&mut conn).await
                 }
                 result => result,
             }
             .map_err(store_error)?;
-            if let Some((now_us, outcome)) = wire::parse_one_reply(&reply)? {
-                return Ok(StoreReply {
-                    now_us,
-                    outcomes: vec![outcome],
-                });
+            if let Some((now_us, outcomes)) = wire::parse_shaped_reply(&reply, calls.len())? {
+                return Ok(StoreReply { now_us, outcomes });
             }
         }
         let (keys, args) = self.general_parts(calls, mode)?;

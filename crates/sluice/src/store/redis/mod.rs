@@ -2,15 +2,17 @@
 //!
 //! # Layout
 //! - `mod.rs` (this file): [`RedisStore`], its connection and the [`Store`] operations;
-//! - `decision`: one decision on one server or slot, through the one-limit or the general script;
+//! - `decision`: one decision on one server or slot, through a one-limit or rule script or the
+//!   general one;
 //! - [`keys`]: key names and parsing them back;
 //! - [`script`]: the Lua scripts (`lua/*.lua`, joined at compile time), which one decides a
 //!   request; [`one_script`]: the one-limit scripts made for each limit, its constants written
-//!   in; `wire`: their arguments and replies, as each script documents them.
+//!   in; `many_script`: the rule scripts made for each rule of plain limits; `shape_scripts`:
+//!   those made so far; `wire`: their arguments and replies, as each script documents them.
 //!
 //! # One decision, one script call, at the floor
 //! Each decision is one call (a script reloaded on `NOSCRIPT`, a function reloaded when missing),
-//! chosen by the request's shape ([`script::Scripts::one_for`]):
+//! chosen by the request's shape ([`script::Scripts::shaped_for`]):
 //! - one limit — the common case — runs `lua/one_<algorithm>.lua` (after `lua/one_head.lua`),
 //!   written for that algorithm alone so that Redis does what the algorithm needs and no more:
 //!   `TIME`, one read and one write of one key (the fixed window: one `DECRBY`), with the limit's
@@ -21,6 +23,10 @@
 //!   its state key for a block marker (a block in force is answered from it) and, with a
 //!   penalty, a look for recent violations; its denials go to the general decision, which
 //!   imposes the block and counts the violation;
+//! - several limits without a block, a penalty or `count_denied` run a script made for the rule
+//!   (`many_script`): each limit's one-limit script split into a look and a record, the records
+//!   made once every enforcing limit passes, so two limits cost Redis two reads and two writes
+//!   under one `TIME`;
 //! - anything else runs `lua/decide.lua` after the prelude (`lua/idiv.lua`, `lua/prelude.lua`)
 //!   and one file per algorithm, as the function of a library loaded once (`FCALL`, see
 //!   [`function`]), which restates [`crate::algorithm::step`]: block check, each algorithm's
@@ -97,10 +103,12 @@ pub mod failover;
 mod function;
 pub mod keys;
 mod lease;
+mod many_script;
 pub mod one_script;
 mod options;
 mod reservation;
 pub mod script;
+mod shape_scripts;
 pub mod slot;
 pub mod tls;
 pub mod url;

@@ -1,5 +1,5 @@
 //! The one-limit scripts as Redis runs them: one per limit, with the limit's constants written
-//! into its text.
+//! into its text; and [`Shape`], what such a script (or a rule script, `many_script`) is made for.
 //!
 //! A one-limit script (`script::ONE`) needs the limit's numbers and options on every call. As
 //! arguments they cost Redis on every call — each one is parsed, made a Redis string, then a Lua
@@ -14,19 +14,11 @@
 //! [`MAX_SHAPES`] scripts (rules come from configuration, but reloads can keep adding shapes);
 //! a shape that finds it full is decided by the general function, which gives the same answer.
 
-use std::sync::Arc;
-
-use parking_lot::RwLock;
-use redis::Script;
-
-use super::script::{ONE, guarded};
+use super::script::{NOW, ONE, guarded};
 use crate::model::Micros;
 use crate::store::LimitCall;
 
-/// Most one-limit scripts kept (each is a few kilobytes here and in Redis' script cache).
-pub const MAX_SHAPES: usize = 1024;
-
-/// What a one-limit script has written into it.
+/// What a one-limit script, or a limit's part of a rule script, has written into it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Shape {
     /// The algorithm's wire code.
@@ -43,6 +35,8 @@ pub struct Shape {
     pub guarded: bool,
     /// The penalty's warning threshold, if it has one.
     pub warn_after: Option<u64>,
+    /// The limit is in shadow mode: its denial does not stop the others from recording.
+    pub shadow: bool,
 }
 
 impl Shape {
@@ -57,13 +51,14 @@ impl Shape {
             count_denied: s.params.count_denied,
             guarded: guarded(call),
             warn_after: s.penalty.map(|p| p.warn_after),
+            shadow: s.shadow,
         }
     }
 }
 
 /// The text of the one-limit script of `shape` on a store whose shortest expiry to write is
-/// `min_ttl` (see `RedisOptions::min_ttl`): its constants, then the algorithm's script; or none
-/// for an algorithm without one.
+/// `min_ttl` (see `RedisOptions::min_ttl`): its constants, `lua/now.lua`, then the algorithm's
+/// script; or none for an algorithm without one.
 pub fn one_text(shape: &Shape, min_ttl: Micros) -> Option<String> {
     let body = ONE
         .get(usize::from(shape.code).checked_sub(1)?)
@@ -74,7 +69,7 @@ pub fn one_text(shape: &Shape, min_ttl: Micros) -> Option<String> {
         .map_or("nil".to_string(), |w| w.to_string());
     Some(format!(
         "local min_ttl, limit, window, capacity, count_denied, guarded, warn_after = \
-         {}, {}, {}, {}, {}, {}, {warn_after}\n{body}",
+         {}, {}, {}, {}, {}, {}, {warn_after}\n{NOW}{body}",
         min_ttl.get(),
         shape.count,
         shape.window_us,
@@ -82,49 +77,6 @@ pub fn one_text(shape: &Shape, min_ttl: Micros) -> Option<String> {
         shape.count_denied,
         shape.guarded,
     ))
-}
-
-/// The one-limit scripts of one store made so far, by shape.
-#[derive(Debug)]
-pub struct OneScripts {
-    min_ttl: Micros,
-    by_shape: RwLock<hashbrown::HashMap<Shape, Arc<Script>, foldhash::fast::RandomState>>,
-}
-
-impl OneScripts {
-    /// None yet, for a store whose shortest expiry to write is `min_ttl`.
-    pub fn new(min_ttl: Micros) -> OneScripts {
-        OneScripts {
-            min_ttl,
-            by_shape: RwLock::default(),
-        }
-    }
-
-    /// The script of `shape`, made now if it is new; none for an algorithm without a one-limit
-    /// script, or when [`MAX_SHAPES`] are already kept (then at the cost of a lookup alone).
-    pub fn get(&self, shape: &Shape) -> Option<Arc<Script>> {
-        {
-            let by_shape = self.by_shape.read();
-            if let Some(script) = by_shape.get(shape) {
-                return Some(script.clone());
-            }
-            if by_shape.len() >= MAX_SHAPES {
-                return None;
-            }
-        }
-        // Made and hashed outside the lock; a check that made the same one first wins.
-        let made = Arc::new(Script::new(&one_text(shape, self.min_ttl)?));
-        let mut by_shape = self.by_shape.write();
-        if by_shape.len() >= MAX_SHAPES && !by_shape.contains_key(shape) {
-            return None;
-        }
-        Some(by_shape.entry(*shape).or_insert(made).clone())
-    }
-
-    #[cfg(test)]
-    fn len(&self) -> usize {
-        self.by_shape.read().len()
-    }
 }
 
 #[cfg(test)]
@@ -141,6 +93,7 @@ mod tests {
             count_denied: false,
             guarded: true,
             warn_after: Some(3),
+            shadow: false,
         }
     }
 
@@ -149,6 +102,7 @@ mod tests {
         let gcra = shape(Algorithm::Gcra.wire_code(), 100);
         let text = one_text(&gcra, Micros::ZERO).expect("gcra has a one-limit script");
         let (constants, body) = text.split_once('\n').expect("two parts");
+        let body = body.strip_prefix(NOW).expect("the time first");
         assert_eq!(
             constants,
             "local min_ttl, limit, window, capacity, count_denied, guarded, warn_after = \
@@ -172,32 +126,5 @@ mod tests {
         );
         assert_eq!(one_text(&shape(0, 1), Micros::ZERO), None);
         assert_eq!(one_text(&shape(200, 1), Micros::ZERO), None);
-    }
-
-    #[test]
-    fn each_shape_is_made_once_and_the_cache_is_bounded() {
-        let scripts = OneScripts::new(Micros::ZERO);
-        let code = Algorithm::FixedWindow.wire_code();
-        let first = scripts.get(&shape(code, 1)).expect("made");
-        let again = scripts.get(&shape(code, 1)).expect("kept");
-        assert!(Arc::ptr_eq(&first, &again));
-        assert_ne!(
-            first.get_hash(),
-            scripts.get(&shape(code, 2)).expect("made").get_hash(),
-            "another limit, another script"
-        );
-        for count in 3..=MAX_SHAPES as u64 {
-            assert!(scripts.get(&shape(code, count)).is_some());
-        }
-        assert_eq!(scripts.len(), MAX_SHAPES);
-        assert!(
-            scripts.get(&shape(code, 0)).is_none(),
-            "full: the general decision takes it"
-        );
-        assert!(
-            scripts.get(&shape(code, 1)).is_some(),
-            "kept ones still answer"
-        );
-        assert_eq!(scripts.len(), MAX_SHAPES);
     }
 }

@@ -1,6 +1,6 @@
 //! The Lua scripts, and which one decides a request.
 //!
-//! Which script decides a request depends on its shape ([`Scripts::for_calls`]):
+//! Which script decides a request depends on its shape ([`Scripts::shaped_for`]):
 //! - one limit, applied (the common case): `one_<algorithm>.lua`, a script written for that
 //!   algorithm alone, at the floor of what Redis must do, and made for the limit itself (its
 //!   constants written into it, see `one_script`). It handles the state it expects and
@@ -9,7 +9,12 @@
 //!   with a block or a penalty it also answers a block in force and reports the penalty's
 //!   violations, and leaves every denial (which blocks and counts a violation) to the general
 //!   script. The leaky bucket has none.
-//! - anything else (several limits, a peek, what a one-limit script left): `decide`, the
+//! - several limits, each with a one-limit script and without a block, a penalty or
+//!   `count_denied`: a rule script made for the rule (`many_script`), their one-limit scripts
+//!   split into looks and records; it leaves to the general script what a one-limit script
+//!   leaves, and a sliding log's denial.
+//! - anything else (a peek, a block or penalty among several limits, what a shaped script
+//!   left): `decide`, the
 //!   prelude, every algorithm and `lua/decide.lua`, which restates [`crate::algorithm::step`].
 //!   Its first part, `lua/blocked.lua`, answers a one-limit request of a blocked identity before
 //!   anything else (a blocked identity costs Redis a read), and otherwise keeps its read for the
@@ -27,7 +32,11 @@ use std::sync::Arc;
 
 use redis::Script;
 
-use super::one_script::{OneScripts, Shape};
+use smallvec::SmallVec;
+
+use super::many_script::MAX_LIMITS;
+use super::one_script::Shape;
+use super::shape_scripts::ShapeScripts;
 use crate::algorithm::Mode;
 use crate::model::{Micros, REGISTRY};
 use crate::store::LimitCall;
@@ -44,9 +53,12 @@ macro_rules! prelude {
 }
 pub(crate) use prelude;
 
+/// The decision time, the first lines of every script made for a limit or a rule: `lua/now.lua`.
+pub const NOW: &str = include_str!("lua/now.lua");
+
 /// A one-limit script: `lua/one_head.lua` (the time and the cost), the parts it names
 /// (`idiv.lua` for those that divide), then `lua/one_<algorithm>.lua`. Redis runs it after the
-/// limit's constants ([`one_script::one_text`](super::one_script::one_text)).
+/// limit's constants and [`NOW`] ([`one_script::one_text`](super::one_script::one_text)).
 macro_rules! one {
     ($($part:literal),+) => {
         Some(concat!(include_str!("lua/one_head.lua"), $(include_str!(concat!("lua/", $part))),+))
@@ -134,8 +146,8 @@ pub const SETTLE: &str = concat!(prelude!(), include_str!("lua/settle.lua"));
 /// The scripts, hashed once.
 #[derive(Debug)]
 pub struct Scripts {
-    /// See [`ONE`]: made per limit, when it first decides.
-    pub one: OneScripts,
+    /// See [`ONE`] and `many_script`: made per limit or rule, when it first decides.
+    pub shaped: ShapeScripts,
     /// See [`DECIDE`].
     pub decide: Script,
     /// See [`BLOCK`].
@@ -154,7 +166,7 @@ impl Scripts {
     /// Hashes the scripts, for a store whose shortest expiry to write is `min_ttl`.
     pub fn new(min_ttl: Micros) -> Scripts {
         Scripts {
-            one: OneScripts::new(min_ttl),
+            shaped: ShapeScripts::new(min_ttl),
             decide: Script::new(DECIDE),
             block: Script::new(BLOCK),
             unblock: Script::new(UNBLOCK),
@@ -164,8 +176,8 @@ impl Scripts {
         }
     }
 
-    /// Every script known before any decision, for loading them all (the one-limit scripts are
-    /// made per limit, and loaded on their first `NOSCRIPT`).
+    /// Every script known before any decision, for loading them all (the one-limit and rule
+    /// scripts are made per shape, and loaded on their first `NOSCRIPT`).
     pub fn all(&self) -> impl Iterator<Item = &Script> {
         [
             &self.decide,
@@ -177,12 +189,13 @@ impl Scripts {
         .into_iter()
     }
 
-    /// The one-limit script that decides these calls, if they have that shape.
-    pub fn one_for(&self, calls: &[LimitCall], mode: Mode) -> Option<Arc<Script>> {
-        match calls {
-            [call] if mode == Mode::Apply => self.one.get(&Shape::of(call)),
-            _ => None,
+    /// The one-limit or rule script that decides these calls, if they have such a shape.
+    pub fn shaped_for(&self, calls: &[LimitCall], mode: Mode) -> Option<Arc<Script>> {
+        if mode != Mode::Apply || calls.len() > MAX_LIMITS {
+            return None;
         }
+        let shapes: SmallVec<[Shape; 4]> = calls.iter().map(Shape::of).collect();
+        self.shaped.get(&shapes)
     }
 }
 

@@ -86,23 +86,26 @@ fn flag(b: bool) -> &'static str {
     if b { "1" } else { "0" }
 }
 
-/// The `EVALSHA` of the one-limit script whose SHA-1 is `hash` (made for `call`'s limit, see
-/// `one_script`): `keys` (the state key and, with a penalty, the violations key), then the ARGV
-/// `lua/one_head.lua` lists: the time and the cost. This is every admitted request's call.
-pub fn one_command(
+/// The `EVALSHA` of the one-limit or rule script whose SHA-1 is `hash` (made for `calls`' limits,
+/// see `one_script` and `many_script`): `keys` (each state key and, for one limit with a penalty,
+/// its violations key), then the ARGV `lua/one_head.lua` and `lua/many_head.lua` list: the time
+/// and each limit's cost. This is nearly every admitted request's call.
+pub fn shaped_command(
     hash: &str,
     keys: &[String],
-    call: &LimitCall,
+    calls: &[LimitCall],
     now_us: Option<Micros>,
 ) -> Result<redis::Cmd, StoreError> {
-    check_exact(call)?;
     let mut cmd = redis::cmd("EVALSHA");
     cmd.arg(hash).arg(keys.len()).arg(keys);
     match now_us {
         Some(now) => cmd.arg(now.get()),
         None => cmd.arg(""),
     };
-    cmd.arg(call.step.cost);
+    for call in calls {
+        check_exact(call)?;
+        cmd.arg(call.step.cost);
+    }
     Ok(cmd)
 }
 
@@ -149,22 +152,34 @@ pub fn decide_args(
 /// script answers one limit).
 pub const ONE_REPLY: usize = 7;
 
-/// Decodes a `one_<algorithm>` script's reply: `None` when it left the request to the general
-/// script.
-pub fn parse_one_reply(reply: &[i64]) -> Result<Option<(Micros, LimitOutcome)>, StoreError> {
+/// Values a rule script returns per limit (after the time).
+pub const MANY_REPLY_PER_LIMIT: usize = 4;
+
+/// Decodes the reply of a one-limit script (`one_<algorithm>`) or, for several `limits`, of a
+/// rule script: `None` when it left the request to the general script.
+pub fn parse_shaped_reply(
+    reply: &[i64],
+    limits: usize,
+) -> Result<Option<(Micros, Vec<LimitOutcome>)>, StoreError> {
     if reply.is_empty() {
         return Ok(None);
     }
-    let mut full = Vec::with_capacity(1 + REPLY_PER_LIMIT);
-    if reply.len() == ONE_REPLY {
+    let mut full = Vec::with_capacity(1 + limits * REPLY_PER_LIMIT);
+    if limits == 1 && reply.len() == ONE_REPLY {
         // No delay (the leaky bucket has no one-limit script), no block in force.
         full.extend_from_slice(&reply[..5]);
         full.extend_from_slice(&[0, -1, reply[5], reply[6]]);
+    } else if limits > 1 && reply.len() == 1 + limits * MANY_REPLY_PER_LIMIT {
+        // No delay, no block, no penalty: a rule script takes none.
+        full.push(reply[0]);
+        for r in reply[1..].chunks_exact(MANY_REPLY_PER_LIMIT) {
+            full.extend_from_slice(r);
+            full.extend_from_slice(&[0, -1, 0, 0]);
+        }
     } else {
         full.extend_from_slice(reply);
     }
-    let (now, mut outcomes) = parse_reply(&full, 1)?;
-    Ok(outcomes.pop().map(|o| (now, o)))
+    parse_reply(&full, limits).map(Some)
 }
 
 /// Decodes the decision script's reply for `limits` limits: the time and one outcome each.
@@ -220,5 +235,23 @@ mod tests {
         assert!(o[1].warning);
         assert!(parse_reply(&reply, 1).is_err());
         assert!(parse_reply(&[1, 1, -5, 0, -1, 0, -1, 0, 0], 1).is_err());
+    }
+
+    #[test]
+    fn shaped_replies_decode_as_the_general_one() {
+        assert_eq!(parse_shaped_reply(&[], 2).unwrap(), None);
+        let one = parse_shaped_reply(&[5, 0, 0, 10, 7, 2, 1], 1)
+            .unwrap()
+            .unwrap();
+        assert_eq!(one.1[0].retry_after_us, Some(Micros::new(7)));
+        assert_eq!((one.1[0].violations, one.1[0].warning), (2, true));
+        let (now, many) = parse_shaped_reply(&[5, 1, 3, 10, -1, 0, 0, 4, 4], 2)
+            .unwrap()
+            .unwrap();
+        assert_eq!(now, Micros::new(5));
+        assert!(many[0].allowed && many[0].retry_after_us.is_none());
+        assert_eq!(many[1].retry_after_us, Some(Micros::new(4)));
+        assert_eq!(many[1].blocked_until_us, None);
+        assert!(parse_shaped_reply(&[5, 1, 3, 10, -1, 0], 2).is_err());
     }
 }

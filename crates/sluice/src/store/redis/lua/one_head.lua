@@ -1,8 +1,8 @@
--- one_head: the opening of every one-limit script (one_<algorithm>.lua), which follows it: the
--- decision time and the request's cost. It holds only what every one of them uses, since each
--- line runs on every call.
+-- one_head: the opening of every one-limit script (one_<algorithm>.lua), which follows it, after
+-- now.lua: the request's cost, and a block or penalty. It holds only what every one of them
+-- uses, since each line runs on every call.
 --
--- The script is written for one limit: the store puts the limit's constants before this head
+-- The script is written for one limit: the store puts the limit's constants before now.lua
 -- (one_script::one_text), as `local min_ttl, limit, window, capacity, count_denied, guarded,
 -- warn_after = ...`: the shortest expiry to write in µs (see RedisOptions::min_ttl), count
 -- (units per window), window_us, capacity, count_denied, guarded (the limit has a block or a
@@ -24,15 +24,6 @@
 -- The scripts return { now_us, allowed (0/1), remaining, reset_after_us, retry_after_us (-1:
 -- none), violations, warning (0/1) }; a block in force, decide.lua's reply for one limit; or {}.
 
--- Expiries count from `expiry_from` with PX / PEXPIRE on a client's clock (0: from Redis' own
--- now), and are absolute (PXAT / PEXPIREAT) on Redis TIME (why: `expiry_from_us` in the prelude).
-local now = tonumber(ARGV[1])
-local px, pexpire, expiry_from = 'PX', 'PEXPIRE', 0
-if not now then
-  local t = redis.call('TIME')
-  now = t[1] * 1000000 + t[2]
-  px, pexpire, expiry_from = 'PXAT', 'PEXPIREAT', now
-end
 local cost = tonumber(ARGV[2])
 -- A guarded limit's state key as read here, which the scripts that read it with GET reuse; its
 -- penalty's violations, which every answer carries.

@@ -1,0 +1,46 @@
+-- many_fixed_window: a fixed-window limit's part of a rule script (see many_head.lua): restates
+-- fixed_window_look and fixed_window_record (fixed_window.lua) as one_fixed_window.lua does, but
+-- reads first (GET), since nothing may be written before every limit has looked; it then counts
+-- with DECRBY while its window lasts, or writes the new window's count.
+--
+-- KEY: -(slot * 2^25 + count) (see fixed_window.lua).
+
+local raw_@ = redis.pcall('GET', key_@)
+local m_@ = tonumber(raw_@)
+if raw_@ and not m_@ then
+  return {}
+end
+local idx_@ = idiv(now, window_@)
+local slot_@ = idx_@ - idiv(idx_@, 268435455) * 268435455 + 1
+local left_@ = (idx_@ + 1) * window_@ - now
+local count_@ = 0
+if m_@ and m_@ < 0 then
+  local s = idiv(-m_@, 33554432)
+  if s == slot_@ then
+    count_@ = -m_@ - s * 33554432
+  end
+end
+local allowed_@ = count_@ + cost_@ <= limit_@
+local retry_@ = -1
+if not allowed_@ then
+  retry_@ = left_@
+end
+local remaining_@ = math.max(limit_@ - count_@, 0)
+local reset_@ = 0
+if count_@ > 0 then
+  reset_@ = left_@
+end
+--@record
+if count_@ == 0 or count_@ + cost_@ > 16777216 then
+  count_@ = math.min(count_@ + cost_@, 16777216)
+  redis.call('SET', key_@, string.format('%d', -(slot_@ * 33554432 + count_@)), px,
+    string.format('%d', math.ceil((expiry_from + math.max(left_@, min_ttl)) / 1000)))
+else
+  count_@ = count_@ + cost_@
+  redis.call('DECRBY', key_@, cost_text_@)
+end
+remaining_@ = math.max(limit_@ - count_@, 0)
+reset_@ = 0
+if count_@ > 0 then
+  reset_@ = left_@
+end

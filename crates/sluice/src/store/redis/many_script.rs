@@ -1,0 +1,187 @@
+//! Rule scripts: one script per rule shape that decides all its limits in one call, at the cost
+//! of their one-limit scripts together rather than of the general decision.
+//!
+//! The general decision reads every limit's numbers and options from its arguments into tables
+//! and runs each algorithm through generic look and record functions: for two limits it costs
+//! Redis about 3.5× one limit's script. A rule script is written for its limits instead
+//! ([`many_text`]): `lua/now.lua`, `lua/idiv.lua` and `lua/many_head.lua`, then each limit's
+//! constants and the look of its `lua/many_<algorithm>.lua` part, then the records, made only
+//! once every enforcing limit passes, then the reply. A call carries the time and each limit's
+//! cost. Each part's locals carry the limit's number (the part's `@`), so a limit's look and its
+//! record share them.
+//!
+//! Invariants: a rule script restates `lua/decide.lua` for the rules it takes, and takes only
+//! rules of [`MAX_LIMITS`] or fewer limits, each with an algorithm that has a part, with no
+//! block, penalty or `count_denied` (those keep the general decision); anything it does not
+//! expect in a key, it leaves to the general decision having written nothing.
+
+use std::fmt::Write;
+
+use super::one_script::Shape;
+use super::script::NOW;
+use crate::model::{Micros, REGISTRY};
+
+/// Most limits a rule script decides (Lua allows a function 200 locals, and each limit's part
+/// keeps up to 20).
+pub const MAX_LIMITS: usize = 8;
+
+/// The parts of the rule scripts, in registry order ([`crate::model::REGISTRY`]: index = wire code
+/// - 1), each its look, then the line `--@record`, then its record.
+const MANY: [Option<&str>; REGISTRY.len()] = [
+    Some(include_str!("lua/many_sliding_log.lua")),
+    Some(include_str!("lua/many_sliding_window.lua")),
+    Some(include_str!("lua/many_fixed_window.lua")),
+    Some(include_str!("lua/many_token_bucket.lua")),
+    Some(include_str!("lua/many_gcra.lua")),
+    None,
+    None,
+];
+
+const RECORD: &str = "--@record\n";
+
+/// The look and the record of a limit of `shape`, if a rule script can decide it.
+fn part(shape: &Shape) -> Option<(&'static str, &'static str)> {
+    if shape.guarded || shape.count_denied {
+        return None;
+    }
+    let text = MANY
+        .get(usize::from(shape.code).checked_sub(1)?)
+        .copied()
+        .flatten()?;
+    text.split_once(RECORD)
+}
+
+/// The text of the rule script for limits of `shapes`, in order, on a store whose shortest
+/// expiry to write is `min_ttl` (see `RedisOptions::min_ttl`); none unless there are 2 to
+/// [`MAX_LIMITS`] of them and each has a part.
+pub fn many_text(shapes: &[Shape], min_ttl: Micros) -> Option<String> {
+    if !(2..=MAX_LIMITS).contains(&shapes.len()) {
+        return None;
+    }
+    let mut text = format!(
+        "local min_ttl = {}\n{NOW}{}{}",
+        min_ttl.get(),
+        include_str!("lua/idiv.lua"),
+        include_str!("lua/many_head.lua")
+    );
+    let mut records = String::new();
+    let mut enforced = Vec::new();
+    let mut reply = String::from("return { now");
+    for (i, shape) in shapes.iter().enumerate() {
+        let (look, record) = part(shape)?;
+        let n = (i + 1).to_string();
+        let arg = i + 2;
+        let _ = write!(
+            text,
+            "\n-- limit {n}\nlocal key_{n}, cost_{n}, cost_text_{n} = KEYS[{n}], tonumber(ARGV[{arg}]), \
+             ARGV[{arg}]\nlocal limit_{n}, window_{n}, capacity_{n} = {}, {}, {}\n{}",
+            shape.count,
+            shape.window_us,
+            shape.capacity,
+            look.replace('@', &n)
+        );
+        let _ = write!(
+            records,
+            "if allowed_{n} then\n{}end\n",
+            record.replace('@', &n)
+        );
+        if !shape.shadow {
+            enforced.push(format!("allowed_{n}"));
+        }
+        let _ = write!(
+            reply,
+            ", allowed_{n} and 1 or 0, remaining_{n}, reset_{n}, retry_{n}"
+        );
+    }
+    if enforced.is_empty() {
+        enforced.push("true".to_string());
+    }
+    let _ = write!(
+        text,
+        "\n-- every enforcing limit passes: the admitted ones record\nif {} then\n{records}end\n{reply} }}\n",
+        enforced.join(" and ")
+    );
+    Some(text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::Algorithm;
+
+    fn shape(algorithm: Algorithm, count: u64) -> Shape {
+        Shape {
+            code: algorithm.wire_code(),
+            count,
+            window_us: 60_000_000,
+            capacity: count,
+            count_denied: false,
+            guarded: false,
+            warn_after: None,
+            shadow: false,
+        }
+    }
+
+    #[test]
+    fn every_part_has_a_look_and_a_record_and_every_name_is_numbered() {
+        for algorithm in Algorithm::ALL {
+            let Some(text) = MANY[usize::from(algorithm.wire_code()) - 1] else {
+                continue;
+            };
+            let (look, record) = text.split_once(RECORD).expect("a look and a record");
+            assert!(look.contains("local allowed_@") && look.contains("remaining_@"));
+            assert!(record.contains("remaining_@ ="), "{}", algorithm.name());
+            assert!(!record.contains(RECORD));
+        }
+        let text = many_text(
+            &[
+                shape(Algorithm::Gcra, 10),
+                shape(Algorithm::FixedWindow, 100),
+            ],
+            Micros::ZERO,
+        )
+        .expect("a rule script");
+        assert!(!text.contains('@'), "every part's names are numbered");
+        assert!(text.starts_with(&format!("local min_ttl = 0\n{NOW}")));
+        assert!(text.contains("local limit_2, window_2, capacity_2 = 100, 60000000, 100\n"));
+        assert!(text.contains("if allowed_1 and allowed_2 then\n"));
+        assert!(text.ends_with(
+            "return { now, allowed_1 and 1 or 0, remaining_1, reset_1, retry_1, \
+             allowed_2 and 1 or 0, remaining_2, reset_2, retry_2 }\n"
+        ));
+    }
+
+    #[test]
+    fn only_plain_rules_of_a_few_limits_get_a_rule_script() {
+        let gcra = shape(Algorithm::Gcra, 10);
+        let shadow = Shape {
+            shadow: true,
+            ..gcra
+        };
+        let text = many_text(&[gcra, shadow], Micros::ZERO).expect("a rule script");
+        assert!(
+            text.contains("if allowed_1 then\n"),
+            "a shadow limit does not stop the others"
+        );
+        assert!(
+            many_text(&[gcra], Micros::ZERO).is_none(),
+            "one limit has its own"
+        );
+        assert!(many_text(&[gcra; MAX_LIMITS], Micros::ZERO).is_some());
+        assert!(many_text(&[gcra; MAX_LIMITS + 1], Micros::ZERO).is_none());
+        for odd in [
+            Shape {
+                guarded: true,
+                ..gcra
+            },
+            Shape {
+                count_denied: true,
+                ..gcra
+            },
+            shape(Algorithm::LeakyBucket, 10),
+            shape(Algorithm::Concurrency, 10),
+        ] {
+            assert!(many_text(&[gcra, odd], Micros::ZERO).is_none(), "{odd:?}");
+        }
+    }
+}

@@ -1,0 +1,124 @@
+//! The scripts a store has made for the shapes it has decided: a one-limit script per limit
+//! (`one_script`), a rule script per rule (`many_script`), each made and hashed the first time
+//! its shape decides, and loaded into Redis on its first `NOSCRIPT`.
+//!
+//! Invariants: a shape's script is made once and then shared; the cache holds at most
+//! [`MAX_SHAPES`] scripts (rules come from configuration, but reloads can keep adding shapes);
+//! a shape that finds it full, or that no such script can decide, is decided by the general
+//! function, which gives the same answer.
+
+use std::sync::Arc;
+
+use parking_lot::RwLock;
+use redis::Script;
+
+use super::many_script::many_text;
+use super::one_script::{Shape, one_text};
+use crate::model::Micros;
+
+/// Most scripts kept (each is a few kilobytes here and in Redis' script cache).
+pub const MAX_SHAPES: usize = 1024;
+
+/// The scripts of one store made so far, by the shapes of their limits.
+#[derive(Debug)]
+pub struct ShapeScripts {
+    min_ttl: Micros,
+    by_shape: RwLock<hashbrown::HashMap<Box<[Shape]>, Arc<Script>, foldhash::fast::RandomState>>,
+}
+
+/// The text of the script for limits of these shapes, if one can decide them.
+fn text(shapes: &[Shape], min_ttl: Micros) -> Option<String> {
+    match shapes {
+        [one] => one_text(one, min_ttl),
+        _ => many_text(shapes, min_ttl),
+    }
+}
+
+impl ShapeScripts {
+    /// None yet, for a store whose shortest expiry to write is `min_ttl`.
+    pub fn new(min_ttl: Micros) -> ShapeScripts {
+        ShapeScripts {
+            min_ttl,
+            by_shape: RwLock::default(),
+        }
+    }
+
+    /// The script of limits of these shapes, made now if it is new; none when no script but the
+    /// general one decides them, or when [`MAX_SHAPES`] are already kept (then at the cost of a
+    /// lookup alone).
+    pub fn get(&self, shapes: &[Shape]) -> Option<Arc<Script>> {
+        {
+            let by_shape = self.by_shape.read();
+            if let Some(script) = by_shape.get(shapes) {
+                return Some(script.clone());
+            }
+            if by_shape.len() >= MAX_SHAPES {
+                return None;
+            }
+        }
+        // Made and hashed outside the lock; a check that made the same one first wins.
+        let made = Arc::new(Script::new(&text(shapes, self.min_ttl)?));
+        let mut by_shape = self.by_shape.write();
+        if by_shape.len() >= MAX_SHAPES && !by_shape.contains_key(shapes) {
+            return None;
+        }
+        Some(by_shape.entry(shapes.into()).or_insert(made).clone())
+    }
+
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.by_shape.read().len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::Algorithm;
+
+    fn shape(code: u8, count: u64) -> Shape {
+        Shape {
+            code,
+            count,
+            window_us: 60_000_000,
+            capacity: count,
+            count_denied: false,
+            guarded: false,
+            warn_after: None,
+            shadow: false,
+        }
+    }
+
+    #[test]
+    fn each_shape_is_made_once_and_the_cache_is_bounded() {
+        let scripts = ShapeScripts::new(Micros::ZERO);
+        let code = Algorithm::FixedWindow.wire_code();
+        let first = scripts.get(&[shape(code, 1)]).expect("made");
+        let again = scripts.get(&[shape(code, 1)]).expect("kept");
+        assert!(Arc::ptr_eq(&first, &again));
+        assert_ne!(
+            first.get_hash(),
+            scripts.get(&[shape(code, 2)]).expect("made").get_hash(),
+            "another limit, another script"
+        );
+        let rule = [shape(code, 1), shape(code, 2)];
+        assert_ne!(
+            first.get_hash(),
+            scripts.get(&rule).expect("a rule script").get_hash(),
+            "a rule of two limits, another script"
+        );
+        for count in 4..=MAX_SHAPES as u64 {
+            assert!(scripts.get(&[shape(code, count)]).is_some());
+        }
+        assert_eq!(scripts.len(), MAX_SHAPES);
+        assert!(
+            scripts.get(&[shape(code, 0)]).is_none(),
+            "full: the general decision takes it"
+        );
+        assert!(
+            scripts.get(&[shape(code, 1)]).is_some() && scripts.get(&rule).is_some(),
+            "kept ones still answer"
+        );
+        assert_eq!(scripts.len(), MAX_SHAPES);
+    }
+}
