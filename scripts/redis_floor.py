@@ -138,23 +138,21 @@ What is left above the floor: the fixed window's minimal script starts its windo
 (an `INCR` and a `PEXPIRE`), while Sluice's windows are aligned to the clock (Redis `TIME`, about
 6,600 instructions, a third of the minimal script; the slot encoded beside the count, a `SET` when
 a window starts). A one-limit rule with a block or penalty
-runs its algorithm's one-limit script too, which adds a read of the state key for a block marker
-(the algorithm's own read, for GCRA and the token bucket) and, with a penalty, a read of the
-violations key; a block in force is answered from the marker. Its denials are two calls: the
-one-limit script leaves them, having written nothing, to the general decision, which blocks and
-counts the violation. Rules with several limits take the general decision. It is a Redis
+runs its algorithm's one-limit script too, which reads the violations key of a penalty; the block
+marker sits in the state key, so the algorithm's own read (or the fixed window's `DECRBY`) finds
+it, and only then is the marker read with `GET` where that read was not one. Its denials are two
+calls: the one-limit script leaves them, having written nothing, to the general decision, which
+blocks and counts the violation. A rule of several limits without a block, a penalty or
+`count_denied` runs a script made for the rule: each limit's one-limit script split into its read
+and its write, the writes made once every limit passes, so two limits cost two reads and two
+writes under one `TIME` (about 1.6× one limit in instructions, where the general decision cost
+3.4×). Other rules take the general decision. It is a Redis
 function, so its helpers and algorithms are defined once when the library loads rather than on
 every call as a script would (defining them costs Redis about 4.7 µs a call: a script that
 defines them and returns at once takes 5.8 µs under `redis-benchmark -P 16`, a function of the
 same library that returns at once 1.0 µs). What remains is the driver's own work: reading each
 limit's arguments into tables, `TIME`, one read and one write per limit, the violations key of a
-penalty. Taken apart for two GCRA limits (the general function loaded by hand and driven by
-`redis-benchmark -P 16` with the arguments Sluice sends, 15.2 µs a call): the same function with
-its Redis commands stubbed out costs 11.2 µs, so the commands themselves (`TIME`, two `GET`s, two
-`SET`s) are about 4 µs. Of the Lua, the call and its 28 arguments take 3.1 µs, reading each
-limit's 12 arguments into its tables 1.5 µs a limit (0.6 of it building the tables), each look
-0.85 µs, each record 1.0 µs and the 17-value reply 1.5 µs. A function that only does `TIME` and
-a `GET` and a `SET` per key takes 9.7 µs for two keys and 6.1 µs for one. With the denial cache
+penalty. With the denial cache
 on, as by default, Redis sees a blocked identity only when its cached denial runs out."""
 
 

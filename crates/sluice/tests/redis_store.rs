@@ -518,6 +518,41 @@ async fn a_rule_of_plain_limits_is_one_rule_script_call() {
     }
 }
 
+/// A blocked identity of a one-limit rule is answered by its algorithm's one-limit script, in
+/// one call, from the block marker its own read finds in the state key.
+#[tokio::test]
+async fn a_block_in_force_is_answered_by_the_one_limit_script() {
+    let h = Harness::redis().await;
+    let server = h.server();
+    for algorithm in [
+        Algorithm::SlidingLog,
+        Algorithm::SlidingWindow,
+        Algorithm::FixedWindow,
+        Algorithm::TokenBucket,
+        Algorithm::Gcra,
+    ] {
+        let mut c = call(algorithm.name(), step(algorithm, 1, 60 * S));
+        c.step.block_us = Some(600 * S);
+        assert!(h.one(&c).await.allowed);
+        let blocking = h.one(&c).await;
+        assert!(!blocking.allowed && blocking.blocked_until_us.is_some());
+        assert_eq!(server.cli(&["CONFIG", "RESETSTAT"]), "OK");
+        let blocked = h.one(&c).await;
+        assert_eq!(
+            blocked.blocked_until_us, blocking.blocked_until_us,
+            "{algorithm:?}"
+        );
+        assert_eq!(
+            (
+                server.command_calls("evalsha"),
+                server.command_calls("fcall")
+            ),
+            (1, 0),
+            "{algorithm:?}"
+        );
+    }
+}
+
 #[tokio::test]
 async fn scripts_are_reloaded_after_a_flush() {
     let h = Harness::redis().await;

@@ -13,6 +13,9 @@
 local key = KEYS[1]
 local r = redis.pcall('DECRBY', key, ARGV[2])
 if type(r) ~= 'number' then
+  if guarded then
+    return from_marker(redis.pcall('GET', key))
+  end
   return {}
 end
 local M, SLOTS, CAP = 33554432, 268435455, 16777216

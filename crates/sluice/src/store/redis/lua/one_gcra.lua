@@ -8,13 +8,13 @@
 -- ARGV, the limit's constants (and KEYS[2]): as one_head.lua says.
 -- Returns: as one_head.lua says.
 
-local raw = held
-if not guarded then
-  raw = redis.pcall('GET', KEYS[1])
-end
+local raw = redis.pcall('GET', KEYS[1])
 local tat = tonumber(raw)
 if not tat then
   if raw then
+    if guarded then
+      return from_marker(raw)
+    end
     return {}
   end
   tat = 0

@@ -25,10 +25,12 @@
 -- none), violations, warning (0/1) }; a block in force, decide.lua's reply for one limit; or {}.
 
 local cost = tonumber(ARGV[2])
--- A guarded limit's state key as read here, which the scripts that read it with GET reuse; its
--- penalty's violations, which every answer carries.
-local held
+-- A guarded limit's penalty's violations, which every answer carries; and its answer when the
+-- state key holds what the algorithm does not expect (each script reads the key its own way,
+-- and reads it again with GET only then): the block in force, or {} (a block that is over, or
+-- anything else).
 local violations, warning = 0, 0
+local from_marker
 if guarded then
   if warn_after then
     local v = redis.call('GET', KEYS[2])
@@ -43,12 +45,13 @@ if guarded then
       warning = 1
     end
   end
-  held = redis.pcall('GET', KEYS[1])
-  if type(held) == 'string' and string.byte(held, 1) == 66 then
-    local until_us = tonumber(string.sub(held, 2)) or 0
-    if until_us <= now then
-      return {}
+  from_marker = function(held)
+    if type(held) == 'string' and string.byte(held, 1) == 66 then
+      local until_us = tonumber(string.sub(held, 2)) or 0
+      if until_us > now then
+        return { now, 0, 0, until_us - now, until_us - now, 0, until_us, violations, warning }
+      end
     end
-    return { now, 0, 0, until_us - now, until_us - now, 0, until_us, violations, warning }
+    return {}
   end
 end

@@ -14,6 +14,9 @@
 local key = KEYS[1]
 local first = redis.pcall('ZRANGE', key, '0', '0', 'WITHSCORES')
 if first.err then
+  if guarded then
+    return from_marker(redis.pcall('GET', key))
+  end
   return {}
 end
 local horizon = now - window

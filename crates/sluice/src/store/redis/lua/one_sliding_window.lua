@@ -12,6 +12,9 @@
 local key = KEYS[1]
 local flat = redis.pcall('HGETALL', key)
 if flat.err then
+  if guarded then
+    return from_marker(redis.pcall('GET', key))
+  end
   return {}
 end
 local BUCKETS, CAP = 10, 16777216

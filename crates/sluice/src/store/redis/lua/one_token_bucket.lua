@@ -9,16 +9,16 @@
 -- ARGV, the limit's constants (and KEYS[2]): as one_head.lua says.
 -- Returns: as one_head.lua says.
 
-local raw = held
-if not guarded then
-  raw = redis.pcall('GET', KEYS[1])
-end
+local raw = redis.pcall('GET', KEYS[1])
 local level, last
 if raw then
   if type(raw) == 'string' then
     level, last = string.match(raw, '^t([^:]+):(%d+)$')
   end
   if not level then
+    if guarded then
+      return from_marker(raw)
+    end
     return {}
   end
 end
