@@ -470,6 +470,15 @@ async fn the_general_decision_is_a_function_reloaded_after_a_flush() {
     );
 }
 
+/// The algorithms with a one-limit script and a part in rule scripts.
+const SCRIPTED: [Algorithm; 5] = [
+    Algorithm::SlidingLog,
+    Algorithm::SlidingWindow,
+    Algorithm::FixedWindow,
+    Algorithm::TokenBucket,
+    Algorithm::Gcra,
+];
+
 /// A rule of several plain limits (no block, penalty or `count_denied`) is one call of a script
 /// made for the rule, up to 8 limits of any algorithm with a one-limit script; a denial by one
 /// of them records nothing on the others.
@@ -478,13 +487,7 @@ async fn a_rule_of_plain_limits_is_one_rule_script_call() {
     let h = Harness::redis().await;
     let server = h.server();
     let calls_of = |name: &str| server.command_calls(name);
-    for algorithm in [
-        Algorithm::SlidingLog,
-        Algorithm::SlidingWindow,
-        Algorithm::FixedWindow,
-        Algorithm::TokenBucket,
-        Algorithm::Gcra,
-    ] {
+    for algorithm in SCRIPTED {
         // Seven limits of 3 and an eighth of 1, each on its own key.
         let calls: Vec<_> = (0..8)
             .map(|i| {
@@ -524,13 +527,7 @@ async fn a_rule_of_plain_limits_is_one_rule_script_call() {
 async fn a_block_in_force_is_answered_by_the_one_limit_script() {
     let h = Harness::redis().await;
     let server = h.server();
-    for algorithm in [
-        Algorithm::SlidingLog,
-        Algorithm::SlidingWindow,
-        Algorithm::FixedWindow,
-        Algorithm::TokenBucket,
-        Algorithm::Gcra,
-    ] {
+    for algorithm in SCRIPTED {
         let mut c = call(algorithm.name(), step(algorithm, 1, 60 * S));
         c.step.block_us = Some(600 * S);
         assert!(h.one(&c).await.allowed);

@@ -110,16 +110,7 @@ mod tests {
     use crate::model::Algorithm;
 
     fn shape(algorithm: Algorithm, count: u64) -> Shape {
-        Shape {
-            code: algorithm.wire_code(),
-            count,
-            window_us: 60_000_000,
-            capacity: count,
-            count_denied: false,
-            guarded: false,
-            warn_after: None,
-            shadow: false,
-        }
+        Shape::plain(algorithm.wire_code(), count)
     }
 
     #[test]

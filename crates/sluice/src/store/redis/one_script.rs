@@ -6,13 +6,9 @@
 //! string, and converted to a number again — about as much as the algorithm's own Lua. So the
 //! store writes them into the script instead, as the line `lua/one_head.lua` expects before it
 //! ([`one_text`]), and a call sends only what changes: the time and the cost. Every limit shape
-//! (algorithm, numbers, options) gets its own script, made and hashed the first time it decides,
-//! and loaded into Redis on its first `NOSCRIPT`; the store's shortest expiry is written into
-//! all of them.
-//!
-//! Invariants: a shape's script is made once and then shared; the cache holds at most
-//! [`MAX_SHAPES`] scripts (rules come from configuration, but reloads can keep adding shapes);
-//! a shape that finds it full is decided by the general function, which gives the same answer.
+//! (algorithm, numbers, options) gets its own script, made and hashed the first time it decides
+//! and kept by `shape_scripts`, and loaded into Redis on its first `NOSCRIPT`; the store's
+//! shortest expiry is written into all of them.
 
 use super::script::{NOW, ONE, guarded};
 use crate::model::Micros;
@@ -54,6 +50,21 @@ impl Shape {
             shadow: s.shadow,
         }
     }
+
+    /// A limit of `count` units a minute of the algorithm `code`, without options (for tests).
+    #[cfg(test)]
+    pub(crate) fn plain(code: u8, count: u64) -> Shape {
+        Shape {
+            code,
+            count,
+            window_us: 60_000_000,
+            capacity: count,
+            count_denied: false,
+            guarded: false,
+            warn_after: None,
+            shadow: false,
+        }
+    }
 }
 
 /// The text of the one-limit script of `shape` on a store whose shortest expiry to write is
@@ -86,14 +97,9 @@ mod tests {
 
     fn shape(code: u8, count: u64) -> Shape {
         Shape {
-            code,
-            count,
-            window_us: 60_000_000,
-            capacity: count,
-            count_denied: false,
             guarded: true,
             warn_after: Some(3),
-            shadow: false,
+            ..Shape::plain(code, count)
         }
     }
 

@@ -76,47 +76,37 @@ mod tests {
     use super::*;
     use crate::model::Algorithm;
 
-    fn shape(code: u8, count: u64) -> Shape {
-        Shape {
-            code,
-            count,
-            window_us: 60_000_000,
-            capacity: count,
-            count_denied: false,
-            guarded: false,
-            warn_after: None,
-            shadow: false,
-        }
-    }
-
     #[test]
     fn each_shape_is_made_once_and_the_cache_is_bounded() {
         let scripts = ShapeScripts::new(Micros::ZERO);
         let code = Algorithm::FixedWindow.wire_code();
-        let first = scripts.get(&[shape(code, 1)]).expect("made");
-        let again = scripts.get(&[shape(code, 1)]).expect("kept");
+        let first = scripts.get(&[Shape::plain(code, 1)]).expect("made");
+        let again = scripts.get(&[Shape::plain(code, 1)]).expect("kept");
         assert!(Arc::ptr_eq(&first, &again));
         assert_ne!(
             first.get_hash(),
-            scripts.get(&[shape(code, 2)]).expect("made").get_hash(),
+            scripts
+                .get(&[Shape::plain(code, 2)])
+                .expect("made")
+                .get_hash(),
             "another limit, another script"
         );
-        let rule = [shape(code, 1), shape(code, 2)];
+        let rule = [Shape::plain(code, 1), Shape::plain(code, 2)];
         assert_ne!(
             first.get_hash(),
             scripts.get(&rule).expect("a rule script").get_hash(),
             "a rule of two limits, another script"
         );
         for count in 4..=MAX_SHAPES as u64 {
-            assert!(scripts.get(&[shape(code, count)]).is_some());
+            assert!(scripts.get(&[Shape::plain(code, count)]).is_some());
         }
         assert_eq!(scripts.len(), MAX_SHAPES);
         assert!(
-            scripts.get(&[shape(code, 0)]).is_none(),
+            scripts.get(&[Shape::plain(code, 0)]).is_none(),
             "full: the general decision takes it"
         );
         assert!(
-            scripts.get(&[shape(code, 1)]).is_some() && scripts.get(&rule).is_some(),
+            scripts.get(&[Shape::plain(code, 1)]).is_some() && scripts.get(&rule).is_some(),
             "kept ones still answer"
         );
         assert_eq!(scripts.len(), MAX_SHAPES);
