@@ -140,7 +140,10 @@ What is left above the floor: the fixed window's minimal script starts its windo
 a window starts). A one-limit rule with a block or penalty
 runs its algorithm's one-limit script too, which reads the violations key of a penalty; the block
 marker sits in the state key, so the algorithm's own read (or the fixed window's `DECRBY`) finds
-it, and only then is the marker read with `GET` where that read was not one. Its denials are two
+it, and only then is the marker read with `GET` where that read was not one (so a blocked
+fixed-window identity costs a refused `DECRBY`, a `GET` and `TIME`: more than the minimal script's
+whole `INCR`, about 2.7× in instructions; the denial cache answers it without Redis by default).
+Its denials are two
 calls: the one-limit script leaves them, having written nothing, to the general decision, which
 blocks and counts the violation. A rule of several limits without a block, a penalty or
 `count_denied` runs a script made for the rule: each limit's one-limit script split into its read
