@@ -58,6 +58,7 @@ pub fn many_text(shapes: &[Shape], min_ttl: Micros) -> Option<String> {
     if !(2..=MAX_LIMITS).contains(&shapes.len()) {
         return None;
     }
+    let parts = shapes.iter().map(part).collect::<Option<Vec<_>>>()?;
     let mut text = format!(
         "local min_ttl = {}\n{NOW}{}{}",
         min_ttl.get(),
@@ -67,8 +68,7 @@ pub fn many_text(shapes: &[Shape], min_ttl: Micros) -> Option<String> {
     let mut records = String::new();
     let mut enforced = Vec::new();
     let mut reply = String::from("return { now");
-    for (i, shape) in shapes.iter().enumerate() {
-        let (look, record) = part(shape)?;
+    for (i, (shape, (look, record))) in shapes.iter().zip(parts).enumerate() {
         let n = (i + 1).to_string();
         let arg = i + 2;
         let _ = write!(

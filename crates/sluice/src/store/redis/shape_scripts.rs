@@ -2,10 +2,11 @@
 //! (`one_script`), a rule script per rule (`many_script`), each made and hashed the first time
 //! its shape decides, and loaded into Redis on its first `NOSCRIPT`.
 //!
-//! Invariants: a shape's script is made once and then shared; the cache holds at most
-//! [`MAX_SHAPES`] scripts (rules come from configuration, but reloads can keep adding shapes);
-//! a shape that finds it full, or that no such script can decide, is decided by the general
-//! function, which gives the same answer.
+//! Invariants: a shape's script is made once and then shared, and a shape that no such script
+//! can decide is remembered as one, so that its requests cost a lookup alone; the cache holds at
+//! most [`MAX_SHAPES`] shapes (rules come from configuration, but reloads can keep adding
+//! shapes); a shape that finds it full is decided by the general function, which gives the same
+//! answer.
 
 use std::sync::Arc;
 
@@ -16,14 +17,17 @@ use super::many_script::many_text;
 use super::one_script::{Shape, one_text};
 use crate::model::Micros;
 
-/// Most scripts kept (each is a few kilobytes here and in Redis' script cache).
+/// Most shapes kept (each script is a few kilobytes here and in Redis' script cache).
 pub const MAX_SHAPES: usize = 1024;
+
+/// Each shape's script; none: only the general decision decides limits of that shape.
+type ByShape = hashbrown::HashMap<Box<[Shape]>, Option<Arc<Script>>, foldhash::fast::RandomState>;
 
 /// The scripts of one store made so far, by the shapes of their limits.
 #[derive(Debug)]
 pub struct ShapeScripts {
     min_ttl: Micros,
-    by_shape: RwLock<hashbrown::HashMap<Box<[Shape]>, Arc<Script>, foldhash::fast::RandomState>>,
+    by_shape: RwLock<ByShape>,
 }
 
 /// The text of the script for limits of these shapes, if one can decide them.
@@ -50,19 +54,19 @@ impl ShapeScripts {
         {
             let by_shape = self.by_shape.read();
             if let Some(script) = by_shape.get(shapes) {
-                return Some(script.clone());
+                return script.clone();
             }
             if by_shape.len() >= MAX_SHAPES {
                 return None;
             }
         }
         // Made and hashed outside the lock; a check that made the same one first wins.
-        let made = Arc::new(Script::new(&text(shapes, self.min_ttl)?));
+        let made = text(shapes, self.min_ttl).map(|text| Arc::new(Script::new(&text)));
         let mut by_shape = self.by_shape.write();
         if by_shape.len() >= MAX_SHAPES && !by_shape.contains_key(shapes) {
             return None;
         }
-        Some(by_shape.entry(shapes.into()).or_insert(made).clone())
+        by_shape.entry(shapes.into()).or_insert(made).clone()
     }
 
     #[cfg(test)]

@@ -5,7 +5,8 @@
 //!
 //! Invariant: every number sent is one Lua computes exactly (below 2^53, products included);
 //! a limit that needs more is refused before anything is sent ([`StoreError::permanent`]). The
-//! numbers a one-limit script has written into it (`one_script`) are the ones checked here.
+//! numbers a one-limit or rule script has written into it (`one_script`, `many_script`) are the
+//! ones checked here.
 
 use crate::algorithm::{LimitOutcome, Mode};
 use crate::model::Micros;
