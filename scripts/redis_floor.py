@@ -89,16 +89,22 @@ return sizes"""
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
-def minimal(redis, alg, pipeline, calls=None):
-    """The minimal script under redis-benchmark: 200k calls (-P 1) or 400k (-P 16), or `calls`."""
+def minimal(redis, alg, pipeline, calls=None, spread=0.0):
+    """The minimal script under redis-benchmark: 200k calls (-P 1) or 400k (-P 16), or `calls`,
+    spread over `spread` seconds in one batch a second (a sliding window's keys hold a bucket for
+    each stretch of the window they were hit in, so their memory depends on the time a run spans)."""
     f, args = MIN[alg]
     sha = redis.cli("SCRIPT", "LOAD", open(os.path.join(LUA, f)).read()).strip()
     redis.reset()
     calls = calls or (400000 if pipeline > 1 else 200000)
-    out = subprocess.run(["redis-benchmark", "-p", str(redis.port), "-c", str(CLIENTS),
-                          "-n", str(calls), "-r", str(KEYS),
-                          "-P", str(pipeline), "--csv", "EVALSHA", sha, "1", "k:__rand_int__", *args],
-                         capture_output=True, text=True).stdout
+    batches = max(1, round(spread))
+    start = time.monotonic()
+    for i in range(batches):
+        time.sleep(max(0.0, start + i * spread / batches - time.monotonic()))
+        out = subprocess.run(["redis-benchmark", "-p", str(redis.port), "-c", str(CLIENTS),
+                              "-n", str(calls // batches), "-r", str(KEYS),
+                              "-P", str(pipeline), "--csv", "EVALSHA", sha, "1", "k:__rand_int__", *args],
+                             capture_output=True, text=True).stdout
     rows = [r for r in csv.reader(io.StringIO(out)) if r and r[0] != "test"]
     return {"per_sec": float(rows[-1][1]), "us_per_call": redis.usec_per_call(),
             "bytes_per_key": redis.memory_per_key()}
@@ -109,10 +115,12 @@ def sluice(redis, binary, alg, seconds, *extra, keys=KEYS):
     if "--limit" not in extra:
         extra = ("--limit", "1000/1m", *extra)
     # One runtime thread, as redis-benchmark is one event loop: the other core stays Redis'.
+    start = time.monotonic()
     out = subprocess.run([binary, "bench", "--store", f"redis://127.0.0.1:{redis.port}", "--algorithm", alg,
                           "--threads", "1", "--concurrency", str(CLIENTS), "--keys", str(keys),
                           "--duration", f"{seconds}s", "--json", *extra],
                          capture_output=True, text=True)
+    elapsed = time.monotonic() - start
     line = [l for l in out.stdout.splitlines() if l.strip().startswith("{")]
     if not line:
         raise SystemExit(f"sluice bench failed: {out.stderr}")
@@ -123,7 +131,7 @@ def sluice(redis, binary, alg, seconds, *extra, keys=KEYS):
             "calls": round(usec / per_call) if usec else 0,
             "us_per_decision": usec / decisions if decisions else float("nan"),
             "bytes_per_key": redis.memory_per_key(), "errors": report["errors"],
-            "denied": report["denied"]}
+            "denied": report["denied"], "seconds": elapsed}
 
 
 LEFT = """
@@ -168,8 +176,9 @@ def render(path):
     print(f"library on the same Redis ({CLIENTS} tasks, {KEYS} keys, limit 1000/1m). µs per call is Redis' own")
     print("time per `EVALSHA` or `FCALL` (`INFO commandstats`); bytes per key is the median `MEMORY USAGE` (key name")
     print("included) of 200 random state keys, the minimal script's taken after a run of it with as many")
-    print("calls as Sluice made (a key holds what was recorded in it: a sliding log's entries, a sliding")
-    print("window's buckets; the timed runs make different numbers of calls). Goals: Sluice's µs ≤ 1.25×")
+    print("calls as Sluice made, spread over as many seconds (a key holds what was recorded in it: a sliding")
+    print("log's entries, a sliding window's buckets, one for each 6 s its calls span; the timed runs make")
+    print("different numbers of calls at different rates). Goals: Sluice's µs ≤ 1.25×")
     print("the minimal script's, rate ≥ 0.8× the minimal -P 16 rate, memory ≤ minimal + 16 bytes.")
     print("`sluice bench` runs with `--threads 1`: one runtime thread, as `redis-benchmark` is one event")
     print("loop, so the other core is Redis'.\n")
@@ -224,10 +233,11 @@ def main():
                                                "1h", keys=1000)
                 row["two_limits"] = sluice(redis, a.binary, alg, a.seconds, "--limits", "2")
             p16, s = row["p16"], row["sluice"]
-            # Memory is compared at the same number of calls per key: a key's state grows with
-            # what was recorded in it (a sliding log's entries, a sliding window's buckets), and
-            # the timed runs make different numbers of calls.
-            row["memory_peer"] = minimal(redis, alg, 16, calls=s["calls"])
+            # Memory is compared at the same number of calls per key, made over the same time: a
+            # key's state grows with what was recorded in it (a sliding log's entries) and with
+            # the time that spans (a sliding window's buckets), and the timed runs make different
+            # numbers of calls at different rates.
+            row["memory_peer"] = minimal(redis, alg, 16, calls=s["calls"], spread=s["seconds"])
             row["us_ratio"] = s["us_per_call"] / p16["us_per_call"]
             row["rate_ratio"] = s["per_sec"] / p16["per_sec"]
             row["bytes_over_minimal"] = s["bytes_per_key"] - row["memory_peer"]["bytes_per_key"]
