@@ -1,6 +1,6 @@
 -- one_sliding_window: one sliding-window limit (see one_head.lua for a block or penalty), with the
--- least Redis work (TIME, HGETALL, then HDEL of stale buckets, HINCRBY and PEXPIRE when it
--- records). Restates sliding_window_look and sliding_window_record (sliding_window.lua,
+-- least Redis work (TIME, HGETALL, then HDEL of stale buckets, HINCRBY, and PEXPIRE when it
+-- starts a bucket). Restates sliding_window_look and sliding_window_record (sliding_window.lua,
 -- algorithm/sliding_window.rs) after one_head.lua and idiv.lua, without the prelude: every function
 -- a script defines costs Redis time on every call. Anything but a hash in the key (a block marker,
 -- another algorithm's state) returns {} and the caller decides with the general script instead.
@@ -21,21 +21,21 @@ local BUCKETS, CAP = 10, 16777216
 
 local g = math.max(idiv(window, BUCKETS), 1)
 local current = idiv(now, g)
-local buckets, stale, count = {}, {}, 0
+-- The units in the window, its newest bucket (index, units, field) and the buckets that left it:
+-- no table per bucket, since only a denial needs them in order.
+local count, newest, newest_units, field, stale = 0, nil, 0, nil, nil
 for i = 1, #flat, 2 do
   local idx = tonumber(flat[i])
   if idx + BUCKETS < current then
+    stale = stale or {}
     stale[#stale + 1] = flat[i]
   else
     local units = tonumber(flat[i + 1])
-    buckets[#buckets + 1] = { idx, units }
     count = count + units
+    if not newest or idx > newest then
+      newest, newest_units, field = idx, units, flat[i]
+    end
   end
-end
-if #buckets > 1 then
-  table.sort(buckets, function(a, b)
-    return a[1] < b[1]
-  end)
 end
 local allowed = count + cost <= limit
 if not allowed and guarded then
@@ -43,8 +43,18 @@ if not allowed and guarded then
 end
 local retry = -1
 if not allowed then
-  local need = count + cost - limit
-  local freed = 0
+  -- The oldest buckets leave the window first.
+  local buckets = {}
+  for i = 1, #flat, 2 do
+    local idx = tonumber(flat[i])
+    if idx + BUCKETS >= current then
+      buckets[#buckets + 1] = { idx, tonumber(flat[i + 1]) }
+    end
+  end
+  table.sort(buckets, function(a, b)
+    return a[1] < b[1]
+  end)
+  local need, freed = count + cost - limit, 0
   retry = window
   for _, b in ipairs(buckets) do
     freed = freed + b[2]
@@ -54,30 +64,30 @@ if not allowed then
     end
   end
 end
+local started = false
 if allowed or count_denied then
-  if #stale > 0 then
+  if stale then
     redis.call('HDEL', key, unpack(stale))
   end
-  local last = buckets[#buckets]
-  if not (last and last[1] == current) then
-    last = { current, 0 }
-    buckets[#buckets + 1] = last
+  if newest ~= current then
+    newest, newest_units, field, started = current, 0, string.format('%d', current), true
   end
-  local units = math.min(last[2] + cost, CAP)
-  if units == last[2] + cost then
-    redis.call('HINCRBY', key, string.format('%d', current), ARGV[2])
+  local units = math.min(newest_units + cost, CAP)
+  if units == newest_units + cost then
+    redis.call('HINCRBY', key, field, ARGV[2])
   else
-    redis.call('HSET', key, string.format('%d', current), string.format('%d', units))
+    redis.call('HSET', key, field, string.format('%d', units))
   end
-  count = count + units - last[2]
-  last[2] = units
+  count = count + units - newest_units
 end
 local reset = 0
-local newest = buckets[#buckets]
 if newest then
-  reset = (newest[1] + BUCKETS + 1) * g - now
+  reset = (newest + BUCKETS + 1) * g - now
 end
-if allowed or count_denied then
+-- The key lives as long as its newest bucket counts. That deadline moves only when a bucket
+-- starts (or while min_ttl, longer than the rest, decides): a bucket that was already there
+-- got it when it started.
+if started or ((allowed or count_denied) and reset < min_ttl) then
   redis.call(pexpire, key,
     string.format('%d', math.ceil((expiry_from + math.max(reset, min_ttl)) / 1000)))
 end
