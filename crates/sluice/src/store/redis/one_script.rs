@@ -67,6 +67,9 @@ impl Shape {
     }
 }
 
+/// How every reply of a one-limit script ends but for a block in force.
+const GUARD_VALUES: &str = ", violations, warning }";
+
 /// The text of the one-limit script of `shape` on a store whose shortest expiry to write is
 /// `min_ttl` (see `RedisOptions::min_ttl`): its constants, `lua/now.lua`, then the algorithm's
 /// script; or none for an algorithm without one.
@@ -78,6 +81,13 @@ pub fn one_text(shape: &Shape, min_ttl: Micros) -> Option<String> {
     let warn_after = shape
         .warn_after
         .map_or("nil".to_string(), |w| w.to_string());
+    // Without a block or penalty, violations and warning are always 0: the reply leaves them out
+    // (wire::UNGUARDED_REPLY).
+    let body = if shape.guarded {
+        body.into()
+    } else {
+        body.replace(GUARD_VALUES, " }")
+    };
     Some(format!(
         "local min_ttl, limit, window, capacity, count_denied, guarded, warn_after = \
          {}, {}, {}, {}, {}, {}, {warn_after}\n{NOW}{body}",
@@ -115,6 +125,17 @@ mod tests {
              0, 100, 60000000, 100, false, true, 3"
         );
         assert_eq!(Some(body), ONE[usize::from(gcra.code) - 1]);
+        // Every reply ends with the violations and the warning, which an unguarded limit's
+        // script leaves out.
+        for code in 1..=6 {
+            let Some(body) = ONE[usize::from(code) - 1] else {
+                continue;
+            };
+            let returns = body.matches("return { now,").count();
+            assert_eq!(body.matches(GUARD_VALUES).count(), returns, "{code}");
+            let plain = one_text(&Shape::plain(code, 10), Micros::ZERO).expect("a script");
+            assert!(!plain.contains("violations, warning }"), "{code}");
+        }
         let unpenalized = Shape {
             warn_after: None,
             ..gcra

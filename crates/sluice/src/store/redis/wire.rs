@@ -153,6 +153,10 @@ pub fn decide_args(
 /// script answers one limit).
 pub const ONE_REPLY: usize = 7;
 
+/// Values the script of a limit without a block or penalty returns: [`ONE_REPLY`] without the
+/// violations and the warning.
+pub const UNGUARDED_REPLY: usize = 5;
+
 /// Values a rule script returns per limit (after the time).
 pub const MANY_REPLY_PER_LIMIT: usize = 4;
 
@@ -170,6 +174,9 @@ pub fn parse_shaped_reply(
         // No delay (the leaky bucket has no one-limit script), no block in force.
         full.extend_from_slice(&reply[..5]);
         full.extend_from_slice(&[0, -1, reply[5], reply[6]]);
+    } else if limits == 1 && reply.len() == UNGUARDED_REPLY {
+        full.extend_from_slice(reply);
+        full.extend_from_slice(&[0, -1, 0, 0]);
     } else if limits > 1 && reply.len() == 1 + limits * MANY_REPLY_PER_LIMIT {
         // No delay, no block, no penalty: a rule script takes none.
         full.push(reply[0]);
@@ -246,6 +253,12 @@ mod tests {
             .unwrap();
         assert_eq!(one.1[0].retry_after_us, Some(Micros::new(7)));
         assert_eq!((one.1[0].violations, one.1[0].warning), (2, true));
+        let unguarded = parse_shaped_reply(&[5, 1, 3, 10, -1], 1).unwrap().unwrap();
+        assert_eq!(unguarded.0, Micros::new(5));
+        let o = &unguarded.1[0];
+        assert!(o.allowed && o.retry_after_us.is_none() && o.blocked_until_us.is_none());
+        assert_eq!((o.remaining, o.violations, o.warning), (3, 0, false));
+        assert!(parse_shaped_reply(&[5, 1, 3, 10], 1).is_err());
         let (now, many) = parse_shaped_reply(&[5, 1, 3, 10, -1, 0, 0, 4, 4], 2)
             .unwrap()
             .unwrap();

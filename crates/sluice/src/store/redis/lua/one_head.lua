@@ -23,6 +23,8 @@
 --
 -- The scripts return { now_us, allowed (0/1), remaining, reset_after_us, retry_after_us (-1:
 -- none), violations, warning (0/1) }; a block in force, decide.lua's reply for one limit; or {}.
+-- An unguarded limit's script leaves out violations and warning (always 0 there): one_text cuts
+-- them from its text, since each value of a reply costs Redis about 1,000 instructions.
 
 local cost = tonumber(ARGV[2])
 -- A guarded limit's penalty's violations, which every answer carries; and its answer when the

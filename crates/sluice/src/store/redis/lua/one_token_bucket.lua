@@ -43,5 +43,5 @@ if allowed then
   redis.call('SET', KEYS[1], 't' .. string.format('%.17g', used) .. ':' .. string.format('%d', now),
     px, string.format('%d', ms))
 end
-return { now, allowed and 1 or 0, math.max(math.floor(capacity - used + 1e-6), 0), reset, retry,
-  violations, warning }
+local remaining = math.max(math.floor(capacity - used + 1e-6), 0)
+return { now, allowed and 1 or 0, remaining, reset, retry, violations, warning }
