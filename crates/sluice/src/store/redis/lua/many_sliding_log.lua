@@ -16,13 +16,13 @@ if first_@[1] and tonumber(first_@[2]) <= horizon_@ then
 end
 local base_@, start_@, t_@, reset_@ = 0, 0, now, 0
 if first_@[1] then
-  base_@ = tonumber(string.match(first_@[1], '^(%d+):'))
+  local oldest = first_@[1]
+  base_@ = string.byte(oldest, 17) == 58 and tonumber(string.sub(oldest, 1, 16))
   if not base_@ then
     return {}
   end
   local newest = redis.call('ZRANGE', key_@, '-1', '-1', 'WITHSCORES')
-  local s, c = string.match(newest[1], '^(%d+):(%d+)$')
-  start_@ = tonumber(s) + tonumber(c)
+  start_@ = tonumber(string.sub(newest[1], 1, 16)) + tonumber(string.sub(newest[1], 18))
   reset_@ = tonumber(newest[2]) + window_@ - now
   t_@ = math.max(now, tonumber(newest[2]))
 end

@@ -28,13 +28,14 @@ if first[1] and tonumber(first[2]) <= horizon then
 end
 local base, start, t = 0, 0, now
 if first[1] then
-  base = tonumber(string.match(first[1], '^(%d+):'))
+  -- A member is "<start, 16 digits>:<units>" (see sliding_log.lua): cut, not matched.
+  local oldest = first[1]
+  base = string.byte(oldest, 17) == 58 and tonumber(string.sub(oldest, 1, 16))
   if not base then
     return {}
   end
   local newest = redis.call('ZRANGE', key, '-1', '-1', 'WITHSCORES')
-  local s, c = string.match(newest[1], '^(%d+):(%d+)$')
-  start = tonumber(s) + tonumber(c)
+  start = tonumber(string.sub(newest[1], 1, 16)) + tonumber(string.sub(newest[1], 18))
   t = math.max(now, tonumber(newest[2]))
 end
 local count = start - base
