@@ -153,11 +153,12 @@ fixed-window identity costs a refused `DECRBY`, a `GET` and `TIME`: more than th
 whole `INCR`, about 2.7× in instructions; the denial cache answers it without Redis by default).
 Its denials are two
 calls: the one-limit script leaves them, having written nothing, to the general decision, which
-blocks and counts the violation. A rule of several limits without a block, a penalty or
-`count_denied` runs a script made for the rule: each limit's one-limit script split into its read
-and its write, the writes made once every limit passes, so two limits cost two reads and two
-writes under one `TIME` (about 1.6× one limit in instructions, where the general decision cost
-3.4×). Other rules take the general decision. It is a Redis
+blocks and counts the violation. A rule of several limits without `count_denied` runs a script
+made for the rule: each limit's one-limit script split into its read and its write, the writes
+made once every limit passes, so two limits cost two reads and two writes under one `TIME`
+(about 1.6× one limit in instructions, where the general decision cost 3.4×); a limit with a
+block or penalty adds the read of its violations, and its denials and blocks go to the general
+decision, as for one limit. Other rules take the general decision. It is a Redis
 function, so its helpers and algorithms are defined once when the library loads rather than on
 every call as a script would (defining them costs Redis about 4.7 µs a call: a script that
 defines them and returns at once takes 5.8 µs under `redis-benchmark -P 16`, a function of the

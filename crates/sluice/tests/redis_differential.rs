@@ -130,9 +130,9 @@ fn random_step(rng: &mut Rng, scale: &Scale) -> LimitStep {
     }
 }
 
-/// The limits of case number `case`: in odd cases a plain rule of 2 to 4 limits (no block,
-/// penalty, `count_denied` or lease), the shape a rule script decides; otherwise 1 to 3 random
-/// limits.
+/// The limits of case number `case`: in odd cases a rule of 2 to 4 limits without
+/// `count_denied` or a lease (some with a block or a penalty), the shape a rule script decides;
+/// otherwise 1 to 3 random limits.
 fn random_steps(rng: &mut Rng, scale: &Scale, case: usize) -> Vec<LimitStep> {
     if case.is_multiple_of(2) {
         return (0..1 + rng.below(3))
@@ -149,8 +149,6 @@ fn random_steps(rng: &mut Rng, scale: &Scale, case: usize) -> Vec<LimitStep> {
                 step.algorithm = Algorithm::Gcra;
             }
             step.params.count_denied = false;
-            step.block_us = None;
-            step.penalty = None;
             step
         })
         .collect()

@@ -430,10 +430,10 @@ async fn connect_returns_at_once_when_redis_is_down() {
 async fn the_general_decision_is_a_function_reloaded_after_a_flush() {
     let h = Harness::redis().await;
     let server = h.server();
-    // Two limits, one with a block: no rule script takes them.
-    let mut blocking = call("b", step(Algorithm::SlidingLog, 2, 60 * S));
-    blocking.step.block_us = Some(60 * S);
-    let calls = [call("a", step(Algorithm::Gcra, 2, 60 * S)), blocking];
+    // Two limits, one counting its denials: no rule script takes them.
+    let mut counting = call("b", step(Algorithm::SlidingWindow, 2, 60 * S));
+    counting.step.params.count_denied = true;
+    let calls = [call("a", step(Algorithm::Gcra, 2, 60 * S)), counting];
     let decide = async || h.store.decide(&calls, Mode::Apply).await.unwrap();
     assert!(decide().await.outcomes.iter().all(|o| o.allowed));
     let calls_of = |name: &str| server.command_calls(name);
@@ -519,6 +519,100 @@ async fn a_rule_of_plain_limits_is_one_rule_script_call() {
             "{algorithm:?}"
         );
     }
+}
+
+/// A rule whose limits have a block or a penalty is one call of its rule script while it admits,
+/// and reports the penalty's violations; a denial by such a limit, which blocks and counts a
+/// violation, and the block that follows, are the general decision's.
+#[tokio::test]
+async fn a_rule_with_blocks_and_penalties_is_one_rule_script_call_while_it_admits() {
+    let h = Harness::redis().await;
+    let server = h.server();
+    let calls_of = |name: &str| {
+        (
+            server.command_calls("evalsha"),
+            server.command_calls("fcall"),
+            server.command_calls(name),
+        )
+    };
+    for algorithm in SCRIPTED {
+        let mut penalized = call(
+            &format!("p{}", algorithm.name()),
+            step(algorithm, 2, 60 * S),
+        );
+        penalized.step.penalty = Some(sluice::algorithm::penalty::Settings {
+            warn_after: 1,
+            ban_after: 3,
+            ban_us: 600 * S,
+            memory_us: 600 * S,
+        });
+        let mut blocking = call(
+            &format!("b{}", algorithm.name()),
+            step(Algorithm::Gcra, 5, 60 * S),
+        );
+        blocking.step.block_us = Some(600 * S);
+        let calls = [penalized, blocking];
+        let decide = async || h.store.decide(&calls, Mode::Apply).await.unwrap();
+        assert!(decide().await.outcomes.iter().all(|o| o.allowed));
+        assert_eq!(server.cli(&["CONFIG", "RESETSTAT"]), "OK");
+        let second = decide().await;
+        assert!(second.outcomes.iter().all(|o| o.allowed), "{algorithm:?}");
+        assert_eq!(
+            (second.outcomes[0].violations, second.outcomes[0].warning),
+            (0, false)
+        );
+        // The script reads the penalty's violations key, nothing else but the states.
+        assert_eq!(calls_of("get").0, 1, "{algorithm:?}");
+        assert_eq!(calls_of("get").1, 0, "{algorithm:?}");
+        // The penalized limit denies: the general decision counts the violation.
+        let third = decide().await;
+        assert!(!third.outcomes[0].allowed && third.outcomes[1].allowed);
+        assert_eq!(
+            (third.outcomes[0].violations, third.outcomes[0].warning),
+            (1, true)
+        );
+        assert_eq!(
+            calls_of("get").1,
+            1,
+            "{algorithm:?}: the denial went to the general decision"
+        );
+        assert_eq!(
+            third.outcomes[1].remaining, 3,
+            "{algorithm:?}: the denial took nothing"
+        );
+        // Once the window has passed, the rule script admits again and reports the violation.
+        h.advance_us(70 * S);
+        assert_eq!(server.cli(&["CONFIG", "RESETSTAT"]), "OK");
+        let fourth = decide().await;
+        assert!(fourth.outcomes.iter().all(|o| o.allowed), "{algorithm:?}");
+        assert_eq!(
+            (fourth.outcomes[0].violations, fourth.outcomes[0].warning),
+            (1, true)
+        );
+        assert_eq!(
+            (calls_of("get").0, calls_of("get").1),
+            (1, 0),
+            "{algorithm:?}"
+        );
+    }
+    // A denial by the blocking limit blocks the identity; the rule script leaves the block to
+    // the general decision, which answers it.
+    let mut blocking = call("blocked", step(Algorithm::Gcra, 1, 60 * S));
+    blocking.step.block_us = Some(600 * S);
+    let plain = call("plain", step(Algorithm::FixedWindow, 100, 3600 * S));
+    let calls = [plain, blocking];
+    let decide = async || h.store.decide(&calls, Mode::Apply).await.unwrap();
+    assert!(decide().await.outcomes.iter().all(|o| o.allowed));
+    let denied = decide().await;
+    let until = denied.outcomes[1].blocked_until_us.expect("blocked");
+    h.advance_us(120 * S);
+    let blocked = decide().await;
+    assert!(!blocked.outcomes[1].allowed);
+    assert_eq!(blocked.outcomes[1].blocked_until_us, Some(until));
+    assert_eq!(
+        blocked.outcomes[0].remaining, 99,
+        "the blocked request took nothing"
+    );
 }
 
 /// A blocked identity of a one-limit rule is answered by its algorithm's one-limit script, in

@@ -10,10 +10,15 @@
 //! cost. Each part's locals carry the limit's number (the part's `@`), so a limit's look and its
 //! record share them.
 //!
+//! A limit with a block or a penalty (guarded) is taken too, as its one-limit script takes it: a
+//! penalty's violations are read first (`lua/many_violations.lua`), and the reply then carries
+//! every limit's violations and warning; its denial, which blocks or counts a violation, and a
+//! block marker in its key (a block in force or over) are left to the general decision.
+//!
 //! Invariants: a rule script restates `lua/decide.lua` for the rules it takes, and takes only
-//! rules of [`MAX_LIMITS`] or fewer limits, each with an algorithm that has a part, with no
-//! block, penalty or `count_denied` (those keep the general decision); anything it does not
-//! expect in a key, it leaves to the general decision having written nothing.
+//! rules of [`MAX_LIMITS`] or fewer limits, each with an algorithm that has a part, without
+//! `count_denied` (those keep the general decision); anything it does not expect in a key, and
+//! any denial by a guarded limit, it leaves to the general decision having written nothing.
 
 use std::fmt::Write;
 
@@ -39,9 +44,13 @@ const MANY: [Option<&str>; REGISTRY.len()] = [
 
 const RECORD: &str = "--@record\n";
 
+/// A penalized limit's violations and warning, read before its look (its violations key and
+/// warn_after written in).
+const VIOLATIONS: &str = include_str!("lua/many_violations.lua");
+
 /// The look and the record of a limit of `shape`, if a rule script can decide it.
 fn part(shape: &Shape) -> Option<(&'static str, &'static str)> {
-    if shape.guarded || shape.count_denied {
+    if shape.count_denied {
         return None;
     }
     let text = MANY
@@ -68,18 +77,35 @@ pub fn many_text(shapes: &[Shape], min_ttl: Micros) -> Option<String> {
     let mut records = String::new();
     let mut enforced = Vec::new();
     let mut reply = String::from("return { now");
+    let guarded = shapes.iter().any(|s| s.guarded);
+    // KEYS: each limit's state key, followed by its violations key if it has a penalty.
+    let mut key = 1;
     for (i, (shape, (look, record))) in shapes.iter().zip(parts).enumerate() {
         let n = (i + 1).to_string();
         let arg = i + 2;
         let _ = write!(
             text,
-            "\n-- limit {n}\nlocal key_{n}, cost_{n}, cost_text_{n} = KEYS[{n}], tonumber(ARGV[{arg}]), \
-             ARGV[{arg}]\nlocal limit_{n}, window_{n}, capacity_{n} = {}, {}, {}\n{}",
-            shape.count,
-            shape.window_us,
-            shape.capacity,
-            look.replace('@', &n)
+            "\n-- limit {n}\nlocal key_{n}, cost_{n}, cost_text_{n} = KEYS[{key}], tonumber(ARGV[{arg}]), \
+             ARGV[{arg}]\nlocal limit_{n}, window_{n}, capacity_{n} = {}, {}, {}\n",
+            shape.count, shape.window_us, shape.capacity,
         );
+        key += 1;
+        if let Some(warn_after) = shape.warn_after {
+            text.push_str(
+                &VIOLATIONS
+                    .replace("violations_key_@", &format!("KEYS[{key}]"))
+                    .replace("warn_after_@", &warn_after.to_string())
+                    .replace('@', &n),
+            );
+            key += 1;
+        } else if guarded {
+            let _ = writeln!(text, "local violations_{n}, warning_{n} = 0, 0");
+        }
+        text.push_str(&look.replace('@', &n));
+        if shape.guarded {
+            // Its denial blocks or counts a violation: the general decision's to make.
+            let _ = writeln!(text, "if not allowed_{n} then\n  return {{}}\nend");
+        }
         let _ = write!(
             records,
             "if allowed_{n} then\n{}end\n",
@@ -92,6 +118,9 @@ pub fn many_text(shapes: &[Shape], min_ttl: Micros) -> Option<String> {
             reply,
             ", allowed_{n} and 1 or 0, remaining_{n}, reset_{n}, retry_{n}"
         );
+        if guarded {
+            let _ = write!(reply, ", violations_{n}, warning_{n}");
+        }
     }
     if enforced.is_empty() {
         enforced.push("true".to_string());
@@ -143,7 +172,37 @@ mod tests {
     }
 
     #[test]
-    fn only_plain_rules_of_a_few_limits_get_a_rule_script() {
+    fn a_guarded_limit_reads_its_violations_and_leaves_its_denials() {
+        let gcra = shape(Algorithm::Gcra, 10);
+        let penalized = Shape {
+            guarded: true,
+            warn_after: Some(3),
+            ..shape(Algorithm::SlidingWindow, 5)
+        };
+        let blocking = Shape {
+            guarded: true,
+            ..shape(Algorithm::FixedWindow, 7)
+        };
+        let text = many_text(&[penalized, gcra, blocking], Micros::ZERO).expect("a rule script");
+        assert!(!text.contains('@'), "every part's names are numbered");
+        // KEYS: the penalized limit's state and violations keys, then one state key each.
+        assert!(text.contains("local key_1, cost_1, cost_text_1 = KEYS[1], tonumber(ARGV[2])"));
+        assert!(text.contains("redis.call('GET', KEYS[2])"));
+        assert!(text.contains(">= 3 then"), "its warn_after");
+        assert!(text.contains("local key_2, cost_2, cost_text_2 = KEYS[3], tonumber(ARGV[3])"));
+        assert!(text.contains("local key_3, cost_3, cost_text_3 = KEYS[4], tonumber(ARGV[4])"));
+        assert!(text.contains("local violations_2, warning_2 = 0, 0\n"));
+        assert!(text.contains("if not allowed_1 then\n  return {}\nend"));
+        assert!(text.contains("if not allowed_3 then\n  return {}\nend"));
+        assert!(
+            !text.contains("if not allowed_2 then\n  return {}"),
+            "a plain limit answers"
+        );
+        assert!(text.ends_with("retry_3, violations_3, warning_3 }\n"));
+    }
+
+    #[test]
+    fn only_rules_of_a_few_limits_without_count_denied_get_a_rule_script() {
         let gcra = shape(Algorithm::Gcra, 10);
         let shadow = Shape {
             shadow: true,
@@ -161,10 +220,6 @@ mod tests {
         assert!(many_text(&[gcra; MAX_LIMITS], Micros::ZERO).is_some());
         assert!(many_text(&[gcra; MAX_LIMITS + 1], Micros::ZERO).is_none());
         for odd in [
-            Shape {
-                guarded: true,
-                ..gcra
-            },
             Shape {
                 count_denied: true,
                 ..gcra

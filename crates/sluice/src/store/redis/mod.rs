@@ -7,7 +7,7 @@
 //! - [`keys`]: key names and parsing them back;
 //! - [`script`]: the Lua scripts (`lua/*.lua`, joined at compile time), which one decides a
 //!   request; [`one_script`]: the one-limit scripts made for each limit, its constants written
-//!   in; `many_script`: the rule scripts made for each rule of plain limits; `shape_scripts`:
+//!   in; `many_script`: the rule scripts made for each rule of several limits; `shape_scripts`:
 //!   those made so far; `wire`: their arguments and replies, as each script documents them.
 //!
 //! # One decision, one script call, at the floor
@@ -23,10 +23,11 @@
 //!   its state key for a block marker (a block in force is answered from it) and, with a
 //!   penalty, a look for recent violations; its denials go to the general decision, which
 //!   imposes the block and counts the violation;
-//! - several limits without a block, a penalty or `count_denied` run a script made for the rule
-//!   (`many_script`): each limit's one-limit script split into a look and a record, the records
-//!   made once every enforcing limit passes, so two limits cost Redis two reads and two writes
-//!   under one `TIME`;
+//! - several limits without `count_denied` run a script made for the rule (`many_script`): each
+//!   limit's one-limit script split into a look and a record, the records made once every
+//!   enforcing limit passes, so two limits cost Redis two reads and two writes under one `TIME`;
+//!   a limit with a block or a penalty is taken as one limit's script takes it, but a block in
+//!   force too goes to the general decision;
 //! - anything else runs `lua/decide.lua` after the prelude (`lua/idiv.lua`, `lua/prelude.lua`)
 //!   and one file per algorithm, as the function of a library loaded once (`FCALL`, see
 //!   [`function`]), which restates [`crate::algorithm::step`]: block check, each algorithm's

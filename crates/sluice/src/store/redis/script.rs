@@ -9,12 +9,12 @@
 //!   with a block or a penalty it also answers a block in force and reports the penalty's
 //!   violations, and leaves every denial (which blocks and counts a violation) to the general
 //!   script. The leaky bucket has none.
-//! - several limits, each with a one-limit script and without a block, a penalty or
-//!   `count_denied`: a rule script made for the rule (`many_script`), their one-limit scripts
-//!   split into looks and records; it leaves to the general script what a one-limit script
-//!   leaves, and a sliding log's denial.
-//! - anything else (a peek, a block or penalty among several limits, what a shaped script
-//!   left): `decide`, the
+//! - several limits, each with a one-limit script and without `count_denied`: a rule script made
+//!   for the rule (`many_script`), their one-limit scripts split into looks and records; it
+//!   leaves to the general script what a one-limit script leaves, a sliding log's denial and a
+//!   block marker.
+//! - anything else (a peek, `count_denied` among several limits, what a shaped script left):
+//!   `decide`, the
 //!   prelude, every algorithm and `lua/decide.lua`, which restates [`crate::algorithm::step`].
 //!   Its first part, `lua/blocked.lua`, answers a one-limit request of a blocked identity before
 //!   anything else (a blocked identity costs Redis a read), and otherwise keeps its read for the

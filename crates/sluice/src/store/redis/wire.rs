@@ -160,6 +160,10 @@ pub const UNGUARDED_REPLY: usize = 5;
 /// Values a rule script returns per limit (after the time).
 pub const MANY_REPLY_PER_LIMIT: usize = 4;
 
+/// Values a rule script with a guarded limit returns per limit: [`MANY_REPLY_PER_LIMIT`], then
+/// the violations and the warning.
+pub const GUARDED_MANY_REPLY_PER_LIMIT: usize = 6;
+
 /// Decodes the reply of a one-limit script (`one_<algorithm>`) or, for several `limits`, of a
 /// rule script: `None` when it left the request to the general script.
 pub fn parse_shaped_reply(
@@ -178,11 +182,17 @@ pub fn parse_shaped_reply(
         full.extend_from_slice(reply);
         full.extend_from_slice(&[0, -1, 0, 0]);
     } else if limits > 1 && reply.len() == 1 + limits * MANY_REPLY_PER_LIMIT {
-        // No delay, no block, no penalty: a rule script takes none.
+        // No delay (no leaky bucket), no block in force, no penalty.
         full.push(reply[0]);
         for r in reply[1..].chunks_exact(MANY_REPLY_PER_LIMIT) {
             full.extend_from_slice(r);
             full.extend_from_slice(&[0, -1, 0, 0]);
+        }
+    } else if limits > 1 && reply.len() == 1 + limits * GUARDED_MANY_REPLY_PER_LIMIT {
+        full.push(reply[0]);
+        for r in reply[1..].chunks_exact(GUARDED_MANY_REPLY_PER_LIMIT) {
+            full.extend_from_slice(&r[..4]);
+            full.extend_from_slice(&[0, -1, r[4], r[5]]);
         }
     } else {
         full.extend_from_slice(reply);
@@ -267,5 +277,15 @@ mod tests {
         assert_eq!(many[1].retry_after_us, Some(Micros::new(4)));
         assert_eq!(many[1].blocked_until_us, None);
         assert!(parse_shaped_reply(&[5, 1, 3, 10, -1, 0], 2).is_err());
+        let (_, guarded) = parse_shaped_reply(&[5, 1, 3, 10, -1, 0, 0, 1, 4, 9, -1, 2, 1], 2)
+            .unwrap()
+            .unwrap();
+        assert_eq!((guarded[0].violations, guarded[0].warning), (0, false));
+        assert_eq!(
+            (guarded[1].remaining, guarded[1].reset_after_us),
+            (4, Micros::new(9))
+        );
+        assert_eq!((guarded[1].violations, guarded[1].warning), (2, true));
+        assert_eq!(guarded[1].blocked_until_us, None);
     }
 }

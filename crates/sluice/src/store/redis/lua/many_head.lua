@@ -2,22 +2,25 @@
 -- in one call when each of them has a one-limit script (many_script::many_text writes it, after
 -- now.lua and idiv.lua). A rule script is written for its rule's limits, in their order; each
 -- limit's part comes from many_<algorithm>.lua, its names suffixed with the limit's number so
--- that every limit keeps its own locals. It restates decide.lua for limits without a block, a
--- penalty or count_denied (which take the general decision): every limit looks (one read,
--- nothing written); only when every enforcing (non-shadow) limit passes does each admitted limit
--- record; the reply is each limit's outcome, as decide.lua gives it.
+-- that every limit keeps its own locals. It restates decide.lua for limits without
+-- count_denied (which take the general decision): every limit looks (one read, nothing
+-- written); only when every enforcing (non-shadow) limit passes does each admitted limit record;
+-- the reply is each limit's outcome, as decide.lua gives it. A limit with a block or a penalty
+-- (guarded) is taken while it admits: a penalty's violations are read before its look
+-- (many_violations.lua), and its denial, which blocks or counts a violation, returns {}.
 --
 -- The script opens with `local min_ttl = <µs>` (see RedisOptions::min_ttl). Before each limit's
 -- part it sets, for limit number i:
---   key_i, cost_i, cost_text_i = KEYS[i], tonumber(ARGV[i + 1]), ARGV[i + 1]
+--   key_i, cost_i, cost_text_i = its state key, tonumber(ARGV[i + 1]), ARGV[i + 1]
 --   limit_i, window_i, capacity_i = the limit's count, window_us and capacity, written in
--- and each part leaves allowed_i, remaining_i, reset_i and retry_i (-1: none) as the look says;
+-- (and, in a rule with a guarded limit, violations_i and warning_i), and each part leaves allowed_i, remaining_i, reset_i and retry_i (-1: none) as the look says;
 -- its record (the lines after its record marker) updates remaining_i and reset_i.
 -- A part that finds anything it does not expect (a block marker, another algorithm's state, a
 -- denial it cannot answer) returns {} before anything is written, and the store sends the
 -- general decision.
 --
 -- ARGV: now in µs from the client's clock ('' to read Redis TIME), then each limit's cost.
--- KEYS: each limit's state key.
+-- KEYS: each limit's state key, followed by its violations key if it has a penalty.
 -- Returns: { now_us, then 4 per limit: allowed (0/1), remaining, reset_after_us,
---   retry_after_us (-1: none) }, or {}.
+--   retry_after_us (-1: none) }, or {}; when a limit is guarded, 6 per limit: those and the
+--   violations and warning (0/1).
