@@ -595,6 +595,35 @@ async fn a_rule_with_blocks_and_penalties_is_one_rule_script_call_while_it_admit
             "{algorithm:?}"
         );
     }
+    // Up to 8 penalized limits of one algorithm, each reading its violations, in one call.
+    for algorithm in SCRIPTED {
+        let calls: Vec<_> = (0..8)
+            .map(|i| {
+                let mut c = call(
+                    &format!("8{}{i}", algorithm.name()),
+                    step(algorithm, 3, 60 * S),
+                );
+                c.step.block_us = Some(60 * S);
+                c.step.penalty = Some(sluice::algorithm::penalty::Settings {
+                    warn_after: 2,
+                    ban_after: 3,
+                    ban_us: 60 * S,
+                    memory_us: 60 * S,
+                });
+                c
+            })
+            .collect();
+        let decide = async || h.store.decide(&calls, Mode::Apply).await.unwrap();
+        assert!(decide().await.outcomes.iter().all(|o| o.allowed));
+        assert_eq!(server.cli(&["CONFIG", "RESETSTAT"]), "OK");
+        assert!(decide().await.outcomes.iter().all(|o| o.remaining == 1));
+        let (evalsha, fcall, gets) = calls_of("get");
+        assert_eq!((evalsha, fcall), (1, 0), "{algorithm:?}");
+        assert!(
+            gets >= 8,
+            "{algorithm:?}: {gets} GET, one per violations key at least"
+        );
+    }
     // A denial by the blocking limit blocks the identity; the rule script leaves the block to
     // the general decision, which answers it.
     let mut blocking = call("blocked", step(Algorithm::Gcra, 1, 60 * S));
