@@ -57,8 +57,8 @@ pub(crate) use prelude;
 pub const NOW: &str = include_str!("lua/now.lua");
 
 /// A one-limit script: `lua/one_head.lua` (the time and the cost), the parts it names
-/// (`idiv.lua` for those that divide), then `lua/one_<algorithm>.lua`. Redis runs it after the
-/// limit's constants and [`NOW`] ([`one_script::one_text`](super::one_script::one_text)).
+/// (`idiv.lua` for the sliding window and GCRA), then `lua/one_<algorithm>.lua`. Redis runs it
+/// after the limit's constants and [`NOW`] ([`one_script::one_text`](super::one_script::one_text)).
 macro_rules! one {
     ($($part:literal),+) => {
         Some(concat!(include_str!("lua/one_head.lua"), $(include_str!(concat!("lua/", $part))),+))
@@ -69,7 +69,7 @@ macro_rules! one {
 pub const ONE: [Option<&str>; REGISTRY.len()] = [
     one!("one_sliding_log.lua"),
     one!("idiv.lua", "one_sliding_window.lua"),
-    one!("idiv.lua", "one_fixed_window.lua"),
+    one!("one_fixed_window.lua"),
     one!("one_token_bucket.lua"),
     one!("idiv.lua", "one_gcra.lua"),
     None,

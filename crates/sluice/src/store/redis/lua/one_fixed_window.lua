@@ -1,10 +1,12 @@
 -- one_fixed_window: one fixed-window limit (see one_head.lua for a block or penalty), at the floor
 -- of what Redis must do: TIME and one DECRBY while the window lasts (plus a SET when a window
 -- starts). Restates fixed_window_look and fixed_window_record (fixed_window.lua,
--- algorithm/fixed_window.rs), counting first and undoing a denied count, after one_head.lua and
--- idiv.lua, without the prelude: every function a script defines costs Redis time on every call.
--- Anything but a count in the key (a block marker, another algorithm's state) returns {} and the
--- caller decides with the general script instead.
+-- algorithm/fixed_window.rs), counting first and undoing a denied count, after one_head.lua,
+-- without the prelude: every function a script defines costs Redis time on every call, so it
+-- divides without idiv.lua: the window's index as idiv does (a quotient one ulp off its integer
+-- is corrected); the slot (idx % SLOTS, idx below 2^53) and a count's slot (a division by 2^25)
+-- are exact in doubles. Anything but a count in the key (a block marker, another algorithm's
+-- state) returns {} and the caller decides with the general script instead.
 --
 -- KEYS[1]: the state key, -(slot * 2^25 + count) (see fixed_window.lua).
 -- ARGV, the limit's constants (and KEYS[2]): as one_head.lua says.
@@ -20,13 +22,19 @@ if type(r) ~= 'number' then
 end
 local M, SLOTS, CAP = 33554432, 268435455, 16777216
 
-local idx = idiv(now, window)
-local slot = idx - idiv(idx, SLOTS) * SLOTS + 1
+local floor = math.floor
+local idx = floor(now / window)
+if idx * window > now then
+  idx = idx - 1
+elseif (idx + 1) * window <= now then
+  idx = idx + 1
+end
+local slot = idx % SLOTS + 1
 local left = (idx + 1) * window - now
 local m = -r
 local count = 0
 if m > 0 then
-  local s = idiv(m, M)
+  local s = floor(m / M)
   if s == slot then
     count = m - s * M
   end
