@@ -82,7 +82,7 @@ pub fn one_text(shape: &Shape, min_ttl: Micros) -> Option<String> {
         .warn_after
         .map_or("nil".to_string(), |w| w.to_string());
     // Without a block or penalty, violations and warning are always 0: the reply leaves them out
-    // (wire::UNGUARDED_REPLY).
+    // (wire::SHAPED_REPLY_PER_LIMIT).
     let body = if shape.guarded {
         body.into()
     } else {
@@ -127,8 +127,8 @@ mod tests {
         assert_eq!(Some(body), ONE[usize::from(gcra.code) - 1]);
         // Every reply ends with the violations and the warning, which an unguarded limit's
         // script leaves out.
-        for code in 1..=6 {
-            let Some(body) = ONE[usize::from(code) - 1] else {
+        for (code, body) in (1u8..).zip(ONE) {
+            let Some(body) = body else {
                 continue;
             };
             let returns = body.matches("return { now,").count();

@@ -149,23 +149,17 @@ pub fn decide_args(
     Ok(args)
 }
 
-/// Values a `one_<algorithm>` script returns (but for a block in force, answered as the general
-/// script answers one limit).
-pub const ONE_REPLY: usize = 7;
+/// Values a one-limit or rule script returns per limit, after the time: allowed, remaining,
+/// reset and retry.
+pub const SHAPED_REPLY_PER_LIMIT: usize = 4;
 
-/// Values the script of a limit without a block or penalty returns: [`ONE_REPLY`] without the
+/// Values per limit when a limit has a block or a penalty: [`SHAPED_REPLY_PER_LIMIT`], then the
 /// violations and the warning.
-pub const UNGUARDED_REPLY: usize = 5;
+pub const GUARDED_REPLY_PER_LIMIT: usize = 6;
 
-/// Values a rule script returns per limit (after the time).
-pub const MANY_REPLY_PER_LIMIT: usize = 4;
-
-/// Values a rule script with a guarded limit returns per limit: [`MANY_REPLY_PER_LIMIT`], then
-/// the violations and the warning.
-pub const GUARDED_MANY_REPLY_PER_LIMIT: usize = 6;
-
-/// Decodes the reply of a one-limit script (`one_<algorithm>`) or, for several `limits`, of a
-/// rule script: `None` when it left the request to the general script.
+/// Decodes the reply of a one-limit script (`one_<algorithm>`) or a rule script for `limits`
+/// limits: `None` when it left the request to the general script. A one-limit script's answer
+/// for a block in force is the general script's.
 pub fn parse_shaped_reply(
     reply: &[i64],
     limits: usize,
@@ -173,29 +167,26 @@ pub fn parse_shaped_reply(
     if reply.is_empty() {
         return Ok(None);
     }
+    let values = reply.len() - 1;
+    let per_limit = values.checked_div(limits).unwrap_or(0);
+    let shaped = values.is_multiple_of(limits)
+        && matches!(per_limit, SHAPED_REPLY_PER_LIMIT | GUARDED_REPLY_PER_LIMIT);
+    if !shaped {
+        return parse_reply(reply, limits).map(Some);
+    }
+    // No delay (the leaky bucket has no such script), no block in force; no violations without
+    // a block or penalty.
     let mut full = Vec::with_capacity(1 + limits * REPLY_PER_LIMIT);
-    if limits == 1 && reply.len() == ONE_REPLY {
-        // No delay (the leaky bucket has no one-limit script), no block in force.
-        full.extend_from_slice(&reply[..5]);
-        full.extend_from_slice(&[0, -1, reply[5], reply[6]]);
-    } else if limits == 1 && reply.len() == UNGUARDED_REPLY {
-        full.extend_from_slice(reply);
-        full.extend_from_slice(&[0, -1, 0, 0]);
-    } else if limits > 1 && reply.len() == 1 + limits * MANY_REPLY_PER_LIMIT {
-        // No delay (no leaky bucket), no block in force, no penalty.
-        full.push(reply[0]);
-        for r in reply[1..].chunks_exact(MANY_REPLY_PER_LIMIT) {
-            full.extend_from_slice(r);
-            full.extend_from_slice(&[0, -1, 0, 0]);
-        }
-    } else if limits > 1 && reply.len() == 1 + limits * GUARDED_MANY_REPLY_PER_LIMIT {
-        full.push(reply[0]);
-        for r in reply[1..].chunks_exact(GUARDED_MANY_REPLY_PER_LIMIT) {
-            full.extend_from_slice(&r[..4]);
-            full.extend_from_slice(&[0, -1, r[4], r[5]]);
-        }
-    } else {
-        full.extend_from_slice(reply);
+    full.push(reply[0]);
+    for r in reply[1..].chunks_exact(per_limit) {
+        full.extend_from_slice(&r[..SHAPED_REPLY_PER_LIMIT]);
+        let (violations, warning) = match r {
+            [.., violations, warning] if per_limit == GUARDED_REPLY_PER_LIMIT => {
+                (*violations, *warning)
+            }
+            _ => (0, 0),
+        };
+        full.extend_from_slice(&[0, -1, violations, warning]);
     }
     parse_reply(&full, limits).map(Some)
 }

@@ -13,8 +13,9 @@
 -- part it sets, for limit number i:
 --   key_i, cost_i, cost_text_i = its state key, tonumber(ARGV[i + 1]), ARGV[i + 1]
 --   limit_i, window_i, capacity_i = the limit's count, window_us and capacity, written in
--- (and, in a rule with a guarded limit, violations_i and warning_i), and each part leaves allowed_i, remaining_i, reset_i and retry_i (-1: none) as the look says;
--- its record (the lines after its record marker) updates remaining_i and reset_i.
+-- (and, in a rule with a guarded limit, violations_i and warning_i), and each part leaves
+-- allowed_i, remaining_i, reset_i and retry_i (-1: none) as the look says; its record (the
+-- lines after its record marker) updates remaining_i and reset_i.
 -- A part that finds anything it does not expect (a block marker, another algorithm's state, a
 -- denial it cannot answer) returns {} before anything is written, and the store sends the
 -- general decision.
