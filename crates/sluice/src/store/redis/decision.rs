@@ -9,6 +9,7 @@ use redis::{Arg, Cmd, ErrorKind, Script, ServerErrorKind};
 use super::keys::{self, Part};
 use super::{RedisStore, script, store_error, wire};
 use crate::algorithm::Mode;
+use crate::clock::{Clock, SystemClock};
 use crate::store::{LimitCall, StoreError, StoreReply};
 
 impl RedisStore {
@@ -96,6 +97,15 @@ impl RedisStore {
                 result => result,
             }
             .map_err(store_error)?;
+            if let [call] = calls
+                && let Some((now_us, outcome)) =
+                    wire::parse_marked_reply(&reply, call, || SystemClock.now_us())?
+            {
+                return Ok(StoreReply {
+                    now_us,
+                    outcomes: vec![outcome],
+                });
+            }
             if let Some((now_us, outcomes)) = wire::parse_shaped_reply(&reply, calls.len())? {
                 return Ok(StoreReply { now_us, outcomes });
             }

@@ -4,9 +4,9 @@
 //! The general decision reads every limit's numbers and options from its arguments into tables
 //! and runs each algorithm through generic look and record functions: for two limits it costs
 //! Redis about 3.5× one limit's script. A rule script is written for its limits instead
-//! ([`many_text`]): `lua/now.lua`, `lua/idiv.lua` and `lua/many_head.lua`, then each limit's
-//! constants and the look of its `lua/many_<algorithm>.lua` part, then the records, made only
-//! once every enforcing limit passes, then the reply. A call carries the time and each limit's
+//! ([`many_text`]): `lua/now.lua`, `lua/idiv.lua` (when a part divides) and `lua/many_head.lua`,
+//! then each limit's constants and the look of its `lua/many_<algorithm>.lua` part, then the
+//! records, made only once every enforcing limit passes, then the reply. A call carries the time and each limit's
 //! cost. Each part's locals carry the limit's number (the part's `@`), so a limit's look and its
 //! record share them.
 //!
@@ -68,10 +68,18 @@ pub fn many_text(shapes: &[Shape], min_ttl: Micros) -> Option<String> {
         return None;
     }
     let parts = shapes.iter().map(part).collect::<Option<Vec<_>>>()?;
+    // Lua makes a script's local function anew on every call: idiv only where a part divides.
+    let divides = parts
+        .iter()
+        .any(|(look, record)| look.contains("idiv(") || record.contains("idiv("));
     let mut text = format!(
-        "local min_ttl = {}\n{NOW}{}{}",
+        "local min_ttl, marked = {}, false\n{NOW}{}{}",
         min_ttl.get(),
-        include_str!("lua/idiv.lua"),
+        if divides {
+            include_str!("lua/idiv.lua")
+        } else {
+            ""
+        },
         include_str!("lua/many_head.lua")
     );
     let mut records = String::new();
@@ -85,8 +93,9 @@ pub fn many_text(shapes: &[Shape], min_ttl: Micros) -> Option<String> {
         let arg = i + 2;
         let _ = write!(
             text,
-            "\n-- limit {n}\nlocal key_{n}, cost_{n}, cost_text_{n} = KEYS[{key}], tonumber(ARGV[{arg}]), \
-             ARGV[{arg}]\nlocal limit_{n}, window_{n}, capacity_{n} = {}, {}, {}\n",
+            "\n-- limit {n}\nlocal key_{n}, cost_text_{n} = KEYS[{key}], ARGV[{arg}]\n\
+             local cost_{n} = cost_text_{n} == '1' and 1 or tonumber(cost_text_{n})\n\
+             local limit_{n}, window_{n}, capacity_{n} = {}, {}, {}\n",
             shape.count, shape.window_us, shape.capacity,
         );
         key += 1;
@@ -162,13 +171,19 @@ mod tests {
         )
         .expect("a rule script");
         assert!(!text.contains('@'), "every part's names are numbered");
-        assert!(text.starts_with(&format!("local min_ttl = 0\n{NOW}")));
+        assert!(text.starts_with(&format!("local min_ttl, marked = 0, false\n{NOW}")));
         assert!(text.contains("local limit_2, window_2, capacity_2 = 100, 60000000, 100\n"));
         assert!(text.contains("if allowed_1 and allowed_2 then\n"));
         assert!(text.ends_with(
             "return { now, allowed_1 and 1 or 0, remaining_1, reset_1, retry_1, \
              allowed_2 and 1 or 0, remaining_2, reset_2, retry_2 }\n"
         ));
+        // The gcra divides; two fixed windows do not, and their script defines no idiv.
+        let idiv = "local function idiv(";
+        assert!(text.contains(idiv));
+        let windows = [Algorithm::FixedWindow; 2].map(|a| shape(a, 5));
+        let text = many_text(&windows, Micros::ZERO).expect("a rule script");
+        assert!(!text.contains(idiv) && !text.contains("idiv("));
     }
 
     #[test]
@@ -186,11 +201,11 @@ mod tests {
         let text = many_text(&[penalized, gcra, blocking], Micros::ZERO).expect("a rule script");
         assert!(!text.contains('@'), "every part's names are numbered");
         // KEYS: the penalized limit's state and violations keys, then one state key each.
-        assert!(text.contains("local key_1, cost_1, cost_text_1 = KEYS[1], tonumber(ARGV[2])"));
+        assert!(text.contains("local key_1, cost_text_1 = KEYS[1], ARGV[2]\n"));
         assert!(text.contains("redis.call('GET', KEYS[2])"));
         assert!(text.contains(">= 3 then"), "its warn_after");
-        assert!(text.contains("local key_2, cost_2, cost_text_2 = KEYS[3], tonumber(ARGV[3])"));
-        assert!(text.contains("local key_3, cost_3, cost_text_3 = KEYS[4], tonumber(ARGV[4])"));
+        assert!(text.contains("local key_2, cost_text_2 = KEYS[3], ARGV[3]\n"));
+        assert!(text.contains("local key_3, cost_text_3 = KEYS[4], ARGV[4]\n"));
         assert!(text.contains("local violations_2, warning_2 = 0, 0\n"));
         assert!(text.contains("if not allowed_1 then\n  return {}\nend"));
         assert!(text.contains("if not allowed_3 then\n  return {}\nend"));

@@ -15,9 +15,10 @@
 //! chosen by the request's shape ([`script::Scripts::shaped_for`]):
 //! - one limit — the common case — runs `lua/one_<algorithm>.lua` (after `lua/one_head.lua`),
 //!   written for that algorithm alone so that Redis does what the algorithm needs and no more:
-//!   `TIME`, one read and one write of one key (the fixed window: one `DECRBY`), with the limit's
-//!   numbers written into the script so that a call carries only the time and the cost. It answers only
-//!   the case it expects; for anything else (a block marker, another algorithm's state, a
+//!   `TIME`, one read and one write of one key (the fixed window: one `DECRBY`, and instead of
+//!   `TIME` the key's `PTTL` while its window lasts, since its expiry marks the window's end:
+//!   `lua/one_fixed_window.lua`), with the limit's numbers written into the script so that a call
+//!   carries only the time and the cost. It answers only the case it expects; for anything else (a block marker, another algorithm's state, a
 //!   sliding log denial, whose retry time needs a search) it writes nothing and answers `{}`,
 //!   and the store sends the general decision. A limit with a block or a penalty adds a read of
 //!   its state key for a block marker (a block in force is answered from it) and, with a
@@ -41,7 +42,8 @@
 //! Redis `TIME`) run the memory store and this store side by side (`tests/`). [`Mode::Peek`]
 //! writes nothing.
 //!
-//! Time comes from Redis `TIME` (µs), so app nodes with skewed clocks agree; with
+//! Time comes from Redis `TIME` (µs), so app nodes with skewed clocks agree (a fixed window's
+//! admission in its marked window knows Redis' time from the key's expiry, to the ms); with
 //! [`RedisOptions::clock`] set, the client's clock is sent instead (tests use a
 //! [`ManualClock`](crate::ManualClock) and never sleep). Every state records its own times, and
 //! a key expires only once its state stops mattering (on `TIME`, at an absolute instant: see

@@ -11,7 +11,7 @@
 //! shortest expiry is written into all of them.
 
 use super::script::{NOW, ONE, guarded};
-use crate::model::Micros;
+use crate::model::{Algorithm, Micros};
 use crate::store::LimitCall;
 
 /// What a one-limit script, or a limit's part of a rule script, has written into it.
@@ -70,6 +70,14 @@ impl Shape {
 /// How every reply of a one-limit script ends but for a block in force.
 const GUARD_VALUES: &str = ", violations, warning }";
 
+/// Whether the script of `shape` counts in marked windows (`lua/one_fixed_window.lua`): a fixed
+/// window of whole milliseconds, on a store that gives keys no longer life than their state needs.
+fn marked(shape: &Shape, min_ttl: Micros) -> bool {
+    shape.code == Algorithm::FixedWindow.wire_code()
+        && shape.window_us.is_multiple_of(1000)
+        && min_ttl.is_zero()
+}
+
 /// The text of the one-limit script of `shape` on a store whose shortest expiry to write is
 /// `min_ttl` (see `RedisOptions::min_ttl`): its constants, `lua/now.lua`, then the algorithm's
 /// script; or none for an algorithm without one.
@@ -89,21 +97,21 @@ pub fn one_text(shape: &Shape, min_ttl: Micros) -> Option<String> {
         body.replace(GUARD_VALUES, " }")
     };
     Some(format!(
-        "local min_ttl, limit, window, capacity, count_denied, guarded, warn_after = \
-         {}, {}, {}, {}, {}, {}, {warn_after}\n{NOW}{body}",
+        "local min_ttl, limit, window, capacity, count_denied, guarded, warn_after, marked = \
+         {}, {}, {}, {}, {}, {}, {warn_after}, {}\n{NOW}{body}",
         min_ttl.get(),
         shape.count,
         shape.window_us,
         shape.capacity,
         shape.count_denied,
         shape.guarded,
+        marked(shape, min_ttl),
     ))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::Algorithm;
 
     fn shape(code: u8, count: u64) -> Shape {
         Shape {
@@ -121,8 +129,8 @@ mod tests {
         let body = body.strip_prefix(NOW).expect("the time first");
         assert_eq!(
             constants,
-            "local min_ttl, limit, window, capacity, count_denied, guarded, warn_after = \
-             0, 100, 60000000, 100, false, true, 3"
+            "local min_ttl, limit, window, capacity, count_denied, guarded, warn_after, marked = \
+             0, 100, 60000000, 100, false, true, 3, false"
         );
         assert_eq!(Some(body), ONE[usize::from(gcra.code) - 1]);
         // Every reply ends with the violations and the warning, which an unguarded limit's
@@ -143,7 +151,7 @@ mod tests {
         assert!(
             one_text(&unpenalized, Micros::ZERO)
                 .expect("a script")
-                .contains(", nil\n")
+                .contains(", nil, false\n")
         );
         let leaky = shape(Algorithm::LeakyBucket.wire_code(), 100);
         assert_eq!(
@@ -152,6 +160,30 @@ mod tests {
             "no one-limit leaky bucket"
         );
         assert_eq!(one_text(&shape(0, 1), Micros::ZERO), None);
+        // Only a fixed window of whole ms counts in marked windows, and only where keys live no
+        // longer than their state matters.
+        let fixed = Shape::plain(Algorithm::FixedWindow.wire_code(), 10);
+        let marks = |shape: &Shape, min_ttl: u64| {
+            let text = one_text(shape, Micros::new(min_ttl)).expect("a script");
+            text.lines().next().expect("constants").ends_with(", true")
+        };
+        assert!(marks(&fixed, 0));
+        assert!(!marks(&fixed, 1));
+        assert!(!marks(
+            &Shape {
+                window_us: 1500,
+                ..fixed
+            },
+            0
+        ));
+        assert!(marks(
+            &Shape {
+                guarded: true,
+                ..fixed
+            },
+            0
+        ));
+        assert!(!marks(&Shape::plain(Algorithm::Gcra.wire_code(), 10), 0));
         assert_eq!(one_text(&shape(200, 1), Micros::ZERO), None);
     }
 }

@@ -1,7 +1,8 @@
 -- many_fixed_window: a fixed-window limit's part of a rule script (see many_head.lua): restates
 -- fixed_window_look and fixed_window_record (fixed_window.lua) as one_fixed_window.lua does, but
 -- reads first (GET), since nothing may be written before every limit has looked; it then counts
--- with DECRBY while its window lasts, or writes the new window's count.
+-- with DECRBY while its window lasts, or writes the new window's count. It divides as
+-- one_fixed_window.lua does, without calling idiv.
 --
 -- KEY: -(slot * 2^25 + count) (see fixed_window.lua).
 
@@ -10,12 +11,17 @@ local m_@ = tonumber(raw_@)
 if raw_@ and not m_@ then
   return {}
 end
-local idx_@ = idiv(now, window_@)
-local slot_@ = idx_@ - idiv(idx_@, 268435455) * 268435455 + 1
+local idx_@ = math.floor(now / window_@)
+if idx_@ * window_@ > now then
+  idx_@ = idx_@ - 1
+elseif (idx_@ + 1) * window_@ <= now then
+  idx_@ = idx_@ + 1
+end
+local slot_@ = idx_@ % 268435455 + 1
 local left_@ = (idx_@ + 1) * window_@ - now
 local count_@ = 0
 if m_@ and m_@ < 0 then
-  local s = idiv(-m_@, 33554432)
+  local s = math.floor(-m_@ / 33554432)
   if s == slot_@ then
     count_@ = -m_@ - s * 33554432
   end

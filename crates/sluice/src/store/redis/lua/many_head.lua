@@ -9,9 +9,10 @@
 -- (guarded) is taken while it admits: a penalty's violations are read before its look
 -- (many_violations.lua), and its denial, which blocks or counts a violation, returns {}.
 --
--- The script opens with `local min_ttl = <µs>` (see RedisOptions::min_ttl). Before each limit's
--- part it sets, for limit number i:
---   key_i, cost_i, cost_text_i = its state key, tonumber(ARGV[i + 1]), ARGV[i + 1]
+-- The script opens with `local min_ttl, marked = <µs>, false` (see RedisOptions::min_ttl;
+-- now.lua). Before each limit's part it sets, for limit number i:
+--   key_i, cost_text_i, cost_i = its state key, ARGV[i + 1] and it read as a number (as
+--     one_head.lua reads it)
 --   limit_i, window_i, capacity_i = the limit's count, window_us and capacity, written in
 -- (and, in a rule with a guarded limit, violations_i and warning_i), and each part leaves
 -- allowed_i, remaining_i, reset_i and retry_i (-1: none) as the look says; its record (the

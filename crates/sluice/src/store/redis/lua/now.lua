@@ -2,9 +2,11 @@
 -- many_head.lua follow it). ARGV[1] is now in µs from the client's clock, or '' to read Redis TIME.
 -- Expiries count from `expiry_from` with PX / PEXPIRE on a client's clock (0: from Redis' own
 -- now), and are absolute (PXAT / PEXPIREAT) on Redis TIME (why: `expiry_from_us` in the prelude).
+-- A script written with `marked` (see one_fixed_window.lua) reads TIME itself, only when it must:
+-- `now` is then nil until it does.
 local now = tonumber(ARGV[1])
 local px, pexpire, expiry_from = 'PX', 'PEXPIRE', 0
-if not now then
+if not now and not marked then
   local t = redis.call('TIME')
   now = t[1] * 1000000 + t[2]
   px, pexpire, expiry_from = 'PXAT', 'PEXPIREAT', now

@@ -1,5 +1,5 @@
 -- one_fixed_window: one fixed-window limit (see one_head.lua for a block or penalty), at the floor
--- of what Redis must do: TIME and one DECRBY while the window lasts (plus a SET when a window
+-- of what Redis must do: one DECRBY while the window lasts (plus TIME and a SET when a window
 -- starts). Restates fixed_window_look and fixed_window_record (fixed_window.lua,
 -- algorithm/fixed_window.rs), counting first and undoing a denied count, after one_head.lua,
 -- without the prelude: every function a script defines costs Redis time on every call, so it
@@ -8,19 +8,60 @@
 -- are exact in doubles. Anything but a count in the key (a block marker, another algorithm's
 -- state) returns {} and the caller decides with the general script instead.
 --
+-- Marked windows. On Redis TIME, a key holding a count expires at its window's end, rounded up to
+-- the millisecond (PXAT, from TIME, as every script writes it). When that end is a whole
+-- millisecond (a window of whole milliseconds) and nothing makes keys outlive their window (min_ttl
+-- 0), the key's expiry marks its window: a PTTL of at least 1 ms means Redis' clock is still before
+-- the window's end, and at or after its start, when the count was first written. An admission in
+-- such a window needs no TIME, which costs Redis more than the DECRBY: the script is written with
+-- `marked` (one_script::one_text; now.lua then leaves TIME to it), and answers { the key's value,
+-- its PTTL in ms }, and when a penalty's violations key is there, its count and end as read: two or
+-- four values, which no other answer has. The store reads the count and the slot from the value,
+-- finds the window from the slot and its own clock (any clock within 2^27 windows of Redis' finds
+-- the same one), and Redis' time from the window's end and the PTTL, to the millisecond
+-- (wire::parse_marked_reply). A PTTL longer than the window (a key written for a longer window) is
+-- not taken as a mark. Everything else reads TIME and decides below.
+--
 -- KEYS[1]: the state key, -(slot * 2^25 + count) (see fixed_window.lua).
 -- ARGV, the limit's constants (and KEYS[2]): as one_head.lua says.
--- Returns: as one_head.lua says.
+-- Returns: as one_head.lua says, or the marked answer above.
 
 local key = KEYS[1]
 local r = redis.pcall('DECRBY', key, ARGV[2])
-if type(r) ~= 'number' then
+local counted = type(r) == 'number'
+local M, SLOTS, CAP = 33554432, 268435455, 16777216
+if not now then
+  -- Marked: a count of this window (a slot, which a new key's -cost lacks) that admits.
+  if counted then
+    local m = -r
+    local count = m % M
+    if m >= M and count > 0 and count <= limit then
+      local ttl = redis.call('PTTL', key)
+      if ttl > 0 and ttl * 1000 <= window then
+        if held_forget then
+          return { r, ttl, held_violations, held_forget }
+        end
+        return { r, ttl }
+      end
+    end
+  end
+  local t = redis.call('TIME')
+  now = t[1] * 1000000 + t[2]
+  px, expiry_from = 'PXAT', now
+  -- Restates one_head.lua's count of the violations, which needed the time.
+  if held_forget and tonumber(held_forget) > now then
+    violations = tonumber(held_violations)
+    if violations > 0 and violations >= warn_after then
+      warning = 1
+    end
+  end
+end
+if not counted then
   if guarded then
     return from_marker(redis.pcall('GET', key))
   end
   return {}
 end
-local M, SLOTS, CAP = 33554432, 268435455, 16777216
 
 local floor = math.floor
 local idx = floor(now / window)
