@@ -135,49 +135,53 @@ def sluice(redis, binary, alg, seconds, *extra, keys=KEYS):
 
 
 LEFT = """
-Bytes per key move by a size class (16 bytes) with what the timed runs leave in a key and do
-not control: how many 6 s buckets a sliding window's calls fell in, how many entries a sliding
-log holds. At equal content Sluice's keys are the minimal script's + 16 bytes, the length of their
+Bytes per key move by a size class (16 bytes) with what the timed runs leave in a key and do not
+control: how many 6 s buckets a sliding window's calls fell in, how many entries a sliding log
+holds. At equal content Sluice's keys are the minimal script's + 16 bytes, the length of their
 names (`sluice:<8-character hash>{key=…}` against `k:<12 digits>`): keys written by hand with
-`redis-cli` (`HSET` of the same bucket fields, `ZADD` of as many members in either script's
-form) measured, with `MEMORY USAGE`, 88 / 104 / 168 bytes for Sluice's sliding window with 1, 2
-and 10 buckets against 72 / 88 / 152 for the minimal one, and 120 / 184 / 392 bytes for Sluice's
-sliding log with 1, 3 and 10 entries against 104 / 168 / 376 (2026-11-26).
+`redis-cli` (`HSET` of the same bucket fields, `ZADD` of as many members in either script's form)
+measured, with `MEMORY USAGE`, 88 / 104 / 168 bytes for Sluice's sliding window with 1, 2 and 10
+buckets against 72 / 88 / 152 for the minimal one, and 120 / 184 / 392 bytes for Sluice's sliding
+log with 1, 3 and 10 entries against 104 / 168 / 376 (2026-11-26).
 
-A one-limit script is made for its limit, the limit's numbers and options written into its text,
-so that a call carries only the time and the cost: each argument costs Redis about 1,000
-instructions (parsed, made a string object, then a Lua string, then converted to a number), and
-the seven constants cost a fixed-window call about a fifth of its instructions (callgrind, below).
-For the same reason the scripts hand Redis commands numbers as text (`'0'`, the cost as it
-arrived): Lua converts a number to a string with `sprintf`, about 2,000 instructions.
+A one-limit script is made for its limit, the limit's numbers and options written into its text, so
+that a call carries only the time and the cost: each argument costs Redis about 1,000 instructions
+(parsed, made a string object, then a Lua string, then converted to a number), and as arguments the
+eight constants would cost a fixed-window call about 8,000 instructions, more than a quarter of its
+cost (callgrind, below). For the same reason the scripts hand Redis commands numbers as text
+(`'0'`, the cost as it arrived): Lua converts a number to a string with `sprintf`, about 2,000
+instructions.
 
 What is left above the floor: the fixed window's minimal script starts its window at the first hit
-(an `INCR` and a `PEXPIRE`), while Sluice's windows are aligned to the clock (Redis `TIME`, about
-6,600 instructions, a third of the minimal script; the slot encoded beside the count, a `SET` when
-a window starts). Without `TIME` it would still cost about 1.7× the minimal script: its reply is
-the decision (the time, allowed, remaining, reset and retry: five values where the minimal script
-returns two), and turning the slot and count into it is about 10,000 instructions of Lua more
-than the minimal script's one comparison. A one-limit rule with a block or penalty
-runs its algorithm's one-limit script too, which reads the violations key of a penalty; the block
-marker sits in the state key, so the algorithm's own read (or the fixed window's `DECRBY`) finds
-it, and only then is the marker read with `GET` where that read was not one (so a blocked
-fixed-window identity costs a refused `DECRBY`, a `GET` and `TIME`: more than the minimal script's
-whole `INCR`, about 2.7× in instructions; the denial cache answers it without Redis by default).
-Its denials are two
-calls: the one-limit script leaves them, having written nothing, to the general decision, which
-blocks and counts the violation. A rule of several limits without `count_denied` runs a script
-made for the rule: each limit's one-limit script split into its read and its write, the writes
-made once every limit passes, so two limits cost two reads and two writes under one `TIME`
-(about 1.6× one limit in instructions, where the general decision cost 3.4×); a limit with a
-block or penalty adds the read of its violations, and its denials and blocks go to the general
-decision, as for one limit. Other rules take the general decision. It is a Redis
-function, so its helpers and algorithms are defined once when the library loads rather than on
-every call as a script would (defining them costs Redis about 4.7 µs a call: a script that
-defines them and returns at once takes 5.8 µs under `redis-benchmark -P 16`, a function of the
-same library that returns at once 1.0 µs). What remains is the driver's own work: reading each
-limit's arguments into tables, `TIME`, one read and one write per limit, the violations key of a
-penalty. With the denial cache
-on, as by default, Redis sees a blocked identity only when its cached denial runs out."""
+(an `INCR`, and a `PEXPIRE` when it starts) and answers two values; Sluice's windows are aligned to
+the clock and its answer says when the window ends, which takes Redis' time. Priced with
+`scripts/redis-instructions --lua` (2026-11-26): a script that does nothing costs Redis 10,200
+instructions a call, each argument about 1,000, a `DECRBY` 3,700, a `PTTL` 3,200, reading `TIME`
+and turning it into µs 8,100, reading a string as a number 1,200 (so the usual cost of 1 is read by
+comparing strings). So a fixed window's key expires at its window's end, and while the window lasts
+its `PTTL` tells the script that the window is the key's and tells the store Redis' time, to the
+millisecond: an admission is one `DECRBY` and one `PTTL`, answered with the key's value and the
+`PTTL`; `TIME` is read when a window starts (with a `SET`) and on a denial. The `PTTL` and the
+arguments the minimal script does not take are what is left above it. A one-limit rule with a block
+or penalty runs its algorithm's one-limit script too, which reads the violations key of a penalty;
+the block marker sits in the state key, so the algorithm's own read (or the fixed window's
+`DECRBY`) finds it, and only then is the marker read with `GET` where that read was not one (so a
+blocked fixed-window identity costs a refused `DECRBY`, about 9,400 instructions, a `GET` and
+`TIME`: well above the minimal script's whole `INCR`; the denial cache answers it without Redis by
+default). Its denials are two calls: the one-limit script leaves them, having written nothing, to
+the general decision, which blocks and counts the violation. A rule of several limits without
+`count_denied` runs a script made for the rule: each limit's one-limit script split into its read
+and its write, the writes made once every limit passes, so two limits cost two reads and two writes
+under one `TIME` (about 1.6× one limit in instructions, 2.2× for the fixed window, whose one limit
+reads no `TIME`, where the general decision cost 3.4×); a limit with a block or penalty adds the
+read of its violations, and its denials and blocks go to the general decision, as for one limit.
+Other rules take the general decision. It is a Redis function, so its helpers and algorithms are
+defined once when the library loads rather than on every call as a script would (defining them
+costs Redis about 4.7 µs a call: a script that defines them and returns at once takes 5.8 µs under
+`redis-benchmark -P 16`, a function of the same library that returns at once 1.0 µs). What remains
+is the driver's own work: reading each limit's arguments into tables, `TIME`, one read and one
+write per limit, the violations key of a penalty. With the denial cache on, as by default, Redis
+sees a blocked identity only when its cached denial runs out."""
 
 
 def render(path):

@@ -20,7 +20,9 @@
 -- finds the window from the slot and its own clock (any clock within 2^27 windows of Redis' finds
 -- the same one), and Redis' time from the window's end and the PTTL, to the millisecond
 -- (wire::parse_marked_reply). A PTTL longer than the window (a key written for a longer window) is
--- not taken as a mark. Everything else reads TIME and decides below.
+-- not taken as a mark; a key written for a shorter one (a limit whose window was changed) counts as
+-- this window's until it ends, as if the change had been made then. Everything else reads TIME and
+-- decides below.
 --
 -- KEYS[1]: the state key, -(slot * 2^25 + count) (see fixed_window.lua).
 -- ARGV, the limit's constants (and KEYS[2]): as one_head.lua says.
