@@ -73,8 +73,9 @@ pub fn many_text(shapes: &[Shape], min_ttl: Micros) -> Option<String> {
         .iter()
         .any(|(look, record)| look.contains("idiv(") || record.contains("idiv("));
     let mut text = format!(
-        "local min_ttl, marked = {}, false\n{NOW}{}{}",
+        "local min_ttl, marked, now_at = {}, false, {}\n{NOW}{}{}",
         min_ttl.get(),
+        shapes.len() + 1,
         if divides {
             include_str!("lua/idiv.lua")
         } else {
@@ -90,7 +91,7 @@ pub fn many_text(shapes: &[Shape], min_ttl: Micros) -> Option<String> {
     let mut key = 1;
     for (i, (shape, (look, record))) in shapes.iter().zip(parts).enumerate() {
         let n = (i + 1).to_string();
-        let arg = i + 2;
+        let arg = i + 1;
         let _ = write!(
             text,
             "\n-- limit {n}\nlocal key_{n}, cost_text_{n} = KEYS[{key}], ARGV[{arg}]\n\
@@ -171,7 +172,9 @@ mod tests {
         )
         .expect("a rule script");
         assert!(!text.contains('@'), "every part's names are numbered");
-        assert!(text.starts_with(&format!("local min_ttl, marked = 0, false\n{NOW}")));
+        assert!(text.starts_with(&format!(
+            "local min_ttl, marked, now_at = 0, false, 3\n{NOW}"
+        )));
         assert!(text.contains("local limit_2, window_2, capacity_2 = 100, 60000000, 100\n"));
         assert!(text.contains("if allowed_1 and allowed_2 then\n"));
         assert!(text.ends_with(
@@ -201,11 +204,11 @@ mod tests {
         let text = many_text(&[penalized, gcra, blocking], Micros::ZERO).expect("a rule script");
         assert!(!text.contains('@'), "every part's names are numbered");
         // KEYS: the penalized limit's state and violations keys, then one state key each.
-        assert!(text.contains("local key_1, cost_text_1 = KEYS[1], ARGV[2]\n"));
+        assert!(text.contains("local key_1, cost_text_1 = KEYS[1], ARGV[1]\n"));
         assert!(text.contains("redis.call('GET', KEYS[2])"));
         assert!(text.contains(">= 3 then"), "its warn_after");
-        assert!(text.contains("local key_2, cost_text_2 = KEYS[3], ARGV[3]\n"));
-        assert!(text.contains("local key_3, cost_text_3 = KEYS[4], ARGV[4]\n"));
+        assert!(text.contains("local key_2, cost_text_2 = KEYS[3], ARGV[2]\n"));
+        assert!(text.contains("local key_3, cost_text_3 = KEYS[4], ARGV[3]\n"));
         assert!(text.contains("local violations_2, warning_2 = 0, 0\n"));
         assert!(text.contains("if not allowed_1 then\n  return {}\nend"));
         assert!(text.contains("if not allowed_3 then\n  return {}\nend"));

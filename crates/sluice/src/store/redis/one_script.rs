@@ -97,8 +97,8 @@ pub fn one_text(shape: &Shape, min_ttl: Micros) -> Option<String> {
         body.replace(GUARD_VALUES, " }")
     };
     Some(format!(
-        "local min_ttl, limit, window, capacity, count_denied, guarded, warn_after, marked = \
-         {}, {}, {}, {}, {}, {}, {warn_after}, {}\n{NOW}{body}",
+        "local min_ttl, limit, window, capacity, count_denied, guarded, warn_after, marked, \
+         now_at = {}, {}, {}, {}, {}, {}, {warn_after}, {}, 2\n{NOW}{body}",
         min_ttl.get(),
         shape.count,
         shape.window_us,
@@ -129,8 +129,8 @@ mod tests {
         let body = body.strip_prefix(NOW).expect("the time first");
         assert_eq!(
             constants,
-            "local min_ttl, limit, window, capacity, count_denied, guarded, warn_after, marked = \
-             0, 100, 60000000, 100, false, true, 3, false"
+            "local min_ttl, limit, window, capacity, count_denied, guarded, warn_after, marked, \
+             now_at = 0, 100, 60000000, 100, false, true, 3, false, 2"
         );
         assert_eq!(Some(body), ONE[usize::from(gcra.code) - 1]);
         // Every reply ends with the violations and the warning, which an unguarded limit's
@@ -151,7 +151,7 @@ mod tests {
         assert!(
             one_text(&unpenalized, Micros::ZERO)
                 .expect("a script")
-                .contains(", nil, false\n")
+                .contains(", nil, false, 2\n")
         );
         let leaky = shape(Algorithm::LeakyBucket.wire_code(), 100);
         assert_eq!(
@@ -165,7 +165,10 @@ mod tests {
         let fixed = Shape::plain(Algorithm::FixedWindow.wire_code(), 10);
         let marks = |shape: &Shape, min_ttl: u64| {
             let text = one_text(shape, Micros::new(min_ttl)).expect("a script");
-            text.lines().next().expect("constants").ends_with(", true")
+            text.lines()
+                .next()
+                .expect("constants")
+                .ends_with(", true, 2")
         };
         assert!(marks(&fixed, 0));
         assert!(!marks(&fixed, 1));

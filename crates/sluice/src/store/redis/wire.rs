@@ -89,8 +89,9 @@ fn flag(b: bool) -> &'static str {
 
 /// The `EVALSHA` of the one-limit or rule script whose SHA-1 is `hash` (made for `calls`' limits,
 /// see `one_script` and `many_script`): `keys` (each state key and, for one limit with a penalty,
-/// its violations key), then the ARGV `lua/one_head.lua` and `lua/many_head.lua` list: the time
-/// and each limit's cost. This is nearly every admitted request's call.
+/// its violations key), then the ARGV `lua/one_head.lua` and `lua/many_head.lua` list: each
+/// limit's cost, then the time from a client clock (none on Redis `TIME`). This is nearly every
+/// admitted request's call.
 pub fn shaped_command(
     hash: &str,
     keys: &[String],
@@ -99,13 +100,12 @@ pub fn shaped_command(
 ) -> Result<redis::Cmd, StoreError> {
     let mut cmd = redis::cmd("EVALSHA");
     cmd.arg(hash).arg(keys.len()).arg(keys);
-    match now_us {
-        Some(now) => cmd.arg(now.get()),
-        None => cmd.arg(""),
-    };
     for call in calls {
         check_exact(call)?;
         cmd.arg(call.step.cost);
+    }
+    if let Some(now) = now_us {
+        cmd.arg(now.get());
     }
     Ok(cmd)
 }

@@ -9,9 +9,9 @@
 -- (guarded) is taken while it admits: a penalty's violations are read before its look
 -- (many_violations.lua), and its denial, which blocks or counts a violation, returns {}.
 --
--- The script opens with `local min_ttl, marked = <µs>, false` (see RedisOptions::min_ttl;
--- now.lua). Before each limit's part it sets, for limit number i:
---   key_i, cost_text_i, cost_i = its state key, ARGV[i + 1] and it read as a number (as
+-- The script opens with `local min_ttl, marked, now_at = <µs>, false, <limits + 1>` (see
+-- RedisOptions::min_ttl; now.lua). Before each limit's part it sets, for limit number i:
+--   key_i, cost_text_i, cost_i = its state key, ARGV[i] and it read as a number (as
 --     one_head.lua reads it)
 --   limit_i, window_i, capacity_i = the limit's count, window_us and capacity, written in
 -- (and, in a rule with a guarded limit, violations_i and warning_i), and each part leaves
@@ -21,7 +21,7 @@
 -- denial it cannot answer) returns {} before anything is written, and the store sends the
 -- general decision.
 --
--- ARGV: now in µs from the client's clock ('' to read Redis TIME), then each limit's cost.
+-- ARGV: each limit's cost, then now in µs from the client's clock (none: Redis TIME).
 -- KEYS: each limit's state key, followed by its violations key if it has a penalty.
 -- Returns: { now_us, then 4 per limit: allowed (0/1), remaining, reset_after_us,
 --   retry_after_us (-1: none) }, or {}; when a limit is guarded, 6 per limit: those and the

@@ -1,10 +1,12 @@
 -- now: the decision time, the first lines of every script made for a limit or a rule (one_head.lua,
--- many_head.lua follow it). ARGV[1] is now in µs from the client's clock, or '' to read Redis TIME.
+-- many_head.lua follow it). ARGV[now_at], after the costs (its index is written into the script),
+-- is now in µs from the client's clock; without it Redis TIME is read. On Redis TIME, the default,
+-- a call has one argument fewer: each one costs Redis about 1,000 instructions.
 -- Expiries count from `expiry_from` with PX / PEXPIRE on a client's clock (0: from Redis' own
 -- now), and are absolute (PXAT / PEXPIREAT) on Redis TIME (why: `expiry_from_us` in the prelude).
 -- A script written with `marked` (see one_fixed_window.lua) reads TIME itself, only when it must:
 -- `now` is then nil until it does.
-local now = tonumber(ARGV[1])
+local now = tonumber(ARGV[now_at])
 local px, pexpire, expiry_from = 'PX', 'PEXPIRE', 0
 if not now and not marked then
   local t = redis.call('TIME')

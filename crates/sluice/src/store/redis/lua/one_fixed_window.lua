@@ -29,7 +29,7 @@
 -- Returns: as one_head.lua says, or the marked answer above.
 
 local key = KEYS[1]
-local r = redis.pcall('DECRBY', key, ARGV[2])
+local r = redis.pcall('DECRBY', key, ARGV[1])
 local counted = type(r) == 'number'
 local M, SLOTS, CAP = 33554432, 268435455, 16777216
 if not now then
@@ -91,7 +91,7 @@ if count == 0 then
     if r == -cost then
       redis.call('DEL', key)
     else
-      redis.call('INCRBY', key, ARGV[2])
+      redis.call('INCRBY', key, ARGV[1])
     end
     return {}
   end
@@ -106,7 +106,7 @@ if count == 0 then
 else
   allowed = count <= limit
   if not allowed and guarded then
-    redis.call('INCRBY', key, ARGV[2])
+    redis.call('INCRBY', key, ARGV[1])
     return {}
   end
   if not allowed then

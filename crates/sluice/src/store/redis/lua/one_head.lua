@@ -4,15 +4,16 @@
 --
 -- The script is written for one limit: the store puts the limit's constants before now.lua
 -- (one_script::one_text), as `local min_ttl, limit, window, capacity, count_denied, guarded,
--- warn_after, marked = ...`: the shortest expiry to write in µs (see RedisOptions::min_ttl),
--- count (units per window), window_us, capacity, count_denied, guarded (the limit has a block or
--- a penalty), the penalty's warn_after (nil: none) and marked (see one_fixed_window.lua). Only
+-- warn_after, marked, now_at = ...`: the shortest expiry to write in µs (see
+-- RedisOptions::min_ttl), count (units per window), window_us, capacity, count_denied, guarded
+-- (the limit has a block or a penalty), the penalty's warn_after (nil: none), marked (see
+-- one_fixed_window.lua) and now_at, 2 (see now.lua). Only
 -- what changes from call to call is an argument: each one costs Redis about 1,000 instructions,
 -- more than most lines of Lua here.
 -- For the same reason, numbers given to a Redis command are written as text (the cost as
--- ARGV[2], '0' rather than 0): Lua turns a number into a string with sprintf.
+-- ARGV[1], '0' rather than 0): Lua turns a number into a string with sprintf.
 --
--- ARGV: now in µs from the client's clock ('' to read Redis TIME), cost.
+-- ARGV: the cost, then now in µs from the client's clock (none: Redis TIME).
 -- KEYS[1]: the state key; KEYS[2]: with a penalty, the violations key
 --   ("<count>:<forgotten at µs>").
 --
@@ -29,7 +30,7 @@
 
 -- Reading a string as a number costs Redis about 1,400 instructions; comparing strings, which
 -- Lua interns, costs next to nothing: the usual cost of 1 is read by comparison.
-local cost = ARGV[2] == '1' and 1 or tonumber(ARGV[2])
+local cost = ARGV[1] == '1' and 1 or tonumber(ARGV[1])
 -- A guarded limit's penalty's violations, which every answer carries; and its answer when the
 -- state key holds what the algorithm does not expect (each script reads the key its own way,
 -- and reads it again with GET only then): the block in force, or {} (a block that is over, or
