@@ -234,7 +234,10 @@ pub fn parse_marked_reply(
         above
     };
     let end_ms = (index + 1).checked_mul(window / 1000).ok_or_else(bad)?;
-    let now_us = u64::try_from(end_ms - ttl_ms).map_err(|_| bad())? * 1000;
+    let now_us = u64::try_from(end_ms - ttl_ms)
+        .ok()
+        .and_then(|ms| ms.checked_mul(1000))
+        .ok_or_else(bad)?;
     // As one_head.lua counts them: remembered until their end, a warning from warn_after on.
     let violations = if held_forget_us > 0 && held_forget_us.unsigned_abs() > now_us {
         held_violations.unsigned_abs()
@@ -434,5 +437,12 @@ mod tests {
         }
         let odd = fixed_window(2, 1500);
         assert!(parse_marked_reply(&[held(1, 1), 1], &odd, clock).is_err());
+        // A reply no window could give (a garbled or hostile server) is an error, never a panic.
+        let long = fixed_window(2, 1 << 52);
+        let far = || Micros::new(u64::MAX);
+        for slot in [5000, FIXED_WINDOW_SLOTS] {
+            assert!(parse_marked_reply(&[held(slot, 1), 1], &long, far).is_err());
+        }
+        assert!(parse_marked_reply(&[held(1, 1), 1], &fixed_window(2, 0), clock).is_err());
     }
 }
