@@ -7,7 +7,7 @@ use std::sync::atomic::Ordering;
 use redis::{Arg, Cmd, ErrorKind, Script, ServerErrorKind};
 
 use super::keys::{self, Part};
-use super::{RedisStore, script, store_error, wire};
+use super::{RedisStore, marked_reply, script, store_error, wire};
 use crate::algorithm::Mode;
 use crate::clock::{Clock, SystemClock};
 use crate::store::{LimitCall, StoreError, StoreReply};
@@ -99,7 +99,7 @@ impl RedisStore {
             .map_err(store_error)?;
             if let [call] = calls
                 && let Some((now_us, outcome)) =
-                    wire::parse_marked_reply(&reply, call, || SystemClock.now_us())?
+                    marked_reply::parse_marked_reply(&reply, call, || SystemClock.now_us())?
             {
                 return Ok(StoreReply {
                     now_us,

@@ -8,7 +8,8 @@
 //! - [`script`]: the Lua scripts (`lua/*.lua`, joined at compile time), which one decides a
 //!   request; [`one_script`]: the one-limit scripts made for each limit, its constants written
 //!   in; `many_script`: the rule scripts made for each rule of several limits; `shape_scripts`:
-//!   those made so far; `wire`: their arguments and replies, as each script documents them.
+//!   those made so far; `wire`: their arguments and replies, as each script documents them
+//!   (`marked_reply`: a fixed window's admission in a marked window).
 //!
 //! # One decision, one script call, at the floor
 //! Each decision is one call (a script reloaded on `NOSCRIPT`, a function reloaded when missing),
@@ -107,6 +108,7 @@ mod function;
 pub mod keys;
 mod lease;
 mod many_script;
+mod marked_reply;
 pub mod one_script;
 mod options;
 mod reservation;
