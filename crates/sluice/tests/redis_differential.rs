@@ -132,8 +132,23 @@ fn random_step(rng: &mut Rng, scale: &Scale) -> LimitStep {
 
 /// The limits of case number `case`: in odd cases a rule of 2 to 4 limits without
 /// `count_denied` or a lease (some with a block or a penalty), the shape a rule script decides;
-/// otherwise 1 to 3 random limits.
+/// in every fourth case one fixed window with a penalty, whose admissions on Redis `TIME` carry
+/// the violations from a marked window (`lua/one_fixed_window.lua`); otherwise 1 to 3 random
+/// limits.
 fn random_steps(rng: &mut Rng, scale: &Scale, case: usize) -> Vec<LimitStep> {
+    if case % 4 == 2 {
+        let mut step = random_step(rng, scale);
+        step.algorithm = Algorithm::FixedWindow;
+        step.params.capacity = step.params.count;
+        step.penalty = Some(penalty::Settings {
+            warn_after: rng.pick(&[0, 1, 2]),
+            ban_after: rng.pick(&[3, 5]),
+            ban_us: rng.pick(scale.blocks),
+            memory_us: rng.pick(scale.memories),
+        });
+        step.shadow = false;
+        return vec![step];
+    }
     if case.is_multiple_of(2) {
         return (0..1 + rng.below(3))
             .map(|_| random_step(rng, scale))

@@ -10,6 +10,7 @@ use super::keys::{self, Part};
 use super::{RedisStore, marked_reply, script, store_error, wire};
 use crate::algorithm::Mode;
 use crate::clock::{Clock, SystemClock};
+use crate::model::Micros;
 use crate::store::{LimitCall, StoreError, StoreReply};
 
 impl RedisStore {
@@ -98,8 +99,12 @@ impl RedisStore {
             }
             .map_err(store_error)?;
             if let [call] = calls
-                && let Some((now_us, outcome)) =
-                    marked_reply::parse_marked_reply(&reply, call, || SystemClock.now_us())?
+                && let Some((now_us, outcome)) = marked_reply::parse_marked_reply(
+                    &reply,
+                    call,
+                    || SystemClock.now_us(),
+                    Micros::new(self.inner.latest_us.load(Ordering::Relaxed)),
+                )?
             {
                 return Ok(StoreReply {
                     now_us,
@@ -107,12 +112,25 @@ impl RedisStore {
                 });
             }
             if let Some((now_us, outcomes)) = wire::parse_shaped_reply(&reply, calls.len())? {
+                self.saw_time(now_us);
                 return Ok(StoreReply { now_us, outcomes });
             }
         }
         let (keys, args) = self.general_parts(calls, mode)?;
         let reply = self.call_general(&keys, &args).await?;
         let (now_us, outcomes) = wire::parse_reply(&reply, calls.len())?;
+        self.saw_time(now_us);
         Ok(StoreReply { now_us, outcomes })
+    }
+
+    /// Keeps the latest time Redis reported to the µs, which a marked reply's, known only to the
+    /// millisecond, must not fall behind (see [`marked_reply::parse_marked_reply`]). Only on Redis
+    /// `TIME`: on a client's clock no reply is marked.
+    fn saw_time(&self, now_us: Micros) {
+        if self.inner.clock.is_none() {
+            self.inner
+                .latest_us
+                .fetch_max(now_us.get(), Ordering::Relaxed);
+        }
     }
 }

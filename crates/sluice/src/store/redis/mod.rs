@@ -120,7 +120,7 @@ pub mod url;
 mod wire;
 
 use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::time::Duration;
 
 use redis::{RedisError, RetryMethod, Script};
@@ -158,6 +158,8 @@ struct Inner {
     scripts: Scripts,
     /// The server refused functions: the general decision runs as a script (see [`function`]).
     no_functions: AtomicBool,
+    /// The latest time Redis reported to the µs (see `RedisStore::saw_time`).
+    latest_us: AtomicU64,
     give_back: Script,
     /// Where the invalidation channel subscribes (see [`channel`]), and how to dial it.
     subscribe_to: Vec<redis::ConnectionInfo>,
@@ -211,6 +213,7 @@ impl RedisStore {
                 list_budget: options.list_budget,
                 scripts: Scripts::new(options.min_ttl.into()),
                 no_functions: AtomicBool::new(false),
+                latest_us: AtomicU64::new(0),
                 give_back: cross_slot::script(),
                 subscribe_to,
                 dial,

@@ -18,8 +18,8 @@
 -- its PTTL in ms }, and when a penalty's violations key is there, its count and end as read: two or
 -- four values, which no other answer has. The store reads the count and the slot from the value,
 -- finds the window from the slot and its own clock (any clock within 2^27 windows of Redis' finds
--- the same one), and Redis' time from the window's end and the PTTL, to the millisecond
--- (marked_reply::parse_marked_reply). A PTTL longer than the window (a key written for a longer window) is
+-- the same one), and Redis' time from the window's end and the PTTL, to the millisecond, raised
+-- within it to the latest time Redis reported to the store (marked_reply::parse_marked_reply). A PTTL longer than the window (a key written for a longer window) is
 -- not taken as a mark; a key written for a shorter one (a limit whose window was changed) counts as
 -- this window's until it ends, as if the change had been made then. Everything else reads TIME and
 -- decides below.
