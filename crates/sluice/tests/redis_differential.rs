@@ -133,8 +133,9 @@ fn random_step(rng: &mut Rng, scale: &Scale) -> LimitStep {
 /// The limits of case number `case`: in odd cases a rule of 2 to 4 limits without
 /// `count_denied` or a lease (some with a block or a penalty), the shape a rule script decides;
 /// in every fourth case one fixed window with a penalty, whose admissions on Redis `TIME` carry
-/// the violations from a marked window (`lua/one_fixed_window.lua`); otherwise 1 to 3 random
-/// limits.
+/// the violations from a marked window (`lua/one_fixed_window.lua`), and in every fourth a rule
+/// of fixed windows without one, counted in their marked windows (`lua/many_marked.lua`);
+/// otherwise 1 to 3 random limits.
 fn random_steps(rng: &mut Rng, scale: &Scale, case: usize) -> Vec<LimitStep> {
     if case % 4 == 2 {
         let mut step = random_step(rng, scale);
@@ -154,9 +155,15 @@ fn random_steps(rng: &mut Rng, scale: &Scale, case: usize) -> Vec<LimitStep> {
             .map(|_| random_step(rng, scale))
             .collect();
     }
+    let windows = case % 4 == 3;
     (0..2 + rng.below(3))
         .map(|_| {
             let mut step = random_step(rng, scale);
+            if windows {
+                step.algorithm = Algorithm::FixedWindow;
+                step.params.capacity = step.params.count;
+                (step.block_us, step.penalty) = (None, None);
+            }
             if matches!(
                 step.algorithm,
                 Algorithm::LeakyBucket | Algorithm::Concurrency

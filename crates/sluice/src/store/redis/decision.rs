@@ -98,18 +98,13 @@ impl RedisStore {
                 result => result,
             }
             .map_err(store_error)?;
-            if let [call] = calls
-                && let Some((now_us, outcome)) = marked_reply::parse_marked_reply(
-                    &reply,
-                    call,
-                    || SystemClock.now_us(),
-                    Micros::new(self.inner.latest_us.load(Ordering::Relaxed)),
-                )?
-            {
-                return Ok(StoreReply {
-                    now_us,
-                    outcomes: vec![outcome],
-                });
+            if let Some((now_us, outcomes)) = marked_reply::parse_marked_reply(
+                &reply,
+                calls,
+                || SystemClock.now_us(),
+                Micros::new(self.inner.latest_us.load(Ordering::Relaxed)),
+            )? {
+                return Ok(StoreReply { now_us, outcomes });
             }
             if let Some((now_us, outcomes)) = wire::parse_shaped_reply(&reply, calls.len())? {
                 self.saw_time(now_us);

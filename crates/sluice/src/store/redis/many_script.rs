@@ -22,7 +22,7 @@
 
 use std::fmt::Write;
 
-use super::one_script::Shape;
+use super::one_script::{self, Shape};
 use super::script::NOW;
 use crate::model::{Micros, REGISTRY};
 
@@ -44,6 +44,10 @@ const MANY: [Option<&str>; REGISTRY.len()] = [
 
 const RECORD: &str = "--@record\n";
 
+/// A fixed window's count in its marked window, then the line `--@undo`, then its undoing.
+const MARKED: &str = include_str!("lua/many_marked.lua");
+const UNDO: &str = "--@undo\n";
+
 /// A penalized limit's violations and warning, read before its look (its violations key and
 /// warn_after written in).
 const VIOLATIONS: &str = include_str!("lua/many_violations.lua");
@@ -60,6 +64,32 @@ fn part(shape: &Shape) -> Option<(&'static str, &'static str)> {
     text.split_once(RECORD)
 }
 
+/// The opening of a rule script whose limits are all marked fixed windows (`lua/many_marked.lua`):
+/// on Redis `TIME` it counts each of the `limits` limits in its marked window and answers, or undoes
+/// what it counted and reads `TIME` for the decision that follows.
+fn marked_counts(limits: usize) -> String {
+    let (count, undo) = MARKED
+        .split_once(UNDO)
+        .expect("many_marked.lua has an undo marker");
+    let each = |part: &str| {
+        (1..=limits)
+            .map(|n| part.replace('@', &n.to_string()))
+            .collect::<String>()
+    };
+    let values = (1..=limits)
+        .map(|n| format!("r_{n}, ttl_{n}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    format!(
+        "\n-- counted in marked windows, without the time\nif not now then\nlocal all = true\n{}\
+         if all then\n  return {{ {values} }}\nend\n{}\
+         local t = redis.call('TIME')\nnow = t[1] * 1000000 + t[2]\n\
+         px, pexpire, expiry_from = 'PXAT', 'PEXPIREAT', now\nend\n",
+        each(count),
+        each(undo),
+    )
+}
+
 /// The text of the rule script for limits of `shapes`, in order, on a store whose shortest
 /// expiry to write is `min_ttl` (see `RedisOptions::min_ttl`); none unless there are 2 to
 /// [`MAX_LIMITS`] of them and each has a part.
@@ -72,8 +102,11 @@ pub fn many_text(shapes: &[Shape], min_ttl: Micros) -> Option<String> {
     let divides = parts
         .iter()
         .any(|(look, record)| look.contains("idiv(") || record.contains("idiv("));
+    let marked = shapes
+        .iter()
+        .all(|s| !s.guarded && one_script::marked(s, min_ttl));
     let mut text = format!(
-        "local min_ttl, marked, now_at = {}, false, {}\n{NOW}{}{}",
+        "local min_ttl, marked, now_at = {}, {marked}, {}\n{NOW}{}{}",
         min_ttl.get(),
         shapes.len() + 1,
         if divides {
@@ -83,31 +116,37 @@ pub fn many_text(shapes: &[Shape], min_ttl: Micros) -> Option<String> {
         },
         include_str!("lua/many_head.lua")
     );
-    let mut records = String::new();
-    let mut enforced = Vec::new();
-    let mut reply = String::from("return { now");
-    let guarded = shapes.iter().any(|s| s.guarded);
     // KEYS: each limit's state key, followed by its violations key if it has a penalty.
     let mut key = 1;
-    for (i, (shape, (look, record))) in shapes.iter().zip(parts).enumerate() {
-        let n = (i + 1).to_string();
-        let arg = i + 1;
+    let mut violations_keys = Vec::with_capacity(shapes.len());
+    for (i, shape) in shapes.iter().enumerate() {
+        let n = i + 1;
         let _ = write!(
             text,
-            "\n-- limit {n}\nlocal key_{n}, cost_text_{n} = KEYS[{key}], ARGV[{arg}]\n\
+            "\n-- limit {n}\nlocal key_{n}, cost_text_{n} = KEYS[{key}], ARGV[{n}]\n\
              local cost_{n} = cost_text_{n} == '1' and 1 or tonumber(cost_text_{n})\n\
              local limit_{n}, window_{n}, capacity_{n} = {}, {}, {}\n",
             shape.count, shape.window_us, shape.capacity,
         );
-        key += 1;
+        violations_keys.push(key + 1);
+        key += if shape.warn_after.is_some() { 2 } else { 1 };
+    }
+    if marked {
+        text.push_str(&marked_counts(shapes.len()));
+    }
+    let mut records = String::new();
+    let mut enforced = Vec::new();
+    let mut reply = String::from("return { now");
+    let guarded = shapes.iter().any(|s| s.guarded);
+    for (i, (shape, (look, record))) in shapes.iter().zip(parts).enumerate() {
+        let n = (i + 1).to_string();
         if let Some(warn_after) = shape.warn_after {
             text.push_str(
                 &VIOLATIONS
-                    .replace("violations_key_@", &format!("KEYS[{key}]"))
+                    .replace("violations_key_@", &format!("KEYS[{}]", violations_keys[i]))
                     .replace("warn_after_@", &warn_after.to_string())
                     .replace('@', &n),
             );
-            key += 1;
         } else if guarded {
             let _ = writeln!(text, "local violations_{n}, warning_{n} = 0, 0");
         }

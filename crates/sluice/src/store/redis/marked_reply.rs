@@ -1,6 +1,9 @@
-//! The reply of a one-limit fixed window admitted in a marked window
-//! (`lua/one_fixed_window.lua`): the key's value and its PTTL, from which the store rebuilds the
-//! outcome and Redis' time. The only reply decoded with the limit's own numbers and a local clock.
+//! The reply of fixed windows admitted in their marked windows (`lua/one_fixed_window.lua`,
+//! `lua/many_marked.lua`): each key's value and its PTTL, from which the store rebuilds the
+//! outcomes and Redis' time. The only reply decoded with the limits' own numbers and a local
+//! clock.
+
+use smallvec::SmallVec;
 
 use crate::algorithm::LimitOutcome;
 use crate::model::Micros;
@@ -10,32 +13,26 @@ use crate::store::{LimitCall, StoreError};
 const FIXED_WINDOW_M: i64 = 1 << 25;
 const FIXED_WINDOW_SLOTS: i64 = 268_435_455;
 
-/// Decodes a one-limit fixed window's admission in a marked window (`lua/one_fixed_window.lua`):
-/// `{ the key's value, its PTTL in ms }`, then for a guarded limit its violations key's count and
-/// end; `None` for any other reply. The window is the one of the value's slot nearest
-/// `local_now_us` (a clock need only be within 2^27 windows of Redis'); Redis' time was its end
-/// less the TTL, to the millisecond.
-///
-/// The decision's time, which the violations count at, is the latest instant of that millisecond
-/// known to have passed: its start, raised to `latest_us`, the latest Redis time the store has
-/// read, up to its last µs. Redis decided at some instant of the millisecond, and the count's answer is
-/// the same at every one of them; but a block lifted, or a violation forgotten, earlier in that
-/// millisecond was over for Redis, and must not be in force again at the time reported.
-pub fn parse_marked_reply(
-    reply: &[i64],
+/// One limit's count in its marked window, as its key's value and PTTL tell it: the count, the
+/// window's end and the start of the millisecond Redis read the PTTL in, both in µs.
+struct Counted {
+    count: u64,
+    end_us: u64,
+    start_us: u64,
+}
+
+/// Decodes the value and PTTL of `call`'s key. The window is the one of the value's slot nearest
+/// `local_us` (a clock need only be within 2^27 windows of Redis').
+fn counted(
+    value: i64,
+    ttl_ms: i64,
     call: &LimitCall,
-    local_now_us: impl FnOnce() -> Micros,
-    latest_us: Micros,
-) -> Result<Option<(Micros, LimitOutcome)>, StoreError> {
-    let (value, ttl_ms, held_violations, held_forget_us) = match *reply {
-        [value, ttl_ms] => (value, ttl_ms, 0, 0),
-        [value, ttl_ms, held, forget] => (value, ttl_ms, held, forget),
-        _ => return Ok(None),
-    };
+    local_us: u64,
+    bad: impl Fn() -> StoreError,
+) -> Result<Counted, StoreError> {
     let (limit, window_us) = (call.step.params.count, call.step.params.window_us);
-    let bad = || StoreError::permanent("redis", format!("unexpected marked reply: {reply:?}"));
     let window = i64::try_from(window_us.get()).map_err(|_| bad())?;
-    let held = value.checked_neg().ok_or_else(bad)?;
+    let held = value.checked_neg().ok_or_else(&bad)?;
     let (slot, count) = (held / FIXED_WINDOW_M, held % FIXED_WINDOW_M);
     if !(1..=FIXED_WINDOW_SLOTS).contains(&slot)
         || count < 1
@@ -47,7 +44,7 @@ pub fn parse_marked_reply(
         return Err(bad());
     }
     let residue = slot - 1;
-    let guess = i64::try_from(local_now_us().get()).unwrap_or(i64::MAX) / window;
+    let guess = i64::try_from(local_us).unwrap_or(i64::MAX) / window;
     let above = guess + (residue - guess).rem_euclid(FIXED_WINDOW_SLOTS);
     let below = above - FIXED_WINDOW_SLOTS;
     let index = if below >= 0 && guess - below < above - guess {
@@ -55,30 +52,84 @@ pub fn parse_marked_reply(
     } else {
         above
     };
-    let end_ms = (index + 1).checked_mul(window / 1000).ok_or_else(bad)?;
-    let start_us = u64::try_from(end_ms - ttl_ms)
-        .ok()
-        .and_then(|ms| ms.checked_mul(1000))
-        .ok_or_else(bad)?;
-    let now_us = start_us.max(latest_us.get().min(start_us + 999));
+    let end_ms = (index + 1).checked_mul(window / 1000).ok_or_else(&bad)?;
+    let us = |ms: i64| {
+        u64::try_from(ms)
+            .ok()
+            .and_then(|ms| ms.checked_mul(1000))
+            .ok_or_else(&bad)
+    };
+    Ok(Counted {
+        count: count.unsigned_abs(),
+        end_us: us(end_ms)?,
+        start_us: us(end_ms - ttl_ms)?,
+    })
+}
+
+/// Decodes an admission in marked windows: `{ the key's value, its PTTL in ms }` per limit, from
+/// a one-limit fixed window (`lua/one_fixed_window.lua`), then for a guarded one its violations
+/// key's count and end; or from a rule of such limits, unguarded (`lua/many_marked.lua`). `None`
+/// for any other reply. Each window is found from its slot and `local_now_us`; Redis' time was
+/// each window's end less its TTL, to the millisecond (Redis 7 reads one time for a whole
+/// script; were the PTTLs read in different milliseconds, the time is kept where every window
+/// still runs).
+///
+/// The decision's time, which the violations count at, is the latest instant of that millisecond
+/// known to have passed: its start, raised to `latest_us`, the latest Redis time the store has
+/// read, up to its last µs. Redis decided at some instant of the millisecond, and the counts'
+/// answer is the same at every one of them; but a block lifted, or a violation forgotten, earlier
+/// in that millisecond was over for Redis, and must not be in force again at the time reported.
+pub fn parse_marked_reply(
+    reply: &[i64],
+    calls: &[LimitCall],
+    local_now_us: impl FnOnce() -> Micros,
+    latest_us: Micros,
+) -> Result<Option<(Micros, Vec<LimitOutcome>)>, StoreError> {
+    let (pairs, held) = match (calls.len(), reply) {
+        (1, [_, _]) => (reply, None),
+        (1, [value, ttl, violations, forget]) => {
+            (&[*value, *ttl][..], Some((*violations, *forget)))
+        }
+        (n, _) if n >= 2 && reply.len() == 2 * n => (reply, None),
+        _ => return Ok(None),
+    };
+    let bad = || StoreError::permanent("redis", format!("unexpected marked reply: {reply:?}"));
+    let local_us = local_now_us().get();
+    let counts = pairs
+        .chunks_exact(2)
+        .zip(calls)
+        .map(|(pair, call)| counted(pair[0], pair[1], call, local_us, bad))
+        .collect::<Result<SmallVec<[Counted; 4]>, _>>()?;
+    let start_us = counts.iter().map(|c| c.start_us).max().unwrap_or(0);
+    let end_us = counts.iter().map(|c| c.end_us).min().unwrap_or(0);
+    let now_us = start_us
+        .max(latest_us.get().min(start_us + 999))
+        .min(end_us.saturating_sub(1));
     // As one_head.lua counts them: remembered until their end, a warning from warn_after on.
-    let violations = if held_forget_us > 0 && held_forget_us.unsigned_abs() > now_us {
-        held_violations.unsigned_abs()
-    } else {
-        0
+    let violations = match held {
+        Some((count, forget)) if forget > 0 && forget.unsigned_abs() > now_us => {
+            count.unsigned_abs()
+        }
+        _ => 0,
     };
-    let warn_after = call.step.penalty.map(|p| p.warn_after);
-    let outcome = LimitOutcome {
-        allowed: true,
-        remaining: limit - count.unsigned_abs(),
-        reset_after_us: Micros::new(ttl_ms.unsigned_abs() * 1000 - (now_us - start_us)),
-        retry_after_us: None,
-        delay_us: Micros::ZERO,
-        blocked_until_us: None,
-        violations,
-        warning: warn_after.is_some_and(|w| violations > 0 && violations >= w),
-    };
-    Ok(Some((Micros::new(now_us), outcome)))
+    let outcomes = counts
+        .iter()
+        .zip(calls)
+        .map(|(c, call)| LimitOutcome {
+            allowed: true,
+            remaining: call.step.params.count - c.count,
+            reset_after_us: Micros::new(c.end_us - now_us),
+            retry_after_us: None,
+            delay_us: Micros::ZERO,
+            blocked_until_us: None,
+            violations,
+            warning: call
+                .step
+                .penalty
+                .is_some_and(|p| violations > 0 && violations >= p.warn_after),
+        })
+        .collect();
+    Ok(Some((Micros::new(now_us), outcomes)))
 }
 
 #[cfg(test)]
@@ -112,6 +163,18 @@ mod tests {
         }
     }
 
+    /// The reply for `call` alone.
+    fn parse_one(
+        reply: &[i64],
+        call: &LimitCall,
+        local_now_us: impl FnOnce() -> Micros,
+        latest_us: Micros,
+    ) -> Result<Option<(Micros, LimitOutcome)>, StoreError> {
+        let parsed =
+            parse_marked_reply(reply, std::slice::from_ref(call), local_now_us, latest_us)?;
+        Ok(parsed.map(|(now, mut outcomes)| (now, outcomes.remove(0))))
+    }
+
     #[test]
     fn a_marked_reply_finds_its_window_from_the_slot_and_a_nearby_clock() {
         let held = |slot: i64, count: i64| -(slot * FIXED_WINDOW_M + count);
@@ -121,7 +184,7 @@ mod tests {
         let reply = [held(29_402_281, 3), 40_000];
         for local_s in [1_764_136_820, 1_764_136_790, 1_764_136_900, 1_764_100_000] {
             let local = || Micros::new(local_s * 1_000_000);
-            let (now, o) = parse_marked_reply(&reply, &minute, local, Micros::ZERO)
+            let (now, o) = parse_one(&reply, &minute, local, Micros::ZERO)
                 .unwrap()
                 .unwrap();
             assert_eq!(
@@ -140,12 +203,12 @@ mod tests {
         let local = || Micros::new(redis_ms * 1000);
         let redis_us = 1_764_136_820_000_000;
         let remembered = [held(29_402_281, 3), 40_000, 2, redis_us + 1];
-        let (_, o) = parse_marked_reply(&remembered, &minute, local, Micros::ZERO)
+        let (_, o) = parse_one(&remembered, &minute, local, Micros::ZERO)
             .unwrap()
             .unwrap();
         assert_eq!((o.violations, o.warning), (2, true));
         let forgotten = [held(29_402_281, 3), 40_000, 2, redis_us];
-        let (_, o) = parse_marked_reply(&forgotten, &minute, local, Micros::ZERO)
+        let (_, o) = parse_one(&forgotten, &minute, local, Micros::ZERO)
             .unwrap()
             .unwrap();
         assert_eq!((o.violations, o.warning), (0, false));
@@ -158,7 +221,7 @@ mod tests {
             (Micros::new(1_764_136_819_999_999), at(0), 2),
             (at(5000), at(999), 0),
         ] {
-            let (n, o) = parse_marked_reply(&remembered, &minute, local, latest)
+            let (n, o) = parse_one(&remembered, &minute, local, latest)
                 .unwrap()
                 .unwrap();
             assert_eq!((n, o.violations), (now, violations), "{latest:?}");
@@ -171,19 +234,16 @@ mod tests {
         let slot = index % FIXED_WINDOW_SLOTS + 1;
         let day = 86_400_000_000;
         let clock = || Micros::new(1_764_136_820_000_000 + day);
-        let (now, o) = parse_marked_reply(&[held(slot, 2), 1], &ms, clock, Micros::ZERO)
+        let (now, o) = parse_one(&[held(slot, 2), 1], &ms, clock, Micros::ZERO)
             .unwrap()
             .unwrap();
         assert_eq!((now, o.remaining), (Micros::new(1_764_136_820_000_000), 0));
         // Any other reply is not a marked one; a marked one out of range is an error.
         assert_eq!(
-            parse_marked_reply(&[5, 1, 3], &ms, clock, Micros::ZERO).unwrap(),
+            parse_one(&[5, 1, 3], &ms, clock, Micros::ZERO).unwrap(),
             None
         );
-        assert_eq!(
-            parse_marked_reply(&[], &ms, clock, Micros::ZERO).unwrap(),
-            None
-        );
+        assert_eq!(parse_one(&[], &ms, clock, Micros::ZERO).unwrap(), None);
         for bad in [
             [held(1, 1), 2],
             [held(1, 1), 0],
@@ -195,20 +255,66 @@ mod tests {
             [i64::MIN, 1],
         ] {
             assert!(
-                parse_marked_reply(&bad, &ms, clock, Micros::ZERO).is_err(),
+                parse_one(&bad, &ms, clock, Micros::ZERO).is_err(),
                 "{bad:?}"
             );
         }
         let odd = fixed_window(2, 1500);
-        assert!(parse_marked_reply(&[held(1, 1), 1], &odd, clock, Micros::ZERO).is_err());
+        assert!(parse_one(&[held(1, 1), 1], &odd, clock, Micros::ZERO).is_err());
         // A reply no window could give (a garbled or hostile server) is an error, never a panic.
         let long = fixed_window(2, 1 << 52);
         let far = || Micros::new(u64::MAX);
         for slot in [5000, FIXED_WINDOW_SLOTS] {
-            assert!(parse_marked_reply(&[held(slot, 1), 1], &long, far, Micros::ZERO).is_err());
+            assert!(parse_one(&[held(slot, 1), 1], &long, far, Micros::ZERO).is_err());
         }
-        assert!(
-            parse_marked_reply(&[held(1, 1), 1], &fixed_window(2, 0), clock, Micros::ZERO).is_err()
+        assert!(parse_one(&[held(1, 1), 1], &fixed_window(2, 0), clock, Micros::ZERO).is_err());
+    }
+
+    #[test]
+    fn a_rule_of_marked_windows_answers_two_values_a_limit_at_one_time() {
+        let held = |slot: i64, count: i64| -(slot * FIXED_WINDOW_M + count);
+        let (minute, hour) = (
+            fixed_window(10, 60_000_000),
+            fixed_window(100, 3_600_000_000),
         );
+        let rule = [minute, hour];
+        // 20 s into minute 29_402_280 and into hour 490_038 (slots one above).
+        let reply = [held(29_402_281, 3), 40_000, held(490_039, 7), 3_580_000];
+        let local = || Micros::new(1_764_136_800_000_000);
+        let redis = Micros::new(1_764_136_820_000_000);
+        let (now, o) = parse_marked_reply(&reply, &rule, local, Micros::ZERO)
+            .unwrap()
+            .unwrap();
+        assert_eq!(now, redis);
+        assert_eq!(
+            (o[0].remaining, o[0].reset_after_us),
+            (7, Micros::new(40_000_000))
+        );
+        assert_eq!(
+            (o[1].remaining, o[1].reset_after_us),
+            (93, Micros::new(3_580_000_000))
+        );
+        assert!(o.iter().all(|o| o.allowed && o.violations == 0));
+        // PTTLs read a millisecond apart (a Redis that reads the clock anew): the later one.
+        let apart = [held(29_402_281, 3), 40_000, held(490_039, 7), 3_579_999];
+        let (now, o) = parse_marked_reply(&apart, &rule, local, Micros::ZERO)
+            .unwrap()
+            .unwrap();
+        assert_eq!(now, redis + Micros::new(1000));
+        assert_eq!(o[0].reset_after_us, Micros::new(39_999_000));
+        // Two values a limit, no violations; anything else is no marked reply of the rule.
+        assert!(
+            parse_marked_reply(&reply[..2], &rule, local, Micros::ZERO)
+                .unwrap()
+                .is_none()
+        );
+        let odd = [held(29_402_281, 3), 40_000, 1];
+        assert!(
+            parse_marked_reply(&odd, &rule, local, Micros::ZERO)
+                .unwrap()
+                .is_none()
+        );
+        let late = [held(29_402_281, 3), 40_000, held(490_039, 7), 3_600_001];
+        assert!(parse_marked_reply(&late, &rule, local, Micros::ZERO).is_err());
     }
 }

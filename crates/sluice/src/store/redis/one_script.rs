@@ -72,7 +72,7 @@ const GUARD_VALUES: &str = ", violations, warning }";
 
 /// Whether the script of `shape` counts in marked windows (`lua/one_fixed_window.lua`): a fixed
 /// window of whole milliseconds, on a store that gives keys no longer life than their state needs.
-fn marked(shape: &Shape, min_ttl: Micros) -> bool {
+pub fn marked(shape: &Shape, min_ttl: Micros) -> bool {
     shape.code == Algorithm::FixedWindow.wire_code()
         && shape.window_us.is_multiple_of(1000)
         && min_ttl.is_zero()

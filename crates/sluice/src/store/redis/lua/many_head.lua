@@ -9,8 +9,10 @@
 -- (guarded) is taken while it admits: a penalty's violations are read before its look
 -- (many_violations.lua), and its denial, which blocks or counts a violation, returns {}.
 --
--- The script opens with `local min_ttl, marked, now_at = <µs>, false, <limits + 1>` (see
--- RedisOptions::min_ttl; now.lua). Before each limit's part it sets, for limit number i:
+-- The script opens with `local min_ttl, marked, now_at = <µs>, <marked>, <limits + 1>` (see
+-- RedisOptions::min_ttl; now.lua; marked: every limit is a fixed window that one_fixed_window.lua
+-- would mark, none guarded, and the rule is counted first as many_marked.lua says). Before the
+-- limits' parts (and that count) it sets, for limit number i:
 --   key_i, cost_text_i, cost_i = its state key, ARGV[i] and it read as a number (as
 --     one_head.lua reads it)
 --   limit_i, window_i, capacity_i = the limit's count, window_us and capacity, written in
@@ -23,6 +25,6 @@
 --
 -- ARGV: each limit's cost, then now in µs from the client's clock (none: Redis TIME).
 -- KEYS: each limit's state key, followed by its violations key if it has a penalty.
--- Returns: { now_us, then 4 per limit: allowed (0/1), remaining, reset_after_us,
---   retry_after_us (-1: none) }, or {}; when a limit is guarded, 6 per limit: those and the
---   violations and warning (0/1).
+-- Returns: many_marked.lua's answer; or { now_us, then 4 per limit: allowed (0/1), remaining,
+--   reset_after_us, retry_after_us (-1: none) }, or {}; when a limit is guarded, 6 per limit:
+--   those and the violations and warning (0/1).
