@@ -159,3 +159,73 @@ async fn a_rule_of_fixed_windows_admits_in_their_marked_windows_without_reading_
         (3, 3)
     );
 }
+
+/// A block imposed on Redis TIME leaves a marker that expires with it; a one-limit fixed window
+/// answers it from its PTTL, without TIME: a GET and a PTTL. Its end is the block's, the time
+/// Redis' own to the millisecond, and a penalty's violations come with it.
+#[tokio::test]
+async fn a_block_whose_marker_expires_with_it_is_answered_without_reading_time() {
+    let server = RedisServer::start();
+    let store = redis_store(&server, None).await;
+    let mut c = call("fwb", step(Algorithm::FixedWindow, 1, 60 * S));
+    c.step.penalty = Some(penalty::Settings {
+        warn_after: 1,
+        ban_after: 1,
+        ban_us: 3600 * S,
+        memory_us: 7200 * S,
+    });
+    let decide = async || {
+        store
+            .decide(std::slice::from_ref(&c), Mode::Apply)
+            .await
+            .unwrap()
+    };
+    assert!(decide().await.outcomes[0].allowed);
+    let banned = decide().await;
+    let until = banned.outcomes[0].blocked_until_us.expect("banned");
+    let marker = server.cli(&["GET", &keys::state_key("sluice", &c.key)]);
+    assert_eq!(
+        marker,
+        format!("B0{}", until.get()),
+        "a marker that ends with its block"
+    );
+    assert_eq!(server.cli(&["CONFIG", "RESETSTAT"]), "OK");
+    for _ in 0..3 {
+        let r = decide().await;
+        let o = &r.outcomes[0];
+        assert!(!o.allowed && o.remaining == 0);
+        assert_eq!(o.blocked_until_us, Some(until));
+        assert_eq!(o.retry_after_us, Some(until - r.now_us));
+        assert_eq!(o.reset_after_us, until - r.now_us);
+        assert!(r.now_us >= banned.now_us && r.now_us < banned.now_us + 5 * S);
+        assert_eq!((o.violations, o.warning), (1, true));
+    }
+    assert_eq!(
+        (
+            server.command_calls("get"),
+            server.command_calls("pttl"),
+            server.command_calls("time"),
+            server.command_calls("decrby"),
+        ),
+        (6, 3, 0, 0),
+        "the marker and the violations read, the marker's PTTL"
+    );
+    // A marker that outlives its block (the parked window ends later) is answered on TIME.
+    let mut d = call("fwd", step(Algorithm::FixedWindow, 1, 86_400 * S));
+    d.step.block_us = Some(S);
+    let decide = async || {
+        store
+            .decide(std::slice::from_ref(&d), Mode::Apply)
+            .await
+            .unwrap()
+    };
+    assert!(decide().await.outcomes[0].allowed);
+    let blocked = decide().await.outcomes[0]
+        .blocked_until_us
+        .expect("blocked");
+    let marker = server.cli(&["GET", &keys::state_key("sluice", &d.key)]);
+    assert_eq!(marker, format!("B{}", blocked.get()));
+    assert_eq!(server.cli(&["CONFIG", "RESETSTAT"]), "OK");
+    assert_eq!(decide().await.outcomes[0].blocked_until_us, Some(blocked));
+    assert_eq!(server.command_calls("time"), 1);
+}

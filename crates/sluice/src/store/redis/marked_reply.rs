@@ -13,24 +13,46 @@ use crate::store::{LimitCall, StoreError};
 const FIXED_WINDOW_M: i64 = 1 << 25;
 const FIXED_WINDOW_SLOTS: i64 = 268_435_455;
 
-/// One limit's count in its marked window, as its key's value and PTTL tell it: the count, the
-/// window's end and the start of the millisecond Redis read the PTTL in, both in µs.
-struct Counted {
+/// What one key's value and PTTL tell: a count in its marked window, or a block in force; the
+/// end of either and the start of the millisecond Redis read the PTTL in, in µs.
+struct Marked {
     count: u64,
+    blocked: bool,
     end_us: u64,
     start_us: u64,
 }
 
 /// Decodes the value and PTTL of `call`'s key. The window is the one of the value's slot nearest
-/// `local_us` (a clock need only be within 2^27 windows of Redis').
-fn counted(
+/// `local_us` (a clock need only be within 2^27 windows of Redis'). A positive value is the end of
+/// a block whose marker expires with it (`B0`, see `lua/prelude.lua`), in µs, rounded up to the
+/// millisecond for its expiry; 2 ms or more left prove it in force.
+fn marked(
     value: i64,
     ttl_ms: i64,
     call: &LimitCall,
     local_us: u64,
     bad: impl Fn() -> StoreError,
-) -> Result<Counted, StoreError> {
+) -> Result<Marked, StoreError> {
     let (limit, window_us) = (call.step.params.count, call.step.params.window_us);
+    let ms_to_us = |ms: i64| {
+        u64::try_from(ms)
+            .ok()
+            .and_then(|ms| ms.checked_mul(1000))
+            .ok_or_else(&bad)
+    };
+    if value > 0 {
+        if ttl_ms < 2 || (call.step.block_us.is_none() && call.step.penalty.is_none()) {
+            return Err(bad());
+        }
+        let end_ms = value / 1000 + i64::from(value % 1000 != 0);
+        return Ok(Marked {
+            // A block answers remaining 0 (decide.lua).
+            count: limit,
+            blocked: true,
+            end_us: value.unsigned_abs(),
+            start_us: ms_to_us(end_ms - ttl_ms)?,
+        });
+    }
     let window = i64::try_from(window_us.get()).map_err(|_| bad())?;
     let held = value.checked_neg().ok_or_else(&bad)?;
     let (slot, count) = (held / FIXED_WINDOW_M, held % FIXED_WINDOW_M);
@@ -53,32 +75,27 @@ fn counted(
         above
     };
     let end_ms = (index + 1).checked_mul(window / 1000).ok_or_else(&bad)?;
-    let us = |ms: i64| {
-        u64::try_from(ms)
-            .ok()
-            .and_then(|ms| ms.checked_mul(1000))
-            .ok_or_else(&bad)
-    };
-    Ok(Counted {
+    Ok(Marked {
         count: count.unsigned_abs(),
-        end_us: us(end_ms)?,
-        start_us: us(end_ms - ttl_ms)?,
+        blocked: false,
+        end_us: ms_to_us(end_ms)?,
+        start_us: ms_to_us(end_ms - ttl_ms)?,
     })
 }
 
-/// Decodes an admission in marked windows: `{ the key's value, its PTTL in ms }` per limit, from
-/// a one-limit fixed window (`lua/one_fixed_window.lua`), then for a guarded one its violations
-/// key's count and end; or from a rule of such limits, unguarded (`lua/many_marked.lua`). `None`
-/// for any other reply. Each window is found from its slot and `local_now_us`; Redis' time was
-/// each window's end less its TTL, to the millisecond (Redis 7 reads one time for a whole
-/// script; were the PTTLs read in different milliseconds, the time is kept where every window
-/// still runs).
+/// Decodes an answer from marked keys: `{ the key's value, its PTTL in ms }` per limit, from a
+/// one-limit fixed window (`lua/one_fixed_window.lua`: an admission in its marked window, or a
+/// block in force), then for a guarded one its violations key's count and end; or from a rule of
+/// such limits, unguarded, all admitted (`lua/many_marked.lua`). `None` for any other reply. Each
+/// window is found from its slot and `local_now_us`; Redis' time was each key's end less its TTL,
+/// to the millisecond (Redis 7 reads one time for a whole script; were the PTTLs read in
+/// different milliseconds, the time is kept where every window still runs).
 ///
 /// The decision's time, which the violations count at, is the latest instant of that millisecond
 /// known to have passed: its start, raised to `latest_us`, the latest Redis time the store has
-/// read, up to its last µs. Redis decided at some instant of the millisecond, and the counts'
-/// answer is the same at every one of them; but a block lifted, or a violation forgotten, earlier
-/// in that millisecond was over for Redis, and must not be in force again at the time reported.
+/// read, up to its last µs. Redis decided at some instant of the millisecond, and the answer is
+/// the same at every one of them; but a block lifted, or a violation forgotten, earlier in that
+/// millisecond was over for Redis, and must not be in force again at the time reported.
 pub fn parse_marked_reply(
     reply: &[i64],
     calls: &[LimitCall],
@@ -95,13 +112,16 @@ pub fn parse_marked_reply(
     };
     let bad = || StoreError::permanent("redis", format!("unexpected marked reply: {reply:?}"));
     let local_us = local_now_us().get();
-    let counts = pairs
+    let keys = pairs
         .chunks_exact(2)
         .zip(calls)
-        .map(|(pair, call)| counted(pair[0], pair[1], call, local_us, bad))
-        .collect::<Result<SmallVec<[Counted; 4]>, _>>()?;
-    let start_us = counts.iter().map(|c| c.start_us).max().unwrap_or(0);
-    let end_us = counts.iter().map(|c| c.end_us).min().unwrap_or(0);
+        .map(|(pair, call)| marked(pair[0], pair[1], call, local_us, bad))
+        .collect::<Result<SmallVec<[Marked; 4]>, _>>()?;
+    if keys.len() > 1 && keys.iter().any(|k| k.blocked) {
+        return Err(bad());
+    }
+    let start_us = keys.iter().map(|k| k.start_us).max().unwrap_or(0);
+    let end_us = keys.iter().map(|k| k.end_us).min().unwrap_or(0);
     let now_us = start_us
         .max(latest_us.get().min(start_us + 999))
         .min(end_us.saturating_sub(1));
@@ -112,21 +132,24 @@ pub fn parse_marked_reply(
         }
         _ => 0,
     };
-    let outcomes = counts
+    let outcomes = keys
         .iter()
         .zip(calls)
-        .map(|(c, call)| LimitOutcome {
-            allowed: true,
-            remaining: call.step.params.count - c.count,
-            reset_after_us: Micros::new(c.end_us - now_us),
-            retry_after_us: None,
-            delay_us: Micros::ZERO,
-            blocked_until_us: None,
-            violations,
-            warning: call
-                .step
-                .penalty
-                .is_some_and(|p| violations > 0 && violations >= p.warn_after),
+        .map(|(k, call)| {
+            let left = Micros::new(k.end_us - now_us);
+            LimitOutcome {
+                allowed: !k.blocked,
+                remaining: call.step.params.count - k.count,
+                reset_after_us: left,
+                retry_after_us: k.blocked.then_some(left),
+                delay_us: Micros::ZERO,
+                blocked_until_us: k.blocked.then_some(Micros::new(k.end_us)),
+                violations,
+                warning: call
+                    .step
+                    .penalty
+                    .is_some_and(|p| violations > 0 && violations >= p.warn_after),
+            }
         })
         .collect();
     Ok(Some((Micros::new(now_us), outcomes)))
@@ -316,5 +339,31 @@ mod tests {
         );
         let late = [held(29_402_281, 3), 40_000, held(490_039, 7), 3_600_001];
         assert!(parse_marked_reply(&late, &rule, local, Micros::ZERO).is_err());
+    }
+
+    #[test]
+    fn a_marker_that_ends_with_its_block_answers_the_block_at_redis_time() {
+        let minute = fixed_window(10, 60_000_000);
+        // Ends 1.5 ms into a millisecond: expires at the next; 3,001 ms left at Redis' time.
+        let until: i64 = 1_764_136_823_001_500;
+        let redis = Micros::new(1_764_136_820_001_000);
+        let local = || Micros::new(1_764_100_000_000_000);
+        let (now, o) = parse_one(&[until, 3001, 2, until + 1], &minute, local, Micros::ZERO)
+            .unwrap()
+            .unwrap();
+        assert_eq!(now, redis);
+        let left = Micros::new(3_000_500);
+        assert!(!o.allowed && o.remaining == 0);
+        assert_eq!((o.retry_after_us, o.reset_after_us), (Some(left), left));
+        assert_eq!(o.blocked_until_us, Some(Micros::new(until.unsigned_abs())));
+        assert_eq!((o.violations, o.warning), (2, true));
+        // 1 ms left may be none; a limit without a block or penalty has no marker; nor has a rule.
+        assert!(parse_one(&[until, 1], &minute, local, Micros::ZERO).is_err());
+        let mut plain = fixed_window(10, 60_000_000);
+        plain.step.penalty = None;
+        assert!(parse_one(&[until, 3001], &plain, local, Micros::ZERO).is_err());
+        let rule = [minute.clone(), minute];
+        let reply = [until, 3001, -(FIXED_WINDOW_M + 1), 40_000];
+        assert!(parse_marked_reply(&reply, &rule, local, Micros::ZERO).is_err());
     }
 }

@@ -6,7 +6,7 @@
 -- now), and are absolute (PXAT / PEXPIREAT) on Redis TIME (why: `expiry_from_us` in the prelude).
 -- A script written with `marked` (see one_fixed_window.lua) reads TIME itself, only when it must:
 -- `now` is then nil until it does.
-local now = tonumber(ARGV[now_at])
+local now = ARGV[now_at] and tonumber(ARGV[now_at])
 local px, pexpire, expiry_from = 'PX', 'PEXPIRE', 0
 if not now and not marked then
   local t = redis.call('TIME')

@@ -19,17 +19,45 @@
 -- four values, which no other answer has. The store reads the count and the slot from the value,
 -- finds the window from the slot and its own clock (any clock within 2^27 windows of Redis' finds
 -- the same one), and Redis' time from the window's end and the PTTL, to the millisecond, raised
--- within it to the latest time Redis reported to the store (marked_reply::parse_marked_reply). A PTTL longer than the window (a key written for a longer window) is
--- not taken as a mark; a key written for a shorter one (a limit whose window was changed) counts as
--- this window's until it ends, as if the change had been made then. Everything else reads TIME and
--- decides below.
+-- within it to the latest time Redis reported to the store (marked_reply::parse_marked_reply). A
+-- PTTL longer than the window (a key written for a longer window) is not taken as a mark; a key
+-- written for a shorter one (a limit whose window was changed) counts as this window's until it
+-- ends, as if the change had been made then.
+-- A guarded limit reads its key first, and a block marker that expires with its block (`B0`, see
+-- the prelude) is answered from its PTTL too: { the block's end, its PTTL } (then the violations
+-- as above), the end positive where a count is negative. A PTTL of 2 ms or more proves the block
+-- in force at Redis' time; at 1 ms it may just have ended, and TIME decides.
+-- Everything else reads TIME and decides below.
 --
 -- KEYS[1]: the state key, -(slot * 2^25 + count) (see fixed_window.lua).
 -- ARGV, the limit's constants (and KEYS[2]): as one_head.lua says.
 -- Returns: as one_head.lua says, or the marked answer above.
 
 local key = KEYS[1]
-local r = redis.pcall('DECRBY', key, ARGV[1])
+local held, r
+if guarded then
+  -- Read first: a refused DECRBY on a block marker costs Redis three times a GET.
+  held = redis.pcall('GET', key)
+  local b1, b2
+  if type(held) == 'string' then
+    b1, b2 = string.byte(held, 1, 2)
+  end
+  if b1 ~= 66 then
+    r = redis.pcall('DECRBY', key, ARGV[1])
+  elseif b2 == 48 and not now then
+    -- A marker that expires with its block (see the prelude): 2 ms or more left prove the block
+    -- in force, and tell Redis' time.
+    local ttl = redis.call('PTTL', key)
+    if ttl > 1 then
+      if held_forget then
+        return { string.sub(held, 3), ttl, held_violations, held_forget }
+      end
+      return { string.sub(held, 3), ttl }
+    end
+  end
+else
+  r = redis.pcall('DECRBY', key, ARGV[1])
+end
 local counted = type(r) == 'number'
 local M, SLOTS, CAP = 33554432, 268435455, 16777216
 if not now then
@@ -60,7 +88,7 @@ if not now then
 end
 if not counted then
   if guarded then
-    return from_marker(redis.pcall('GET', key))
+    return from_marker(held)
   end
   return {}
 end

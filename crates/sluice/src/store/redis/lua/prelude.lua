@@ -129,7 +129,10 @@ end
 
 -- Block markers. A block (configured, a penalty's ban, or an administrative one) moves the state
 -- aside to `<state key>:h` and leaves `B<end µs>` in the state key, so a decision notices it with
--- the read it makes anyway: no extra key is read while an identity is not blocked.
+-- the read it makes anyway: no extra key is read while an identity is not blocked. A marker that
+-- expires with its block, at its end rounded up to the millisecond (PXAT, on Redis TIME, when the
+-- parked state ends first), is written `B0<end µs>`: its PTTL then tells Redis' time, and a
+-- one-limit fixed window answers it without TIME (one_fixed_window.lua). Either reads as its end.
 local function is_marker(raw)
   return type(raw) == 'string' and string.byte(raw, 1) == 66
 end
@@ -176,6 +179,8 @@ local function park(key, until_us, now)
   end
   if ttl > tonumber(px(until_us - now)) then
     redis.call('SET', key, 'B' .. int(until_us), 'PX', ttl)
+  elseif expiry_from_us and until_us - now >= min_ttl_us then
+    redis.call('SET', key, 'B0' .. int(until_us), expiry(until_us - now))
   else
     redis.call('SET', key, 'B' .. int(until_us), expiry(until_us - now))
   end
