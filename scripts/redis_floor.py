@@ -164,17 +164,21 @@ millisecond: an admission is one `DECRBY` and one `PTTL`, answered with the key'
 `PTTL`; `TIME` is read when a window starts (with a `SET`) and on a denial. The `PTTL` and the
 arguments the minimal script does not take are what is left above it. A one-limit rule with a block
 or penalty runs its algorithm's one-limit script too, which reads the violations key of a penalty;
-the block marker sits in the state key, so the algorithm's own read (or the fixed window's
-`DECRBY`) finds it, and only then is the marker read with `GET` where that read was not one (so a
-blocked fixed-window identity costs a refused `DECRBY`, about 9,400 instructions, a `GET` and
-`TIME`: well above the minimal script's whole `INCR`; the denial cache answers it without Redis by
-default). Its denials are two calls: the one-limit script leaves them, having written nothing, to
-the general decision, which blocks and counts the violation. A rule of several limits without
-`count_denied` runs a script made for the rule: each limit's one-limit script split into its read
-and its write, the writes made once every limit passes, so two limits cost two reads and two writes
-under one `TIME` (about 1.6× one limit in instructions, 2.2× for the fixed window, whose one limit
-reads no `TIME`, where the general decision cost 3.4×); a limit with a block or penalty adds the
-read of its violations, and its denials and blocks go to the general decision, as for one limit.
+the block marker sits in the state key, so the algorithm's own read finds it. The fixed window reads
+its key with `GET` first when it has a block or penalty (a refused `DECRBY` on a marker costs about
+9,400 instructions, a `GET` about 3,000), and a marker that expires with its block (written `B0`
+on Redis `TIME` when the parked state ends first) tells Redis' time by its `PTTL` as a window's key
+does: a blocked identity costs a `GET` and a `PTTL`, no `TIME`. A reply of two values costs about
+4,200 instructions more than one value (Redis looks for `err`, `ok` and the other typed fields in
+every table it converts). Denials are two calls: the one-limit script leaves them, having written
+nothing, to the general decision, which blocks and counts the violation. A rule of several limits
+without `count_denied` runs a script made for the rule: each limit's one-limit script split into its
+read and its write, the writes made once every limit passes, so two limits cost two reads and two
+writes under one `TIME` (about 1.6× one limit in instructions, where the general decision cost
+3.4×); a limit with a block or penalty adds the read of its violations, and its denials and blocks
+go to the general decision, as for one limit. A rule of fixed windows without block or penalty
+counts first, as one limit does: a `DECRBY` and a `PTTL` per limit, answered with each key's value
+and `PTTL`, every count undone and `TIME` read when one does not admit in its marked window.
 Other rules take the general decision. It is a Redis function, so its helpers and algorithms are
 defined once when the library loads rather than on every call as a script would (defining them
 costs Redis about 4.7 µs a call: a script that defines them and returns at once takes 5.8 µs under
