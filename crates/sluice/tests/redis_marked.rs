@@ -210,6 +210,27 @@ async fn a_block_whose_marker_expires_with_it_is_answered_without_reading_time()
         (6, 3, 0, 0),
         "the marker and the violations read, the marker's PTTL"
     );
+    // Without a penalty, the same block answers as one value.
+    let mut e = call("fwe", step(Algorithm::FixedWindow, 1, 60 * S));
+    e.step.block_us = Some(3600 * S);
+    let decide = async || {
+        store
+            .decide(std::slice::from_ref(&e), Mode::Apply)
+            .await
+            .unwrap()
+    };
+    assert!(decide().await.outcomes[0].allowed);
+    let until = decide().await.outcomes[0]
+        .blocked_until_us
+        .expect("blocked");
+    assert_eq!(server.cli(&["CONFIG", "RESETSTAT"]), "OK");
+    let r = decide().await;
+    assert_eq!(r.outcomes[0].blocked_until_us, Some(until));
+    assert_eq!(r.outcomes[0].retry_after_us, Some(until - r.now_us));
+    assert_eq!(
+        (server.command_calls("pttl"), server.command_calls("time")),
+        (1, 0)
+    );
     // A marker that outlives its block (the parked window ends later) is answered on TIME.
     let mut d = call("fwd", step(Algorithm::FixedWindow, 1, 86_400 * S));
     d.step.block_us = Some(S);

@@ -4,7 +4,7 @@
 
 use std::sync::atomic::Ordering;
 
-use redis::{Arg, Cmd, ErrorKind, Script, ServerErrorKind};
+use redis::{Arg, Cmd, ErrorKind, FromRedisValue, Script, ServerErrorKind, Value};
 
 use super::keys::{self, Part};
 use super::{RedisStore, marked_reply, script, store_error, wire};
@@ -90,7 +90,7 @@ impl RedisStore {
             let cmd = self.shaped_command(&shaped, calls)?;
             // As the redis crate's script invocation does: a server that lost the script (a
             // restart, `SCRIPT FLUSH`, a failover) gets it again, and the call is repeated.
-            let reply: Vec<i64> = match cmd.query_async(&mut conn).await {
+            let reply: Value = match cmd.query_async(&mut conn).await {
                 Err(e) if e.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
                     shaped.load_async(&mut conn).await.map_err(store_error)?;
                     cmd.query_async(&mut conn).await
@@ -98,6 +98,11 @@ impl RedisStore {
                 result => result,
             }
             .map_err(store_error)?;
+            let reply: Vec<i64> = match reply {
+                Value::BulkString(text) => marked_reply::text_pair(&text)?.to_vec(),
+                reply => Vec::from_redis_value(reply)
+                    .map_err(|e| StoreError::permanent("redis", e.to_string()))?,
+            };
             if let Some((now_us, outcomes)) = marked_reply::parse_marked_reply(
                 &reply,
                 calls,

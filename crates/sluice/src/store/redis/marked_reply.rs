@@ -83,6 +83,19 @@ fn marked(
     })
 }
 
+/// A blocked fixed window's answer as one value, `<PTTL>B0<end>` (`lua/one_fixed_window.lua`):
+/// the pair `[end, PTTL]` that [`parse_marked_reply`] decodes.
+pub fn text_pair(text: &[u8]) -> Result<[i64; 2], StoreError> {
+    let pair = std::str::from_utf8(text).ok().and_then(|text| {
+        let (ttl, end) = text.split_once("B0")?;
+        Some([end.parse().ok()?, ttl.parse().ok()?])
+    });
+    pair.ok_or_else(|| {
+        let text = String::from_utf8_lossy(text);
+        StoreError::permanent("redis", format!("unexpected marked reply: {text}"))
+    })
+}
+
 /// Decodes an answer from marked keys: `{ the key's value, its PTTL in ms }` per limit, from a
 /// one-limit fixed window (`lua/one_fixed_window.lua`: an admission in its marked window, or a
 /// block in force), then for a guarded one its violations key's count and end; or from a rule of
@@ -365,5 +378,16 @@ mod tests {
         let rule = [minute.clone(), minute];
         let reply = [until, 3001, -(FIXED_WINDOW_M + 1), 40_000];
         assert!(parse_marked_reply(&reply, &rule, local, Micros::ZERO).is_err());
+    }
+
+    #[test]
+    fn a_block_answered_as_one_value_reads_as_its_pair() {
+        assert_eq!(
+            text_pair(b"3001B01764136823001500").unwrap(),
+            [1_764_136_823_001_500, 3001]
+        );
+        for bad in [&b"3001B1764"[..], b"B01764", b"3001B0", b"x", b"3001B0-"] {
+            assert!(text_pair(bad).is_err(), "{bad:?}");
+        }
     }
 }

@@ -24,9 +24,10 @@
 -- written for a shorter one (a limit whose window was changed) counts as this window's until it
 -- ends, as if the change had been made then.
 -- A guarded limit reads its key first, and a block marker that expires with its block (`B0`, see
--- the prelude) is answered from its PTTL too: { the block's end, its PTTL } (then the violations
--- as above), the end positive where a count is negative. A PTTL of 2 ms or more proves the block
--- in force at Redis' time; at 1 ms it may just have ended, and TIME decides.
+-- the prelude) is answered from its PTTL too: { the block's end, its PTTL, then the violations
+-- as above }, the end positive where a count is negative; without violations, the one value
+-- `<PTTL>B0<end>`. A PTTL of 2 ms or more proves the block in force at Redis' time; at 1 ms it
+-- may just have ended, and TIME decides.
 -- Everything else reads TIME and decides below.
 --
 -- KEYS[1]: the state key, -(slot * 2^25 + count) (see fixed_window.lua).
@@ -52,7 +53,8 @@ if guarded then
       if held_forget then
         return { string.sub(held, 3), ttl, held_violations, held_forget }
       end
-      return { string.sub(held, 3), ttl }
+      -- One value, `<PTTL>B0<end>`: a table costs Redis more than the text.
+      return ttl .. held
     end
   end
 else
