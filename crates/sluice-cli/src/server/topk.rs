@@ -58,12 +58,10 @@ impl Summary {
             });
             return;
         }
-        // The smallest counter (ties: the smallest key, for stable output) passes to the new
-        // identity, which inherits its count.
-        let smallest = self
-            .counters
-            .iter_mut()
-            .min_by(|a, b| a.count.cmp(&b.count).then_with(|| a.key.cmp(&b.key)));
+        // The smallest counter (ties: the first) passes to the new identity, which inherits its
+        // count. Ties are the rule while many identities are denied once each: settled by
+        // position, they cost no key comparisons.
+        let smallest = self.counters.iter_mut().min_by_key(|c| c.count);
         if let Some(c) = smallest {
             c.key.clear();
             c.key.push_str(key);
@@ -87,12 +85,20 @@ impl Summary {
 /// Each rule's summary, by rule name.
 type Rules = hashbrown::HashMap<String, Summary, foldhash::fast::RandomState>;
 
+/// The summaries, and the text of the identity being counted, kept so that a denial allocates
+/// nothing once its rule's summary is full.
+#[derive(Debug, Default)]
+struct Tracked {
+    rules: Rules,
+    key: String,
+}
+
 /// Top denied identities of every rule.
 #[derive(Debug)]
 pub struct TopDenied {
     k: usize,
     labels: IdentityLabels,
-    rules: Mutex<Rules>,
+    tracked: Mutex<Tracked>,
 }
 
 impl TopDenied {
@@ -101,35 +107,31 @@ impl TopDenied {
         TopDenied {
             k,
             labels,
-            rules: Mutex::new(Rules::default()),
+            tracked: Mutex::new(Tracked::default()),
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Rules> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Tracked> {
         // A panic while holding the lock cannot leave a summary inconsistent (each update is
         // one counter), so a poisoned lock is still usable.
-        self.rules.lock().unwrap_or_else(|e| e.into_inner())
+        self.tracked.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Counts the identities of the limits that denied this decision (once each).
+    /// Counts the identities of the limits that denied this decision (once each: limits that
+    /// count by the same attributes share one).
     pub fn record(&self, decision: &Decision, attributes: &[(&str, impl AsRef<str>)]) {
         if self.labels == IdentityLabels::Off {
             return;
         }
-        let mut keys: Vec<String> = Vec::new();
-        for limit in decision.limits.iter().filter(|l| !l.allowed) {
-            let mut key = String::new();
-            self.key_into(&limit.identity, attributes, &mut key);
-            if !keys.contains(&key) {
-                keys.push(key);
-            }
-        }
-        if keys.is_empty() {
-            return;
-        }
-        let mut rules = self.lock();
+        let mut tracked = self.lock();
+        let Tracked { rules, key } = &mut *tracked;
         let summary = rules.entry_ref(decision.rule.as_str()).or_default();
-        for key in &keys {
+        let denied = || decision.limits.iter().filter(|l| !l.allowed);
+        for (i, limit) in denied().enumerate() {
+            if denied().take(i).any(|l| l.identity == limit.identity) {
+                continue;
+            }
+            self.key_into(&limit.identity, attributes, key);
             summary.add(key, 2 * self.k);
         }
     }
@@ -169,12 +171,12 @@ impl TopDenied {
 
     /// Forgets rules that are no longer in force.
     pub fn retain(&self, in_force: impl Fn(&str) -> bool) {
-        self.lock().retain(|rule, _| in_force(rule));
+        self.lock().rules.retain(|rule, _| in_force(rule));
     }
 
     /// The `k` most denied identities of a rule, largest first.
     pub fn top(&self, rule: &str) -> Vec<(String, u64)> {
-        self.lock().get(rule).map_or_else(Vec::new, |s| {
+        self.lock().rules.get(rule).map_or_else(Vec::new, |s| {
             s.top(self.k)
                 .into_iter()
                 .map(|(key, n)| (self.label(key).into_owned(), n))
@@ -187,7 +189,8 @@ impl TopDenied {
         if self.labels == IdentityLabels::Off {
             return;
         }
-        let rules = self.lock();
+        let tracked = self.lock();
+        let rules = &tracked.rules;
         let mut names: Vec<&String> = rules.keys().collect();
         names.sort();
         let _ = writeln!(
@@ -280,7 +283,7 @@ mod tests {
         assert_eq!(best.len(), 3);
         assert_eq!(best[0].0, "ip=1.1.1.1");
         assert!(best[0].1 >= 500);
-        assert!(top.lock()["login"].counters.len() <= 6);
+        assert!(top.lock().rules["login"].counters.len() <= 6);
         let mut text = String::new();
         top.render_into(&mut text);
         assert_eq!(
@@ -320,5 +323,22 @@ mod tests {
         let mut text = String::new();
         off.render_into(&mut text);
         assert_eq!(text, "");
+    }
+
+    #[test]
+    fn limits_that_count_by_the_same_attributes_count_once() {
+        let top = TopDenied::new(2, IdentityLabels::Raw);
+        let mut d = denied("r", &["ip"]);
+        let by_ip = d.limits[0].clone();
+        let by_user = LimitDecision {
+            identity: [Name::from("user")].into_iter().collect(),
+            ..by_ip.clone()
+        };
+        d.limits.extend([by_ip, by_user]);
+        top.record(&d, &[("ip", "1.2.3.4"), ("user", "u")]);
+        assert_eq!(
+            top.top("r"),
+            [("ip=1.2.3.4".to_string(), 1), ("user=u".to_string(), 1)]
+        );
     }
 }
