@@ -229,6 +229,36 @@ mod tests {
     }
 
     #[test]
+    fn a_rule_of_marked_fixed_windows_counts_first() {
+        let window = shape(Algorithm::FixedWindow, 5);
+        let text = many_text(&[window; 3], Micros::ZERO).expect("a rule script");
+        assert!(!text.contains('@'), "every part's names are numbered");
+        assert!(text.starts_with("local min_ttl, marked, now_at = 0, true, 4\n"));
+        let counts = text
+            .find("if not now then\nlocal all = true\n")
+            .expect("counts");
+        assert!(text.find("local limit_3,").expect("constants") < counts);
+        assert!(counts < text.find("redis.pcall('GET', key_1)").expect("the look"));
+        assert!(text.contains("return { r_1, ttl_1, r_2, ttl_2, r_3, ttl_3 }\n"));
+        assert!(text.contains("redis.call('INCRBY', key_3, cost_text_3)"));
+        // Any other limit, a guarded one, or a store that keeps keys longer: no such count.
+        let guarded = Shape {
+            guarded: true,
+            ..window
+        };
+        let odd = Shape {
+            window_us: 1500,
+            ..window
+        };
+        for other in [guarded, odd, shape(Algorithm::Gcra, 5)] {
+            let text = many_text(&[window, other], Micros::ZERO).expect("a rule script");
+            assert!(!text.contains("local all = true"), "{other:?}");
+        }
+        let text = many_text(&[window; 2], Micros::new(1000)).expect("a rule script");
+        assert!(!text.contains("local all = true"));
+    }
+
+    #[test]
     fn a_guarded_limit_reads_its_violations_and_leaves_its_denials() {
         let gcra = shape(Algorithm::Gcra, 10);
         let penalized = Shape {
