@@ -16,7 +16,7 @@ use super::decide::limit_decision;
 use super::options::Check;
 use super::{Attributes, Limiter, keys};
 use crate::error::Error;
-use crate::model::{Decision, LimitDecisions};
+use crate::model::Decision;
 use crate::store::KeyRef;
 
 thread_local! {
@@ -75,10 +75,10 @@ impl Limiter {
         // bytes, and each move of it costs as much as a part of the check.
         let one = limit_decision(limit, names, &step, &outcome);
         rule.meters.decided_one(rule.definition.shadow, &one);
-        Some(Ok(Decision::of_limits(
+        Some(Ok(Decision::of_one(
             rule.name.clone(),
             rule.definition.shadow,
-            LimitDecisions::from_buf([one]),
+            one,
         )))
     }
 }
