@@ -15,6 +15,7 @@ use std::sync::atomic::Ordering;
 use super::decide::limit_decision;
 use super::options::Check;
 use super::{Attributes, Limiter, keys};
+use crate::clock;
 use crate::error::Error;
 use crate::model::Decision;
 use crate::store::KeyRef;
@@ -63,7 +64,10 @@ impl Limiter {
                 identity,
             };
             let started = inner.latency.start();
-            let (_, outcome) = inner.store.decide_one_now(key, &step, check.mode())?.ok()?;
+            let answer = clock::lending(started, || {
+                inner.store.decide_one_now(key, &step, check.mode())
+            });
+            let (_, outcome) = answer?.ok()?;
             inner.latency.record(started);
             Some(Ok((outcome, keys::attribute_names(&limit.by, identity))))
         });
