@@ -28,6 +28,7 @@ pub trait Clock: Send + Sync + std::fmt::Debug {
 /// with the CPU's monotonic counter ([`quanta`]) in between. Successive readings never decrease,
 /// even across threads or when NTP steps the wall clock back, because the algorithms assume
 /// time moves forward; a re-anchor that lands earlier holds time still until it catches up.
+/// A reading lent by the timer of the store call in progress (`lending`) stands for its own.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct SystemClock;
 

@@ -142,7 +142,8 @@ impl RuleMeters {
 }
 
 /// `sluice_store_latency_seconds{store}`: how long store calls take, read on the CPU counter
-/// (timing every call with the OS clock costs more than an in-memory decision).
+/// (timing every call with the OS clock costs more than an in-memory decision) that the system
+/// clock advances with, so that a synchronous call can lend its start reading to the clock.
 #[derive(Debug)]
 pub(crate) struct StoreLatency {
     store: &'static str,
