@@ -2,8 +2,9 @@
 //! (the memory store).
 //!
 //! The identity is written into a per-thread buffer, the store decides from the borrowed key
-//! parts ([`Store::decide_one_now`](crate::Store::decide_one_now)), and the decision holds
-//! interned names and its one limit inline. It is the decision the general path in `decide`
+//! parts ([`Store::decide_one_now`](crate::Store::decide_one_now)) on the clock reading that
+//! starts its timer (lent by [`clock::lending`]), and the decision holds interned names and its
+//! one limit inline, built from it directly ([`Decision::of_one`]). It is the decision the general path in `decide`
 //! gives: the same limit decision, the same metrics. Whatever this path does not cover — several
 //! limits, leases, reservations, a cost above the capacity, a disabled rule or limiter, an
 //! unknown rule, a store that cannot answer at once or fails — goes to the general path, which
@@ -15,8 +16,9 @@ use std::sync::atomic::Ordering;
 use super::decide::limit_decision;
 use super::options::Check;
 use super::{Attributes, Limiter, keys};
+use crate::clock;
 use crate::error::Error;
-use crate::model::{Decision, LimitDecisions};
+use crate::model::Decision;
 use crate::store::KeyRef;
 
 thread_local! {
@@ -63,7 +65,10 @@ impl Limiter {
                 identity,
             };
             let started = inner.latency.start();
-            let (_, outcome) = inner.store.decide_one_now(key, &step, check.mode())?.ok()?;
+            let answer = clock::lending(started, || {
+                inner.store.decide_one_now(key, &step, check.mode())
+            });
+            let (_, outcome) = answer?.ok()?;
             inner.latency.record(started);
             Some(Ok((outcome, keys::attribute_names(&limit.by, identity))))
         });
@@ -75,10 +80,10 @@ impl Limiter {
         // bytes, and each move of it costs as much as a part of the check.
         let one = limit_decision(limit, names, &step, &outcome);
         rule.meters.decided_one(rule.definition.shadow, &one);
-        Some(Ok(Decision::of_limits(
+        Some(Ok(Decision::of_one(
             rule.name.clone(),
             rule.definition.shadow,
-            LimitDecisions::from_buf([one]),
+            one,
         )))
     }
 }

@@ -133,6 +133,11 @@ pub(crate) fn write_identity(
 /// so this is exact.
 #[inline]
 pub(crate) fn attribute_names(by: &[Vec<Name>], identity: &str) -> AttributeNames {
+    if let [alternatives] = by
+        && let [name] = alternatives.as_slice()
+    {
+        return AttributeNames::one(name.clone());
+    }
     if by.iter().all(|alternatives| alternatives.len() == 1) {
         // No fallback: the names are the limit's own.
         return by
