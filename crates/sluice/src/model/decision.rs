@@ -265,3 +265,50 @@ impl Decision {
             .min_by_key(|l| (l.remaining, std::cmp::Reverse(l.reset_after_ms)))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_decision_of_one_limit_is_the_decision_of_a_list_of_it() {
+        let allowed = LimitDecision {
+            id: "l".into(),
+            identity: AttributeNames::one("ip".into()),
+            algorithm: Algorithm::Gcra,
+            allowed: true,
+            limit: 10,
+            window_ms: 1000,
+            remaining: 3,
+            reset_after_ms: 700,
+            retry_after_ms: None,
+            blocked_until_ms: None,
+            violations: 0,
+            warning: false,
+            delay_ms: 0,
+            shadow: false,
+        };
+        let denied = LimitDecision {
+            allowed: false,
+            remaining: 0,
+            retry_after_ms: Some(100),
+            blocked_until_ms: Some(5000),
+            violations: 2,
+            warning: true,
+            ..allowed.clone()
+        };
+        let shadowed = LimitDecision {
+            shadow: true,
+            ..denied.clone()
+        };
+        for limit in [allowed, denied, shadowed] {
+            for shadow in [false, true] {
+                assert_eq!(
+                    Decision::of_one("r".into(), shadow, limit.clone()),
+                    Decision::of_limits("r", shadow, LimitDecisions::from_buf([limit.clone()])),
+                    "{limit:?} {shadow}"
+                );
+            }
+        }
+    }
+}

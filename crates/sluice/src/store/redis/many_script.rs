@@ -64,9 +64,9 @@ fn part(shape: &Shape) -> Option<(&'static str, &'static str)> {
     text.split_once(RECORD)
 }
 
-/// The opening of a rule script whose limits are all marked fixed windows (`lua/many_marked.lua`):
-/// on Redis `TIME` it counts each of the `limits` limits in its marked window and answers, or undoes
-/// what it counted and reads `TIME` for the decision that follows.
+/// The opening of a rule script whose limits are all marked fixed windows
+/// (`lua/many_marked.lua`): on Redis `TIME` it counts each of the `limits` limits in its marked
+/// window and answers, or undoes what it counted and reads `TIME` for the decision that follows.
 fn marked_counts(limits: usize) -> String {
     let (count, undo) = MARKED
         .split_once(UNDO)
