@@ -5,10 +5,10 @@
 //! parts ([`Store::decide_one_now`](crate::Store::decide_one_now)) on the clock reading that
 //! starts its timer (lent by [`clock::lending`]), and the decision holds interned names and its
 //! one limit inline, built from it directly ([`Decision::of_one`]). It is the decision the
-//! general path in `decide` gives: the same limit decision, the same metrics. Whatever this path does not cover — several
-//! limits, leases, reservations, a cost above the capacity, a disabled rule or limiter, an
-//! unknown rule, a store that cannot answer at once or fails — goes to the general path, which
-//! has the one answer for each.
+//! general path in `decide` gives: the same limit decision, the same metrics. Whatever this path
+//! does not cover — several limits, leases, reservations, a cost above the capacity, a disabled
+//! rule or limiter, an unknown rule, a store that cannot answer at once or fails — goes to the
+//! general path, which has the one answer for each.
 
 use std::cell::RefCell;
 use std::sync::atomic::Ordering;
