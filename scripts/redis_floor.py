@@ -165,8 +165,9 @@ millisecond: an admission is one `DECRBY` and one `PTTL`, answered with the key'
 arguments the minimal script does not take are what is left above it. A one-limit rule with a block
 or penalty runs its algorithm's one-limit script too, which reads the violations key of a penalty;
 the block marker sits in the state key, so the algorithm's own read finds it. The fixed window reads
-its key with `GET` first when it has a block or penalty (a refused `DECRBY` on a marker costs about
-9,400 instructions, a `GET` about 3,000), and a marker that expires with its block (written `B0`
+its key with `GET` first when it has a block without a penalty (a refused `DECRBY` on a marker costs
+about 9,400 instructions, a `GET` about 3,000; a penalty's admissions, which read its violations
+key already, count first and stay within their budget), and a marker that expires with its block (written `B0`
 on Redis `TIME` when the parked state ends first) tells Redis' time by its `PTTL` as a window's key
 does: a blocked identity costs a `GET` and a `PTTL`, no `TIME`. A reply of two values costs about
 4,200 instructions more than one value (Redis looks for `err`, `ok` and the other typed fields in

@@ -207,10 +207,10 @@ async fn a_block_whose_marker_expires_with_it_is_answered_without_reading_time()
             server.command_calls("time"),
             server.command_calls("decrby"),
         ),
-        (6, 3, 0, 0),
-        "the marker and the violations read, the marker's PTTL"
+        (6, 3, 0, 3),
+        "the violations, a refused count, the marker and its PTTL"
     );
-    // Without a penalty, the same block answers as one value.
+    // Without a penalty the key is read first, and the same block answers as one value.
     let mut e = call("fwe", step(Algorithm::FixedWindow, 1, 60 * S));
     e.step.block_us = Some(3600 * S);
     let decide = async || {
@@ -228,8 +228,14 @@ async fn a_block_whose_marker_expires_with_it_is_answered_without_reading_time()
     assert_eq!(r.outcomes[0].blocked_until_us, Some(until));
     assert_eq!(r.outcomes[0].retry_after_us, Some(until - r.now_us));
     assert_eq!(
-        (server.command_calls("pttl"), server.command_calls("time")),
-        (1, 0)
+        (
+            server.command_calls("get"),
+            server.command_calls("pttl"),
+            server.command_calls("time"),
+            server.command_calls("decrby"),
+        ),
+        (1, 1, 0, 0),
+        "the key read first, the marker's PTTL"
     );
     // A marker that outlives its block (the parked window ends later) is answered on TIME.
     let mut d = call("fwd", step(Algorithm::FixedWindow, 1, 86_400 * S));

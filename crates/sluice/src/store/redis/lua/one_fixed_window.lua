@@ -23,10 +23,9 @@
 -- PTTL longer than the window (a key written for a longer window) is not taken as a mark; a key
 -- written for a shorter one (a limit whose window was changed) counts as this window's until it
 -- ends, as if the change had been made then.
--- A guarded limit reads its key first, and a block marker that expires with its block (`B0`, see
--- the prelude) is answered from its PTTL too: { the block's end, its PTTL, then the violations
--- as above }, the end positive where a count is negative; without violations, the one value
--- `<PTTL>B0<end>`. A PTTL of 2 ms or more proves the block in force at Redis' time; at 1 ms it
+-- A block marker that expires with its block (`B0`, see the prelude) is answered from its PTTL
+-- too: { the block's end, its PTTL, then the violations as above }, the end positive where a
+-- count is negative; without violations, the one value `<PTTL>B0<end>`. A PTTL of 2 ms or more proves the block in force at Redis' time; at 1 ms it
 -- may just have ended, and TIME decides.
 -- Everything else reads TIME and decides below.
 --
@@ -35,30 +34,37 @@
 -- Returns: as one_head.lua says, or the marked answer above.
 
 local key = KEYS[1]
-local held, r
-if guarded then
-  -- Read first: a refused DECRBY on a block marker costs Redis three times a GET.
+local held, r, b1, b2
+if guarded and not warn_after then
+  -- A block without a penalty reads first: a refused DECRBY on a block marker costs Redis three
+  -- times a GET. A penalty's admissions, which read the violations key already, count first.
   held = redis.pcall('GET', key)
-  local b1, b2
   if type(held) == 'string' then
     b1, b2 = string.byte(held, 1, 2)
   end
   if b1 ~= 66 then
     r = redis.pcall('DECRBY', key, ARGV[1])
-  elseif b2 == 48 and not now then
-    -- A marker that expires with its block (see the prelude): 2 ms or more left prove the block
-    -- in force, and tell Redis' time.
-    local ttl = redis.call('PTTL', key)
-    if ttl > 1 then
-      if held_forget then
-        return { string.sub(held, 3), ttl, held_violations, held_forget }
-      end
-      -- One value, `<PTTL>B0<end>`: a table costs Redis more than the text.
-      return ttl .. held
-    end
   end
 else
   r = redis.pcall('DECRBY', key, ARGV[1])
+  if guarded and type(r) ~= 'number' then
+    held = redis.pcall('GET', key)
+    if type(held) == 'string' then
+      b1, b2 = string.byte(held, 1, 2)
+    end
+  end
+end
+if b1 == 66 and b2 == 48 and not now then
+  -- A marker that expires with its block (see the prelude): 2 ms or more left prove the block in
+  -- force, and tell Redis' time.
+  local ttl = redis.call('PTTL', key)
+  if ttl > 1 then
+    if held_forget then
+      return { string.sub(held, 3), ttl, held_violations, held_forget }
+    end
+    -- One value, `<PTTL>B0<end>`: a table costs Redis more than the text.
+    return ttl .. held
+  end
 end
 local counted = type(r) == 'number'
 local M, SLOTS, CAP = 33554432, 268435455, 16777216
