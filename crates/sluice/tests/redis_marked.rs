@@ -161,8 +161,9 @@ async fn a_rule_of_fixed_windows_admits_in_their_marked_windows_without_reading_
 }
 
 /// A block imposed on Redis TIME leaves a marker that expires with it; a one-limit fixed window
-/// answers it from its PTTL, without TIME: a GET and a PTTL. Its end is the block's, the time
-/// Redis' own to the millisecond, and a penalty's violations come with it.
+/// answers it from its PTTL, without TIME: with a penalty after a refused count, without one
+/// after a GET. Its end is the block's, the time Redis' own to the millisecond, and a penalty's
+/// violations come with it.
 #[tokio::test]
 async fn a_block_whose_marker_expires_with_it_is_answered_without_reading_time() {
     let server = RedisServer::start();
