@@ -9,9 +9,12 @@ For each algorithm:
   - `sluice bench` through the library (50 tasks, 100k keys): decisions/s, µs per call, memory;
   - shapes (with --shapes): a limit with block and penalty while nobody is blocked, every identity
     blocked, and a rule with two limits.
+The minimal -P 16 run, Sluice and its shapes are measured in --rounds rounds (3), each ratio taken
+within its round; the figures reported are the medians of the rounds (the machine is shared, and
+its speed drifts from one minute to the next).
 Prints one JSON object per line (consumed by scripts/bench) and a table on stderr.
 
-usage: redis_floor.py SLUICE_BINARY [--seconds N] [--shapes] [algorithm ...] > run.jsonl
+usage: redis_floor.py SLUICE_BINARY [--seconds N] [--rounds N] [--shapes] [algorithm ...] > run.jsonl
        redis_floor.py --render run.jsonl      (the Markdown section of BENCHMARKS.md)
 """
 import argparse, csv, io, json, os, re, shutil, socket, statistics, subprocess, sys, tempfile, time
@@ -160,18 +163,18 @@ instructions a call, each argument about 1,000, a `DECRBY` 3,700, a `PTTL` 3,200
 and turning it into µs 8,100, reading a string as a number 1,200 (so the usual cost of 1 is read by
 comparing strings). So a fixed window's key expires at its window's end, and while the window lasts
 its `PTTL` tells the script that the window is the key's and tells the store Redis' time, to the
-millisecond: an admission is one `DECRBY` and one `PTTL`, answered with the key's value and the
-`PTTL`; `TIME` is read when a window starts (with a `SET`) and on a denial. The `PTTL` and the
-arguments the minimal script does not take are what is left above it. A one-limit rule with a block
+millisecond: an admission is one `DECRBY` and one `PTTL`, answered with one number that packs the
+count, the window's slot and the `PTTL` (a reply of two values costs about 4,200 instructions more
+than one number: Redis looks for `err`, `ok` and the other typed fields in every table it converts);
+`TIME` is read when a window starts (with a `SET`) and on a denial. The `PTTL` is what is left above
+the minimal script. A one-limit rule with a block
 or penalty runs its algorithm's one-limit script too, which reads the violations key of a penalty;
 the block marker sits in the state key, so the algorithm's own read finds it. The fixed window reads
 its key with `GET` first when it has a block without a penalty (a refused `DECRBY` on a marker costs
 about 9,400 instructions, a `GET` about 3,000; a penalty's admissions, which read its violations
 key already, count first and stay within their budget), and a marker that expires with its block (written `B0`
 on Redis `TIME` when the parked state ends first) tells Redis' time by its `PTTL` as a window's key
-does: a blocked identity costs a `GET` and a `PTTL`, no `TIME`. A reply of two values costs about
-4,200 instructions more than one value (Redis looks for `err`, `ok` and the other typed fields in
-every table it converts). Denials are two calls: the one-limit script leaves them, having written
+does: a blocked identity costs a `GET` and a `PTTL`, no `TIME`, answered with one text. Denials are two calls: the one-limit script leaves them, having written
 nothing, to the general decision, which blocks and counts the violation. A rule of several limits
 without `count_denied` runs a script made for the rule: each limit's one-limit script split into its
 read and its write, the writes made once every limit passes, so two limits cost two reads and two
@@ -200,7 +203,9 @@ def render(path):
     print("included) of 200 random state keys, the minimal script's taken after a run of it with as many")
     print("calls as Sluice made, spread over as many seconds (a key holds what was recorded in it: a sliding")
     print("log's entries, a sliding window's buckets, one for each 6 s its calls span; the timed runs make")
-    print("different numbers of calls at different rates). Goals: Sluice's µs ≤ 1.25×")
+    print("different numbers of calls at different rates). The minimal script at -P 16, Sluice and its shapes")
+    print("run in three rounds, one after the other; each ratio is taken within its round, beside the minimal")
+    print("script's run of that round, and every figure is the median of the three. Goals: Sluice's µs ≤ 1.25×")
     print("the minimal script's, rate ≥ 0.8× the minimal -P 16 rate, memory ≤ minimal + 16 bytes.")
     print("`sluice bench` runs with `--threads 1`: one runtime thread, as `redis-benchmark` is one event")
     print("loop, so the other core is Redis'.\n")
@@ -229,6 +234,36 @@ def render(path):
     print()
 
 
+def median(values):
+    values = [v for v in values if v is not None]
+    return statistics.median(values) if values else None
+
+
+def measure_round(redis, a, alg):
+    """One round: the minimal script at -P 16, then Sluice and its shapes right after it, and each
+    ratio to that minimal run (the machine's speed drifts between rounds, not within one)."""
+    rd = {"p16": minimal(redis, alg, 16), "sluice": sluice(redis, a.binary, alg, a.seconds)}
+    if a.shapes:
+        rd["guarded"] = sluice(redis, a.binary, alg, a.seconds, "--block", "1h", "--penalty")
+        # 1 per hour with a block: each key is admitted once, denied and blocked, then every
+        # further decision answers from the block. Without the denial cache, so that Redis answers
+        # every blocked decision; with it (the default), Redis sees only each key's admission and
+        # the denial that blocks it.
+        rd["blocked"] = sluice(redis, a.binary, alg, a.seconds, "--limit", "1/1h", "--block", "1h",
+                               "--no-denial-cache", keys=1000)
+        rd["blocked_cached"] = sluice(redis, a.binary, alg, a.seconds, "--limit", "1/1h", "--block",
+                                      "1h", keys=1000)
+        rd["two_limits"] = sluice(redis, a.binary, alg, a.seconds, "--limits", "2")
+    p16, s = rd["p16"], rd["sluice"]
+    rd["us_ratio"] = s["us_per_call"] / p16["us_per_call"]
+    rd["rate_ratio"] = s["per_sec"] / p16["per_sec"]
+    if a.shapes:
+        rd["guarded_us_ratio"] = rd["guarded"]["us_per_call"] / p16["us_per_call"]
+        rd["blocked_us_ratio"] = rd["blocked"]["us_per_call"] / p16["us_per_call"]
+        rd["two_limits_ratio"] = rd["two_limits"]["us_per_call"] / s["us_per_call"]
+    return rd
+
+
 def main():
     if len(sys.argv) == 3 and sys.argv[1] == "--render":
         return render(sys.argv[2])
@@ -237,36 +272,26 @@ def main():
     ap.add_argument("algorithms", nargs="*", default=list(MIN))
     ap.add_argument("--seconds", type=int, default=6)
     ap.add_argument("--shapes", action="store_true")
+    ap.add_argument("--rounds", type=int, default=3)
     a = ap.parse_intermixed_args()
     redis = Redis()
     try:
         for alg in a.algorithms:
-            row = {"algorithm": alg, "p1": minimal(redis, alg, 1), "p16": minimal(redis, alg, 16),
-                   "sluice": sluice(redis, a.binary, alg, a.seconds)}
-            if a.shapes:
-                row["guarded"] = sluice(redis, a.binary, alg, a.seconds, "--block", "1h", "--penalty")
-                # 1 per hour with a block: each key is admitted once, denied and blocked, then
-                # every further decision answers from the block.
-                # Without the denial cache, so that Redis answers every blocked decision; with it
-                # (the default), Redis sees only each key's admission and the denial that blocks it.
-                row["blocked"] = sluice(redis, a.binary, alg, a.seconds, "--limit", "1/1h", "--block", "1h",
-                                        "--no-denial-cache", keys=1000)
-                row["blocked_cached"] = sluice(redis, a.binary, alg, a.seconds, "--limit", "1/1h", "--block",
-                                               "1h", keys=1000)
-                row["two_limits"] = sluice(redis, a.binary, alg, a.seconds, "--limits", "2")
+            rounds = [measure_round(redis, a, alg) for _ in range(a.rounds)]
+            row = {"algorithm": alg, "p1": minimal(redis, alg, 1), "rounds": rounds}
+            # Each figure is the median of its rounds; each ratio, the median of the ratios taken
+            # within a round, beside the minimal script measured in that round.
+            for key in rounds[0]:
+                values = [r[key] for r in rounds]
+                row[key] = ({k: median([v[k] for v in values]) for k in values[0]}
+                            if isinstance(values[0], dict) else median(values))
             p16, s = row["p16"], row["sluice"]
             # Memory is compared at the same number of calls per key, made over the same time: a
             # key's state grows with what was recorded in it (a sliding log's entries) and with
             # the time that spans (a sliding window's buckets), and the timed runs make different
             # numbers of calls at different rates.
-            row["memory_peer"] = minimal(redis, alg, 16, calls=s["calls"], spread=s["seconds"])
-            row["us_ratio"] = s["us_per_call"] / p16["us_per_call"]
-            row["rate_ratio"] = s["per_sec"] / p16["per_sec"]
+            row["memory_peer"] = minimal(redis, alg, 16, calls=int(s["calls"]), spread=s["seconds"])
             row["bytes_over_minimal"] = s["bytes_per_key"] - row["memory_peer"]["bytes_per_key"]
-            if a.shapes:
-                row["guarded_us_ratio"] = row["guarded"]["us_per_call"] / p16["us_per_call"]
-                row["blocked_us_ratio"] = row["blocked"]["us_per_call"] / p16["us_per_call"]
-                row["two_limits_ratio"] = row["two_limits"]["us_per_call"] / s["us_per_call"]
             print(json.dumps(row), flush=True)
             shapes = ""
             if a.shapes:

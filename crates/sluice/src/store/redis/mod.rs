@@ -9,7 +9,8 @@
 //!   request; [`one_script`]: the one-limit scripts made for each limit, its constants written
 //!   in; `many_script`: the rule scripts made for each rule of several limits; `shape_scripts`:
 //!   those made so far; `wire`: their arguments and replies, as each script documents them
-//!   (`marked_reply`: a fixed window's admission in a marked window).
+//!   (`marked_reply`: a fixed window's admission in a marked window; `packed_reply`: one limit's,
+//!   as one number).
 //!
 //! # One decision, one script call, at the floor
 //! Each decision is one call (a script reloaded on `NOSCRIPT`, a function reloaded when missing),
@@ -111,6 +112,7 @@ mod many_script;
 mod marked_reply;
 pub mod one_script;
 mod options;
+mod packed_reply;
 mod reservation;
 pub mod script;
 mod shape_scripts;

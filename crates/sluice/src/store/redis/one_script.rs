@@ -78,6 +78,14 @@ pub fn marked(shape: &Shape, min_ttl: Micros) -> bool {
         && min_ttl.is_zero()
 }
 
+/// The slots' modulus of a one-limit script that counts in marked windows, which packs its
+/// answer into one number (`packed_reply`): a [`marked`] window whose numbers leave one.
+fn marked_slots(shape: &Shape, min_ttl: Micros) -> Option<u64> {
+    marked(shape, min_ttl)
+        .then(|| super::packed_reply::slots(shape.count, shape.window_us))
+        .flatten()
+}
+
 /// The text of the one-limit script of `shape` on a store whose shortest expiry to write is
 /// `min_ttl` (see `RedisOptions::min_ttl`): its constants, `lua/now.lua`, then the algorithm's
 /// script; or none for an algorithm without one.
@@ -105,7 +113,7 @@ pub fn one_text(shape: &Shape, min_ttl: Micros) -> Option<String> {
         shape.capacity,
         shape.count_denied,
         shape.guarded,
-        marked(shape, min_ttl),
+        marked_slots(shape, min_ttl).map_or("false".to_string(), |s| s.to_string()),
     ))
 }
 
@@ -163,13 +171,22 @@ mod tests {
         // Only a fixed window of whole ms counts in marked windows, and only where keys live no
         // longer than their state matters.
         let fixed = Shape::plain(Algorithm::FixedWindow.wire_code(), 10);
-        let marks = |shape: &Shape, min_ttl: u64| {
+        // Such a script packs its admissions into one number, with the slots' modulus written in
+        // where `marked` stands (`packed_reply`); a limit whose numbers leave none reads TIME.
+        let modulus = |shape: &Shape, min_ttl: u64| {
             let text = one_text(shape, Micros::new(min_ttl)).expect("a script");
-            text.lines()
-                .next()
-                .expect("constants")
-                .ends_with(", true, 2")
+            let constants = text.lines().next().expect("constants");
+            constants.rsplit(", ").nth(1).expect("marked").to_string()
         };
+        let marks = |shape: &Shape, min_ttl: u64| modulus(shape, min_ttl) != "false";
+        assert_eq!(modulus(&fixed, 0), "268435455");
+        assert!(!marks(
+            &Shape {
+                count: 1 << 40,
+                ..fixed
+            },
+            0
+        ));
         assert!(marks(&fixed, 0));
         assert!(!marks(&fixed, 1));
         assert!(!marks(

@@ -14,19 +14,22 @@
 -- 0), the key's expiry marks its window: a PTTL of at least 1 ms means Redis' clock is still before
 -- the window's end, and at or after its start, when the count was first written. An admission in
 -- such a window needs no TIME, which costs Redis more than the DECRBY: the script is written with
--- `marked` (one_script::one_text; now.lua then leaves TIME to it), and answers { the key's value,
--- its PTTL in ms }, and when a penalty's violations key is there, its count and end as read: two or
--- four values, which no other answer has. The store reads the count and the slot from the value,
--- finds the window from the slot and its own clock (any clock within 2^27 windows of Redis' finds
--- the same one), and Redis' time from the window's end and the PTTL, to the millisecond, raised
--- within it to the latest time Redis reported to the store (marked_reply::parse_marked_reply). A
--- PTTL longer than the window (a key written for a longer window) is not taken as a mark; a key
--- written for a shorter one (a limit whose window was changed) counts as this window's until it
--- ends, as if the change had been made then.
+-- `marked` (one_script::one_text; now.lua then leaves TIME to it). It answers one number,
+-- ((slot - 1) % marked * (limit + 1) + count) * (window_ms + 1) + PTTL, below 2^53, `marked` being
+-- the slots' modulus that one_text writes in (packed_reply.rs: a table costs Redis more than the
+-- Lua that packs it); or, when a penalty's violations key is there, { the key's value, its PTTL in
+-- ms, the violations' count and end as read }. Nothing else answers one integer, nor four values
+-- but a block (below).
+-- The store reads the count and the slot, finds the window from the slot and its own clock (any
+-- clock within a day of Redis' finds the same one), and Redis' time from the window's end and the
+-- PTTL, to the millisecond, raised within it to the latest time Redis reported to the store
+-- (marked_reply::parse_marked_reply). A PTTL longer than the window (a key written for a longer
+-- window) is not taken as a mark; a key written for a shorter one (a limit whose window was
+-- changed) counts as this window's until it ends, as if the change had been made then.
 -- A block marker that expires with its block (`B0`, see the prelude) is answered from its PTTL
 -- too: { the block's end, its PTTL, then the violations as above }, the end positive where a
--- count is negative; without violations, the one value `<PTTL>B0<end>`. A PTTL of 2 ms or more proves the block in force at Redis' time; at 1 ms it
--- may just have ended, and TIME decides.
+-- count is negative; without violations, the one value `<PTTL>B0<end>`. A PTTL of 2 ms or more
+-- proves the block in force at Redis' time; at 1 ms it may just have ended, and TIME decides.
 -- Everything else reads TIME and decides below.
 --
 -- KEYS[1]: the state key, -(slot * 2^25 + count) (see fixed_window.lua).
@@ -79,7 +82,8 @@ if not now then
         if held_forget then
           return { r, ttl, held_violations, held_forget }
         end
-        return { r, ttl }
+        -- One number (packed_reply.rs): a table costs Redis more than the Lua that packs it.
+        return (((m - count) / M - 1) % marked * (limit + 1) + count) * (window / 1000 + 1) + ttl
       end
     end
   end

@@ -1,0 +1,267 @@
+//! The decoding of marked replies, against replies written by hand as the scripts write them.
+
+use super::*;
+
+/// A fixed-window call of `limit` units per `window_us`, with a penalty warning from 2.
+fn fixed_window(limit: u64, window_us: u64) -> LimitCall {
+    use crate::algorithm::{LimitStep, Params, penalty};
+    use crate::model::Algorithm;
+    LimitCall {
+        key: crate::store::LimitKey {
+            rule: "r".into(),
+            limit_id: "l".into(),
+            identity: "ip=1".into(),
+        },
+        step: LimitStep {
+            algorithm: Algorithm::FixedWindow,
+            params: Params::new(limit, Micros::new(window_us), limit),
+            cost: 1,
+            block_us: None,
+            penalty: Some(penalty::Settings {
+                warn_after: 2,
+                ban_after: 5,
+                ban_us: Micros::new(1),
+                memory_us: Micros::new(1),
+            }),
+            shadow: false,
+            lease: None,
+        },
+    }
+}
+
+/// The reply for `call` alone.
+fn parse_one(
+    reply: &[i64],
+    call: &LimitCall,
+    local_now_us: impl FnOnce() -> Micros,
+    latest_us: Micros,
+) -> Result<Option<(Micros, LimitOutcome)>, StoreError> {
+    let parsed = parse_marked_reply(reply, std::slice::from_ref(call), local_now_us, latest_us)?;
+    Ok(parsed.map(|(now, mut outcomes)| (now, outcomes.remove(0))))
+}
+
+#[test]
+fn a_marked_reply_finds_its_window_from_the_slot_and_a_nearby_clock() {
+    let held = |slot: i64, count: i64| -(slot * FIXED_WINDOW_M + count);
+    let minute = fixed_window(10, 60_000_000);
+    // Window 29_402_280 (from 1_764_136_800 s) has slot 29_402_281; Redis is 20 s into it.
+    let redis_ms = 1_764_136_820_000;
+    let reply = [held(29_402_281, 3), 40_000];
+    for local_s in [1_764_136_820, 1_764_136_790, 1_764_136_900, 1_764_100_000] {
+        let local = || Micros::new(local_s * 1_000_000);
+        let (now, o) = parse_one(&reply, &minute, local, Micros::ZERO)
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            now,
+            Micros::new(redis_ms * 1000),
+            "local clock at {local_s} s"
+        );
+        assert!(o.allowed && o.retry_after_us.is_none() && o.blocked_until_us.is_none());
+        assert_eq!(
+            (o.remaining, o.reset_after_us),
+            (7, Micros::new(40_000_000))
+        );
+        assert_eq!((o.violations, o.warning), (0, false));
+    }
+    // The violations count while they are remembered, at Redis' time.
+    let local = || Micros::new(redis_ms * 1000);
+    let redis_us = 1_764_136_820_000_000;
+    let remembered = [held(29_402_281, 3), 40_000, 2, redis_us + 1];
+    let (_, o) = parse_one(&remembered, &minute, local, Micros::ZERO)
+        .unwrap()
+        .unwrap();
+    assert_eq!((o.violations, o.warning), (2, true));
+    let forgotten = [held(29_402_281, 3), 40_000, 2, redis_us];
+    let (_, o) = parse_one(&forgotten, &minute, local, Micros::ZERO)
+        .unwrap()
+        .unwrap();
+    assert_eq!((o.violations, o.warning), (0, false));
+    // Redis' latest time read is the decision's, within its millisecond: a violation
+    // forgotten before it is not counted again. One read before it says nothing; one after
+    // it makes the decision's the millisecond's last µs.
+    let at = |us: u64| Micros::new(1_764_136_820_000_000 + us);
+    for (latest, now, violations) in [
+        (at(1), at(1), 0),
+        (Micros::new(1_764_136_819_999_999), at(0), 2),
+        (at(5000), at(999), 0),
+    ] {
+        let (n, o) = parse_one(&remembered, &minute, local, latest)
+            .unwrap()
+            .unwrap();
+        assert_eq!((n, o.violations), (now, violations), "{latest:?}");
+        assert_eq!(o.reset_after_us, Micros::new(40_000_000) - (now - at(0)));
+    }
+    // Windows of 1 ms wrap their slots every 2^28 - 1 ms (3.1 days): a clock off by a day
+    // still finds the window.
+    let ms = fixed_window(2, 1000);
+    let index: i64 = 1_764_136_820_000;
+    let slot = index % FIXED_WINDOW_SLOTS + 1;
+    let day = 86_400_000_000;
+    let clock = || Micros::new(1_764_136_820_000_000 + day);
+    let (now, o) = parse_one(&[held(slot, 2), 1], &ms, clock, Micros::ZERO)
+        .unwrap()
+        .unwrap();
+    assert_eq!((now, o.remaining), (Micros::new(1_764_136_820_000_000), 0));
+    // Any other reply is not a marked one; a marked one out of range is an error.
+    assert_eq!(
+        parse_one(&[5, 1, 3], &ms, clock, Micros::ZERO).unwrap(),
+        None
+    );
+    assert_eq!(parse_one(&[], &ms, clock, Micros::ZERO).unwrap(), None);
+    for bad in [
+        [held(1, 1), 2],
+        [held(1, 1), 0],
+        [held(1, 3), 1],
+        [held(1, 0), 1],
+        [held(0, 1), 1],
+        [held(FIXED_WINDOW_SLOTS + 1, 1), 1],
+        [5, 1],
+        [i64::MIN, 1],
+    ] {
+        assert!(
+            parse_one(&bad, &ms, clock, Micros::ZERO).is_err(),
+            "{bad:?}"
+        );
+    }
+    let odd = fixed_window(2, 1500);
+    assert!(parse_one(&[held(1, 1), 1], &odd, clock, Micros::ZERO).is_err());
+    // A reply no window could give (a garbled or hostile server) is an error, never a panic.
+    let long = fixed_window(2, 1 << 52);
+    let far = || Micros::new(u64::MAX);
+    for slot in [5000, FIXED_WINDOW_SLOTS] {
+        assert!(parse_one(&[held(slot, 1), 1], &long, far, Micros::ZERO).is_err());
+    }
+    assert!(parse_one(&[held(1, 1), 1], &fixed_window(2, 0), clock, Micros::ZERO).is_err());
+}
+
+#[test]
+fn a_rule_of_marked_windows_answers_two_values_a_limit_at_one_time() {
+    let held = |slot: i64, count: i64| -(slot * FIXED_WINDOW_M + count);
+    let (minute, hour) = (
+        fixed_window(10, 60_000_000),
+        fixed_window(100, 3_600_000_000),
+    );
+    let rule = [minute, hour];
+    // 20 s into minute 29_402_280 and into hour 490_038 (slots one above).
+    let reply = [held(29_402_281, 3), 40_000, held(490_039, 7), 3_580_000];
+    let local = || Micros::new(1_764_136_800_000_000);
+    let redis = Micros::new(1_764_136_820_000_000);
+    let (now, o) = parse_marked_reply(&reply, &rule, local, Micros::ZERO)
+        .unwrap()
+        .unwrap();
+    assert_eq!(now, redis);
+    assert_eq!(
+        (o[0].remaining, o[0].reset_after_us),
+        (7, Micros::new(40_000_000))
+    );
+    assert_eq!(
+        (o[1].remaining, o[1].reset_after_us),
+        (93, Micros::new(3_580_000_000))
+    );
+    assert!(o.iter().all(|o| o.allowed && o.violations == 0));
+    // PTTLs read a millisecond apart (a Redis that reads the clock anew): the later one.
+    let apart = [held(29_402_281, 3), 40_000, held(490_039, 7), 3_579_999];
+    let (now, o) = parse_marked_reply(&apart, &rule, local, Micros::ZERO)
+        .unwrap()
+        .unwrap();
+    assert_eq!(now, redis + Micros::new(1000));
+    assert_eq!(o[0].reset_after_us, Micros::new(39_999_000));
+    // Two values a limit, no violations; anything else is no marked reply of the rule.
+    assert!(
+        parse_marked_reply(&reply[..2], &rule, local, Micros::ZERO)
+            .unwrap()
+            .is_none()
+    );
+    let odd = [held(29_402_281, 3), 40_000, 1];
+    assert!(
+        parse_marked_reply(&odd, &rule, local, Micros::ZERO)
+            .unwrap()
+            .is_none()
+    );
+    let late = [held(29_402_281, 3), 40_000, held(490_039, 7), 3_600_001];
+    assert!(parse_marked_reply(&late, &rule, local, Micros::ZERO).is_err());
+}
+
+#[test]
+fn a_marker_that_ends_with_its_block_answers_the_block_at_redis_time() {
+    let minute = fixed_window(10, 60_000_000);
+    // Ends 1.5 ms into a millisecond: expires at the next; 3,001 ms left at Redis' time.
+    let until: i64 = 1_764_136_823_001_500;
+    let redis = Micros::new(1_764_136_820_001_000);
+    let local = || Micros::new(1_764_100_000_000_000);
+    let (now, o) = parse_one(&[until, 3001, 2, until + 1], &minute, local, Micros::ZERO)
+        .unwrap()
+        .unwrap();
+    assert_eq!(now, redis);
+    let left = Micros::new(3_000_500);
+    assert!(!o.allowed && o.remaining == 0);
+    assert_eq!((o.retry_after_us, o.reset_after_us), (Some(left), left));
+    assert_eq!(o.blocked_until_us, Some(Micros::new(until.unsigned_abs())));
+    assert_eq!((o.violations, o.warning), (2, true));
+    // 1 ms left may be none; a limit without a block or penalty has no marker; nor has a rule.
+    assert!(parse_one(&[until, 1], &minute, local, Micros::ZERO).is_err());
+    let mut plain = fixed_window(10, 60_000_000);
+    plain.step.penalty = None;
+    assert!(parse_one(&[until, 3001], &plain, local, Micros::ZERO).is_err());
+    let rule = [minute.clone(), minute];
+    let reply = [until, 3001, -(FIXED_WINDOW_M + 1), 40_000];
+    assert!(parse_marked_reply(&reply, &rule, local, Micros::ZERO).is_err());
+}
+
+#[test]
+fn a_block_answered_as_one_value_reads_as_its_pair() {
+    assert_eq!(
+        text_pair(b"3001B01764136823001500").unwrap(),
+        [1_764_136_823_001_500, 3001]
+    );
+    for bad in [&b"3001B1764"[..], b"B01764", b"3001B0", b"x", b"3001B0-"] {
+        assert!(text_pair(bad).is_err(), "{bad:?}");
+    }
+}
+
+#[test]
+fn a_packed_admission_decodes_as_its_pair() {
+    let held = |slot: i64, count: i64| -(slot * FIXED_WINDOW_M + count);
+    // As one_fixed_window.lua packs `{ value, PTTL }`.
+    let pack = |slot: i64, count: i64, ttl: i64, call: &LimitCall| {
+        let (limit, window_us) = (call.step.params.count, call.step.params.window_us.get());
+        let s = packed_reply::slots(limit, window_us).expect("packable") as i64;
+        let (limit, window_ms) = (limit as i64, (window_us / 1000) as i64);
+        ((slot - 1) % s * (limit + 1) + count) * (window_ms + 1) + ttl
+    };
+    let minute = fixed_window(10, 60_000_000);
+    // A day's window of a large limit keeps fewer slots: a clock a day off still finds it.
+    let day = fixed_window(1 << 24, 86_400_000_000);
+    let redis_s = 1_764_136_820;
+    for (call, slot, count, ttl) in [
+        (&minute, 29_402_281, 3, 40_000),
+        (&minute, 29_402_281, 10, 1),
+        (&day, 20_419, 5, 64_780_000),
+    ] {
+        for local_s in [redis_s, redis_s - 30, redis_s + 86_000, redis_s - 86_000] {
+            let local = || Micros::new(local_s * 1_000_000);
+            let latest = Micros::new(redis_s * 1_000_000 + 300);
+            let packed = parse_one(&[pack(slot, count, ttl, call)], call, local, latest);
+            let pair = parse_one(&[held(slot, count), ttl], call, local, latest);
+            assert_eq!(
+                packed.unwrap(),
+                pair.unwrap(),
+                "{slot} {count} {ttl} at {local_s}"
+            );
+        }
+    }
+    // A number no script of the limit could pack is an error.
+    for bad in [
+        -1,
+        i64::MAX,
+        0,
+        pack(7, 11, 5, &minute),
+        pack(7, 1, 60_001, &minute),
+    ] {
+        assert!(
+            parse_one(&[bad], &minute, || Micros::new(0), Micros::ZERO).is_err(),
+            "{bad}"
+        );
+    }
+}
