@@ -15,8 +15,37 @@
 /// The span of windows a residue must tell apart: a clock within a day of Redis' finds its window.
 const MIN_SPAN_MS: u128 = 2 * 86_400_000;
 
-/// The prime factors of the slots' period, 2^28 − 1 (`lua/fixed_window.lua`).
-const SLOT_FACTORS: [u64; 6] = [3, 5, 29, 43, 113, 127];
+/// The divisors of the slots' period, 2^28 − 1 = 3 × 5 × 29 × 43 × 113 × 127 (`lua/fixed_window.lua`),
+/// in increasing order: a store decodes each packed answer with its limit's, so finding it is a
+/// binary search.
+const DIVISORS: [u64; 64] = {
+    const FACTORS: [u64; 6] = [3, 5, 29, 43, 113, 127];
+    let mut divisors = [1u64; 64];
+    let mut mask = 0;
+    while mask < 64 {
+        let mut i = 0;
+        while i < FACTORS.len() {
+            if mask & (1 << i) != 0 {
+                divisors[mask] *= FACTORS[i];
+            }
+            i += 1;
+        }
+        mask += 1;
+    }
+    // Insertion sort: `sort` is not const.
+    let mut i = 1;
+    while i < 64 {
+        let mut j = i;
+        while j > 0 && divisors[j - 1] > divisors[j] {
+            let d = divisors[j];
+            divisors[j] = divisors[j - 1];
+            divisors[j - 1] = d;
+            j -= 1;
+        }
+        i += 1;
+    }
+    divisors
+};
 
 /// The slot's modulus `S` in the packed answer of a fixed window of `limit` units per
 /// `window_us`, if its numbers leave one.
@@ -24,19 +53,11 @@ pub fn slots(limit: u64, window_us: u64) -> Option<u64> {
     if !window_us.is_multiple_of(1000) {
         return None;
     }
-    let window_ms = u128::from(window_us / 1000);
-    let per_slot = (u128::from(limit) + 1) * (window_ms + 1);
-    let bound = (1u128 << 53) / per_slot;
-    let best = (0u32..1 << SLOT_FACTORS.len())
-        .map(|mask| {
-            (0..SLOT_FACTORS.len())
-                .filter(|i| mask & (1 << i) != 0)
-                .map(|i| SLOT_FACTORS[i])
-                .product::<u64>()
-        })
-        .filter(|&s| u128::from(s) <= bound)
-        .max()?;
-    (u128::from(best) * window_ms >= MIN_SPAN_MS).then_some(best)
+    let window_ms = window_us / 1000;
+    let per_slot = limit.checked_add(1)?.checked_mul(window_ms + 1)?;
+    let bound = (1u64 << 53) / per_slot;
+    let best = DIVISORS[DIVISORS.partition_point(|&d| d <= bound).checked_sub(1)?];
+    (u128::from(best) * u128::from(window_ms) >= MIN_SPAN_MS).then_some(best)
 }
 
 /// What a packed answer holds.
@@ -90,6 +111,7 @@ mod tests {
         ] {
             let s = slots(limit, window_us).expect("packable");
             assert_eq!(268_435_455 % s, 0);
+            assert!(DIVISORS.is_sorted() && DIVISORS[63] == 268_435_455);
             let window_ms = window_us / 1000;
             assert!(u128::from(s) * u128::from(limit + 1) * u128::from(window_ms + 1) <= 1 << 53);
             assert!(u128::from(s) * u128::from(window_ms) >= MIN_SPAN_MS);
