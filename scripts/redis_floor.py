@@ -9,7 +9,7 @@ For each algorithm:
   - `sluice bench` through the library (50 tasks, 100k keys): decisions/s, µs per call, memory;
   - shapes (with --shapes): a limit with block and penalty while nobody is blocked, every identity
     blocked, and a rule with two limits.
-The minimal -P 16 run, Sluice and its shapes are measured in --rounds rounds (3), each ratio taken
+The minimal -P 16 run, Sluice and its shapes (--seconds each, 4) are measured in --rounds rounds (5), each ratio taken
 within its round; the figures reported are the medians of the rounds (the machine is shared, and
 its speed drifts from one minute to the next).
 Prints one JSON object per line (consumed by scripts/bench) and a table on stderr.
@@ -204,8 +204,8 @@ def render(path):
     print("calls as Sluice made, spread over as many seconds (a key holds what was recorded in it: a sliding")
     print("log's entries, a sliding window's buckets, one for each 6 s its calls span; the timed runs make")
     print("different numbers of calls at different rates). The minimal script at -P 16, Sluice and its shapes")
-    print("run in three rounds, one after the other; each ratio is taken within its round, beside the minimal")
-    print("script's run of that round, and every figure is the median of the three. Goals: Sluice's µs ≤ 1.25×")
+    print("run in five rounds, one after the other; each ratio is taken within its round, beside the minimal")
+    print("script's run of that round, and every figure is the median of the five. Goals: Sluice's µs ≤ 1.25×")
     print("the minimal script's, rate ≥ 0.8× the minimal -P 16 rate, memory ≤ minimal + 16 bytes.")
     print("`sluice bench` runs with `--threads 1`: one runtime thread, as `redis-benchmark` is one event")
     print("loop, so the other core is Redis'.\n")
@@ -270,9 +270,9 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("binary")
     ap.add_argument("algorithms", nargs="*", default=list(MIN))
-    ap.add_argument("--seconds", type=int, default=6)
+    ap.add_argument("--seconds", type=int, default=4)
     ap.add_argument("--shapes", action="store_true")
-    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--rounds", type=int, default=5)
     a = ap.parse_intermixed_args()
     redis = Redis()
     try:

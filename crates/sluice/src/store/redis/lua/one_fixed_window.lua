@@ -140,6 +140,11 @@ if count == 0 then
     local ms = math.ceil((expiry_from + math.max(left, min_ttl)) / 1000)
     redis.call('SET', key, string.format('%d', -(slot * M + count)), px,
       string.format('%d', ms))
+    if allowed and count > 0 and marked and px == 'PXAT' and not held_forget then
+      -- A window's first admission answers as the marked ones after it: the key's PTTL is its
+      -- expiry less Redis' millisecond. One number costs Redis less than the table below.
+      return ((slot - 1) % marked * (limit + 1) + count) * (window / 1000 + 1) + ms - floor(now / 1000)
+    end
   else
     redis.call('DEL', key)
   end
