@@ -24,9 +24,9 @@ struct Marked {
 }
 
 /// Decodes the value and PTTL of `call`'s key. The window is the one of the value's slot nearest
-/// `local_us` (see [`in_window`]). A positive value is the end of
-/// a block whose marker expires with it (`B0`, see `lua/prelude.lua`), in µs, rounded up to the
-/// millisecond for its expiry; 2 ms or more left prove it in force.
+/// `local_us` (see [`in_window`]). A positive value is the end of a block whose marker expires
+/// with it (`B0`, see `lua/prelude.lua`), in µs, rounded up to the millisecond for its expiry;
+/// 2 ms or more left prove it in force.
 fn marked(
     value: i64,
     ttl_ms: i64,
@@ -121,8 +121,8 @@ pub fn text_pair(text: &[u8]) -> Result<[i64; 2], StoreError> {
 /// Decodes an answer from marked keys: `{ the key's value, its PTTL in ms }` per limit, from a
 /// one-limit fixed window (`lua/one_fixed_window.lua`: an admission in its marked window, or a
 /// block in force), then for a guarded one its violations key's count and end (an admission
-/// without them is one number, see `packed_reply`); or from a rule of
-/// such limits, unguarded, all admitted (`lua/many_marked.lua`). `None` for any other reply. Each
+/// without them is one number, see `packed_reply`); or from a rule of such limits, unguarded, all
+/// admitted (`lua/many_marked.lua`). `None` for any other reply. Each
 /// window is found from its slot and `local_now_us`; Redis' time was each key's end less its TTL,
 /// to the millisecond (Redis 7 reads one time for a whole script; were the PTTLs read in
 /// different milliseconds, the time is kept where every window still runs).
