@@ -1,6 +1,7 @@
 //! Fixed windows counted in their marked windows on Redis `TIME`: a key that expires at its
 //! window's end tells Redis' time, so an admission needs no `TIME` read, for one limit
-//! (`lua/one_fixed_window.lua`) and for a rule of them (`lua/many_marked.lua`).
+//! (`lua/one_fixed_window.lua`) and for a rule of them (`lua/many_marked.lua`); and blocks whose
+//! marker expires with them, answered the same way (a fixed window's, a GCRA limit's).
 #![cfg(all(feature = "redis", feature = "conformance"))]
 
 mod common;
@@ -256,4 +257,63 @@ async fn a_block_whose_marker_expires_with_it_is_answered_without_reading_time()
     assert_eq!(server.cli(&["CONFIG", "RESETSTAT"]), "OK");
     assert_eq!(decide().await.outcomes[0].blocked_until_us, Some(blocked));
     assert_eq!(server.command_calls("time"), 1);
+}
+
+/// A GCRA limit with a block and no penalty reads its key before the time: an admission reads
+/// TIME after its GET, and a block whose marker expires with it is answered from the marker's
+/// PTTL, as a fixed window's is.
+#[tokio::test]
+async fn a_blocked_gcra_limit_is_answered_without_reading_time() {
+    let server = RedisServer::start();
+    let store = redis_store(&server, None).await;
+    let mut g = call("gb", step(Algorithm::Gcra, 1, 60 * S));
+    g.step.block_us = Some(3600 * S);
+    let decide = async || {
+        store
+            .decide(std::slice::from_ref(&g), Mode::Apply)
+            .await
+            .unwrap()
+    };
+    let calls = |command| server.command_calls(command);
+    assert_eq!(server.cli(&["CONFIG", "RESETSTAT"]), "OK");
+    assert!(decide().await.outcomes[0].allowed);
+    assert_eq!(
+        (calls("get"), calls("time")),
+        (1, 1),
+        "its key, then the time"
+    );
+    let until = decide().await.outcomes[0]
+        .blocked_until_us
+        .expect("blocked");
+    let marker = server.cli(&["GET", &keys::state_key("sluice", &g.key)]);
+    assert_eq!(marker, format!("B0{}", until.get()));
+    assert_eq!(server.cli(&["CONFIG", "RESETSTAT"]), "OK");
+    for _ in 0..3 {
+        let r = decide().await;
+        let o = &r.outcomes[0];
+        assert!(!o.allowed && o.remaining == 0);
+        assert_eq!(o.blocked_until_us, Some(until));
+        assert_eq!(o.retry_after_us, Some(until - r.now_us));
+    }
+    assert_eq!(
+        (calls("get"), calls("pttl"), calls("time")),
+        (3, 3, 0),
+        "the marker and its PTTL"
+    );
+    // The answer's time is Redis' own, to the millisecond, as TIME reads it around the call.
+    let redis_now = || {
+        let time = server.cli(&["TIME"]);
+        let mut parts = time.lines().map(|p| p.trim().parse::<u64>().expect("TIME"));
+        let (secs, micros) = (parts.next().expect("s"), parts.next().expect("µs"));
+        Micros::new(secs * 1_000_000 + micros)
+    };
+    for _ in 0..3 {
+        let before = redis_now();
+        let now = decide().await.now_us;
+        let after = redis_now();
+        assert!(
+            now >= Micros::new(before.get() / 1000 * 1000) && now <= after,
+            "{now:?}"
+        );
+    }
 }

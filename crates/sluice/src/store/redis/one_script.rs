@@ -78,6 +78,21 @@ pub fn marked(shape: &Shape, min_ttl: Micros) -> bool {
         && min_ttl.is_zero()
 }
 
+/// What a one-limit script's `marked` is written as: the slots' modulus of a fixed window that
+/// counts in marked windows (`lua/one_fixed_window.lua`); `true` for a GCRA limit with a block and
+/// no penalty, which reads `TIME` after its key, only when it holds no block marker that tells
+/// the time (`lua/one_gcra.lua`); else `false`.
+fn marked_text(shape: &Shape, min_ttl: Micros) -> String {
+    if let Some(modulus) = marked_slots(shape, min_ttl) {
+        return modulus.to_string();
+    }
+    let late = shape.code == Algorithm::Gcra.wire_code()
+        && shape.guarded
+        && shape.warn_after.is_none()
+        && min_ttl.is_zero();
+    late.to_string()
+}
+
 /// The slots' modulus of a one-limit script that counts in marked windows, which packs its
 /// answer into one number (`packed_reply`): a [`marked`] window whose numbers leave one.
 fn marked_slots(shape: &Shape, min_ttl: Micros) -> Option<u64> {
@@ -113,7 +128,7 @@ pub fn one_text(shape: &Shape, min_ttl: Micros) -> Option<String> {
         shape.capacity,
         shape.count_denied,
         shape.guarded,
-        marked_slots(shape, min_ttl).map_or("false".to_string(), |s| s.to_string()),
+        marked_text(shape, min_ttl),
     ))
 }
 
@@ -159,7 +174,7 @@ mod tests {
         assert!(
             one_text(&unpenalized, Micros::ZERO)
                 .expect("a script")
-                .contains(", nil, false, 2\n")
+                .contains(", nil, true, 2\n")
         );
         let leaky = shape(Algorithm::LeakyBucket.wire_code(), 100);
         assert_eq!(
@@ -204,6 +219,14 @@ mod tests {
             0
         ));
         assert!(!marks(&Shape::plain(Algorithm::Gcra.wire_code(), 10), 0));
+        // A GCRA limit with a block and no penalty reads TIME after its key.
+        let blocked_gcra = Shape {
+            warn_after: None,
+            ..shape(Algorithm::Gcra.wire_code(), 10)
+        };
+        assert_eq!(modulus(&blocked_gcra, 0), "true");
+        assert_eq!(modulus(&blocked_gcra, 1), "false");
+        assert_eq!(modulus(&shape(Algorithm::Gcra.wire_code(), 10), 0), "false");
         assert_eq!(one_text(&shape(200, 1), Micros::ZERO), None);
     }
 }

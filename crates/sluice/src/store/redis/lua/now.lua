@@ -4,8 +4,8 @@
 -- a call has one argument fewer: each one costs Redis about 1,000 instructions.
 -- Expiries count from `expiry_from` with PX / PEXPIRE on a client's clock (0: from Redis' own
 -- now), and are absolute (PXAT / PEXPIREAT) on Redis TIME (why: `expiry_from_us` in the prelude).
--- A script written with `marked` (see one_fixed_window.lua) reads TIME itself, only when it must:
--- `now` is then nil until it does.
+-- A script written with `marked` (see one_fixed_window.lua, one_gcra.lua) reads TIME itself, only
+-- when it must: `now` is then nil until it does.
 local now = ARGV[now_at] and tonumber(ARGV[now_at])
 local px, pexpire, expiry_from = 'PX', 'PEXPIRE', 0
 if not now and not marked then

@@ -4,6 +4,9 @@
 -- on every call. Anything but a plain tat in the key (a block marker, another algorithm's state)
 -- returns {} and the caller decides with the general script instead.
 --
+-- Marked (a block without a penalty, on Redis TIME; see one_script::one_text): TIME is read after
+-- the GET, so that a blocked identity costs a GET and a PTTL, as a fixed window's does.
+--
 -- KEYS[1]: the state key (the tat in µs, a plain integer).
 -- ARGV, the limit's constants (and KEYS[2]): as one_head.lua says.
 -- Returns: as one_head.lua says.
@@ -13,11 +16,32 @@ local tat = tonumber(raw)
 if not tat then
   if raw then
     if guarded then
+      if not now then
+        -- Marked: a marker that expires with its block (`B0`, see the prelude) with 2 ms or more
+        -- left proves the block in force and tells Redis' time by its PTTL, answered as
+        -- one_fixed_window.lua answers it, `<PTTL>B0<end>`; anything else reads TIME.
+        if type(raw) == 'string' then
+          local b1, b2 = string.byte(raw, 1, 2)
+          if b1 == 66 and b2 == 48 then
+            local ttl = redis.call('PTTL', KEYS[1])
+            if ttl > 1 then
+              return ttl .. raw
+            end
+          end
+        end
+        local t = redis.call('TIME')
+        now = t[1] * 1000000 + t[2]
+      end
       return from_marker(raw)
     end
     return {}
   end
   tat = 0
+end
+if not now then
+  local t = redis.call('TIME')
+  now = t[1] * 1000000 + t[2]
+  px, expiry_from = 'PXAT', now
 end
 
 local t = idiv(window, limit)

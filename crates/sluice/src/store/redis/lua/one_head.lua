@@ -6,8 +6,9 @@
 -- (one_script::one_text), as `local min_ttl, limit, window, capacity, count_denied, guarded,
 -- warn_after, marked, now_at = ...`: the shortest expiry to write in µs (see
 -- RedisOptions::min_ttl), count (units per window), window_us, capacity, count_denied, guarded
--- (the limit has a block or a penalty), the penalty's warn_after (nil: none), marked (false, or
--- the modulus of its packed answer: see one_fixed_window.lua) and now_at, 2 (see now.lua). Only
+-- (the limit has a block or a penalty), the penalty's warn_after (nil: none), marked (false; or
+-- the script reads TIME itself, when it must: see one_fixed_window.lua, where it is the modulus of
+-- its packed answer, and one_gcra.lua) and now_at, 2 (see now.lua). Only
 -- what changes from call to call is an argument: each one costs Redis about 1,000 instructions,
 -- more than most lines of Lua here.
 -- For the same reason, numbers given to a Redis command are written as text (the cost as
