@@ -174,7 +174,9 @@ its key with `GET` first when it has a block without a penalty (a refused `DECRB
 about 9,400 instructions, a `GET` about 3,000; a penalty's admissions, which read its violations
 key already, count first and stay within their budget), and a marker that expires with its block (written `B0`
 on Redis `TIME` when the parked state ends first) tells Redis' time by its `PTTL` as a window's key
-does: a blocked identity costs a `GET` and a `PTTL`, no `TIME`, answered with one text. Denials are two calls: the one-limit script leaves them, having written
+does: a blocked identity costs a `GET` and a `PTTL`, no `TIME`, answered with one text. A GCRA
+limit with a block and no penalty reads its key before `TIME` and answers such a marker the same
+way. Denials are two calls: the one-limit script leaves them, having written
 nothing, to the general decision, which blocks and counts the violation. A rule of several limits
 without `count_denied` runs a script made for the rule: each limit's one-limit script split into its
 read and its write, the writes made once every limit passes, so two limits cost two reads and two
