@@ -14,7 +14,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{S, redis_store};
+use common::{S, redis_now, redis_store};
 use sluice::algorithm::concurrency::LeaseToken;
 use sluice::algorithm::{LimitStep, Mode, Params, penalty};
 use sluice::model::Algorithm;
@@ -174,14 +174,6 @@ fn random_steps(rng: &mut Rng, scale: &Scale, case: usize) -> Vec<LimitStep> {
             step
         })
         .collect()
-}
-
-/// Redis' own clock, from `TIME`.
-fn redis_now(server: &RedisServer) -> Micros {
-    let time = server.cli(&["TIME"]);
-    let mut parts = time.lines().map(|p| p.trim().parse::<u64>().expect("TIME"));
-    let (secs, micros) = (parts.next().expect("seconds"), parts.next().expect("µs"));
-    Micros::from_secs(secs) + Micros::new(micros)
 }
 
 fn seed() -> u64 {

@@ -6,12 +6,21 @@
 
 mod common;
 
-use common::{S, call, redis_store, step};
+use common::{S, call, redis_now, redis_store, step};
 use sluice::algorithm::{Mode, penalty};
 use sluice::model::Algorithm;
-use sluice::store::redis::keys;
+use sluice::store::redis::{RedisStore, keys};
+use sluice::store::{LimitCall, StoreReply};
 use sluice::{Micros, Store};
 use sluice_test_support::RedisServer;
+
+/// `call` decided alone, applied.
+async fn decide_one(store: &RedisStore, call: &LimitCall) -> StoreReply {
+    store
+        .decide(std::slice::from_ref(call), Mode::Apply)
+        .await
+        .unwrap()
+}
 
 /// The count a fixed window's key holds: -(slot * 2^25 + count).
 fn count_in(server: &RedisServer, key: &str) -> i64 {
@@ -26,21 +35,11 @@ fn count_in(server: &RedisServer, key: &str) -> i64 {
 async fn a_fixed_window_admits_in_its_marked_window_without_reading_time() {
     let server = RedisServer::start();
     let store = redis_store(&server, None).await;
-    let redis_ms = || {
-        let time = server.cli(&["TIME"]);
-        let mut parts = time.lines().map(|p| p.trim().parse::<u64>().expect("TIME"));
-        let (s, us) = (parts.next().expect("s"), parts.next().expect("µs"));
-        s * 1000 + us / 1000
-    };
+    let redis_ms = || redis_now(&server).get() / 1000;
     // A day's window, so that the test does not straddle two of them.
     let day = 86_400 * S;
     let c = call("fw", step(Algorithm::FixedWindow, 5, day));
-    let decide = async || {
-        store
-            .decide(std::slice::from_ref(&c), Mode::Apply)
-            .await
-            .unwrap()
-    };
+    let decide = || decide_one(&store, &c);
     assert_eq!(decide().await.outcomes[0].remaining, 4, "a new window");
     let before = redis_ms();
     assert_eq!(server.cli(&["CONFIG", "RESETSTAT"]), "OK");
@@ -176,12 +175,7 @@ async fn a_block_whose_marker_expires_with_it_is_answered_without_reading_time()
         ban_us: 3600 * S,
         memory_us: 7200 * S,
     });
-    let decide = async || {
-        store
-            .decide(std::slice::from_ref(&c), Mode::Apply)
-            .await
-            .unwrap()
-    };
+    let decide = || decide_one(&store, &c);
     assert!(decide().await.outcomes[0].allowed);
     let banned = decide().await;
     let until = banned.outcomes[0].blocked_until_us.expect("banned");
@@ -215,12 +209,7 @@ async fn a_block_whose_marker_expires_with_it_is_answered_without_reading_time()
     // Without a penalty the key is read first, and the same block answers as one value.
     let mut e = call("fwe", step(Algorithm::FixedWindow, 1, 60 * S));
     e.step.block_us = Some(3600 * S);
-    let decide = async || {
-        store
-            .decide(std::slice::from_ref(&e), Mode::Apply)
-            .await
-            .unwrap()
-    };
+    let decide = || decide_one(&store, &e);
     assert!(decide().await.outcomes[0].allowed);
     let until = decide().await.outcomes[0]
         .blocked_until_us
@@ -242,12 +231,7 @@ async fn a_block_whose_marker_expires_with_it_is_answered_without_reading_time()
     // A marker that outlives its block (the parked window ends later) is answered on TIME.
     let mut d = call("fwd", step(Algorithm::FixedWindow, 1, 86_400 * S));
     d.step.block_us = Some(S);
-    let decide = async || {
-        store
-            .decide(std::slice::from_ref(&d), Mode::Apply)
-            .await
-            .unwrap()
-    };
+    let decide = || decide_one(&store, &d);
     assert!(decide().await.outcomes[0].allowed);
     let blocked = decide().await.outcomes[0]
         .blocked_until_us
@@ -268,12 +252,7 @@ async fn a_blocked_gcra_limit_is_answered_without_reading_time() {
     let store = redis_store(&server, None).await;
     let mut g = call("gb", step(Algorithm::Gcra, 1, 60 * S));
     g.step.block_us = Some(3600 * S);
-    let decide = async || {
-        store
-            .decide(std::slice::from_ref(&g), Mode::Apply)
-            .await
-            .unwrap()
-    };
+    let decide = || decide_one(&store, &g);
     let calls = |command| server.command_calls(command);
     assert_eq!(server.cli(&["CONFIG", "RESETSTAT"]), "OK");
     assert!(decide().await.outcomes[0].allowed);
@@ -301,16 +280,10 @@ async fn a_blocked_gcra_limit_is_answered_without_reading_time() {
         "the marker and its PTTL"
     );
     // The answer's time is Redis' own, to the millisecond, as TIME reads it around the call.
-    let redis_now = || {
-        let time = server.cli(&["TIME"]);
-        let mut parts = time.lines().map(|p| p.trim().parse::<u64>().expect("TIME"));
-        let (secs, micros) = (parts.next().expect("s"), parts.next().expect("µs"));
-        Micros::new(secs * 1_000_000 + micros)
-    };
     for _ in 0..3 {
-        let before = redis_now();
+        let before = redis_now(&server);
         let now = decide().await.now_us;
-        let after = redis_now();
+        let after = redis_now(&server);
         assert!(
             now >= Micros::new(before.get() / 1000 * 1000) && now <= after,
             "{now:?}"

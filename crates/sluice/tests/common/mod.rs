@@ -44,6 +44,15 @@ pub async fn redis_store(
     url_store(&server.url(), clock, "sluice").await
 }
 
+/// Redis' own clock, from `TIME`.
+#[cfg(feature = "redis")]
+pub fn redis_now(server: &RedisServer) -> sluice::Micros {
+    let time = server.cli(&["TIME"]);
+    let mut parts = time.lines().map(|p| p.trim().parse::<u64>().expect("TIME"));
+    let (secs, micros) = (parts.next().expect("seconds"), parts.next().expect("µs"));
+    sluice::Micros::from_secs(secs) + sluice::Micros::new(micros)
+}
+
 /// A key prefix no other test of this process uses (tests sharing a cluster keep apart).
 pub fn unique_prefix() -> String {
     use std::sync::atomic::{AtomicU32, Ordering};
