@@ -121,8 +121,21 @@ async fn a_rule_of_fixed_windows_admits_in_their_marked_windows_without_reading_
     hourly.key.limit_id = "hourly".into();
     let rule = [call("fw", step(Algorithm::FixedWindow, 3, day)), hourly];
     let decide = async || store.decide(&rule, Mode::Apply).await.unwrap();
+    let calls = |name: &str| server.command_calls(name);
+    // New windows: each DECRBY makes its key, which is then written with its slot and expiry
+    // once TIME is read; nothing is undone or read again.
     let first = decide().await;
     assert!(first.outcomes.iter().all(|o| o.allowed), "new windows");
+    assert_eq!(
+        ["decrby", "time", "set", "pttl", "get", "del", "incrby"].map(calls),
+        [2, 1, 2, 0, 0, 0, 0]
+    );
+    assert_eq!(
+        first.now_us.get() % 1000,
+        0,
+        "Redis' time, to the millisecond"
+    );
+    assert_eq!(first.outcomes[0].reset_after_us.get() % 1000, 0);
     assert_eq!(server.cli(&["CONFIG", "RESETSTAT"]), "OK");
     for (daily, hourly) in [(1, 3), (0, 2)] {
         let r = decide().await;
@@ -137,13 +150,8 @@ async fn a_rule_of_fixed_windows_admits_in_their_marked_windows_without_reading_
         assert!(d.reset_after_us <= day && h.reset_after_us <= hour);
     }
     assert_eq!(
-        (
-            server.command_calls("evalsha"),
-            server.command_calls("decrby"),
-            server.command_calls("pttl"),
-            server.command_calls("time"),
-        ),
-        (2, 4, 4, 0)
+        ["evalsha", "decrby", "pttl", "time"].map(calls),
+        [2, 4, 4, 0]
     );
     // The day's limit denies: the hour's count is undone too, and TIME decides.
     let denied = decide().await;
@@ -157,6 +165,25 @@ async fn a_rule_of_fixed_windows_admits_in_their_marked_windows_without_reading_
     assert_eq!(
         (count_in(&server, &state(0)), count_in(&server, &state(1))),
         (3, 3)
+    );
+    // One limit starts a window while the other counts in its marked one.
+    assert_eq!(server.cli(&["DEL", &state(0)]), "1");
+    assert_eq!(server.cli(&["CONFIG", "RESETSTAT"]), "OK");
+    let r = decide().await;
+    assert!(r.outcomes.iter().all(|o| o.allowed));
+    assert_eq!((r.outcomes[0].remaining, r.outcomes[1].remaining), (2, 1));
+    assert_eq!(
+        ["decrby", "pttl", "time", "set", "del", "incrby"].map(calls),
+        [2, 1, 1, 1, 0, 0]
+    );
+    assert_eq!(
+        (count_in(&server, &state(0)), count_in(&server, &state(1))),
+        (1, 4)
+    );
+    let ttl: i64 = server.cli(&["PTTL", &state(0)]).parse().unwrap();
+    assert!(
+        ttl > 0 && ttl <= 86_400_000,
+        "expires with its window: {ttl}"
     );
 }
 

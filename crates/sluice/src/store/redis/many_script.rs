@@ -44,8 +44,10 @@ const MANY: [Option<&str>; REGISTRY.len()] = [
 
 const RECORD: &str = "--@record\n";
 
-/// A fixed window's count in its marked window, then the line `--@undo`, then its undoing.
+/// A fixed window's count in its marked window, then the line `--@fresh`, then the writing of a
+/// window it starts, then the line `--@undo`, then its undoing.
 const MARKED: &str = include_str!("lua/many_marked.lua");
+const FRESH: &str = "--@fresh\n";
 const UNDO: &str = "--@undo\n";
 
 /// A penalized limit's violations and warning, read before its look (its violations key and
@@ -66,9 +68,13 @@ fn part(shape: &Shape) -> Option<(&'static str, &'static str)> {
 
 /// The opening of a rule script whose limits are all marked fixed windows
 /// (`lua/many_marked.lua`): on Redis `TIME` it counts each of the `limits` limits in its marked
-/// window and answers, or undoes what it counted and reads `TIME` for the decision that follows.
+/// window, writes the windows it starts and answers, or undoes what it counted and reads `TIME`
+/// for the decision that follows.
 fn marked_counts(limits: usize) -> String {
-    let (count, undo) = MARKED
+    let (count, rest) = MARKED
+        .split_once(FRESH)
+        .expect("many_marked.lua has a fresh marker");
+    let (fresh, undo) = rest
         .split_once(UNDO)
         .expect("many_marked.lua has an undo marker");
     let each = |part: &str| {
@@ -81,11 +87,13 @@ fn marked_counts(limits: usize) -> String {
         .collect::<Vec<_>>()
         .join(", ");
     format!(
-        "\n-- counted in marked windows, without the time\nif not now then\nlocal all = true\n{}\
-         if all then\n  return {{ {values} }}\nend\n{}\
+        "\n-- counted in marked windows, without the time\nif not now then\nlocal all, fresh = true, false\n{}\
+         if all then\n  if fresh then\n    local t = redis.call('TIME')\n    now = t[1] * 1000000 + t[2]\n{}  end\n  \
+         return {{ {values} }}\nend\n{}\
          local t = redis.call('TIME')\nnow = t[1] * 1000000 + t[2]\n\
          px, pexpire, expiry_from = 'PXAT', 'PEXPIREAT', now\nend\n",
         each(count),
+        each(fresh),
         each(undo),
     )
 }
@@ -235,12 +243,22 @@ mod tests {
         assert!(!text.contains('@'), "every part's names are numbered");
         assert!(text.starts_with("local min_ttl, marked, now_at = 0, true, 4\n"));
         let counts = text
-            .find("if not now then\nlocal all = true\n")
+            .find("if not now then\nlocal all, fresh = true, false\n")
             .expect("counts");
         assert!(text.find("local limit_3,").expect("constants") < counts);
         assert!(counts < text.find("redis.pcall('GET', key_1)").expect("the look"));
         assert!(text.contains("return { r_1, ttl_1, r_2, ttl_2, r_3, ttl_3 }\n"));
         assert!(text.contains("redis.call('INCRBY', key_3, cost_text_3)"));
+        // A window the count starts is written once TIME is read, before the answer.
+        let fresh = text
+            .find("if all then\n  if fresh then\n")
+            .expect("fresh windows");
+        assert!(
+            fresh
+                < text
+                    .find("redis.call('SET', key_3, ")
+                    .expect("a new window's key")
+        );
         // Any other limit, a guarded one, or a store that keeps keys longer: no such count.
         let guarded = Shape {
             guarded: true,
@@ -252,10 +270,10 @@ mod tests {
         };
         for other in [guarded, odd, shape(Algorithm::Gcra, 5)] {
             let text = many_text(&[window, other], Micros::ZERO).expect("a rule script");
-            assert!(!text.contains("local all = true"), "{other:?}");
+            assert!(!text.contains("local all, fresh"), "{other:?}");
         }
         let text = many_text(&[window; 2], Micros::new(1000)).expect("a rule script");
-        assert!(!text.contains("local all = true"));
+        assert!(!text.contains("local all, fresh"));
     }
 
     #[test]

@@ -2,12 +2,17 @@
 -- are all fixed windows that one_fixed_window.lua would mark, none with a block or a penalty (see
 -- many_head.lua). On Redis TIME such a rule is decided first without the time, as
 -- one_fixed_window.lua decides one limit: each limit in turn, while every one before it was
--- counted in its marked window and admits (`all`), counts with DECRBY and, when the count is this
--- window's and admits, reads its PTTL (ttl_@ stays 0 otherwise). When every limit's ttl is set,
--- the script answers { value, ttl } per limit, two values a limit, which no other answer has.
+-- counted in its marked window or starts one and admits (`all`), counts with DECRBY. A count that
+-- is this window's and admits reads its PTTL into ttl_@; a DECRBY that made the key (it answers
+-- -cost: a stored count is never 0) starts a window, ttl_@ -1 and `fresh` set; ttl_@ stays 0
+-- otherwise. When every limit's ttl is set, the new windows' keys are written as
+-- one_fixed_window.lua writes a window's first admission (the lines after the fresh marker, once
+-- TIME is read: the count with its slot, expiring at the window's end), and the script answers
+-- { value, ttl } per limit, two values a limit, which no other answer has: a new window's value
+-- and ttl are what its key now holds and its PTTL would say (the expiry less Redis' millisecond).
 -- Otherwise each count made is undone (the lines after the undo marker: INCRBY, or DEL for a key
--- the DECRBY made, since a stored count is never 0), TIME is read, and the rule is decided as
--- many_head.lua says, on the keys as they were.
+-- the DECRBY made), TIME is read, and the rule is decided as many_head.lua says, on the keys as
+-- they were.
 
 local r_@, ttl_@ = nil, 0
 if all then
@@ -15,14 +20,31 @@ if all then
   if type(r_@) == 'number' then
     local m = -r_@
     local count = m % 33554432
-    if m >= 33554432 and count > 0 and count <= limit_@ then
-      ttl_@ = redis.call('PTTL', key_@)
-      if ttl_@ * 1000 > window_@ then
-        ttl_@ = 0
+    if m >= 33554432 then
+      if count > 0 and count <= limit_@ then
+        ttl_@ = redis.call('PTTL', key_@)
+        if ttl_@ * 1000 > window_@ then
+          ttl_@ = 0
+        end
       end
+    elseif m == cost_@ and m > 0 and m <= limit_@ then
+      ttl_@, fresh = -1, true
     end
   end
-  all = ttl_@ > 0
+  all = ttl_@ ~= 0
+end
+--@fresh
+if ttl_@ < 0 then
+  local idx = math.floor(now / window_@)
+  if idx * window_@ > now then
+    idx = idx - 1
+  elseif (idx + 1) * window_@ <= now then
+    idx = idx + 1
+  end
+  local ms = math.ceil((idx + 1) * window_@ / 1000)
+  r_@ = -((idx % 268435455 + 1) * 33554432 + math.min(cost_@, 16777216))
+  redis.call('SET', key_@, string.format('%d', r_@), 'PXAT', string.format('%d', ms))
+  ttl_@ = ms - math.floor(now / 1000)
 end
 --@undo
 if type(r_@) == 'number' then
