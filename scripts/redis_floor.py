@@ -9,9 +9,12 @@ For each algorithm:
   - `sluice bench` through the library (50 tasks, 100k keys): decisions/s, µs per call, memory;
   - shapes (with --shapes): a limit with block and penalty while nobody is blocked, every identity
     blocked, and a rule with two limits.
-The minimal -P 16 run, Sluice and its shapes (--seconds each, 4) are measured in --rounds rounds (5), each ratio taken
+The minimal -P 16 run, Sluice and its shapes are measured in --rounds rounds (5), each ratio taken
 within its round; the figures reported are the medians of the rounds (the machine is shared, and
-its speed drifts from one minute to the next).
+its speed drifts from one minute to the next). The minimal -P 16 run makes 400k calls, and so do
+Sluice's runs of one limit, of block + penalty and of two limits (`sluice bench --decisions`): at
+the same calls per key, as many of them start a window (a window's first call costs more than the
+next), whatever each run's rate. The blocked shapes run --seconds (4).
 Prints one JSON object per line (consumed by scripts/bench) and a table on stderr.
 
 usage: redis_floor.py SLUICE_BINARY [--seconds N] [--rounds N] [--shapes] [algorithm ...] > run.jsonl
@@ -30,6 +33,8 @@ MIN = {
     "sliding_window": ("sliding_counter.lua", ["1000", "60000", "6000"]),
 }
 CLIENTS, KEYS = 50, 100000
+# Calls of the minimal script's -P 16 run, and decisions of Sluice's runs beside it.
+CALLS = 400000
 
 
 def free_port():
@@ -99,7 +104,7 @@ def minimal(redis, alg, pipeline, calls=None, spread=0.0):
     f, args = MIN[alg]
     sha = redis.cli("SCRIPT", "LOAD", open(os.path.join(LUA, f)).read()).strip()
     redis.reset()
-    calls = calls or (400000 if pipeline > 1 else 200000)
+    calls = calls or (CALLS if pipeline > 1 else 200000)
     batches = max(1, round(spread))
     start = time.monotonic()
     for i in range(batches):
@@ -113,8 +118,11 @@ def minimal(redis, alg, pipeline, calls=None, spread=0.0):
             "bytes_per_key": redis.memory_per_key()}
 
 
-def sluice(redis, binary, alg, seconds, *extra, keys=KEYS):
+def sluice(redis, binary, alg, seconds, *extra, keys=KEYS, decisions=None):
+    """`sluice bench` for `seconds`, or for `decisions` (then `seconds` is only a bound)."""
     redis.reset()
+    if decisions:
+        extra = ("--decisions", str(decisions), *extra)
     if "--limit" not in extra:
         extra = ("--limit", "1000/1m", *extra)
     # One runtime thread, as redis-benchmark is one event loop: the other core stays Redis'.
@@ -207,7 +215,10 @@ def render(path):
     print("log's entries, a sliding window's buckets, one for each 6 s its calls span; the timed runs make")
     print("different numbers of calls at different rates). The minimal script at -P 16, Sluice and its shapes")
     print("run in five rounds, one after the other; each ratio is taken within its round, beside the minimal")
-    print("script's run of that round, and every figure is the median of the five. Goals: Sluice's µs ≤ 1.25×")
+    print(f"script's run of that round, and every figure is the median of the five. The minimal -P 16 run makes")
+    print(f"{CALLS} calls, and Sluice's runs of one limit, of block + penalty and of two limits as many")
+    print("decisions (`sluice bench --decisions`), so that as many calls start a window in each (a window's")
+    print("first call costs more than the next ones), whatever each run's rate. Goals: Sluice's µs ≤ 1.25×")
     print("the minimal script's, rate ≥ 0.8× the minimal -P 16 rate, memory ≤ minimal + 16 bytes.")
     print("`sluice bench` runs with `--threads 1`: one runtime thread, as `redis-benchmark` is one event")
     print("loop, so the other core is Redis'.\n")
@@ -244,9 +255,14 @@ def median(values):
 def measure_round(redis, a, alg):
     """One round: the minimal script at -P 16, then Sluice and its shapes right after it, and each
     ratio to that minimal run (the machine's speed drifts between rounds, not within one)."""
-    rd = {"p16": minimal(redis, alg, 16), "sluice": sluice(redis, a.binary, alg, a.seconds)}
+    # Runs of CALLS decisions, as many as the minimal script's: bounded, not timed.
+    counted = dict(decisions=CALLS)
+    bound = 300
+    rd = {"p16": minimal(redis, alg, 16), "sluice": sluice(redis, a.binary, alg, bound, **counted)}
     if a.shapes:
-        rd["guarded"] = sluice(redis, a.binary, alg, a.seconds, "--block", "1h", "--penalty")
+        # Beside the one-limit run, which it is compared with.
+        rd["two_limits"] = sluice(redis, a.binary, alg, bound, "--limits", "2", **counted)
+        rd["guarded"] = sluice(redis, a.binary, alg, bound, "--block", "1h", "--penalty", **counted)
         # 1 per hour with a block: each key is admitted once, denied and blocked, then every
         # further decision answers from the block. Without the denial cache, so that Redis answers
         # every blocked decision; with it (the default), Redis sees only each key's admission and
@@ -255,7 +271,6 @@ def measure_round(redis, a, alg):
                                "--no-denial-cache", keys=1000)
         rd["blocked_cached"] = sluice(redis, a.binary, alg, a.seconds, "--limit", "1/1h", "--block",
                                       "1h", keys=1000)
-        rd["two_limits"] = sluice(redis, a.binary, alg, a.seconds, "--limits", "2")
     p16, s = rd["p16"], rd["sluice"]
     rd["us_ratio"] = s["us_per_call"] / p16["us_per_call"]
     rd["rate_ratio"] = s["per_sec"] / p16["per_sec"]

@@ -1,4 +1,5 @@
-//! `sluice validate` and `sluice check`: exit codes and messages; `serve` refusing a bad file.
+//! `sluice validate` and `sluice check`: exit codes and messages; `serve` refusing a bad file;
+//! `sluice bench` stopping at the decisions asked for.
 
 mod common;
 
@@ -148,4 +149,28 @@ fn serve_refuses_a_bad_file_or_store() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("expected memory://"));
+}
+
+/// `--decisions` ends a run at that many decisions, long before its `--duration`: runs at
+/// different rates then leave each key with as many calls.
+#[test]
+fn bench_stops_after_the_decisions_asked_for() {
+    let out = sluice()
+        .args([
+            "bench",
+            "--store",
+            "memory://",
+            "--keys",
+            "10",
+            "--concurrency",
+            "4",
+        ])
+        .args(["--decisions", "5000", "--duration", "10m", "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("a JSON report");
+    let made = ["allowed", "denied", "errors"].map(|k| report[k].as_u64().unwrap());
+    assert_eq!(made.iter().sum::<u64>(), 5000, "{report}");
+    assert!(report["duration_s"].as_f64().unwrap() < 600.0);
 }

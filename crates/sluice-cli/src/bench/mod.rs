@@ -1,8 +1,8 @@
 //! `sluice bench`: the load tool.
 //!
 //! Drives the library against a store (`memory://` or a Redis URL) — or, with `--via`, a running
-//! `sluice serve` over HTTP — with N concurrent tasks over K keys for a fixed duration, and
-//! reports decisions per second, latency percentiles and the allowed/denied split. Latencies are
+//! `sluice serve` over HTTP — with N concurrent tasks over K keys for a fixed duration (or
+//! number of decisions), and reports decisions per second, latency percentiles and the allowed/denied split. Latencies are
 //! recorded per task in HDR histograms (no shared state on the hot path) and merged at the end.
 
 use std::sync::Arc;
@@ -43,6 +43,11 @@ pub struct BenchArgs {
     /// How long to run.
     #[arg(long, default_value = "10s", value_parser = parse_duration_arg)]
     pub duration: Duration,
+    /// Stop after this many decisions, or at `--duration` if that comes first. Runs of the same
+    /// number of decisions over the same keys leave each key with as many calls, whatever their
+    /// rates: so many windows started, so much state.
+    #[arg(long)]
+    pub decisions: Option<u64>,
     /// The limit per key (the default lets nearly every decision through).
     #[arg(long, default_value = "10000000/1s")]
     pub limit: Rate,
@@ -140,6 +145,8 @@ struct Tally {
     allowed: u64,
     denied: u64,
     errors: u64,
+    /// When the task made its last decision.
+    ended: Instant,
 }
 
 impl Tally {
@@ -153,6 +160,7 @@ impl Tally {
             allowed: 0,
             denied: 0,
             errors: 0,
+            ended: Instant::now(),
         })
     }
 
@@ -164,6 +172,7 @@ impl Tally {
             Some(false) => self.denied += 1,
             None => self.errors += 1,
         }
+        self.ended = Instant::now();
     }
 }
 
@@ -209,6 +218,7 @@ pub async fn measure(args: &BenchArgs) -> anyhow::Result<Report> {
     };
     warm_up(&driver, &keys, args).await;
     let progress = progress_bar(args);
+    let cap = args.decisions.unwrap_or(u64::MAX);
     let started = Instant::now();
     let mut tasks = Vec::with_capacity(args.concurrency);
     for task in 0..args.concurrency {
@@ -217,13 +227,13 @@ pub async fn measure(args: &BenchArgs) -> anyhow::Result<Report> {
         tasks.push(tokio::spawn(async move {
             let mut tally = Tally::new()?;
             let mut i = task;
-            while !stop.load(Ordering::Relaxed) {
+            // A decision is claimed before it is made, so that --decisions makes no more.
+            while !stop.load(Ordering::Relaxed) && done.fetch_add(1, Ordering::Relaxed) < cap {
                 let key = &keys[i % keys.len()];
                 i += stride;
                 let t = Instant::now();
                 let outcome = driver.check(key).await;
                 tally.record(t, outcome);
-                done.fetch_add(1, Ordering::Relaxed);
                 // The memory store answers without awaiting anything: yield now and then so the
                 // timer that ends the run (and the other tasks) get a turn.
                 if i % (stride * 64) < stride {
@@ -234,14 +244,18 @@ pub async fn measure(args: &BenchArgs) -> anyhow::Result<Report> {
         }));
     }
     let deadline = started + args.duration;
-    while Instant::now() < deadline {
+    while Instant::now() < deadline && done.load(Ordering::Relaxed) < cap {
         let left = deadline.saturating_duration_since(Instant::now());
         tokio::time::sleep(left.min(Duration::from_millis(100))).await;
         progress.set_position(millis(started.elapsed()));
-        progress.set_message(format!("{} decisions", done.load(Ordering::Relaxed)));
+        progress.set_message(format!(
+            "{} decisions",
+            done.load(Ordering::Relaxed).min(cap)
+        ));
     }
     stop.store(true, Ordering::Relaxed);
     let mut total = Tally::new()?;
+    total.ended = started;
     for task in tasks {
         let tally = task.await.context("a benchmark task panicked")??;
         total
@@ -251,8 +265,10 @@ pub async fn measure(args: &BenchArgs) -> anyhow::Result<Report> {
         total.allowed += tally.allowed;
         total.denied += tally.denied;
         total.errors += tally.errors;
+        total.ended = total.ended.max(tally.ended);
     }
-    let elapsed = started.elapsed().as_secs_f64();
+    // Until the last decision: with --decisions, tasks stop before the loop above notices.
+    let elapsed = (total.ended - started).as_secs_f64();
     progress.finish_and_clear();
     let h = &total.histogram;
     let decisions_per_sec = h.len() as f64 / elapsed;
