@@ -205,7 +205,9 @@ writes under one `TIME` (about 1.6× one limit in instructions, where the genera
 3.4×); a limit with a block or penalty adds the read of its violations, and its denials and blocks
 go to the general decision, as for one limit. A rule of fixed windows without block or penalty
 counts first, as one limit does: a `DECRBY` and a `PTTL` per limit, answered with each key's value
-and `PTTL`, every count undone and `TIME` read when one does not admit in its marked window.
+and `PTTL`; a key that its `DECRBY` made starts a window, written once `TIME` is read with its slot
+and expiry, as the one-limit script writes a window's first admission; every count is undone and
+`TIME` read when one does not admit.
 Other rules take the general decision. It is a Redis function, so its helpers and algorithms are
 defined once when the library loads rather than on every call as a script would (defining them
 costs Redis about 4.7 µs a call: a script that defines them and returns at once takes 5.8 µs under
