@@ -28,6 +28,14 @@ fn count_in(server: &RedisServer, key: &str) -> i64 {
     (-held) % (1 << 25)
 }
 
+/// When a key expires, in Unix ms: a marked window's key expires at its window's end.
+fn expiry_ms(server: &RedisServer, key: &str) -> u64 {
+    server
+        .cli(&["PEXPIRETIME", key])
+        .parse()
+        .expect("an expiry")
+}
+
 /// On Redis TIME, a fixed window's key expires at its window's end, and that mark spares an
 /// admission the TIME read: one DECRBY and one PTTL. The decision's time is still Redis' own, to
 /// the millisecond, and a denial, which the denial cache keeps until its retry time, reads TIME.
@@ -40,7 +48,11 @@ async fn a_fixed_window_admits_in_its_marked_window_without_reading_time() {
     let day = 86_400 * S;
     let c = call("fw", step(Algorithm::FixedWindow, 5, day));
     let decide = || decide_one(&store, &c);
-    assert_eq!(decide().await.outcomes[0].remaining, 4, "a new window");
+    let first = decide().await;
+    assert_eq!(first.outcomes[0].remaining, 4, "a new window");
+    let end_us = first.now_us + first.outcomes[0].reset_after_us;
+    let state = keys::state_key("sluice", &c.key);
+    assert_eq!(expiry_ms(&server, &state) * 1000, end_us.get());
     let before = redis_ms();
     assert_eq!(server.cli(&["CONFIG", "RESETSTAT"]), "OK");
     for remaining in [3, 2, 1, 0] {
@@ -73,7 +85,7 @@ async fn a_fixed_window_admits_in_its_marked_window_without_reading_time() {
     assert_eq!(o.retry_after_us, Some(o.reset_after_us));
     assert_eq!(server.command_calls("time"), 1, "a denial reads TIME");
     // The denial took nothing: the window holds the 5 admitted units.
-    assert_eq!(count_in(&server, &keys::state_key("sluice", &c.key)), 5);
+    assert_eq!(count_in(&server, &state), 5);
 }
 
 /// A fixed window with a penalty counts in its marked window too: its admission carries the
@@ -122,20 +134,31 @@ async fn a_rule_of_fixed_windows_admits_in_their_marked_windows_without_reading_
     let rule = [call("fw", step(Algorithm::FixedWindow, 3, day)), hourly];
     let decide = async || store.decide(&rule, Mode::Apply).await.unwrap();
     let calls = |name: &str| server.command_calls(name);
-    // New windows: each DECRBY makes its key, which is then written with its slot and expiry
-    // once TIME is read; nothing is undone or read again.
+    // New windows: each DECRBY makes its key, which is then completed once TIME is read, a
+    // DECRBY of its slot and a PEXPIREAT; nothing is undone or read again.
     let first = decide().await;
     assert!(first.outcomes.iter().all(|o| o.allowed), "new windows");
-    assert_eq!(
-        ["decrby", "time", "set", "pttl", "get", "del", "incrby"].map(calls),
-        [2, 1, 2, 0, 0, 0, 0]
-    );
-    assert_eq!(
-        first.now_us.get() % 1000,
-        0,
-        "Redis' time, to the millisecond"
-    );
-    assert_eq!(first.outcomes[0].reset_after_us.get() % 1000, 0);
+    let writes = [
+        "decrby",
+        "pexpireat",
+        "time",
+        "set",
+        "pttl",
+        "get",
+        "del",
+        "incrby",
+    ];
+    assert_eq!(writes.map(calls), [4, 2, 1, 0, 0, 0, 0, 0]);
+    assert_eq!(first.now_us.get() % 1000, 0, "Redis' time, to the ms");
+    let state = |i: usize| keys::state_key("sluice", &rule[i].key);
+    for (i, o) in first.outcomes.iter().enumerate() {
+        let end_us = first.now_us + o.reset_after_us;
+        assert_eq!(
+            expiry_ms(&server, &state(i)) * 1000,
+            end_us.get(),
+            "its window's end"
+        );
+    }
     assert_eq!(server.cli(&["CONFIG", "RESETSTAT"]), "OK");
     for (daily, hourly) in [(1, 3), (0, 2)] {
         let r = decide().await;
@@ -161,7 +184,6 @@ async fn a_rule_of_fixed_windows_admits_in_their_marked_windows_without_reading_
         Some(denied.outcomes[0].reset_after_us)
     );
     assert_eq!(server.command_calls("time"), 1, "a denial reads TIME");
-    let state = |i: usize| keys::state_key("sluice", &rule[i].key);
     assert_eq!(
         (count_in(&server, &state(0)), count_in(&server, &state(1))),
         (3, 3)
@@ -172,19 +194,13 @@ async fn a_rule_of_fixed_windows_admits_in_their_marked_windows_without_reading_
     let r = decide().await;
     assert!(r.outcomes.iter().all(|o| o.allowed));
     assert_eq!((r.outcomes[0].remaining, r.outcomes[1].remaining), (2, 1));
-    assert_eq!(
-        ["decrby", "pttl", "time", "set", "del", "incrby"].map(calls),
-        [2, 1, 1, 1, 0, 0]
-    );
+    assert_eq!(writes.map(calls), [3, 1, 1, 0, 1, 0, 0, 0]);
     assert_eq!(
         (count_in(&server, &state(0)), count_in(&server, &state(1))),
         (1, 4)
     );
-    let ttl: i64 = server.cli(&["PTTL", &state(0)]).parse().unwrap();
-    assert!(
-        ttl > 0 && ttl <= 86_400_000,
-        "expires with its window: {ttl}"
-    );
+    let end_us = r.now_us + r.outcomes[0].reset_after_us;
+    assert_eq!(expiry_ms(&server, &state(0)) * 1000, end_us.get());
 }
 
 /// A block imposed on Redis TIME leaves a marker that expires with it; a one-limit fixed window

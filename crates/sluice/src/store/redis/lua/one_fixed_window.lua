@@ -1,12 +1,12 @@
 -- one_fixed_window: one fixed-window limit (see one_head.lua for a block or penalty), at the floor
--- of what Redis must do: one DECRBY while the window lasts (plus TIME and a SET when a window
--- starts). Restates fixed_window_look and fixed_window_record (fixed_window.lua,
--- algorithm/fixed_window.rs), counting first and undoing a denied count, after one_head.lua,
--- without the prelude: every function a script defines costs Redis time on every call, so it
--- divides without idiv.lua: the window's index as idiv does (a quotient one ulp off its integer
--- is corrected); the slot (idx % SLOTS, idx below 2^53) and a count's slot (a division by 2^25)
--- are exact in doubles. Anything but a count in the key (a block marker, another algorithm's
--- state) returns {} and the caller decides with the general script instead.
+-- of what Redis must do: one DECRBY while the window lasts (plus TIME, the slot's DECRBY and a
+-- PEXPIREAT when a window starts). Restates fixed_window_look and fixed_window_record
+-- (fixed_window.lua, algorithm/fixed_window.rs), counting first and undoing a denied count,
+-- after one_head.lua, without the prelude: every function a script defines costs Redis time on
+-- every call, so it divides without idiv.lua: the window's index as idiv does (a quotient one ulp
+-- off its integer is corrected); the slot (idx % SLOTS, idx below 2^53) and a count's slot (a
+-- division by 2^25) are exact in doubles. Anything but a count in the key (a block marker,
+-- another algorithm's state) returns {} and the caller decides with the general script instead.
 --
 -- Marked windows. On Redis TIME, a key holding a count expires at its window's end, rounded up to
 -- the millisecond (PXAT, from TIME, as every script writes it). When that end is a whole
@@ -89,7 +89,7 @@ if not now then
   end
   local t = redis.call('TIME')
   now = t[1] * 1000000 + t[2]
-  px, expiry_from = 'PXAT', now
+  px, pexpire, expiry_from = 'PXAT', 'PEXPIREAT', now
   -- Restates one_head.lua's count of the violations, which needed the time.
   if held_forget and tonumber(held_forget) > now then
     violations = tonumber(held_violations)
@@ -138,8 +138,15 @@ if count == 0 then
   if allowed or count_denied then
     count = math.min(cost, CAP)
     local ms = math.ceil((expiry_from + math.max(left, min_ttl)) / 1000)
-    redis.call('SET', key, string.format('%d', -(slot * M + count)), px,
-      string.format('%d', ms))
+    if r == -count then
+      -- The DECRBY made the key (a stored count is never 0): its slot and an expiry complete
+      -- it, which costs Redis less than a SET with PXAT.
+      redis.call('DECRBY', key, string.format('%d', slot * M))
+      redis.call(pexpire, key, string.format('%d', ms))
+    else
+      redis.call('SET', key, string.format('%d', -(slot * M + count)), px,
+        string.format('%d', ms))
+    end
     if allowed and count > 0 and marked and px == 'PXAT' and not held_forget then
       -- A window's first admission answers as the marked ones after it: the key's PTTL is its
       -- expiry less Redis' millisecond. One number costs Redis less than the table below.
