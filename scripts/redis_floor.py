@@ -187,7 +187,9 @@ its `PTTL` tells the script that the window is the key's and tells the store Red
 millisecond: an admission is one `DECRBY` and one `PTTL`, answered with one number that packs the
 count, the window's slot and the `PTTL` (a reply of two values costs about 4,200 instructions more
 than one number: Redis looks for `err`, `ok` and the other typed fields in every table it converts);
-`TIME` is read when a window starts (with a `SET`) and on a denial. The `PTTL` is what is left above
+`TIME` is read when a window starts (the key the `DECRBY` made then gets its window's slot with a
+second `DECRBY` and its end with `PEXPIREAT`, together cheaper than rewriting it with `SET ... PXAT`)
+and on a denial. The `PTTL` is what is left above
 the minimal script. A one-limit rule with a block
 or penalty runs its algorithm's one-limit script too, which reads the violations key of a penalty;
 the block marker sits in the state key, so the algorithm's own read finds it. The fixed window reads
@@ -205,8 +207,8 @@ writes under one `TIME` (about 1.6× one limit in instructions, where the genera
 3.4×); a limit with a block or penalty adds the read of its violations, and its denials and blocks
 go to the general decision, as for one limit. A rule of fixed windows without block or penalty
 counts first, as one limit does: a `DECRBY` and a `PTTL` per limit, answered with each key's value
-and `PTTL`; a key that its `DECRBY` made starts a window, written once `TIME` is read with its slot
-and expiry, as the one-limit script writes a window's first admission; every count is undone and
+and `PTTL`; a key that its `DECRBY` made starts a window, completed once `TIME` is read with its
+slot and expiry, as the one-limit script completes a window's first admission; every count is undone and
 `TIME` read when one does not admit.
 Other rules take the general decision. It is a Redis function, so its helpers and algorithms are
 defined once when the library loads rather than on every call as a script would (defining them
