@@ -28,6 +28,14 @@ fn count_in(server: &RedisServer, key: &str) -> i64 {
     (-held) % (1 << 25)
 }
 
+/// `r` denies its one limit with the block that lasts until `until`, counted from Redis' time.
+fn assert_blocked_until(r: &StoreReply, until: Micros) {
+    let o = &r.outcomes[0];
+    assert!(!o.allowed && o.remaining == 0);
+    assert_eq!(o.blocked_until_us, Some(until));
+    assert_eq!(o.retry_after_us, Some(until - r.now_us));
+}
+
 /// When a key expires, in Unix ms: a marked window's key expires at its window's end.
 fn expiry_ms(server: &RedisServer, key: &str) -> u64 {
     server
@@ -231,10 +239,8 @@ async fn a_block_whose_marker_expires_with_it_is_answered_without_reading_time()
     assert_eq!(server.cli(&["CONFIG", "RESETSTAT"]), "OK");
     for _ in 0..3 {
         let r = decide().await;
+        assert_blocked_until(&r, until);
         let o = &r.outcomes[0];
-        assert!(!o.allowed && o.remaining == 0);
-        assert_eq!(o.blocked_until_us, Some(until));
-        assert_eq!(o.retry_after_us, Some(until - r.now_us));
         assert_eq!(o.reset_after_us, until - r.now_us);
         assert!(r.now_us >= banned.now_us && r.now_us < banned.now_us + 5 * S);
         assert_eq!((o.violations, o.warning), (1, true));
@@ -311,11 +317,7 @@ async fn a_blocked_gcra_limit_is_answered_without_reading_time() {
     assert_eq!(marker, format!("B0{}", until.get()));
     assert_eq!(server.cli(&["CONFIG", "RESETSTAT"]), "OK");
     for _ in 0..3 {
-        let r = decide().await;
-        let o = &r.outcomes[0];
-        assert!(!o.allowed && o.remaining == 0);
-        assert_eq!(o.blocked_until_us, Some(until));
-        assert_eq!(o.retry_after_us, Some(until - r.now_us));
+        assert_blocked_until(&decide().await, until);
     }
     assert_eq!(
         (calls("get"), calls("pttl"), calls("time")),

@@ -2,8 +2,9 @@
 //!
 //! Drives the library against a store (`memory://` or a Redis URL) — or, with `--via`, a running
 //! `sluice serve` over HTTP — with N concurrent tasks over K keys for a fixed duration (or
-//! number of decisions), and reports decisions per second, latency percentiles and the allowed/denied split. Latencies are
-//! recorded per task in HDR histograms (no shared state on the hot path) and merged at the end.
+//! number of decisions), and reports decisions per second, latency percentiles and the
+//! allowed/denied split. Latencies are recorded per task in HDR histograms (no shared state on
+//! the hot path) and merged at the end.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

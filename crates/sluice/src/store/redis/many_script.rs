@@ -44,8 +44,8 @@ const MANY: [Option<&str>; REGISTRY.len()] = [
 
 const RECORD: &str = "--@record\n";
 
-/// A fixed window's count in its marked window, then the line `--@fresh`, then the writing of a
-/// window it starts, then the line `--@undo`, then its undoing.
+/// A fixed window's count in its marked window, then the line `--@fresh`, then the completing of
+/// a window's key that the count made, then the line `--@undo`, then its undoing.
 const MARKED: &str = include_str!("lua/many_marked.lua");
 const FRESH: &str = "--@fresh\n";
 const UNDO: &str = "--@undo\n";
@@ -68,7 +68,7 @@ fn part(shape: &Shape) -> Option<(&'static str, &'static str)> {
 
 /// The opening of a rule script whose limits are all marked fixed windows
 /// (`lua/many_marked.lua`): on Redis `TIME` it counts each of the `limits` limits in its marked
-/// window, writes the windows it starts and answers, or undoes what it counted and reads `TIME`
+/// window, completes the keys of the windows it starts and answers, or undoes what it counted and reads `TIME`
 /// for the decision that follows.
 fn marked_counts(limits: usize) -> String {
     let (count, rest) = MARKED
