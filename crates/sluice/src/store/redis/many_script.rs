@@ -68,8 +68,8 @@ fn part(shape: &Shape) -> Option<(&'static str, &'static str)> {
 
 /// The opening of a rule script whose limits are all marked fixed windows
 /// (`lua/many_marked.lua`): on Redis `TIME` it counts each of the `limits` limits in its marked
-/// window, completes the keys of the windows it starts and answers, or undoes what it counted and reads `TIME`
-/// for the decision that follows.
+/// window, completes the keys of the windows it starts and answers, or undoes what it counted
+/// and reads `TIME` for the decision that follows.
 fn marked_counts(limits: usize) -> String {
     let (count, rest) = MARKED
         .split_once(FRESH)
