@@ -243,6 +243,71 @@ async fn denials_that_must_be_counted_and_peeks_always_ask_the_store() {
 }
 
 #[tokio::test]
+async fn a_block_or_ban_of_a_penalty_limit_is_answered_locally_until_it_ends() {
+    let penalty = Penalty {
+        warn_after: 1,
+        ban_after: 2,
+        ban: Duration::from_secs(60),
+        memory: Duration::from_secs(3600),
+    };
+    for algorithm in [
+        Algorithm::Gcra,
+        Algorithm::FixedWindow,
+        Algorithm::SlidingWindow,
+    ] {
+        let h = Harness::redis().await;
+        let limit = Limit::new(&["ip"], "1/1m".parse().unwrap(), algorithm)
+            .with_block(Duration::from_secs(10))
+            .with_penalty(penalty);
+        let a = node(
+            &h,
+            vec![("login", Rule::new(vec![limit]))],
+            Duration::from_secs(3600),
+        )
+        .await;
+        assert!(a.check("login", &IP).await.unwrap().allowed);
+        // Each denial by the algorithm asks the store, which counts it; what follows it is the
+        // block, then the ban, answered here until they end.
+        for (violations, lasts) in [(1, 10 * S), (2, 60 * S)] {
+            let asked = store_calls(&h);
+            let denial = a.check("login", &IP).await.unwrap();
+            assert!(
+                store_calls(&h) > asked,
+                "{algorithm}: the store counts the denial"
+            );
+            assert_eq!(denial.reason, None, "{algorithm}");
+            assert_eq!((denial.violations, denial.warning), (violations, true));
+            let until = denial.blocked_until_ms.expect("blocked");
+            let asked = store_calls(&h);
+            for _ in 0..5 {
+                let cached = a.check("login", &IP).await.unwrap();
+                assert_eq!(cached.reason.as_deref(), Some(CACHED), "{algorithm}");
+                assert_eq!(
+                    without_reason(cached),
+                    denial,
+                    "{algorithm}: the store's answer"
+                );
+            }
+            h.advance_us(lasts - Micros::from_millis(1));
+            let late = a.check("login", &IP).await.unwrap();
+            assert_eq!(late.reason.as_deref(), Some(CACHED), "{algorithm}");
+            assert_eq!(late.blocked_until_ms, Some(until));
+            assert_eq!(
+                store_calls(&h),
+                asked,
+                "{algorithm}: the store was not asked"
+            );
+            h.advance_us(Micros::from_millis(1));
+        }
+        let d = a.check("login", &IP).await.unwrap();
+        assert!(
+            d.allowed,
+            "{algorithm}: admitted by the store once the ban is over: {d:?}"
+        );
+    }
+}
+
+#[tokio::test]
 async fn one_global_denial_answers_every_identity() {
     let h = Harness::redis().await;
     let rule = Rule::new(vec![

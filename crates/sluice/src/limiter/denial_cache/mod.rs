@@ -22,9 +22,12 @@
 //!    bound the store refines when asked again).
 //! 4. **Answering changes nothing the store would have changed.** The limiter only caches limits
 //!    whose denials leave no trace and end at a known time (see [`cacheable_limits`]; never a
-//!    concurrency limit, which a release frees at any moment): no `count_denied`, no `penalty`
-//!    anywhere in the rule, no shadow denier, no block on a limit that did not deny; a limit with
-//!    `block` is cached only while its block lasts (after it, a denial would start a new block).
+//!    concurrency limit, which a release frees at any moment): no shadow denier, and no
+//!    `count_denied`, `penalty` or `block` on a limit that did not deny. A limit with `block` or
+//!    `penalty` (or `count_denied` with either) is cached only while its block or ban lasts: a
+//!    block in force answers alone and counts nothing, but after it a denial would start a new
+//!    block, count a violation or count itself. So a banned identity costs the store one call
+//!    per ban, as a plain denial costs one per retry period.
 //!    Peeks and degraded decisions (store down) neither read nor fill the cache.
 //! 5. **Staleness is bounded.** Administrative changes (reset, block, unblock, rule reload) clear
 //!    the affected entries of the local cache at once and are published on an
@@ -116,6 +119,9 @@ struct Entry {
     reset_after_us: Micros,
     remaining: u64,
     blocked_until_us: Option<Micros>,
+    /// The penalty's violations and warning as reported (a block in force does not change them).
+    violations: u64,
+    warning: bool,
 }
 
 impl Entry {
@@ -225,8 +231,8 @@ impl DenialCache {
             retry_after_us: Some(retry_until.saturating_sub(now).max(Micros::new(1))),
             delay_us: Micros::ZERO,
             blocked_until_us: entry.blocked_until_us.filter(|_| blocked),
-            violations: 0,
-            warning: false,
+            violations: entry.violations,
+            warning: entry.warning,
         })
     }
 
@@ -246,10 +252,12 @@ impl DenialCache {
         let blocked_for_us = outcome
             .blocked_until_us
             .map_or(Micros::ZERO, |until| until.saturating_sub(store_now_us));
-        // A limit with a block lock would start a new block when it denies after this one:
-        // only the block itself may answer.
-        let denied_for_us = match (step.block_us, outcome.retry_after_us) {
-            (None, Some(retry)) => retry.saturating_sub(float_margin_us(step)),
+        // A limit with a block lock would start a new block when it denies after this one, one
+        // with a penalty would count a violation, one with `count_denied` its denial: only a
+        // block (or ban) itself may answer for them.
+        let traced = step.block_us.is_some() || step.penalty.is_some() || step.params.count_denied;
+        let denied_for_us = match (traced, outcome.retry_after_us) {
+            (false, Some(retry)) => retry.saturating_sub(float_margin_us(step)),
             _ => Micros::ZERO,
         };
         if denied_for_us.is_zero() && blocked_for_us.is_zero() {
@@ -269,6 +277,8 @@ impl DenialCache {
             reset_after_us: outcome.reset_after_us,
             remaining: outcome.remaining,
             blocked_until_us: outcome.blocked_until_us,
+            violations: outcome.violations,
+            warning: outcome.warning,
         };
         let mut shard = self.shard(hash).lock();
         if self.generation.load(Ordering::SeqCst) != mark.generation {

@@ -6,20 +6,23 @@ use crate::algorithm::{LimitOutcome, LimitStep};
 use crate::store::{LimitCall, StoreReply};
 
 /// Which limits of a rule (by position) may have their denials cached: see invariant 4.
+///
+/// A limit whose own denials leave a trace (`count_denied`, `penalty`) may be cached only while
+/// a block or ban of its own is in force, which answers alone and changes nothing: one with
+/// neither a block nor a penalty never has one. Any other limit of the rule must leave no trace
+/// when the request is denied, and start no block.
 pub fn cacheable_limits(steps: &[LimitStep]) -> Vec<bool> {
-    let leaves_trace = steps
-        .iter()
-        .any(|s| s.params.count_denied || s.penalty.is_some());
+    let quiet =
+        |s: &LimitStep| !s.params.count_denied && s.penalty.is_none() && s.block_us.is_none();
     steps
         .iter()
         .enumerate()
         .map(|(i, s)| {
-            let others_clean = steps
-                .iter()
-                .enumerate()
-                .all(|(j, o)| j == i || o.block_us.is_none());
+            let others_quiet = steps.iter().enumerate().all(|(j, o)| j == i || quiet(o));
+            let ever_blocked = s.block_us.is_some() || s.penalty.is_some();
+            let own_trace = s.params.count_denied || s.penalty.is_some();
             // A concurrency limit's denial ends whenever a lease is released: no time is known.
-            !leaves_trace && !s.shadow && others_clean && !s.algorithm.holds_leases()
+            !s.shadow && others_quiet && (ever_blocked || !own_trace) && !s.algorithm.holds_leases()
         })
         .collect()
 }

@@ -153,6 +153,47 @@ fn a_block_speaks_for_every_cost_and_a_block_lock_only_while_it_lasts() {
 }
 
 #[test]
+fn a_penalty_is_cached_only_while_its_ban_lasts_and_keeps_its_violations() {
+    let (cache, clock) = cache(100);
+    let mut punishing = step(Algorithm::Gcra, 1, 60 * S, 1);
+    punishing.penalty = Some(crate::algorithm::penalty::Settings {
+        warn_after: 1,
+        ban_after: 3,
+        ban_us: 30 * S,
+        memory_us: 3600 * S,
+    });
+    // A denial that counted a violation but banned nothing: the next one counts one more.
+    let counted = LimitOutcome {
+        violations: 2,
+        warning: true,
+        ..denied(60 * S)
+    };
+    cache.insert(cache.mark(), &key("a"), &punishing, &counted, Micros::ZERO);
+    assert_eq!(cache.lookup(&key("a"), 1), None);
+    assert!(cache.is_empty());
+
+    // The denial that banned: until the ban ends, the store would answer from it alone.
+    let banned = LimitOutcome {
+        violations: 3,
+        blocked_until_us: Some(30 * S),
+        ..counted
+    };
+    cache.insert(cache.mark(), &key("a"), &punishing, &banned, Micros::ZERO);
+    let hit = cache.lookup(&key("a"), 1).expect("banned");
+    assert_eq!((hit.violations, hit.warning), (3, true));
+    assert_eq!(hit.blocked_until_us, Some(30 * S));
+    advance(&clock, 30 * S - Micros::new(1));
+    confirm(&cache);
+    assert!(cache.lookup(&key("a"), 1).is_some());
+    advance(&clock, Micros::new(1));
+    assert_eq!(
+        cache.lookup(&key("a"), 1),
+        None,
+        "after the ban, a denial counts a violation again"
+    );
+}
+
+#[test]
 fn float_algorithms_end_their_entries_a_little_early() {
     let (cache, clock) = cache(100);
     let bucket = step(Algorithm::TokenBucket, 1, 3600 * S, 1);
@@ -346,7 +387,23 @@ fn limits_whose_denials_leave_a_trace_are_not_cached() {
     assert_eq!(cacheable_limits(&[plain]), [true]);
     assert_eq!(cacheable_limits(&[locked]), [true], "while its block lasts");
     assert_eq!(cacheable_limits(&[counting]), [false]);
-    assert_eq!(cacheable_limits(&[plain, punishing]), [false, false]);
+    assert_eq!(
+        cacheable_limits(&[punishing]),
+        [true],
+        "while its ban lasts"
+    );
+    assert_eq!(
+        cacheable_limits(&[plain, punishing]),
+        [false, true],
+        "the plain limit's denial would leave the other's violation uncounted"
+    );
+    let mut counting_locked = counting;
+    counting_locked.block_us = Some(S);
+    assert_eq!(
+        cacheable_limits(&[counting_locked]),
+        [true],
+        "while its block lasts"
+    );
     assert_eq!(cacheable_limits(&[plain, counting]), [false, false]);
     assert_eq!(cacheable_limits(&[plain, shadow]), [true, false]);
     assert_eq!(
