@@ -8,7 +8,8 @@ For each algorithm:
     decisions/s and Redis' own µs per call (INFO commandstats); MEMORY USAGE of its keys;
   - `sluice bench` through the library (50 tasks, 100k keys): decisions/s, µs per call, memory;
   - shapes (with --shapes): a limit with block and penalty while nobody is blocked, every identity
-    blocked, and a rule with two limits.
+    blocked (a block, then a block and a penalty; each without and with the denial cache), and a
+    rule with two limits.
 The minimal -P 16 run, Sluice and its shapes are measured in --rounds rounds (5), each ratio taken
 within its round; the figures reported are the medians of the rounds (the machine is shared, and
 its speed drifts from one minute to the next). The minimal -P 16 run makes 400k calls, and so do
@@ -193,9 +194,10 @@ and on a denial. The `PTTL` is what is left above
 the minimal script. A one-limit rule with a block
 or penalty runs its algorithm's one-limit script too, which reads the violations key of a penalty;
 the block marker sits in the state key, so the algorithm's own read finds it. The fixed window reads
-its key with `GET` first when it has a block without a penalty (a refused `DECRBY` on a marker costs
-about 9,400 instructions, a `GET` about 3,000; a penalty's admissions, which read its violations
-key already, count first and stay within their budget), and a marker that expires with its block (written `B0`
+its key with `GET` first when it has a block without a penalty, or a penalty and the identity has
+violations, the one a ban may hold (a refused `DECRBY` on a marker costs about 9,400 instructions, a
+`GET` about 3,000; a penalty's other admissions, which read its violations key already, count
+first and stay within their budget), and a marker that expires with its block (written `B0`
 on Redis `TIME` when the parked state ends first) tells Redis' time by its `PTTL` as a window's key
 does: a blocked identity costs a `GET` and a `PTTL`, no `TIME`, answered with one text. A GCRA
 limit with a block and no penalty reads its key before `TIME` and answers such a marker the same
@@ -216,7 +218,8 @@ costs Redis about 4.7 µs a call: a script that defines them and returns at once
 `redis-benchmark -P 16`, a function of the same library that returns at once 1.0 µs). What remains
 is the driver's own work: reading each limit's arguments into tables, `TIME`, one read and one
 write per limit, the violations key of a penalty. With the denial cache on, as by default, Redis
-sees a blocked identity only when its cached denial runs out."""
+sees a blocked identity only when its cached denial runs out, penalty limits included: a block or
+ban in force counts nothing, so it is cached until it ends."""
 
 
 def render(path):
@@ -253,14 +256,19 @@ def render(path):
         print("denied (goal ≤ 1.6× the minimal µs); *blocked*: `1/1h` with `block: 1h` on 1,000 keys, so")
         print("nearly every decision answers from a block (goal ≤ 1× the minimal µs), measured with")
         print("`--no-denial-cache` so that Redis answers each one; *blocked, cached*: the same with the denial")
-        print("cache on (the default), Redis µs per *decision*; *two limits*: a rule with two such limits on")
-        print("the same key (goal ≤ 2.2× Sluice's one-limit µs).\n")
-        print("| algorithm | block + penalty µs | ÷ minimal | blocked µs | ÷ minimal | blocked, cached µs/decision | two limits µs | ÷ one limit |")
-        print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+        print("cache on (the default), Redis µs per *decision*; *blocked, block + penalty*: the same two")
+        print("with a penalty as well; *two limits*: a rule with two such limits on the same key (goal ≤")
+        print("2.2× Sluice's one-limit µs).\n")
+        print("| algorithm | block + penalty µs | ÷ minimal | blocked µs | ÷ minimal | blocked, cached µs/decision "
+              "| blocked, block + penalty µs | ÷ minimal | the same, cached µs/decision | two limits µs | ÷ one limit |")
+        print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
         for r in rows:
             cached = r.get("blocked_cached", {}).get("us_per_decision")
+            penalty = r.get("blocked_penalty", {}).get("us_per_call")
+            penalty_cached = r.get("blocked_penalty_cached", {}).get("us_per_decision")
             print(f"| {r['algorithm']} | {f(r['guarded']['us_per_call'])} | {f(r['guarded_us_ratio'])}× | "
                   f"{f(r['blocked']['us_per_call'])} | {f(r['blocked_us_ratio'])}× | {f(cached, 3)} | "
+                  f"{f(penalty)} | {f(r.get('blocked_penalty_us_ratio'))}× | {f(penalty_cached, 3)} | "
                   f"{f(r['two_limits']['us_per_call'])} | {f(r['two_limits_ratio'])}× |")
     print(LEFT)
     print()
@@ -291,12 +299,18 @@ def measure_round(redis, a, alg):
                                "--no-denial-cache", keys=1000)
         rd["blocked_cached"] = sluice(redis, a.binary, alg, a.seconds, "--limit", "1/1h", "--block",
                                       "1h", keys=1000)
+        # The same with a penalty too: each key's denial also counts a violation.
+        rd["blocked_penalty"] = sluice(redis, a.binary, alg, a.seconds, "--limit", "1/1h", "--block",
+                                       "1h", "--penalty", "--no-denial-cache", keys=1000)
+        rd["blocked_penalty_cached"] = sluice(redis, a.binary, alg, a.seconds, "--limit", "1/1h",
+                                              "--block", "1h", "--penalty", keys=1000)
     p16, s = rd["p16"], rd["sluice"]
     rd["us_ratio"] = s["us_per_call"] / p16["us_per_call"]
     rd["rate_ratio"] = s["per_sec"] / p16["per_sec"]
     if a.shapes:
         rd["guarded_us_ratio"] = rd["guarded"]["us_per_call"] / p16["us_per_call"]
         rd["blocked_us_ratio"] = rd["blocked"]["us_per_call"] / p16["us_per_call"]
+        rd["blocked_penalty_us_ratio"] = rd["blocked_penalty"]["us_per_call"] / p16["us_per_call"]
         rd["two_limits_ratio"] = rd["two_limits"]["us_per_call"] / s["us_per_call"]
     return rd
 
@@ -336,6 +350,7 @@ def main():
             shapes = ""
             if a.shapes:
                 shapes = (f"  block+penalty {row['guarded_us_ratio']:.2f}x  blocked {row['blocked_us_ratio']:.2f}x"
+                          f"  blocked+penalty {row['blocked_penalty_us_ratio']:.2f}x"
                           f"  two limits {row['two_limits_ratio']:.2f}x one")
             print(f"{alg:15s} minimal P16 {p16['us_per_call']:.2f} us, {p16['per_sec']:.0f}/s, {p16['bytes_per_key']:.0f} B"
                   f" ({row['memory_peer']['bytes_per_key']:.0f} B at Sluice's calls)"

@@ -97,7 +97,8 @@ async fn a_fixed_window_admits_in_its_marked_window_without_reading_time() {
 }
 
 /// A fixed window with a penalty counts in its marked window too: its admission carries the
-/// violations remembered, counted at Redis' time, without reading TIME.
+/// violations remembered, counted at Redis' time, without reading TIME. Its key is read before
+/// the count only for an identity with violations, the one a ban may hold.
 #[tokio::test]
 async fn a_penalized_fixed_window_reports_its_violations_from_its_marked_window() {
     let server = RedisServer::start();
@@ -114,7 +115,13 @@ async fn a_penalized_fixed_window_reports_its_violations_from_its_marked_window(
         c.step.cost = cost;
         store.decide(&[c], Mode::Apply).await.unwrap().outcomes[0]
     };
+    assert_eq!(server.cli(&["CONFIG", "RESETSTAT"]), "OK");
     assert!(decide(3).await.allowed);
+    assert_eq!(
+        server.command_calls("get"),
+        1,
+        "no violations: the violations key read, the state key counted at once"
+    );
     let denied = decide(3).await;
     assert!(!denied.allowed);
     assert_eq!((denied.violations, denied.warning), (1, true));
@@ -124,8 +131,12 @@ async fn a_penalized_fixed_window_reports_its_violations_from_its_marked_window(
     assert_eq!(admitted.remaining, 1);
     assert_eq!((admitted.violations, admitted.warning), (1, true));
     assert_eq!(
-        (server.command_calls("pttl"), server.command_calls("time")),
-        (1, 0)
+        (
+            server.command_calls("pttl"),
+            server.command_calls("time"),
+            server.command_calls("get"),
+        ),
+        (1, 0, 2)
     );
 }
 
@@ -212,8 +223,7 @@ async fn a_rule_of_fixed_windows_admits_in_their_marked_windows_without_reading_
 }
 
 /// A block imposed on Redis TIME leaves a marker that expires with it; a one-limit fixed window
-/// answers it from its PTTL, without TIME: with a penalty after a refused count, without one
-/// after a GET. Its end is the block's, the time Redis' own to the millisecond, and a penalty's
+/// answers it from its PTTL, without TIME, after a GET of its key: a count would be refused. Its end is the block's, the time Redis' own to the millisecond, and a penalty's
 /// violations come with it.
 #[tokio::test]
 async fn a_block_whose_marker_expires_with_it_is_answered_without_reading_time() {
@@ -252,10 +262,10 @@ async fn a_block_whose_marker_expires_with_it_is_answered_without_reading_time()
             server.command_calls("time"),
             server.command_calls("decrby"),
         ),
-        (6, 3, 0, 3),
-        "the violations, a refused count, the marker and its PTTL"
+        (6, 3, 0, 0),
+        "the violations, then the key read first (the identity has violations), and its PTTL"
     );
-    // Without a penalty the key is read first, and the same block answers as one value.
+    // Without a penalty the same block answers as one value.
     let mut e = call("fwe", step(Algorithm::FixedWindow, 1, 60 * S));
     e.step.block_us = Some(3600 * S);
     let decide = || decide_one(&store, &e);

@@ -38,9 +38,10 @@
 
 local key = KEYS[1]
 local held, r, b1, b2
-if guarded and not warn_after then
+if guarded and (not warn_after or held_forget) then
   -- A block without a penalty reads first: a refused DECRBY on a block marker costs Redis three
-  -- times a GET. A penalty's admissions, which read the violations key already, count first.
+  -- times a GET. So does an identity with violations, the one a penalty bans; a penalty's other
+  -- admissions, which read the violations key already, count first.
   held = redis.pcall('GET', key)
   if type(held) == 'string' then
     b1, b2 = string.byte(held, 1, 2)
