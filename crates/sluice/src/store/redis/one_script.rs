@@ -70,6 +70,39 @@ impl Shape {
 /// How every reply of a one-limit script ends but for a block in force.
 const GUARD_VALUES: &str = ", violations, warning }";
 
+/// `lua/marker_answer.lua`: what `return from_marker(<value>)` in a one-limit script stands for.
+const MARKER_ANSWER: &str = include_str!("lua/marker_answer.lua");
+
+/// `body` with each `return from_marker(<value>)` written out as `lua/marker_answer.lua` on the
+/// value (a variable): Lua makes a function on every call that defines it, which would cost Redis
+/// about 1,500 instructions a call.
+fn write_marker_answers(body: &str) -> String {
+    const CALL: &str = "return from_marker(";
+    let answer = MARKER_ANSWER
+        .lines()
+        .skip_while(|line| line.starts_with("--"))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let mut out = String::with_capacity(body.len() + 4 * answer.len());
+    let mut rest = body;
+    while let Some(at) = rest.find(CALL) {
+        out.push_str(&rest[..at]);
+        let after = &rest[at + CALL.len()..];
+        let (value, tail) = after
+            .split_once(')')
+            .expect("from_marker's value, then `)`");
+        debug_assert!(
+            value
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_')
+        );
+        out.push_str(&answer.replacen("...", value, 1));
+        rest = tail;
+    }
+    out.push_str(rest);
+    out
+}
+
 /// Whether the script of `shape` counts in marked windows (`lua/one_fixed_window.lua`): a fixed
 /// window of whole milliseconds, on a store that gives keys no longer life than their state needs.
 pub fn marked(shape: &Shape, min_ttl: Micros) -> bool {
@@ -114,8 +147,9 @@ pub fn one_text(shape: &Shape, min_ttl: Micros) -> Option<String> {
         .map_or("nil".to_string(), |w| w.to_string());
     // Without a block or penalty, violations and warning are always 0: the reply leaves them out
     // (wire::SHAPED_REPLY_PER_LIMIT).
+    let body = write_marker_answers(body);
     let body = if shape.guarded {
-        body.into()
+        body
     } else {
         body.replace(GUARD_VALUES, " }")
     };
@@ -155,7 +189,8 @@ mod tests {
             "local min_ttl, limit, window, capacity, count_denied, guarded, warn_after, marked, \
              now_at = 0, 100, 60000000, 100, false, true, 3, false, 2"
         );
-        assert_eq!(Some(body), ONE[usize::from(gcra.code) - 1]);
+        let gcra_body = ONE[usize::from(gcra.code) - 1].expect("a one-limit GCRA");
+        assert_eq!(body, write_marker_answers(gcra_body));
         // Every reply ends with the violations and the warning, which an unguarded limit's
         // script leaves out.
         for (code, body) in (1u8..).zip(ONE) {
@@ -166,6 +201,18 @@ mod tests {
             assert_eq!(body.matches(GUARD_VALUES).count(), returns, "{code}");
             let plain = one_text(&Shape::plain(code, 10), Micros::ZERO).expect("a script");
             assert!(!plain.contains("violations, warning }"), "{code}");
+            // A marker's answer is written where each script asks for it: no function is made.
+            let guarded = one_text(&shape(code, 10), Micros::ZERO).expect("a script");
+            let mut lines = guarded
+                .lines()
+                .filter(|l| !l.trim_start().starts_with("--"));
+            assert!(!lines.any(|l| l.contains("from_marker")), "{code}");
+            assert_eq!(
+                guarded.matches("string.byte(held, 1) == 66").count(),
+                body.matches("return from_marker(").count(),
+                "{code}"
+            );
+            assert!(body.contains("return from_marker("), "{code}");
         }
         let unpenalized = Shape {
             warn_after: None,

@@ -32,14 +32,16 @@
 -- Reading a string as a number costs Redis about 1,400 instructions; comparing strings, which
 -- Lua interns, costs next to nothing: the usual cost of 1 is read by comparison.
 local cost = ARGV[1] == '1' and 1 or tonumber(ARGV[1])
--- A guarded limit's penalty's violations, which every answer carries; and its answer when the
--- state key holds what the algorithm does not expect (each script reads the key its own way,
--- and reads it again with GET only then): the block in force, or {} (a block that is over, or
--- anything else). The violations key's count and end (held_violations, held_forget) count once
--- the time is known: a marked script (one_fixed_window.lua) may answer without it.
+-- A guarded limit's penalty's violations, which every answer carries. The violations key's count
+-- and end (held_violations, held_forget) count once the time is known: a marked script
+-- (one_fixed_window.lua) may answer without it.
+-- When the state key holds what the algorithm does not expect (each script reads the key its own
+-- way, and reads it again with GET only then), a script returns `from_marker` of what it read:
+-- one_script::one_text writes marker_answer.lua in that place, which answers the block in force,
+-- or {} (a block that is over, or anything else). A function would cost Redis about 1,500
+-- instructions on every call that defines it, used or not.
 local violations, warning = 0, 0
 local held_violations, held_forget
-local from_marker
 if guarded then
   if warn_after then
     local v = redis.call('GET', KEYS[2])
@@ -52,14 +54,5 @@ if guarded then
     if violations > 0 and violations >= warn_after then
       warning = 1
     end
-  end
-  from_marker = function(held)
-    if type(held) == 'string' and string.byte(held, 1) == 66 then
-      local until_us = tonumber(string.sub(held, 2)) or 0
-      if until_us > now then
-        return { now, 0, 0, until_us - now, until_us - now, 0, until_us, violations, warning }
-      end
-    end
-    return {}
   end
 end

@@ -15,7 +15,8 @@ local key = KEYS[1]
 local first = redis.pcall('ZRANGE', key, '0', '0', 'WITHSCORES')
 if first.err then
   if guarded then
-    return from_marker(redis.pcall('GET', key))
+    local held = redis.pcall('GET', key)
+    return from_marker(held)
   end
   return {}
 end

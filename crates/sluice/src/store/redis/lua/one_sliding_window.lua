@@ -13,7 +13,8 @@ local key = KEYS[1]
 local flat = redis.pcall('HGETALL', key)
 if flat.err then
   if guarded then
-    return from_marker(redis.pcall('GET', key))
+    local held = redis.pcall('GET', key)
+    return from_marker(held)
   end
   return {}
 end
