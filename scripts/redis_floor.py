@@ -200,8 +200,8 @@ violations, the one a ban may hold (a refused `DECRBY` on a marker costs about 9
 first and stay within their budget), and a marker that expires with its block (written `B0`
 on Redis `TIME` when the parked state ends first) tells Redis' time by its `PTTL` as a window's key
 does: a blocked identity costs a `GET` and a `PTTL`, no `TIME`, answered with one text. A GCRA
-limit with a block and no penalty reads its key before `TIME` and answers such a marker the same
-way. Denials are two calls: the one-limit script leaves them, having written
+limit with a block or a penalty reads its key before `TIME` and answers such a marker the same
+way, with the violations key's count and end beside it when there is one. Denials are two calls: the one-limit script leaves them, having written
 nothing, to the general decision, which blocks and counts the violation. A rule of several limits
 without `count_denied` runs a script made for the rule: each limit's one-limit script split into its
 read and its write, the writes made once every limit passes, so two limits cost two reads and two

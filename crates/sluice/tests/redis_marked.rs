@@ -345,3 +345,48 @@ async fn a_blocked_gcra_limit_is_answered_without_reading_time() {
         );
     }
 }
+
+/// With a penalty too, a blocked GCRA limit is answered from its marker's PTTL without TIME, its
+/// violations with it; an admission reads TIME after its key and counts the violations then.
+#[tokio::test]
+async fn a_banned_gcra_limit_is_answered_without_reading_time() {
+    let server = RedisServer::start();
+    let store = redis_store(&server, None).await;
+    let mut g = call("gp", step(Algorithm::Gcra, 1, 60 * S));
+    g.step.penalty = Some(penalty::Settings {
+        warn_after: 1,
+        ban_after: 1,
+        ban_us: 3600 * S,
+        memory_us: 7200 * S,
+    });
+    let decide = || decide_one(&store, &g);
+    let calls = |command| server.command_calls(command);
+    assert!(decide().await.outcomes[0].allowed);
+    let banned = decide().await;
+    let until = banned.outcomes[0].blocked_until_us.expect("banned");
+    assert_eq!(server.cli(&["CONFIG", "RESETSTAT"]), "OK");
+    for _ in 0..3 {
+        let r = decide().await;
+        assert_blocked_until(&r, until);
+        assert_eq!((r.outcomes[0].violations, r.outcomes[0].warning), (1, true));
+    }
+    assert_eq!(
+        (calls("get"), calls("pttl"), calls("time")),
+        (6, 3, 0),
+        "the violations, the marker and its PTTL"
+    );
+    // Another identity of the same limit, with a violation and no ban: admitted on TIME, warned.
+    let mut h = g.clone();
+    h.key.identity = "user=other".into();
+    h.step.penalty = g
+        .step
+        .penalty
+        .map(|p| penalty::Settings { ban_after: 5, ..p });
+    let decide = || decide_one(&store, &h);
+    assert!(decide().await.outcomes[0].allowed);
+    assert!(!decide().await.outcomes[0].allowed);
+    server.cli(&["DEL", &keys::state_key("sluice", &h.key)]);
+    let admitted = decide().await.outcomes[0];
+    assert!(admitted.allowed);
+    assert_eq!((admitted.violations, admitted.warning), (1, true));
+}

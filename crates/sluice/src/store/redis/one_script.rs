@@ -112,17 +112,14 @@ pub fn marked(shape: &Shape, min_ttl: Micros) -> bool {
 }
 
 /// What a one-limit script's `marked` is written as: the slots' modulus of a fixed window that
-/// counts in marked windows (`lua/one_fixed_window.lua`); `true` for a GCRA limit with a block and
-/// no penalty, which reads `TIME` after its key, only when it holds no block marker that tells
-/// the time (`lua/one_gcra.lua`); else `false`.
+/// counts in marked windows (`lua/one_fixed_window.lua`); `true` for a GCRA limit with a block or
+/// a penalty, which reads `TIME` after its key, only when it holds no block marker that tells the
+/// time (`lua/one_gcra.lua`); else `false`.
 fn marked_text(shape: &Shape, min_ttl: Micros) -> String {
     if let Some(modulus) = marked_slots(shape, min_ttl) {
         return modulus.to_string();
     }
-    let late = shape.code == Algorithm::Gcra.wire_code()
-        && shape.guarded
-        && shape.warn_after.is_none()
-        && min_ttl.is_zero();
+    let late = shape.code == Algorithm::Gcra.wire_code() && shape.guarded && min_ttl.is_zero();
     late.to_string()
 }
 
@@ -187,7 +184,7 @@ mod tests {
         assert_eq!(
             constants,
             "local min_ttl, limit, window, capacity, count_denied, guarded, warn_after, marked, \
-             now_at = 0, 100, 60000000, 100, false, true, 3, false, 2"
+             now_at = 0, 100, 60000000, 100, false, true, 3, true, 2"
         );
         let gcra_body = ONE[usize::from(gcra.code) - 1].expect("a one-limit GCRA");
         assert_eq!(body, write_marker_answers(gcra_body));
@@ -266,14 +263,14 @@ mod tests {
             0
         ));
         assert!(!marks(&Shape::plain(Algorithm::Gcra.wire_code(), 10), 0));
-        // A GCRA limit with a block and no penalty reads TIME after its key.
+        // A GCRA limit with a block or a penalty reads TIME after its key.
         let blocked_gcra = Shape {
             warn_after: None,
             ..shape(Algorithm::Gcra.wire_code(), 10)
         };
         assert_eq!(modulus(&blocked_gcra, 0), "true");
         assert_eq!(modulus(&blocked_gcra, 1), "false");
-        assert_eq!(modulus(&shape(Algorithm::Gcra.wire_code(), 10), 0), "false");
+        assert_eq!(modulus(&shape(Algorithm::Gcra.wire_code(), 10), 0), "true");
         assert_eq!(one_text(&shape(200, 1), Micros::ZERO), None);
     }
 }

@@ -4,8 +4,9 @@
 -- on every call. Anything but a plain tat in the key (a block marker, another algorithm's state)
 -- returns {} and the caller decides with the general script instead.
 --
--- Marked (a block without a penalty, on Redis TIME; see one_script::one_text): TIME is read after
--- the GET, so that a blocked identity costs a GET and a PTTL, as a fixed window's does.
+-- Marked (a block or a penalty, on Redis TIME; see one_script::one_text): TIME is read after the
+-- GET, so that a blocked identity costs a GET and a PTTL, as a fixed window's does, and the
+-- violations read by one_head.lua count once the time is known.
 --
 -- KEYS[1]: the state key (the tat in µs, a plain integer).
 -- ARGV, the limit's constants (and KEYS[2]): as one_head.lua says.
@@ -13,35 +14,43 @@
 
 local raw = redis.pcall('GET', KEYS[1])
 local tat = tonumber(raw)
-if not tat then
-  if raw then
-    if guarded then
-      if not now then
-        -- Marked: a marker that expires with its block (`B0`, see the prelude) with 2 ms or more
-        -- left proves the block in force and tells Redis' time by its PTTL, answered as
-        -- one_fixed_window.lua answers it, `<PTTL>B0<end>`; anything else reads TIME.
-        if type(raw) == 'string' then
-          local b1, b2 = string.byte(raw, 1, 2)
-          if b1 == 66 and b2 == 48 then
-            local ttl = redis.call('PTTL', KEYS[1])
-            if ttl > 1 then
-              return ttl .. raw
-            end
-          end
-        end
-        local t = redis.call('TIME')
-        now = t[1] * 1000000 + t[2]
+if not tat and guarded and not now and type(raw) == 'string' then
+  -- Marked: a marker that expires with its block (`B0`, see the prelude) with 2 ms or more left
+  -- proves the block in force and tells Redis' time by its PTTL, answered as
+  -- one_fixed_window.lua answers it: `<PTTL>B0<end>`, or with a penalty's violations key
+  -- { the block's end, its PTTL, the violations' count and end as read }. Anything else reads
+  -- TIME.
+  local b1, b2 = string.byte(raw, 1, 2)
+  if b1 == 66 and b2 == 48 then
+    local ttl = redis.call('PTTL', KEYS[1])
+    if ttl > 1 then
+      if held_forget then
+        return { string.sub(raw, 3), ttl, held_violations, held_forget }
       end
-      return from_marker(raw)
+      return ttl .. raw
     end
-    return {}
   end
-  tat = 0
 end
 if not now then
   local t = redis.call('TIME')
   now = t[1] * 1000000 + t[2]
   px, expiry_from = 'PXAT', now
+  -- Restates one_head.lua's count of the violations, which needed the time.
+  if held_forget and tonumber(held_forget) > now then
+    violations = tonumber(held_violations)
+    if violations > 0 and violations >= warn_after then
+      warning = 1
+    end
+  end
+end
+if not tat then
+  if raw then
+    if guarded then
+      return from_marker(raw)
+    end
+    return {}
+  end
+  tat = 0
 end
 
 local t = idiv(window, limit)
