@@ -1,6 +1,7 @@
 //! Unit tests of the denial cache: the invariants of its module docs, one by one, on a manual
-//! clock; and, against the pure algorithms (`against_algorithms`), that a cached denial never
-//! outlives the store's.
+//! clock; limits with a block, a penalty or `count_denied`, cached only while blocked
+//! (`traced_limits`); and, against the pure algorithms (`against_algorithms`), that a cached
+//! denial never outlives the store's.
 use super::*;
 use crate::ManualClock;
 use crate::algorithm::Params;
@@ -102,95 +103,6 @@ fn a_denial_at_one_cost_speaks_for_larger_costs_only() {
     assert_eq!(cache.lookup(&key("a"), 2), None);
     assert!(cache.lookup(&key("a"), 3).is_some());
     assert!(cache.lookup(&key("a"), 7).is_some());
-}
-
-#[test]
-fn a_block_speaks_for_every_cost_and_a_block_lock_only_while_it_lasts() {
-    let (cache, clock) = cache(100);
-    // The limit's own block lock (15 s) imposed by a denial whose algorithm wait is 60 s: after
-    // the block a new denial would start a new block, so the store must answer then.
-    let mut locked = step(Algorithm::SlidingLog, 5, 60 * S, 1);
-    locked.block_us = Some(15 * S);
-    let outcome = LimitOutcome {
-        blocked_until_us: Some(Micros::new(1_000) + 15 * S),
-        ..denied(60 * S)
-    };
-    cache.insert(
-        cache.mark(),
-        &key("a"),
-        &locked,
-        &outcome,
-        Micros::new(1_000),
-    );
-    let hit = cache.lookup(&key("a"), 1).unwrap();
-    assert_eq!(hit.blocked_until_us, Some(Micros::new(1_000) + 15 * S));
-    assert_eq!(
-        hit.retry_after_us,
-        Some(60 * S),
-        "the store's wait, never shorter"
-    );
-    advance(&clock, 15 * S - Micros::new(1));
-    confirm(&cache);
-    assert!(cache.lookup(&key("a"), 1).is_some());
-    advance(&clock, Micros::new(1));
-    assert_eq!(cache.lookup(&key("a"), 1), None);
-
-    // An administrative block on a limit without block lock: every cost, until its end.
-    let plain = step(Algorithm::Gcra, 100, 60 * S, 5);
-    let outcome = LimitOutcome {
-        blocked_until_us: Some(Micros::new(9_000) + 30 * S),
-        ..denied(30 * S)
-    };
-    cache.insert(
-        cache.mark(),
-        &key("b"),
-        &plain,
-        &outcome,
-        Micros::new(9_000),
-    );
-    let small = cache.lookup(&key("b"), 1).expect("a block denies any cost");
-    assert_eq!(small.retry_after_us, Some(30 * S));
-}
-
-#[test]
-fn a_penalty_is_cached_only_while_its_ban_lasts_and_keeps_its_violations() {
-    let (cache, clock) = cache(100);
-    let mut punishing = step(Algorithm::Gcra, 1, 60 * S, 1);
-    punishing.penalty = Some(crate::algorithm::penalty::Settings {
-        warn_after: 1,
-        ban_after: 3,
-        ban_us: 30 * S,
-        memory_us: 3600 * S,
-    });
-    // A denial that counted a violation but banned nothing: the next one counts one more.
-    let counted = LimitOutcome {
-        violations: 2,
-        warning: true,
-        ..denied(60 * S)
-    };
-    cache.insert(cache.mark(), &key("a"), &punishing, &counted, Micros::ZERO);
-    assert_eq!(cache.lookup(&key("a"), 1), None);
-    assert!(cache.is_empty());
-
-    // The denial that banned: until the ban ends, the store would answer from it alone.
-    let banned = LimitOutcome {
-        violations: 3,
-        blocked_until_us: Some(30 * S),
-        ..counted
-    };
-    cache.insert(cache.mark(), &key("a"), &punishing, &banned, Micros::ZERO);
-    let hit = cache.lookup(&key("a"), 1).expect("banned");
-    assert_eq!((hit.violations, hit.warning), (3, true));
-    assert_eq!(hit.blocked_until_us, Some(30 * S));
-    advance(&clock, 30 * S - Micros::new(1));
-    confirm(&cache);
-    assert!(cache.lookup(&key("a"), 1).is_some());
-    advance(&clock, Micros::new(1));
-    assert_eq!(
-        cache.lookup(&key("a"), 1),
-        None,
-        "after the ban, a denial counts a violation again"
-    );
 }
 
 #[test]
@@ -368,49 +280,5 @@ fn a_disabled_size_keeps_nothing() {
     assert!(cache.is_empty());
 }
 
-#[test]
-fn limits_whose_denials_leave_a_trace_are_not_cached() {
-    let plain = step(Algorithm::Gcra, 1, 60 * S, 1);
-    let mut counting = plain;
-    counting.params.count_denied = true;
-    let mut punishing = plain;
-    punishing.penalty = Some(crate::algorithm::penalty::Settings {
-        warn_after: 1,
-        ban_after: 3,
-        ban_us: S,
-        memory_us: S,
-    });
-    let mut locked = plain;
-    locked.block_us = Some(S);
-    let mut shadow = plain;
-    shadow.shadow = true;
-    assert_eq!(cacheable_limits(&[plain]), [true]);
-    assert_eq!(cacheable_limits(&[locked]), [true], "while its block lasts");
-    assert_eq!(cacheable_limits(&[counting]), [false]);
-    assert_eq!(
-        cacheable_limits(&[punishing]),
-        [true],
-        "while its ban lasts"
-    );
-    assert_eq!(
-        cacheable_limits(&[plain, punishing]),
-        [false, true],
-        "the plain limit's denial would leave the other's violation uncounted"
-    );
-    let mut counting_locked = counting;
-    counting_locked.block_us = Some(S);
-    assert_eq!(
-        cacheable_limits(&[counting_locked]),
-        [true],
-        "while its block lasts"
-    );
-    assert_eq!(cacheable_limits(&[plain, counting]), [false, false]);
-    assert_eq!(cacheable_limits(&[plain, shadow]), [true, false]);
-    assert_eq!(
-        cacheable_limits(&[plain, locked]),
-        [false, true],
-        "a cached answer would skip the block the other limit starts when it denies too"
-    );
-}
-
 mod against_algorithms;
+mod traced_limits;
