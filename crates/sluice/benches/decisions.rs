@@ -1,10 +1,12 @@
 //! In-memory decision cost per algorithm, side by side with `governor`'s keyed GCRA, in one run.
 //!
-//! Workloads: one hot key, and 100k keys visited in turn; each on 1 and 2 threads. The default
-//! limit lets nearly every decision through, as in production where most requests pass.
-//! `sluice_store/*` calls the memory store directly with a prepared request (the algorithm, state
-//! lookup and locking); `sluice_limiter/*` goes through `Limiter::check` (rule lookup, identity,
-//! decision) from the request's attributes, polled once: an in-process store answers at once.
+//! Workloads: one hot key, and 100k keys visited in turn; each on 1 and 2 threads. Every decision
+//! is admitted, as in production where most requests pass, and every key stays live between its
+//! visits: the limit is the largest count over the longest window, and a limiter is renewed (outside
+//! the timed part) before any key could use up half of it. `sluice_store/*` calls the memory store directly with a
+//! prepared request (the algorithm, state lookup and locking); `sluice_limiter/*` goes through
+//! `Limiter::check` (rule lookup, identity, decision) from the request's attributes, polled once:
+//! an in-process store answers at once.
 
 use std::future::Future;
 use std::hint::black_box;
@@ -16,13 +18,14 @@ use std::time::{Duration, Instant};
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use governor::{Quota, RateLimiter};
 use sluice::algorithm::{LimitStep, Mode, Params};
-use sluice::model::{Algorithm, Limit, Name, Rule};
+use sluice::model::{Algorithm, Limit, Name, Rate, Rule};
 use sluice::store::{LimitCall, LimitKey};
-use sluice::{Limiter, MemoryStore, Micros};
+use sluice::{Limiter, MemoryStore};
 
 const KEYS: usize = 100_000;
-/// 10 million per second: effectively always allowed.
-const RATE: u64 = 10_000_000;
+/// The largest count a rate may carry, over the longest window: no sample reaches it.
+const COUNT: u64 = sluice::model::MAX_COUNT;
+const WINDOW: Duration = sluice::model::MAX_WINDOW;
 
 /// A prepared request as the limiter builds it: the rule and limit names are interned, the
 /// identity is the request's own.
@@ -35,7 +38,7 @@ fn call(algorithm: Algorithm, names: &(Name, Name), identity: String) -> LimitCa
         },
         step: LimitStep {
             algorithm,
-            params: Params::new(RATE, Micros::from_secs(1), RATE),
+            params: Params::new(COUNT, WINDOW.into(), COUNT),
             cost: 1,
             block_us: None,
             penalty: None,
@@ -72,8 +75,56 @@ fn ready<F: Future>(future: F) -> F::Output {
     }
 }
 
+/// The state a benchmark decides on, renewed before any key could use up half its count: every
+/// decision of every sample is then admitted, and a key once decided stays live. A new state has
+/// every key decided once; making states (and dropping them) is never timed.
+struct Renewed<S, F, D> {
+    state: S,
+    keys: usize,
+    fresh: F,
+    decide: D,
+    /// The most decisions any one key has had from the current state.
+    used: u64,
+}
+
+impl<S: Sync, F: Fn() -> S, D: Fn(&S, usize) + Sync> Renewed<S, F, D> {
+    fn new(keys: usize, fresh: F, decide: D) -> Renewed<S, F, D> {
+        let state = Self::warm(fresh(), keys, &decide);
+        Renewed {
+            state,
+            keys,
+            fresh,
+            decide,
+            used: 1,
+        }
+    }
+
+    fn warm(state: S, keys: usize, decide: &D) -> S {
+        for key in 0..keys {
+            decide(&state, key);
+        }
+        state
+    }
+
+    /// Times `iters` decisions on `threads` threads over the keys in turn.
+    fn sample(&mut self, iters: u64, threads: u64) -> Duration {
+        let per_key = iters.div_ceil(self.keys as u64);
+        if self.used + per_key > COUNT / 2 {
+            self.state = Self::warm((self.fresh)(), self.keys, &self.decide);
+            self.used = 1;
+        }
+        self.used += per_key;
+        let (state, keys, decide) = (&self.state, self.keys, &self.decide);
+        run_threads(iters, threads, &|i| decide(state, i as usize % keys))
+    }
+}
+
 fn store_vs_governor(c: &mut Criterion) {
-    let rate = format!("{RATE}/1s").parse().expect("a valid rate");
+    let rate = Rate::new(COUNT, WINDOW).expect("a valid rate");
+    let burst = NonZeroU32::new(COUNT as u32).expect("COUNT is not zero");
+    let quota = Quota::with_period(WINDOW / burst.get())
+        .expect("a period")
+        .allow_burst(burst);
     for (workload, keys) in [("hot_key", 1usize), ("100k_keys", KEYS)] {
         let ids: Vec<String> = (0..keys).map(|i| format!("user={i}")).collect();
         let values: Vec<String> = (0..keys).map(|i| i.to_string()).collect();
@@ -81,36 +132,32 @@ fn store_vs_governor(c: &mut Criterion) {
             let mut group = c.benchmark_group(format!("{workload}/{threads}_threads"));
             group.throughput(Throughput::Elements(1));
 
-            let governor = RateLimiter::keyed(Quota::per_second(
-                NonZeroU32::new(RATE as u32).expect("RATE is not zero"),
-            ));
+            let mut governor = Renewed::new(
+                keys,
+                || RateLimiter::keyed(quota),
+                |governor, key| assert!(black_box(governor.check_key(&ids[key])).is_ok()),
+            );
             group.bench_function("governor_keyed_gcra", |b| {
-                b.iter_custom(|iters| {
-                    run_threads(iters, threads, &|i| {
-                        black_box(governor.check_key(&ids[i as usize % keys]).is_ok());
-                    })
-                })
+                b.iter_custom(|iters| governor.sample(iters, threads))
             });
 
             for algorithm in Algorithm::ALL {
                 if algorithm == Algorithm::SlidingLog && keys == 1 {
-                    // One hot key would hold millions of entries per second: measured per key
-                    // spread only (its cost is O(log of live entries) anyway).
+                    // One hot key would hold millions of entries: measured per key spread only
+                    // (its cost is O(log of live entries) anyway).
                     continue;
                 }
-                let store = MemoryStore::new();
                 let names = (Name::interned("bench"), Name::interned("user"));
                 let calls: Vec<LimitCall> = ids
                     .iter()
                     .map(|id| call(algorithm, &names, id.clone()))
                     .collect();
+                let mut store = Renewed::new(keys, MemoryStore::new, |store, key| {
+                    let answer = black_box(store.decide_one(&calls[key], Mode::Apply));
+                    assert!(answer.is_ok_and(|(_, outcome)| outcome.allowed));
+                });
                 group.bench_function(BenchmarkId::new("sluice_store", algorithm), |b| {
-                    b.iter_custom(|iters| {
-                        run_threads(iters, threads, &|i| {
-                            let _ =
-                                black_box(store.decide_one(&calls[i as usize % keys], Mode::Apply));
-                        })
-                    })
+                    b.iter_custom(|iters| store.sample(iters, threads))
                 });
             }
 
@@ -119,21 +166,22 @@ fn store_vs_governor(c: &mut Criterion) {
                 Algorithm::TokenBucket,
                 Algorithm::FixedWindow,
             ] {
-                let limiter = Limiter::builder(MemoryStore::new())
-                    .rule(
-                        "bench",
-                        Rule::new(vec![Limit::new(&["user"], rate, algorithm)]),
-                    )
-                    .build()
-                    .expect("valid rule");
+                let fresh = || {
+                    Limiter::builder(MemoryStore::new())
+                        .rule(
+                            "bench",
+                            Rule::new(vec![Limit::new(&["user"], rate, algorithm)]),
+                        )
+                        .build()
+                        .expect("valid rule")
+                };
+                let mut limiter = Renewed::new(keys, fresh, |limiter, key| {
+                    let attrs = [("user", values[key].as_str())];
+                    let decision = ready(limiter.check("bench", &attrs));
+                    assert!(black_box(decision).is_ok_and(|d| d.allowed));
+                });
                 group.bench_function(BenchmarkId::new("sluice_limiter", algorithm), |b| {
-                    b.iter_custom(|iters| {
-                        run_threads(iters, threads, &|i| {
-                            let attrs = [("user", values[i as usize % keys].as_str())];
-                            let decision = ready(limiter.check("bench", &attrs));
-                            black_box(decision.expect("valid request").allowed);
-                        })
-                    })
+                    b.iter_custom(|iters| limiter.sample(iters, threads))
                 });
             }
             group.finish();
