@@ -160,14 +160,14 @@ def sluice(redis, binary, alg, seconds, *extra, keys=KEYS, decisions=None):
 
 
 LEFT = """
-Bytes per key move by a size class (16 bytes) with what the timed runs leave in a key and do not
-control: how many 6 s buckets a sliding window's calls fell in, how many entries a sliding log
-holds. At equal content Sluice's keys are the minimal script's + 16 bytes, the length of their
-names (`sluice:<8-character hash>{key=…}` against `k:<12 digits>`): keys written by hand with
-`redis-cli` (`HSET` of the same bucket fields, `ZADD` of as many members in either script's form)
-measured, with `MEMORY USAGE`, 88 / 104 / 168 bytes for Sluice's sliding window with 1, 2 and 10
-buckets against 72 / 88 / 152 for the minimal one, and 120 / 184 / 392 bytes for Sluice's sliding
-log with 1, 3 and 10 entries against 104 / 168 / 376 (2026-11-26).
+Bytes per key after the runs move by a size class (16 bytes) with what the timed runs leave in a
+key and do not control: how many 6 s buckets a sliding window's calls fell in, how many entries a
+sliding log holds. At equal content Sluice's keys are the minimal script's + 16 bytes at most, the
+length of their names (`sluice:<8-character hash>{key=…}` against `k:<12 digits>`): keys written by
+hand with `redis-cli` (`HSET` of the same bucket fields, `ZADD` of as many members in either
+script's form) measured, with `MEMORY USAGE`, 88 / 104 / 168 bytes for Sluice's sliding window with
+1, 2 and 10 buckets against 72 / 88 / 152 for the minimal one, and 120 / 184 / 392 bytes for
+Sluice's sliding log with 1, 3 and 10 entries against 104 / 168 / 376 (2026-11-26).
 
 A one-limit script is made for its limit, the limit's numbers and options written into its text, so
 that a call carries only the time and the cost: each argument costs Redis about 1,000 instructions
@@ -229,12 +229,15 @@ def render(path):
     print("One private `redis-server`, one run: the minimal script of each algorithm (`scripts/floor/`,")
     print(f"1000 per minute) under `redis-benchmark -c {CLIENTS} -r {KEYS}`, then `sluice bench` through the")
     print(f"library on the same Redis ({CLIENTS} tasks, {KEYS} keys, limit 1000/1m). µs per call is Redis' own")
-    print("time per `EVALSHA` or `FCALL` (`INFO commandstats`); bytes per key is the median `MEMORY USAGE` (key name")
-    print("included) of 200 random state keys, the minimal script's taken after a run of it with as many")
-    print("calls as Sluice made, a sliding window's spread over as many seconds (a key holds what was")
-    print("recorded in it: a sliding log's entries, a sliding window's buckets, one for each 6 s its calls")
-    print("span). Sluice's keys are sampled each second of its run and once after it, the last sample")
-    print("counting unless no key was left (a GCRA key expires once its limit has forgotten it). The")
+    print("time per `EVALSHA` or `FCALL` (`INFO commandstats`). Bytes per key is the median `MEMORY USAGE`")
+    print("(key name included) of 200 random state keys. *At equal content* (the goal's figure), each")
+    print("script decides 200 fresh keys in turn, the same number of times (once for a sliding log or")
+    print("window, whose keys grow with what they record: one entry, one bucket; 20 times for the others,")
+    print("whose state has one size), and the keys are sampled at once. *After the runs* (for reference),")
+    print("the minimal script's keys are taken after a run of it with as many calls as Sluice made, a")
+    print("sliding window's spread over as many seconds, and Sluice's each second of its run and once after")
+    print("it, the last sample counting unless no key was left (a GCRA key expires once its limit has")
+    print("forgotten it): what a key holds then depends on how each run happened to spread its calls. The")
     print("minimal script at -P 16, Sluice and its shapes")
     print("run in five rounds, one after the other; each ratio is taken within its round, beside the minimal")
     print(f"script's run of that round, and every figure is the median of the five. The minimal -P 16 run makes")
@@ -244,13 +247,15 @@ def render(path):
     print("the minimal script's, rate ≥ 0.8× the minimal -P 16 rate, memory ≤ minimal + 16 bytes.")
     print("`sluice bench` runs with `--threads 1`: one runtime thread, as `redis-benchmark` is one event")
     print("loop, so the other core is Redis'.\n")
-    print("| algorithm | minimal µs (P16) | Sluice µs | µs ratio | minimal -P 16 /s | Sluice /s | rate ratio | calls per key | minimal B/key | Sluice B/key |")
+    print("| algorithm | minimal µs (P16) | Sluice µs | µs ratio | minimal -P 16 /s | Sluice /s | rate ratio | calls per key "
+          "| B/key at equal content: minimal / Sluice | B/key after the runs: minimal / Sluice |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for r in rows:
         p16, s = r["p16"], r["sluice"]
         print(f"| {r['algorithm']} | {f(p16['us_per_call'])} | {f(s['us_per_call'])} | {f(r['us_ratio'])}× | "
               f"{p16['per_sec']:.0f} | {s['per_sec']:.0f} | {f(r['rate_ratio'])}× | {f(s['calls'] / KEYS, 1)} | "
-              f"{r['memory_peer']['bytes_per_key']:.0f} | {s['bytes_per_key']:.0f} |")
+              f"{bytes_pair(r.get('equal_content', {}).get('minimal'), r.get('equal_content', {}).get('sluice'))} | "
+              f"{bytes_pair(r['memory_peer']['bytes_per_key'], s['bytes_per_key'])} |")
     if any("guarded" in r for r in rows):
         print("\nShapes, same run. *block + penalty*: the limit also has `block: 1h` and a penalty, nobody")
         print("denied (goal ≤ 1.6× the minimal µs); *blocked*: `1/1h` with `block: 1h` on 1,000 keys, so")
@@ -274,10 +279,39 @@ def render(path):
     print()
 
 
+def bytes_pair(minimal, sluice):
+    """`minimal / Sluice (+difference)` bytes per key, or `-` where a figure is missing."""
+    if minimal is None or sluice is None or minimal != minimal or sluice != sluice:
+        return "-"
+    return f"{minimal:.0f} / {sluice:.0f} (+{sluice - minimal:.0f})"
+
+
 def median(values):
     """The median of the values measured (neither None nor NaN: no key was left to sample)."""
     values = [v for v in values if v is not None and v == v]
     return statistics.median(values) if values else None
+
+
+def equal_content(redis, binary, alg, keys=200):
+    """Bytes per key at equal content: the minimal script and Sluice each decide `keys` fresh keys
+    the same number of times in a row (one task: every key in turn), and the keys are sampled at
+    once. A sliding log or window key is decided once (one entry, one bucket: their size grows with
+    what they record); the others, whose state has one size, 20 times, so that a GCRA key (which
+    expires once its limit has forgotten it, 60 ms after one call here) is still there to sample."""
+    per_key = 1 if alg in ("sliding_log", "sliding_window") else 20
+    f, args = MIN[alg]
+    redis.reset()
+    sha = redis.cli("SCRIPT", "LOAD", open(os.path.join(LUA, f)).read()).strip()
+    calls = "".join(f"EVALSHA {sha} 1 k:{i:012d} {' '.join(args)}\n"
+                    for _ in range(per_key) for i in range(keys))
+    subprocess.run(["redis-cli", "-p", str(redis.port)], input=calls, capture_output=True, text=True)
+    minimal_bytes = redis.memory_per_key()
+    redis.reset()
+    subprocess.run([binary, "bench", "--store", f"redis://127.0.0.1:{redis.port}", "--algorithm", alg,
+                    "--limit", "1000/1m", "--concurrency", "1", "--keys", str(keys),
+                    "--decisions", str(keys * per_key), "--duration", "60s", "--json"],
+                   capture_output=True, text=True, check=True)
+    return {"calls_per_key": per_key, "minimal": minimal_bytes, "sluice": redis.memory_per_key()}
 
 
 def measure_round(redis, a, alg):
@@ -345,7 +379,9 @@ def main():
             # separate redis-benchmark runs repeats keys more than one run's random draws do.
             spread = s["seconds"] if alg == "sliding_window" else 0.0
             row["memory_peer"] = minimal(redis, alg, 16, calls=int(s["calls"]), spread=spread)
-            row["bytes_over_minimal"] = s["bytes_per_key"] - row["memory_peer"]["bytes_per_key"]
+            row["equal_content"] = equal_content(redis, a.binary, alg)
+            eq = row["equal_content"]
+            row["bytes_over_minimal"] = eq["sluice"] - eq["minimal"]
             print(json.dumps(row), flush=True)
             shapes = ""
             if a.shapes:
@@ -353,9 +389,11 @@ def main():
                           f"  blocked+penalty {row['blocked_penalty_us_ratio']:.2f}x"
                           f"  two limits {row['two_limits_ratio']:.2f}x one")
             print(f"{alg:15s} minimal P16 {p16['us_per_call']:.2f} us, {p16['per_sec']:.0f}/s, {p16['bytes_per_key']:.0f} B"
-                  f" ({row['memory_peer']['bytes_per_key']:.0f} B at Sluice's calls)"
+                  f" ({row['memory_peer']['bytes_per_key']:.0f} B at Sluice's calls; equal content"
+                  f" {eq['minimal']:.0f} B)"
                   f" | sluice {s['us_per_call']:.2f} us ({row['us_ratio']:.2f}x), {s['per_sec']:.0f}/s"
-                  f" ({row['rate_ratio']:.2f}x P16), {s['bytes_per_key']:.0f} B (+{row['bytes_over_minimal']:.0f}){shapes}",
+                  f" ({row['rate_ratio']:.2f}x P16), {s['bytes_per_key']:.0f} B (equal content {eq['sluice']:.0f} B,"
+                  f" +{row['bytes_over_minimal']:.0f}){shapes}",
                   file=sys.stderr, flush=True)
     finally:
         redis.stop()

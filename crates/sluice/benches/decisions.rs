@@ -135,7 +135,7 @@ fn store_vs_governor(c: &mut Criterion) {
             let mut governor = Renewed::new(
                 keys,
                 || RateLimiter::keyed(quota),
-                |governor, key| assert!(black_box(governor.check_key(&ids[key])).is_ok()),
+                |governor, key| assert!(black_box(governor.check_key(&ids[key]).is_ok())),
             );
             group.bench_function("governor_keyed_gcra", |b| {
                 b.iter_custom(|iters| governor.sample(iters, threads))
@@ -153,8 +153,8 @@ fn store_vs_governor(c: &mut Criterion) {
                     .map(|id| call(algorithm, &names, id.clone()))
                     .collect();
                 let mut store = Renewed::new(keys, MemoryStore::new, |store, key| {
-                    let answer = black_box(store.decide_one(&calls[key], Mode::Apply));
-                    assert!(answer.is_ok_and(|(_, outcome)| outcome.allowed));
+                    let answer = store.decide_one(&calls[key], Mode::Apply);
+                    assert!(black_box(answer.is_ok_and(|(_, outcome)| outcome.allowed)));
                 });
                 group.bench_function(BenchmarkId::new("sluice_store", algorithm), |b| {
                     b.iter_custom(|iters| store.sample(iters, threads))
@@ -178,7 +178,7 @@ fn store_vs_governor(c: &mut Criterion) {
                 let mut limiter = Renewed::new(keys, fresh, |limiter, key| {
                     let attrs = [("user", values[key].as_str())];
                     let decision = ready(limiter.check("bench", &attrs));
-                    assert!(black_box(decision).is_ok_and(|d| d.allowed));
+                    assert!(black_box(decision.is_ok_and(|d| d.allowed)));
                 });
                 group.bench_function(BenchmarkId::new("sluice_limiter", algorithm), |b| {
                     b.iter_custom(|iters| limiter.sample(iters, threads))
