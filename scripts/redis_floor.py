@@ -251,10 +251,10 @@ def render(path):
           "| B/key at equal content: minimal / Sluice | B/key after the runs: minimal / Sluice |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for r in rows:
-        p16, s = r["p16"], r["sluice"]
+        p16, s, eq = r["p16"], r["sluice"], r.get("equal_content", {})
         print(f"| {r['algorithm']} | {f(p16['us_per_call'])} | {f(s['us_per_call'])} | {f(r['us_ratio'])}× | "
               f"{p16['per_sec']:.0f} | {s['per_sec']:.0f} | {f(r['rate_ratio'])}× | {f(s['calls'] / KEYS, 1)} | "
-              f"{bytes_pair(r.get('equal_content', {}).get('minimal'), r.get('equal_content', {}).get('sluice'))} | "
+              f"{bytes_pair(eq.get('minimal'), eq.get('sluice'))} | "
               f"{bytes_pair(r['memory_peer']['bytes_per_key'], s['bytes_per_key'])} |")
     if any("guarded" in r for r in rows):
         print("\nShapes, same run. *block + penalty*: the limit also has `block: 1h` and a penalty, nobody")

@@ -2,11 +2,11 @@
 //!
 //! Workloads: one hot key, and 100k keys visited in turn; each on 1 and 2 threads. Every decision
 //! is admitted, as in production where most requests pass, and every key stays live between its
-//! visits: the limit is the largest count over the longest window, and a limiter is renewed (outside
-//! the timed part) before any key could use up half of it. `sluice_store/*` calls the memory store directly with a
-//! prepared request (the algorithm, state lookup and locking); `sluice_limiter/*` goes through
-//! `Limiter::check` (rule lookup, identity, decision) from the request's attributes, polled once:
-//! an in-process store answers at once.
+//! visits: the limit is the largest count over the longest window, and a limiter is renewed
+//! (outside the timed part) before any key could use up half of it. `sluice_store/*` calls the
+//! memory store directly with a prepared request (the algorithm, state lookup and locking);
+//! `sluice_limiter/*` goes through `Limiter::check` (rule lookup, identity, decision) from the
+//! request's attributes, polled once: an in-process store answers at once.
 
 use std::future::Future;
 use std::hint::black_box;
