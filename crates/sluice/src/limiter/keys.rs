@@ -90,7 +90,9 @@ pub(crate) fn identity(
     attrs: &(impl Attributes + ?Sized),
     max_len: usize,
 ) -> Result<String, IdentityError> {
-    let mut identity = String::new();
+    // Room for a typical identity (`name=value`, a hashed value `~` and 40 hex digits): one
+    // allocation where growing from empty took three.
+    let mut identity = String::with_capacity(64);
     write_identity(by, attrs, max_len, &mut identity)?;
     Ok(identity)
 }

@@ -98,8 +98,13 @@ pub fn shaped_command(
     calls: &[LimitCall],
     now_us: Option<Micros>,
 ) -> Result<redis::Cmd, StoreError> {
-    let mut cmd = redis::cmd("EVALSHA");
-    cmd.arg(hash).arg(keys.len()).arg(keys);
+    // Sized for its arguments (a u64 is at most 20 digits): building it reallocates nothing.
+    let data = "EVALSHA".len()
+        + hash.len()
+        + keys.iter().map(String::len).sum::<usize>()
+        + 20 * (2 + calls.len());
+    let mut cmd = redis::Cmd::with_capacity(4 + keys.len() + calls.len(), data);
+    cmd.arg("EVALSHA").arg(hash).arg(keys.len()).arg(keys);
     for call in calls {
         check_exact(call)?;
         cmd.arg(call.step.cost);
