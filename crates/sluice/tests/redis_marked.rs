@@ -37,6 +37,18 @@ fn assert_blocked_until(r: &StoreReply, until: Micros) {
 }
 
 /// When a key expires, in Unix ms: a marked window's key expires at its window's end.
+/// A limit of 1 a minute whose first denial warns and bans its identity for an hour.
+fn banned_at_first_denial(name: &str, algorithm: Algorithm) -> LimitCall {
+    let mut c = call(name, step(algorithm, 1, 60 * S));
+    c.step.penalty = Some(penalty::Settings {
+        warn_after: 1,
+        ban_after: 1,
+        ban_us: 3600 * S,
+        memory_us: 7200 * S,
+    });
+    c
+}
+
 fn expiry_ms(server: &RedisServer, key: &str) -> u64 {
     server
         .cli(&["PEXPIRETIME", key])
@@ -229,13 +241,7 @@ async fn a_rule_of_fixed_windows_admits_in_their_marked_windows_without_reading_
 async fn a_block_whose_marker_expires_with_it_is_answered_without_reading_time() {
     let server = RedisServer::start();
     let store = redis_store(&server, None).await;
-    let mut c = call("fwb", step(Algorithm::FixedWindow, 1, 60 * S));
-    c.step.penalty = Some(penalty::Settings {
-        warn_after: 1,
-        ban_after: 1,
-        ban_us: 3600 * S,
-        memory_us: 7200 * S,
-    });
+    let c = banned_at_first_denial("fwb", Algorithm::FixedWindow);
     let decide = || decide_one(&store, &c);
     assert!(decide().await.outcomes[0].allowed);
     let banned = decide().await;
@@ -352,13 +358,7 @@ async fn a_blocked_gcra_limit_is_answered_without_reading_time() {
 async fn a_banned_gcra_limit_is_answered_without_reading_time() {
     let server = RedisServer::start();
     let store = redis_store(&server, None).await;
-    let mut g = call("gp", step(Algorithm::Gcra, 1, 60 * S));
-    g.step.penalty = Some(penalty::Settings {
-        warn_after: 1,
-        ban_after: 1,
-        ban_us: 3600 * S,
-        memory_us: 7200 * S,
-    });
+    let g = banned_at_first_denial("gp", Algorithm::Gcra);
     let decide = || decide_one(&store, &g);
     let calls = |command| server.command_calls(command);
     assert!(decide().await.outcomes[0].allowed);
