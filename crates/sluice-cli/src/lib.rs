@@ -32,6 +32,14 @@ use cli::{Cli, Command};
 /// Exit code of a failed command (as opposed to a negative answer, 1).
 pub const EXIT_ERROR: u8 = 2;
 
+/// Most ready sockets a `serve` worker takes from one poll of the I/O driver (tokio's default is
+/// 1024). The worker that polls queues every socket it takes on itself; when the OS preempts it,
+/// which a busy machine does every few milliseconds, those requests wait for it while the other
+/// workers may be idle. Taking a few at a time leaves the rest to the next worker that polls. On
+/// two cores shared with `wrk -t2 -c50` (10k identities, then one), at the same throughput, p99
+/// read 2.2–2.7 ms in three runs each where tokio's default read 2.4–4.1 ms.
+const SERVE_IO_EVENTS_PER_TICK: usize = 16;
+
 /// Runs a parsed command line to completion.
 pub fn run(cli: Cli) -> ExitCode {
     if let Err(error) = logging::init(&cli.log) {
@@ -39,6 +47,9 @@ pub fn run(cli: Cli) -> ExitCode {
         return ExitCode::from(EXIT_ERROR);
     }
     let mut runtime = tokio::runtime::Builder::new_multi_thread();
+    if let Command::Serve(_) = &cli.command {
+        runtime.max_io_events_per_tick(SERVE_IO_EVENTS_PER_TICK);
+    }
     if let Command::Bench(crate::bench::BenchArgs {
         threads: Some(threads),
         ..
