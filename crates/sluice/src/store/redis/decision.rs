@@ -99,7 +99,10 @@ impl RedisStore {
             }
             .map_err(store_error)?;
             let reply: Vec<i64> = match reply {
-                Value::BulkString(text) => marked_reply::text_pair(&text)?.to_vec(),
+                Value::BulkString(text) if text.first() == Some(&b'B') => {
+                    wire::parse_marker_text(&text)?
+                }
+                Value::BulkString(text) => marked_reply::text_values(&text)?.to_vec(),
                 Value::Int(packed) => vec![packed],
                 reply => Vec::from_redis_value(reply)
                     .map_err(|e| StoreError::permanent("redis", e.to_string()))?,

@@ -105,14 +105,21 @@ fn in_window(
     })
 }
 
-/// A blocked fixed window's answer as one value, `<PTTL>B0<end>` (`lua/one_fixed_window.lua`):
-/// the pair `[end, PTTL]` that [`parse_marked_reply`] decodes.
-pub fn text_pair(text: &[u8]) -> Result<[i64; 2], StoreError> {
-    let pair = std::str::from_utf8(text).ok().and_then(|text| {
-        let (ttl, end) = text.split_once("B0")?;
-        Some([end.parse().ok()?, ttl.parse().ok()?])
+/// A marked block's answer as one value (`lua/one_fixed_window.lua`, `lua/one_gcra.lua`):
+/// `<PTTL>B0<end>`, then with a penalty's violations key ` <count> <end>`; as the values
+/// `[end, PTTL]` or `[end, PTTL, count, end]` that [`parse_marked_reply`] decodes.
+pub fn text_values(text: &[u8]) -> Result<SmallVec<[i64; 4]>, StoreError> {
+    let values = std::str::from_utf8(text).ok().and_then(|text| {
+        let (ttl, rest) = text.split_once("B0")?;
+        let mut values: SmallVec<[i64; 4]> = smallvec![0, ttl.parse().ok()?];
+        let mut words = rest.split(' ');
+        values[0] = words.next()?.parse().ok()?;
+        for word in words {
+            values.push(word.parse().ok()?);
+        }
+        matches!(values.len(), 2 | 4).then_some(values)
     });
-    pair.ok_or_else(|| {
+    values.ok_or_else(|| {
         let text = String::from_utf8_lossy(text);
         StoreError::permanent("redis", format!("unexpected marked reply: {text}"))
     })

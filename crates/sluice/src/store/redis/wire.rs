@@ -196,6 +196,26 @@ pub fn parse_shaped_reply(
     parse_reply(&full, limits).map(Some)
 }
 
+/// Decodes a one-limit script's answer for a block in force, `<marker> <now> <violations>
+/// <warning>` (`lua/marker_answer.lua`; the marker is `B<end>` or `B0<end>`, see
+/// `lua/prelude.lua`), into the general script's reply for one limit.
+pub fn parse_marker_text(text: &[u8]) -> Result<Vec<i64>, StoreError> {
+    let values = std::str::from_utf8(text).ok().and_then(|text| {
+        let mut words = text.strip_prefix('B')?.split(' ');
+        let mut next = || words.next()?.parse::<i64>().ok();
+        let (end, now, violations, warning) = (next()?, next()?, next()?, next()?);
+        let left = end.checked_sub(now).filter(|&left| left > 0)?;
+        words
+            .next()
+            .is_none()
+            .then(|| vec![now, 0, 0, left, left, 0, end, violations, warning])
+    });
+    values.ok_or_else(|| {
+        let text = String::from_utf8_lossy(text);
+        StoreError::permanent("redis", format!("unexpected script reply: {text}"))
+    })
+}
+
 /// Decodes the decision script's reply for `limits` limits: the time and one outcome each.
 pub fn parse_reply(
     reply: &[i64],
@@ -249,6 +269,30 @@ mod tests {
         assert!(o[1].warning);
         assert!(parse_reply(&reply, 1).is_err());
         assert!(parse_reply(&[1, 1, -5, 0, -1, 0, -1, 0, 0], 1).is_err());
+    }
+
+    #[test]
+    fn a_block_in_force_decodes_from_its_text_as_the_general_reply() {
+        let reply = parse_marker_text(b"B1000 400 3 1").unwrap();
+        assert_eq!(reply, [400, 0, 0, 600, 600, 0, 1000, 3, 1]);
+        let (now, o) = parse_reply(&reply, 1).unwrap();
+        assert_eq!(now, Micros::new(400));
+        assert!(!o[0].allowed);
+        assert_eq!(o[0].retry_after_us, Some(Micros::new(600)));
+        assert_eq!(o[0].blocked_until_us, Some(Micros::new(1000)));
+        assert_eq!((o[0].violations, o[0].warning), (3, true));
+        // A marker that expires with its block (`B0`) reads the same.
+        assert_eq!(parse_marker_text(b"B01000 400 0 0").unwrap()[6], 1000);
+        for bad in [
+            &b"1000 400 0 0"[..],
+            b"B1000 400 0",
+            b"B1000 400 0 0 0",
+            b"B1000 1000 0 0",
+            b"B1000 4e2 0 0",
+            b"B\xff",
+        ] {
+            assert!(parse_marker_text(bad).is_err(), "{bad:?}");
+        }
     }
 
     #[test]

@@ -27,8 +27,8 @@
 -- window) is not taken as a mark; a key written for a shorter one (a limit whose window was
 -- changed) counts as this window's until it ends, as if the change had been made then.
 -- A block marker that expires with its block (`B0`, see the prelude) is answered from its PTTL
--- too: { the block's end, its PTTL, then the violations as above }, the end positive where a
--- count is negative; without violations, the one value `<PTTL>B0<end>`. A PTTL of 2 ms or more
+-- too, as one value: `<PTTL>B0<end>`, then with a penalty's violations key ` <count> <end>` as
+-- read (each value of a table costs Redis more than the text). A PTTL of 2 ms or more
 -- proves the block in force at Redis' time; at 1 ms it may just have ended, and TIME decides.
 -- Everything else reads TIME and decides below.
 --
@@ -64,9 +64,8 @@ if b1 == 66 and b2 == 48 and not now then
   local ttl = redis.call('PTTL', key)
   if ttl > 1 then
     if held_forget then
-      return { string.sub(held, 3), ttl, held_violations, held_forget }
+      return ttl .. held .. ' ' .. held_violations .. ' ' .. held_forget
     end
-    -- One value, `<PTTL>B0<end>`: a table costs Redis more than the text.
     return ttl .. held
   end
 end

@@ -17,15 +17,14 @@ local tat = tonumber(raw)
 if not tat and guarded and not now and type(raw) == 'string' then
   -- Marked: a marker that expires with its block (`B0`, see the prelude) with 2 ms or more left
   -- proves the block in force and tells Redis' time by its PTTL, answered as
-  -- one_fixed_window.lua answers it: `<PTTL>B0<end>`, or with a penalty's violations key
-  -- { the block's end, its PTTL, the violations' count and end as read }. Anything else reads
-  -- TIME.
+  -- one_fixed_window.lua answers it: `<PTTL>B0<end>`, then with a penalty's violations key
+  -- ` <count> <end>` as read. Anything else reads TIME.
   local b1, b2 = string.byte(raw, 1, 2)
   if b1 == 66 and b2 == 48 then
     local ttl = redis.call('PTTL', KEYS[1])
     if ttl > 1 then
       if held_forget then
-        return { string.sub(raw, 3), ttl, held_violations, held_forget }
+        return ttl .. raw .. ' ' .. held_violations .. ' ' .. held_forget
       end
       return ttl .. raw
     end

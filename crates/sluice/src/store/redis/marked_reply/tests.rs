@@ -210,13 +210,28 @@ fn a_marker_that_ends_with_its_block_answers_the_block_at_redis_time() {
 }
 
 #[test]
-fn a_block_answered_as_one_value_reads_as_its_pair() {
+fn a_block_answered_as_one_value_reads_as_its_values() {
     assert_eq!(
-        text_pair(b"3001B01764136823001500").unwrap(),
+        text_values(b"3001B01764136823001500").unwrap().as_slice(),
         [1_764_136_823_001_500, 3001]
     );
-    for bad in [&b"3001B1764"[..], b"B01764", b"3001B0", b"x", b"3001B0-"] {
-        assert!(text_pair(bad).is_err(), "{bad:?}");
+    assert_eq!(
+        text_values(b"3001B01764136823001500 2 1764136900000000")
+            .unwrap()
+            .as_slice(),
+        [1_764_136_823_001_500, 3001, 2, 1_764_136_900_000_000]
+    );
+    for bad in [
+        &b"3001B1764"[..],
+        b"B01764",
+        b"3001B0",
+        b"x",
+        b"3001B0-",
+        b"3001B01764 2",
+        b"3001B01764 2 3 4",
+        b"3001B01764  2 3",
+    ] {
+        assert!(text_values(bad).is_err(), "{bad:?}");
     }
 }
 
