@@ -164,7 +164,7 @@ pub const GUARDED_REPLY_PER_LIMIT: usize = 6;
 
 /// Decodes the reply of a one-limit script (`one_<algorithm>`) or a rule script for `limits`
 /// limits: `None` when it left the request to the general script. A one-limit script's answer
-/// for a block in force is the general script's.
+/// for a block in force, read from its text by [`parse_marker_text`], is the general script's.
 pub fn parse_shaped_reply(
     reply: &[i64],
     limits: usize,

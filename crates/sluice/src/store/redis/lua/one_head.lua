@@ -25,7 +25,8 @@
 -- it found it.
 --
 -- The scripts return { now_us, allowed (0/1), remaining, reset_after_us, retry_after_us (-1:
--- none), violations, warning (0/1) }; a block in force, decide.lua's reply for one limit; or {}.
+-- none), violations, warning (0/1) }; a block in force, one text (marker_answer.lua) that the
+-- store reads as decide.lua's reply for one limit; or {}.
 -- An unguarded limit's script leaves out violations and warning (always 0 there): one_text cuts
 -- them from its text, since each value of a reply costs Redis about 1,000 instructions.
 
