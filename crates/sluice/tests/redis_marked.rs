@@ -36,7 +36,6 @@ fn assert_blocked_until(r: &StoreReply, until: Micros) {
     assert_eq!(o.retry_after_us, Some(until - r.now_us));
 }
 
-/// When a key expires, in Unix ms: a marked window's key expires at its window's end.
 /// A limit of 1 a minute whose first denial warns and bans its identity for an hour.
 fn banned_at_first_denial(name: &str, algorithm: Algorithm) -> LimitCall {
     let mut c = call(name, step(algorithm, 1, 60 * S));
@@ -49,6 +48,7 @@ fn banned_at_first_denial(name: &str, algorithm: Algorithm) -> LimitCall {
     c
 }
 
+/// When a key expires, in Unix ms: a marked window's key expires at its window's end.
 fn expiry_ms(server: &RedisServer, key: &str) -> u64 {
     server
         .cli(&["PEXPIRETIME", key])

@@ -102,7 +102,7 @@ impl RedisStore {
                 Value::BulkString(text) if text.first() == Some(&b'B') => {
                     wire::parse_marker_text(&text)?
                 }
-                Value::BulkString(text) => marked_reply::text_values(&text)?.to_vec(),
+                Value::BulkString(text) => marked_reply::text_values(&text)?,
                 Value::Int(packed) => vec![packed],
                 reply => Vec::from_redis_value(reply)
                     .map_err(|e| StoreError::permanent("redis", e.to_string()))?,

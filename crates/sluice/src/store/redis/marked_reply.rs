@@ -6,6 +6,7 @@
 use smallvec::{SmallVec, smallvec};
 
 use super::packed_reply::{self, Unpacked};
+use super::wire;
 use crate::algorithm::LimitOutcome;
 use crate::model::Micros;
 use crate::store::{LimitCall, StoreError};
@@ -108,20 +109,15 @@ fn in_window(
 /// A marked block's answer as one value (`lua/one_fixed_window.lua`, `lua/one_gcra.lua`):
 /// `<PTTL>B0<end>`, then with a penalty's violations key ` <count> <end>`; as the values
 /// `[end, PTTL]` or `[end, PTTL, count, end]` that [`parse_marked_reply`] decodes.
-pub fn text_values(text: &[u8]) -> Result<SmallVec<[i64; 4]>, StoreError> {
-    let values = std::str::from_utf8(text).ok().and_then(|text| {
+pub fn text_values(text: &[u8]) -> Result<Vec<i64>, StoreError> {
+    wire::parse_text(text, |text| {
         let (ttl, rest) = text.split_once("B0")?;
-        let mut values: SmallVec<[i64; 4]> = smallvec![0, ttl.parse().ok()?];
         let mut words = rest.split(' ');
-        values[0] = words.next()?.parse().ok()?;
+        let mut values = vec![words.next()?.parse().ok()?, ttl.parse().ok()?];
         for word in words {
             values.push(word.parse().ok()?);
         }
         matches!(values.len(), 2 | 4).then_some(values)
-    });
-    values.ok_or_else(|| {
-        let text = String::from_utf8_lossy(text);
-        StoreError::permanent("redis", format!("unexpected marked reply: {text}"))
     })
 }
 

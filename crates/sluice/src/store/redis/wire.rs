@@ -200,7 +200,7 @@ pub fn parse_shaped_reply(
 /// <warning>` (`lua/marker_answer.lua`; the marker is `B<end>` or `B0<end>`, see
 /// `lua/prelude.lua`), into the general script's reply for one limit.
 pub fn parse_marker_text(text: &[u8]) -> Result<Vec<i64>, StoreError> {
-    let values = std::str::from_utf8(text).ok().and_then(|text| {
+    parse_text(text, |text| {
         let mut words = text.strip_prefix('B')?.split(' ');
         let mut next = || words.next()?.parse::<i64>().ok();
         let (end, now, violations, warning) = (next()?, next()?, next()?, next()?);
@@ -209,11 +209,19 @@ pub fn parse_marker_text(text: &[u8]) -> Result<Vec<i64>, StoreError> {
             .next()
             .is_none()
             .then(|| vec![now, 0, 0, left, left, 0, end, violations, warning])
-    });
-    values.ok_or_else(|| {
-        let text = String::from_utf8_lossy(text);
-        StoreError::permanent("redis", format!("unexpected script reply: {text}"))
     })
+}
+
+/// A script's answer given as one text value, decoded by `parse`; `None` from it (or text that is
+/// not UTF-8) is an unexpected reply.
+pub fn parse_text<T>(text: &[u8], parse: impl FnOnce(&str) -> Option<T>) -> Result<T, StoreError> {
+    std::str::from_utf8(text)
+        .ok()
+        .and_then(parse)
+        .ok_or_else(|| {
+            let text = String::from_utf8_lossy(text);
+            StoreError::permanent("redis", format!("unexpected script reply: {text}"))
+        })
 }
 
 /// Decodes the decision script's reply for `limits` limits: the time and one outcome each.

@@ -212,13 +212,11 @@ fn a_marker_that_ends_with_its_block_answers_the_block_at_redis_time() {
 #[test]
 fn a_block_answered_as_one_value_reads_as_its_values() {
     assert_eq!(
-        text_values(b"3001B01764136823001500").unwrap().as_slice(),
+        text_values(b"3001B01764136823001500").unwrap(),
         [1_764_136_823_001_500, 3001]
     );
     assert_eq!(
-        text_values(b"3001B01764136823001500 2 1764136900000000")
-            .unwrap()
-            .as_slice(),
+        text_values(b"3001B01764136823001500 2 1764136900000000").unwrap(),
         [1_764_136_823_001_500, 3001, 2, 1_764_136_900_000_000]
     );
     for bad in [
