@@ -193,15 +193,19 @@ second `DECRBY` and its end with `PEXPIREAT`, together cheaper than rewriting it
 and on a denial. The `PTTL` is what is left above
 the minimal script. A one-limit rule with a block
 or penalty runs its algorithm's one-limit script too, which reads the violations key of a penalty;
-the block marker sits in the state key, so the algorithm's own read finds it. The fixed window reads
-its key with `GET` first when it has a block without a penalty, or a penalty and the identity has
-violations, the one a ban may hold (a refused `DECRBY` on a marker costs about 9,400 instructions, a
-`GET` about 3,000; a penalty's other admissions, which read its violations key already, count
-first and stay within their budget), and a marker that expires with its block (written `B0`
-on Redis `TIME` when the parked state ends first) tells Redis' time by its `PTTL` as a window's key
-does: a blocked identity costs a `GET` and a `PTTL`, no `TIME`, answered with one text. A GCRA
+the block marker sits in the state key, so the algorithm's own read finds it. The fixed window
+with a block or a penalty reads its key with `GET` first (a refused `DECRBY` on a marker costs
+about 9,400 instructions, a `GET` about 3,000), and a marker that expires with its block (written
+`B0` on Redis `TIME` when the parked state ends first) tells Redis' time by its `PTTL` as a
+window's key does: a blocked identity costs a `GET` and a `PTTL`, no `TIME`, answered with one
+text. With a penalty the key also says whether the violations key need be read: a penalty's marker
+carries a copy of the violations (nothing counts one while the identity is blocked, so the copy
+stays true), and a window's count is flagged (held as `slot × 2^25 + (2^25 − 1 − count)`, which
+`DECRBY` counts up as well) while the identity has violations; an unflagged count has none. So an
+admission is a `GET`, a `DECRBY` and a `PTTL`, and a blocked identity a `GET` and a `PTTL`, as
+without a penalty (reading the violations first cost the blocked identity a third read). A GCRA
 limit with a block or a penalty reads its key before `TIME` and answers such a marker the same
-way, with the violations key's count and end beside it when there is one. Denials are two calls: the one-limit script leaves them, having written
+way, with the violations' count and end beside it when there are some. Denials are two calls: the one-limit script leaves them, having written
 nothing, to the general decision, which blocks and counts the violation. A rule of several limits
 without `count_denied` runs a script made for the rule: each limit's one-limit script split into its
 read and its write, the writes made once every limit passes, so two limits cost two reads and two

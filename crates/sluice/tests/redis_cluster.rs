@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use common::load::{Load, admits_exactly, check_failover};
 use common::{S, key, step, unique_prefix, url_store};
 use sluice::algorithm::concurrency::LeaseToken;
-use sluice::algorithm::{LimitStep, Mode};
+use sluice::algorithm::{LimitStep, Mode, penalty};
 use sluice::model::{Algorithm, Limit};
 use sluice::store::LimitCall;
 use sluice::{FailPolicy, Limiter, ManualClock, Rule, Store};
@@ -64,6 +64,53 @@ async fn a_denial_on_a_later_slot_gives_back_the_earlier_slots_units() {
             "{algorithm}: three denied requests left the member's count as it was"
         );
     }
+}
+
+/// A fixed window's count flagged by a penalty's violation (`lua/fixed_window.lua`) is given
+/// back as an unflagged one is, and stays flagged.
+#[tokio::test]
+async fn a_flagged_fixed_window_count_is_given_back_too() {
+    let cluster = RedisCluster::shared();
+    let clock = ManualClock::at_2026();
+    let prefix = unique_prefix();
+    let store = url_store(&cluster.url(), Some(clock.clone()), &prefix).await;
+    let mut member = LimitCall {
+        key: key("member", "member=m"),
+        step: step(Algorithm::FixedWindow, 5, 100 * S),
+    };
+    member.step.penalty = Some(penalty::Settings {
+        warn_after: 1,
+        ban_after: 100,
+        ban_us: S,
+        memory_us: 1000 * S,
+    });
+    let ip = LimitCall {
+        key: key("ip", "ip=a"),
+        step: step(Algorithm::FixedWindow, 1, 100 * S),
+    };
+    let one = |cost: u64| {
+        let mut c = member.clone();
+        c.step.cost = cost;
+        [c]
+    };
+    assert!(store.decide(&one(1), Mode::Apply).await.unwrap().outcomes[0].allowed);
+    let denied = store.decide(&one(5), Mode::Apply).await.unwrap();
+    assert_eq!(
+        denied.outcomes[0].violations, 1,
+        "a violation: the count is flagged"
+    );
+    let pair = [member.clone(), ip];
+    let first = store.decide(&pair, Mode::Apply).await.unwrap();
+    assert!(first.outcomes.iter().all(|o| o.allowed));
+    assert_eq!(first.outcomes[0].remaining, 3);
+    for _ in 0..3 {
+        let denied = store.decide(&pair, Mode::Apply).await.unwrap();
+        assert!(!denied.outcomes[1].allowed && denied.outcomes[0].allowed);
+        assert_eq!(denied.outcomes[0].remaining, 3, "given back");
+    }
+    let now = store.decide(&one(1), Mode::Peek).await.unwrap();
+    assert_eq!(now.outcomes[0].remaining, 3);
+    assert_eq!(now.outcomes[0].violations, 1);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -22,10 +22,19 @@ async fn decide_one(store: &RedisStore, call: &LimitCall) -> StoreReply {
         .unwrap()
 }
 
-/// The count a fixed window's key holds: -(slot * 2^25 + count).
+/// A fixed window's key: -(slot * 2^25 + count), or flagged, slot * 2^25 + (2^25 - 1 - count).
+fn held_in(server: &RedisServer, key: &str) -> i64 {
+    server.cli(&["GET", key]).parse().expect("a count")
+}
+
+/// The count a fixed window's key holds, flagged or not.
 fn count_in(server: &RedisServer, key: &str) -> i64 {
-    let held: i64 = server.cli(&["GET", key]).parse().expect("a count");
-    (-held) % (1 << 25)
+    let held = held_in(server, key);
+    if held > 0 {
+        (1 << 25) - 1 - held % (1 << 25)
+    } else {
+        (-held) % (1 << 25)
+    }
 }
 
 /// `r` denies its one limit with the block that lasts until `until`, counted from Redis' time.
@@ -110,7 +119,8 @@ async fn a_fixed_window_admits_in_its_marked_window_without_reading_time() {
 
 /// A fixed window with a penalty counts in its marked window too: its admission carries the
 /// violations remembered, counted at Redis' time, without reading TIME. Its key is read before
-/// the count only for an identity with violations, the one a ban may hold.
+/// the count; a count that is not flagged tells that the identity has no violations, so only a
+/// new window or a flagged count (a violation was counted) reads the violations key.
 #[tokio::test]
 async fn a_penalized_fixed_window_reports_its_violations_from_its_marked_window() {
     let server = RedisServer::start();
@@ -127,29 +137,59 @@ async fn a_penalized_fixed_window_reports_its_violations_from_its_marked_window(
         c.step.cost = cost;
         store.decide(&[c], Mode::Apply).await.unwrap().outcomes[0]
     };
+    let calls = |names: [&str; 4]| names.map(|name| server.command_calls(name));
+    let reads = ["get", "decrby", "pttl", "time"];
     assert_eq!(server.cli(&["CONFIG", "RESETSTAT"]), "OK");
-    assert!(decide(3).await.allowed);
+    assert!(decide(2).await.allowed);
     assert_eq!(
-        server.command_calls("get"),
-        1,
-        "no violations: the violations key read, the state key counted at once"
+        calls(reads),
+        [2, 2, 0, 1],
+        "a new window: the key, then the violations key, read; TIME"
+    );
+    let state = keys::state_key("sluice", &c.key);
+    assert!(held_in(&server, &state) < 0, "no violations: not flagged");
+    assert_eq!(server.cli(&["CONFIG", "RESETSTAT"]), "OK");
+    let admitted = decide(1).await;
+    assert_eq!((admitted.remaining, admitted.violations), (2, 0));
+    assert_eq!(
+        calls(reads),
+        [1, 1, 1, 0],
+        "no violations: the key read and counted, the violations key left alone"
     );
     let denied = decide(3).await;
     assert!(!denied.allowed);
     assert_eq!((denied.violations, denied.warning), (1, true));
+    assert!(held_in(&server, &state) > 0, "a violation flags the count");
+    assert_eq!(count_in(&server, &state), 3, "the denial took nothing");
     assert_eq!(server.cli(&["CONFIG", "RESETSTAT"]), "OK");
     let admitted = decide(1).await;
     assert!(admitted.allowed);
     assert_eq!(admitted.remaining, 1);
     assert_eq!((admitted.violations, admitted.warning), (1, true));
     assert_eq!(
-        (
-            server.command_calls("pttl"),
-            server.command_calls("time"),
-            server.command_calls("get"),
-        ),
-        (1, 0, 2)
+        calls(reads),
+        [2, 1, 1, 0],
+        "a flagged count: the violations key read too"
     );
+    assert_eq!(count_in(&server, &state), 4);
+    // An administrative block leaves a marker without the violations' copy: they are read, and
+    // TIME, and the answer is the same as a penalty's block. A minute's block: the parked count
+    // outlives it, its marker is `B` (as short as a count: the DECRBY is refused); two days': `B0`.
+    for (secs, marker, expected) in [(60, "B", [2, 1, 0, 1]), (172_800, "B0", [2, 0, 1, 1])] {
+        let until = store
+            .block(&c.key, std::time::Duration::from_secs(secs))
+            .await
+            .unwrap();
+        assert_eq!(
+            server.cli(&["GET", &state]),
+            format!("{marker}{}", until.get())
+        );
+        assert_eq!(server.cli(&["CONFIG", "RESETSTAT"]), "OK");
+        let r = decide_one(&store, &c).await;
+        assert_blocked_until(&r, until);
+        assert_eq!((r.outcomes[0].violations, r.outcomes[0].warning), (1, true));
+        assert_eq!(calls(reads), expected, "{marker}");
+    }
 }
 
 /// A rule of fixed windows counts each in its marked window: a DECRBY and a PTTL a limit, no
@@ -235,8 +275,9 @@ async fn a_rule_of_fixed_windows_admits_in_their_marked_windows_without_reading_
 }
 
 /// A block imposed on Redis TIME leaves a marker that expires with it; a one-limit fixed window
-/// answers it from its PTTL, without TIME, after a GET of its key: a count would be refused. Its end is the block's, the time Redis' own to the millisecond, and a penalty's
-/// violations come with it.
+/// answers it from its PTTL, without TIME, after a GET of its key: a count would be refused. Its
+/// end is the block's, the time Redis' own to the millisecond, and a penalty's violations come
+/// with it: a penalty's marker holds a copy of them, so its violations key is not read.
 #[tokio::test]
 async fn a_block_whose_marker_expires_with_it_is_answered_without_reading_time() {
     let server = RedisServer::start();
@@ -247,10 +288,11 @@ async fn a_block_whose_marker_expires_with_it_is_answered_without_reading_time()
     let banned = decide().await;
     let until = banned.outcomes[0].blocked_until_us.expect("banned");
     let marker = server.cli(&["GET", &keys::state_key("sluice", &c.key)]);
+    let forget = banned.now_us + 7200 * S;
     assert_eq!(
         marker,
-        format!("B0{}", until.get()),
-        "a marker that ends with its block"
+        format!("B0{} 1 {}", until.get(), forget.get()),
+        "a marker that ends with its block, and the violations' copy"
     );
     assert_eq!(server.cli(&["CONFIG", "RESETSTAT"]), "OK");
     for _ in 0..3 {
@@ -268,8 +310,8 @@ async fn a_block_whose_marker_expires_with_it_is_answered_without_reading_time()
             server.command_calls("time"),
             server.command_calls("decrby"),
         ),
-        (6, 3, 0, 0),
-        "the violations, then the key read first (the identity has violations), and its PTTL"
+        (3, 3, 0, 0),
+        "the key read first, which holds the violations, and its PTTL"
     );
     // Without a penalty the same block answers as one value.
     let mut e = call("fwe", step(Algorithm::FixedWindow, 1, 60 * S));

@@ -192,7 +192,8 @@ async fn every_key_expires_exactly_when_it_stops_mattering() {
             if let Some(until) = value.strip_prefix('B') {
                 // A block marker lives as long as the block or the parked state.
                 let parked = state_deadline(&format!("{key}:h"), algorithm);
-                let until: u64 = until.parse().unwrap();
+                // A penalty's marker holds a copy of the violations after its end.
+                let until: u64 = until.split(' ').next().unwrap().parse().unwrap();
                 ("marker", until.max(parked), block.max(penalty.ban))
             } else if key.ends_with(":h") {
                 ("h", state_deadline(key, algorithm), bound)

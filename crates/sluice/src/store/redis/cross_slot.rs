@@ -46,8 +46,13 @@ use crate::algorithm::{LimitOutcome, Mode};
 use crate::model::Micros;
 use crate::store::{LeaseCall, LimitCall, StoreError, StoreReply};
 
-/// The give-back script: prelude and `lua/give_back.lua`.
-pub const GIVE_BACK: &str = concat!(prelude!(), include_str!("lua/give_back.lua"));
+/// The give-back script: prelude, `lua/fixed_window.lua` (how a window's count is held) and
+/// `lua/give_back.lua`.
+pub const GIVE_BACK: &str = concat!(
+    prelude!(),
+    include_str!("lua/fixed_window.lua"),
+    include_str!("lua/give_back.lua")
+);
 
 /// Values the give-back script reads per limit (`GIVE_BACK_ARGS` in `give_back.lua`).
 pub const GIVE_BACK_ARGS: usize = 5;

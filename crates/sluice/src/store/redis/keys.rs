@@ -20,7 +20,7 @@
 //! | --- | --- | --- |
 //! | `sliding_log` | one member `"<start, 16 digits>:<units>"` per recorded request, score = time; `start` counts the units recorded before it, so a count is one subtraction | ZSET |
 //! | `sliding_window` | field = bucket index, value = units; stale buckets deleted by the script (Redis 7.0 has no `HEXPIRE`) | HASH |
-//! | `fixed_window` | `-(slot × 2^25 + count)`, slot = window index mod (2^28 − 1) + 1: one integer, counted by `DECRBY` | integer |
+//! | `fixed_window` | `-(slot × 2^25 + count)`, slot = window index mod (2^28 − 1) + 1: one integer, counted by `DECRBY`; flagged `slot × 2^25 + (2^25 − 1 − count)` while a penalty remembers violations | integer |
 //! | `token_bucket` | `t<used level>:<last>` | string |
 //! | `gcra` | the tat (µs) | integer |
 //! | `leaky_bucket` | `l<queue level>:<last>` | string |

@@ -157,6 +157,8 @@ pub fn many_text(shapes: &[Shape], min_ttl: Micros) -> Option<String> {
             );
         } else if guarded {
             let _ = writeln!(text, "local violations_{n}, warning_{n} = 0, 0");
+        } else if record.contains("violations_@") {
+            let _ = writeln!(text, "local violations_{n} = 0");
         }
         text.push_str(&look.replace('@', &n));
         if shape.guarded {

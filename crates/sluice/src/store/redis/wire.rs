@@ -8,6 +8,8 @@
 //! numbers a one-limit or rule script has written into it (`one_script`, `many_script`) are the
 //! ones checked here.
 
+use smallvec::SmallVec;
+
 use crate::algorithm::{LimitOutcome, Mode};
 use crate::model::Micros;
 use crate::store::{LimitCall, StoreError};
@@ -197,18 +199,24 @@ pub fn parse_shaped_reply(
 }
 
 /// Decodes a one-limit script's answer for a block in force, `<marker> <now> <violations>
-/// <warning>` (`lua/marker_answer.lua`; the marker is `B<end>` or `B0<end>`, see
-/// `lua/prelude.lua`), into the general script's reply for one limit.
+/// <warning>` (`lua/marker_answer.lua`; the marker is `B<end>` or `B0<end>`, perhaps followed by
+/// the copy of its violations, ` <count> <forgotten at>`, see `lua/prelude.lua`), into the
+/// general script's reply for one limit. The violations are the answer's own, counted at its time.
 pub fn parse_marker_text(text: &[u8]) -> Result<Vec<i64>, StoreError> {
     parse_text(text, |text| {
-        let mut words = text.strip_prefix('B')?.split(' ');
-        let mut next = || words.next()?.parse::<i64>().ok();
-        let (end, now, violations, warning) = (next()?, next()?, next()?, next()?);
+        let words = text
+            .strip_prefix('B')?
+            .split(' ')
+            .map(|word| word.parse::<i64>().ok())
+            .collect::<Option<SmallVec<[i64; 6]>>>()?;
+        let (end, now, violations, warning) = match words.as_slice() {
+            [end, now, violations, warning] | [end, _, _, now, violations, warning] => {
+                (*end, *now, *violations, *warning)
+            }
+            _ => return None,
+        };
         let left = end.checked_sub(now).filter(|&left| left > 0)?;
-        words
-            .next()
-            .is_none()
-            .then(|| vec![now, 0, 0, left, left, 0, end, violations, warning])
+        Some(vec![now, 0, 0, left, left, 0, end, violations, warning])
     })
 }
 
@@ -291,10 +299,13 @@ mod tests {
         assert_eq!((o[0].violations, o[0].warning), (3, true));
         // A marker that expires with its block (`B0`) reads the same.
         assert_eq!(parse_marker_text(b"B01000 400 0 0").unwrap()[6], 1000);
+        // So does one with the copy of its violations: the answer's own count is the one taken.
+        assert_eq!(parse_marker_text(b"B01000 3 5000 400 3 1").unwrap(), reply);
         for bad in [
             &b"1000 400 0 0"[..],
             b"B1000 400 0",
             b"B1000 400 0 0 0",
+            b"B1000 3 5000 400 3 1 0",
             b"B1000 1000 0 0",
             b"B1000 4e2 0 0",
             b"B\xff",

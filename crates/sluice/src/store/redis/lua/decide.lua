@@ -56,6 +56,7 @@ while ARGV[a] do
     shadow = ARGV[a + 6] == '1',
     block = tonumber(ARGV[a + 7]),
     state = KEYS[k],
+    code = code,
     violations = 0,
   }
   k = k + 1
@@ -105,11 +106,15 @@ if not peek then
         step.record(step.state, now, step.p, step.cost, r)
       end
       if not r.allowed then
-        local until_us
+        local until_us, copy
         if step.penalty then
           local violations = step.violations + 1
           local forget = now + step.penalty.memory
           put(step.violations_key, int(violations) .. ':' .. int(forget), step.penalty.memory)
+          if step.code == 3 then
+            fixed_window_flag(step.state)
+          end
+          copy = int(violations) .. ' ' .. int(forget)
           r.violations = violations
           r.warning = warns(violations, step.penalty)
           if violations >= step.penalty.ban_after then
@@ -121,7 +126,7 @@ if not peek then
         end
         if until_us then
           if until_us > now then
-            until_us = park(step.state, until_us, now)
+            until_us = park(step.state, until_us, now, copy)
             put(step.block_key, int(until_us), until_us - now)
           end
           r.blocked_until = until_us

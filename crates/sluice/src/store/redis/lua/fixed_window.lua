@@ -6,9 +6,46 @@
 -- missing key decrements to a slot-0 value, read as another window); the count is capped at
 -- COUNT_CAP < 2^25, so the whole stays below 2^53. A key outlives its window by at most 1 ms
 -- (its expiry), so a slot is never mistaken for one 2^28 - 1 windows later.
+-- Flagged: slot * 2^25 + (2^25 - 1 - count), positive, which DECRBY counts up as well, holds the
+-- count of an identity whose penalty has violations (decide.lua flags its key when it counts one;
+-- a window starts flagged while they are remembered). An unflagged count of a penalized limit
+-- thus tells that there are none, and a one-limit script need not read the violations key
+-- (one_fixed_window.lua). Every script that reads a count reads both forms, and keeps the flag.
 
 local FW_M = 33554432
 local FW_SLOTS = 268435455
+
+-- The slot and count of `raw` (a stored value; slot 0 for anything else), and whether it is
+-- flagged.
+local function fixed_window_held(raw)
+  local v = tonumber(raw)
+  if not v then
+    return 0, 0, false
+  end
+  if v > 0 then
+    local s = idiv(v, FW_M)
+    return s, FW_M - 1 - (v - s * FW_M), true
+  end
+  local s = idiv(-v, FW_M)
+  return s, -v - s * FW_M, false
+end
+
+-- A count as stored: flagged or not.
+local function fixed_window_value(slot, count, flagged)
+  if flagged then
+    return int(slot * FW_M + FW_M - 1 - count)
+  end
+  return int(-(slot * FW_M + count))
+end
+
+-- Flags the count in `key`, if it holds one that is not (a violation was just counted).
+local function fixed_window_flag(key)
+  local raw = redis.pcall('GET', key)
+  local slot, count, flagged = fixed_window_held(raw)
+  if slot > 0 and not flagged then
+    redis.call('SET', key, fixed_window_value(slot, count, true), 'KEEPTTL')
+  end
+end
 
 local function fixed_window_slot(now, p)
   local idx = idiv(now, p.window)
@@ -27,34 +64,27 @@ local function fixed_window_fill(o, now, p)
   end
 end
 
--- The count of `raw` (a stored value) if it belongs to `slot`, else 0.
-local function fixed_window_count(raw, slot)
-  local m = -(tonumber(raw) or 1)
-  if m < 0 then
-    return 0
-  end
-  local s = idiv(m, FW_M)
-  if s ~= slot then
-    return 0
-  end
-  return m - s * FW_M
-end
-
 local function fixed_window_look(key, now, p, cost)
   local raw = read_state(key)
   if not tonumber(raw) and is_marker(raw) then
     return nil, marker_until(raw)
   end
   local start, slot = fixed_window_slot(now, p)
-  local count = fixed_window_count(raw, slot)
+  local s, count, flagged = fixed_window_held(raw)
+  if s ~= slot then
+    count, flagged = 0, false
+  end
   local o = { allowed = count + cost <= p.count, delay = 0, start = start, slot = slot,
-              count = count }
+              count = count, flagged = flagged }
   fixed_window_fill(o, now, p)
   return o
 end
 
+-- The count is flagged as it was, or when the window starts while the decision's violations
+-- (o.violations, decide.lua) are remembered.
 local function fixed_window_record(key, now, p, cost, o)
   o.count = math.min(o.count + cost, COUNT_CAP)
   fixed_window_fill(o, now, p)
-  redis.call('SET', key, int(-(o.slot * FW_M + o.count)), expiry(o.reset))
+  local flagged = o.flagged or (o.violations or 0) > 0
+  redis.call('SET', key, fixed_window_value(o.slot, o.count, flagged), expiry(o.reset))
 end

@@ -73,10 +73,10 @@ for i = 1, #KEYS do
   elseif algorithm == 3 and kind == 'string' then
     local idx = idiv(t0, p.window)
     local slot = idx - idiv(idx, 268435455) * 268435455 + 1
-    local m = -(tonumber(redis.call('GET', key)) or 1)
-    if m > 0 and idiv(m, 33554432) == slot then
-      local left = math.max(m - slot * 33554432 - cost, 0)
-      set_or_del(key, int(-(slot * 33554432 + left)), left > 0)
+    local s, count, flagged = fixed_window_held(redis.call('GET', key))
+    if s == slot then
+      local left = math.max(count - cost, 0)
+      set_or_del(key, fixed_window_value(slot, left, flagged), left > 0)
     end
   elseif algorithm == 4 or algorithm == 6 then
     local tag = 't'

@@ -4,7 +4,8 @@
 -- with DECRBY while its window lasts, or writes the new window's count. It divides as
 -- one_fixed_window.lua does, without calling idiv.
 --
--- KEY: -(slot * 2^25 + count) (see fixed_window.lua).
+-- KEY: -(slot * 2^25 + count), or flagged (see fixed_window.lua): a flag is kept, and a new
+-- window is flagged while the limit's violations are remembered.
 
 local raw_@ = redis.pcall('GET', key_@)
 local m_@ = tonumber(raw_@)
@@ -19,11 +20,16 @@ elseif (idx_@ + 1) * window_@ <= now then
 end
 local slot_@ = idx_@ % 268435455 + 1
 local left_@ = (idx_@ + 1) * window_@ - now
-local count_@ = 0
+local count_@, flagged_@ = 0, false
 if m_@ and m_@ < 0 then
   local s = math.floor(-m_@ / 33554432)
   if s == slot_@ then
     count_@ = -m_@ - s * 33554432
+  end
+elseif m_@ then
+  local s = math.floor(m_@ / 33554432)
+  if s == slot_@ then
+    count_@, flagged_@ = 33554431 - (m_@ - s * 33554432), true
   end
 end
 local allowed_@ = count_@ + cost_@ <= limit_@
@@ -39,7 +45,11 @@ end
 --@record
 if count_@ == 0 or count_@ + cost_@ > 16777216 then
   count_@ = math.min(count_@ + cost_@, 16777216)
-  redis.call('SET', key_@, string.format('%d', -(slot_@ * 33554432 + count_@)), px,
+  local value = -(slot_@ * 33554432 + count_@)
+  if flagged_@ or violations_@ > 0 then
+    value = slot_@ * 33554432 + 33554431 - count_@
+  end
+  redis.call('SET', key_@, string.format('%d', value), px,
     string.format('%d', math.ceil((expiry_from + math.max(left_@, min_ttl)) / 1000)))
 else
   count_@ = count_@ + cost_@

@@ -17,13 +17,14 @@ local tat = tonumber(raw)
 if not tat and guarded and not now and type(raw) == 'string' then
   -- Marked: a marker that expires with its block (`B0`, see the prelude) with 2 ms or more left
   -- proves the block in force and tells Redis' time by its PTTL, answered as
-  -- one_fixed_window.lua answers it: `<PTTL>B0<end>`, then with a penalty's violations key
-  -- ` <count> <end>` as read. Anything else reads TIME.
+  -- one_fixed_window.lua answers it: `<PTTL>B0<end>`, then with a penalty ` <count> <end>` of
+  -- its violations (the marker's copy, after `B0` and the end's 16 digits, or the violations
+  -- key's as read). Anything else reads TIME.
   local b1, b2 = string.byte(raw, 1, 2)
   if b1 == 66 and b2 == 48 then
     local ttl = redis.call('PTTL', KEYS[1])
     if ttl > 1 then
-      if held_forget then
+      if held_forget and #raw <= 18 then
         return ttl .. raw .. ' ' .. held_violations .. ' ' .. held_forget
       end
       return ttl .. raw

@@ -133,12 +133,15 @@ end
 -- expires with its block, at its end rounded up to the millisecond (PXAT, on Redis TIME, when the
 -- parked state ends first), is written `B0<end µs>`: its PTTL then tells Redis' time, and a
 -- one-limit fixed window answers it without TIME (one_fixed_window.lua). Either reads as its end.
+-- A marker written when a penalty counted a violation is followed by ` <count> <forgotten at µs>`,
+-- a copy of its violations key: while the identity is blocked nothing counts a violation, so the
+-- copy stays true, and a one-limit script answers from the marker alone.
 local function is_marker(raw)
   return type(raw) == 'string' and string.byte(raw, 1) == 66
 end
 
 local function marker_until(raw)
-  return tonumber(string.sub(raw, 2)) or 0
+  return tonumber(string.match(raw, '^B(%d+)')) or 0
 end
 
 -- Reads a state the fast way failed to parse: a block marker (returns its end) or another
@@ -160,14 +163,16 @@ local function unpark(key)
   end
 end
 
--- Blocks a state key until `until_us`: parks the state, leaves the marker. Never shortens a
+-- Blocks a state key until `until_us`: parks the state, leaves the marker, with `copy` of the
+-- violations after it if given (a marker already there keeps its own). Never shortens a
 -- longer block. The marker lives as long as the block or the parked state, whichever is longer.
 -- Returns the block's end.
-local function park(key, until_us, now)
+local function park(key, until_us, now, copy)
   local held = redis.pcall('GET', key)
   local ttl
   if is_marker(held) then
     until_us = math.max(until_us, marker_until(held))
+    copy = copy or string.match(held, ' (.*)$')
     ttl = redis.call('PTTL', key .. ':h')
   else
     ttl = redis.call('PTTL', key)
@@ -177,12 +182,13 @@ local function park(key, until_us, now)
       redis.call('RENAME', key, key .. ':h')
     end
   end
+  local tail = copy and ' ' .. copy or ''
   if ttl > tonumber(px(until_us - now)) then
-    redis.call('SET', key, 'B' .. int(until_us), 'PX', ttl)
+    redis.call('SET', key, 'B' .. int(until_us) .. tail, 'PX', ttl)
   elseif expiry_from_us and until_us - now >= min_ttl_us then
-    redis.call('SET', key, 'B0' .. int(until_us), expiry(until_us - now))
+    redis.call('SET', key, 'B0' .. int(until_us) .. tail, expiry(until_us - now))
   else
-    redis.call('SET', key, 'B' .. int(until_us), expiry(until_us - now))
+    redis.call('SET', key, 'B' .. int(until_us) .. tail, expiry(until_us - now))
   end
   return until_us
 end
