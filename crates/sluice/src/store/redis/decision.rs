@@ -46,13 +46,14 @@ impl RedisStore {
     }
 
     /// The `EVALSHA` of the one-limit or rule script `shaped` for `calls`. Its KEYS: each state
-    /// key, and the violations key of a penalty (only a one-limit script takes one).
+    /// key, and in a rule script the violations key of a penalty after it (a one-limit script
+    /// names its own, `lua/one_head.lua`).
     fn shaped_command(&self, shaped: &Script, calls: &[LimitCall]) -> Result<Cmd, StoreError> {
         let prefix = &self.inner.prefix;
-        let mut names = Vec::with_capacity(calls.len() + 1);
+        let mut names = Vec::with_capacity(calls.len() * 2);
         for call in calls {
             names.push(keys::state_key(prefix, &call.key));
-            if call.step.penalty.is_some() {
+            if call.step.penalty.is_some() && calls.len() > 1 {
                 names.push(keys::key(prefix, &call.key, Part::Violations));
             }
         }

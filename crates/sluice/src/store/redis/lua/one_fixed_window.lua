@@ -38,7 +38,7 @@
 -- a blocked one answered with a GET and a PTTL, as without a penalty.
 --
 -- KEYS[1]: the state key, -(slot * 2^25 + count), or flagged (see fixed_window.lua).
--- ARGV, the limit's constants (and KEYS[2]): as one_head.lua says.
+-- ARGV, the limit's constants (and the violations key): as one_head.lua says.
 -- Returns: as one_head.lua says, or the marked answer above.
 
 local key = KEYS[1]
@@ -100,7 +100,7 @@ if not now then
     if s > 0 and count > 0 and count <= limit then
       local ttl = redis.call('PTTL', key)
       if ttl > 0 and ttl * 1000 <= window then
-        local v = redis.call('GET', KEYS[2])
+        local v = redis.call('GET', key .. ':v')
         if v then
           held_violations, held_forget = string.match(v, '^(%d+):(%d+)$')
         end
@@ -113,7 +113,7 @@ if not now then
   end
   if late then
     -- The violations, which the key did not tell, as one_head.lua reads them.
-    local v = redis.call('GET', KEYS[2])
+    local v = redis.call('GET', key .. ':v')
     if v then
       held_violations, held_forget = string.match(v, '^(%d+):(%d+)$')
     end

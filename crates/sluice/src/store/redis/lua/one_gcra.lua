@@ -9,7 +9,7 @@
 -- violations read by one_head.lua count once the time is known.
 --
 -- KEYS[1]: the state key (the tat in µs, a plain integer).
--- ARGV, the limit's constants (and KEYS[2]): as one_head.lua says.
+-- ARGV, the limit's constants (and the violations key): as one_head.lua says.
 -- Returns: as one_head.lua says.
 
 local raw = redis.pcall('GET', KEYS[1])

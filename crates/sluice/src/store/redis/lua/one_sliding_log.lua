@@ -8,7 +8,7 @@
 -- script instead.
 --
 -- KEYS[1]: the state key, a ZSET (see sliding_log.lua).
--- ARGV, the limit's constants (and KEYS[2]): as one_head.lua says.
+-- ARGV, the limit's constants (and the violations key): as one_head.lua says.
 -- Returns: as one_head.lua says (always allowed).
 
 local key = KEYS[1]

@@ -6,7 +6,7 @@
 -- another algorithm's state) returns {} and the caller decides with the general script instead.
 --
 -- KEYS[1]: the state key, a HASH of bucket index -> units.
--- ARGV, the limit's constants (and KEYS[2]): as one_head.lua says.
+-- ARGV, the limit's constants (and the violations key): as one_head.lua says.
 -- Returns: as one_head.lua says.
 
 local key = KEYS[1]

@@ -6,7 +6,7 @@
 -- the caller decides with the general script instead.
 --
 -- KEYS[1]: the state key, "t<used level, %.17g>:<last µs>".
--- ARGV, the limit's constants (and KEYS[2]): as one_head.lua says.
+-- ARGV, the limit's constants (and the violations key): as one_head.lua says.
 -- Returns: as one_head.lua says.
 
 local raw = redis.pcall('GET', KEYS[1])
