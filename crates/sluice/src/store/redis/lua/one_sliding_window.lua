@@ -75,7 +75,7 @@ if allowed or count_denied then
   end
   local units = math.min(newest_units + cost, CAP)
   if units == newest_units + cost then
-    redis.call('HINCRBY', key, field, ARGV[1])
+    redis.call('HINCRBY', key, field, cost_text)
   else
     redis.call('HSET', key, field, string.format('%d', units))
   end
