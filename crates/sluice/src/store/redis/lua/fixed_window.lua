@@ -11,6 +11,10 @@
 -- a window starts flagged while they are remembered). An unflagged count of a penalized limit
 -- thus tells that there are none, and a one-limit script need not read the violations key
 -- (one_fixed_window.lua). Every script that reads a count reads both forms, and keeps the flag.
+-- A GCRA tat, which a named limit whose algorithm changed may leave, reads as a flagged value of
+-- some other window (the TIME path starts this window afresh); counted in a marked window
+-- without TIME, it passes only if its low 25 bits happen to read as a count within the limit
+-- (one chance in 2^25 / limit), and then only until that count passes the limit or the key expires.
 
 local FW_M = 33554432
 local FW_SLOTS = 268435455
