@@ -13,6 +13,8 @@ mod harness;
 mod http;
 #[cfg(feature = "redis")]
 pub mod load;
+#[cfg(all(feature = "redis", feature = "conformance"))]
+pub mod marked;
 
 #[allow(unused_imports)]
 pub use down_store::DownStore;
