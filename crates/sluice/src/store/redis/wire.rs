@@ -107,12 +107,11 @@ pub fn shaped_command(
         + 20 * (2 + calls.len());
     let mut cmd = redis::Cmd::with_capacity(4 + keys.len() + calls.len(), data);
     cmd.arg("EVALSHA").arg(hash).arg(keys.len()).arg(keys);
+    // A one-limit script on Redis TIME takes a cost of 1 as no argument (`lua/one_head.lua`).
+    let costs = !matches!(calls, [call] if now_us.is_none() && call.step.cost == 1);
     for call in calls {
         check_exact(call)?;
-    }
-    // A one-limit script on Redis TIME takes a cost of 1 as no argument (`lua/one_head.lua`).
-    if !matches!(calls, [call] if now_us.is_none() && call.step.cost == 1) {
-        for call in calls {
+        if costs {
             cmd.arg(call.step.cost);
         }
     }
