@@ -25,7 +25,7 @@ impl RedisStore {
     ) -> Result<Vec<String>, StoreError> {
         let scripts = &self.inner.scripts;
         if let Some(shaped) = scripts.shaped_for(calls, mode) {
-            let cmd = self.shaped_command(&shaped, calls)?;
+            let cmd = self.shaped_command(&shaped.script, calls)?;
             // The command has no cursor argument, the only other kind.
             let text = |arg: Arg<&[u8]>| match arg {
                 Arg::Simple(bytes) => String::from_utf8_lossy(bytes).into_owned(),
@@ -86,19 +86,16 @@ impl RedisStore {
         calls: &[LimitCall],
         mode: Mode,
     ) -> Result<StoreReply, StoreError> {
-        let mut conn = self.inner.conn.clone();
         if let Some(shaped) = self.inner.scripts.shaped_for(calls, mode) {
-            let cmd = self.shaped_command(&shaped, calls)?;
-            // As the redis crate's script invocation does: a server that lost the script (a
-            // restart, `SCRIPT FLUSH`, a failover) gets it again, and the call is repeated.
-            let reply: Value = match cmd.query_async(&mut conn).await {
-                Err(e) if e.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
-                    shaped.load_async(&mut conn).await.map_err(store_error)?;
-                    cmd.query_async(&mut conn).await
+            let reply = match (&shaped.shared, calls) {
+                (Some(_), [call]) if !self.inner.conn.is_cluster() => {
+                    self.decide_shared(&shaped, call).await?
                 }
-                result => result,
-            }
-            .map_err(store_error)?;
+                _ => {
+                    let cmd = self.shaped_command(&shaped.script, calls)?;
+                    self.eval_shaped(&shaped.script, &cmd).await?
+                }
+            };
             let reply: Vec<i64> = match reply {
                 Value::BulkString(text) if text.first() == Some(&b'B') => {
                     wire::parse_marker_text(&text)?
@@ -126,6 +123,25 @@ impl RedisStore {
         let (now_us, outcomes) = wire::parse_reply(&reply, calls.len())?;
         self.saw_time(now_us);
         Ok(StoreReply { now_us, outcomes })
+    }
+
+    /// Sends `cmd`, the `EVALSHA` of `script`. As the redis crate's script invocation does: a
+    /// server that lost the script (a restart, `SCRIPT FLUSH`, a failover) gets it again, and the
+    /// call is repeated.
+    pub(super) async fn eval_shaped(
+        &self,
+        script: &Script,
+        cmd: &Cmd,
+    ) -> Result<Value, StoreError> {
+        let mut conn = self.inner.conn.clone();
+        match cmd.query_async(&mut conn).await {
+            Err(e) if e.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
+                script.load_async(&mut conn).await.map_err(store_error)?;
+                cmd.query_async(&mut conn).await
+            }
+            result => result,
+        }
+        .map_err(store_error)
     }
 
     /// Keeps the latest time Redis reported to the µs, which a marked reply's, known only to the

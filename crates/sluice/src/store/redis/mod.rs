@@ -3,7 +3,7 @@
 //! # Layout
 //! - `mod.rs` (this file): [`RedisStore`], its connection and the [`Store`] operations;
 //! - `decision`: one decision on one server or slot, through a one-limit or rule script or the
-//!   general one;
+//!   general one; `shared_call`: concurrent one-limit decisions of a limit in one call;
 //! - [`keys`]: key names and parsing them back;
 //! - [`script`]: the Lua scripts (`lua/*.lua`, joined at compile time), which one decides a
 //!   request; [`one_script`]: the one-limit scripts made for each limit, its constants written
@@ -13,7 +13,7 @@
 //!   as one number).
 //!
 //! # One decision, one script call, at the floor
-//! Each decision is one call (a script reloaded on `NOSCRIPT`, a function reloaded when missing),
+//! Each decision is one call, or a part of one shared with others of its limit (a script reloaded on `NOSCRIPT`, a function reloaded when missing),
 //! chosen by the request's shape ([`script::Scripts::shaped_for`]):
 //! - one limit — the common case — runs `lua/one_<algorithm>.lua` (after `lua/one_head.lua`),
 //!   written for that algorithm alone so that Redis does what the algorithm needs and no more:
@@ -25,7 +25,11 @@
 //!   and the store sends the general decision. A limit with a block or a penalty adds a read of
 //!   its state key for a block marker (a block in force is answered from it) and, with a
 //!   penalty, a look for recent violations; its denials go to the general decision, which
-//!   imposes the block and counts the violation;
+//!   imposes the block and counts the violation.
+//!   Under load, one-limit decisions of the same limit that wait while a call of it is in
+//!   flight share the next call (`shared_call`): the script runs once per decision, in order,
+//!   in one call, which spares Redis and the store most of what a call costs beyond its Lua
+//!   (on one server or Sentinel; a Cluster spreads identities over nodes);
 //! - several limits without `count_denied` run a script made for the rule (`many_script`): each
 //!   limit's one-limit script split into a look and a record, the records made once every
 //!   enforcing limit passes, so two limits cost Redis two reads and two writes under one `TIME`;
@@ -116,6 +120,7 @@ mod packed_reply;
 mod reservation;
 pub mod script;
 mod shape_scripts;
+mod shared_call;
 pub mod slot;
 pub mod tls;
 pub mod url;

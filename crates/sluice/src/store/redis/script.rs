@@ -37,6 +37,7 @@ use smallvec::SmallVec;
 use super::many_script::MAX_LIMITS;
 use super::one_script::Shape;
 use super::shape_scripts::ShapeScripts;
+use super::shared_call::Shaped;
 use crate::algorithm::Mode;
 use crate::model::{Micros, REGISTRY};
 use crate::store::LimitCall;
@@ -190,7 +191,7 @@ impl Scripts {
     }
 
     /// The one-limit or rule script that decides these calls, if they have such a shape.
-    pub fn shaped_for(&self, calls: &[LimitCall], mode: Mode) -> Option<Arc<Script>> {
+    pub fn shaped_for(&self, calls: &[LimitCall], mode: Mode) -> Option<Arc<Shaped>> {
         if mode != Mode::Apply || calls.len() > MAX_LIMITS {
             return None;
         }

@@ -1,6 +1,7 @@
 //! The scripts a store has made for the shapes it has decided: a one-limit script per limit
-//! (`one_script`), a rule script per rule (`many_script`), each made and hashed the first time
-//! its shape decides, and loaded into Redis on its first `NOSCRIPT`.
+//! (`one_script`) with its shared call (`shared_call`), a rule script per rule (`many_script`),
+//! each made and hashed the first time its shape decides, and loaded into Redis on its first
+//! `NOSCRIPT`.
 //!
 //! Invariants: a shape's script is made once and then shared, and a shape that no such script
 //! can decide is remembered as one, so that its requests cost a lookup alone; the cache holds at
@@ -15,13 +16,14 @@ use redis::Script;
 
 use super::many_script::many_text;
 use super::one_script::{Shape, one_text};
+use super::shared_call::{Shaped, SharedCall};
 use crate::model::Micros;
 
 /// Most shapes kept (each script is a few kilobytes here and in Redis' script cache).
 pub const MAX_SHAPES: usize = 1024;
 
 /// Each shape's script; none: only the general decision decides limits of that shape.
-type ByShape = hashbrown::HashMap<Box<[Shape]>, Option<Arc<Script>>, foldhash::fast::RandomState>;
+type ByShape = hashbrown::HashMap<Box<[Shape]>, Option<Arc<Shaped>>, foldhash::fast::RandomState>;
 
 /// The scripts of one store made so far, by the shapes of their limits.
 #[derive(Debug)]
@@ -30,11 +32,17 @@ pub struct ShapeScripts {
     by_shape: RwLock<ByShape>,
 }
 
-/// The text of the script for limits of these shapes, if one can decide them.
-fn text(shapes: &[Shape], min_ttl: Micros) -> Option<String> {
+/// The script for limits of these shapes, if one can decide them.
+fn made(shapes: &[Shape], min_ttl: Micros) -> Option<Shaped> {
     match shapes {
-        [one] => one_text(one, min_ttl),
-        _ => many_text(shapes, min_ttl),
+        [one] => one_text(one, min_ttl).map(|text| Shaped {
+            script: Script::new(&text),
+            shared: Some(SharedCall::new(&text)),
+        }),
+        _ => many_text(shapes, min_ttl).map(|text| Shaped {
+            script: Script::new(&text),
+            shared: None,
+        }),
     }
 }
 
@@ -50,7 +58,7 @@ impl ShapeScripts {
     /// The script of limits of these shapes, made now if it is new; none when no script but the
     /// general one decides them, or when [`MAX_SHAPES`] are already kept (then at the cost of a
     /// lookup alone).
-    pub fn get(&self, shapes: &[Shape]) -> Option<Arc<Script>> {
+    pub fn get(&self, shapes: &[Shape]) -> Option<Arc<Shaped>> {
         {
             let by_shape = self.by_shape.read();
             if let Some(script) = by_shape.get(shapes) {
@@ -61,7 +69,7 @@ impl ShapeScripts {
             }
         }
         // Made and hashed outside the lock; a check that made the same one first wins.
-        let made = text(shapes, self.min_ttl).map(|text| Arc::new(Script::new(&text)));
+        let made = made(shapes, self.min_ttl).map(Arc::new);
         let mut by_shape = self.by_shape.write();
         if by_shape.len() >= MAX_SHAPES && !by_shape.contains_key(shapes) {
             return None;
@@ -88,17 +96,18 @@ mod tests {
         let again = scripts.get(&[Shape::plain(code, 1)]).expect("kept");
         assert!(Arc::ptr_eq(&first, &again));
         assert_ne!(
-            first.get_hash(),
+            first.script.get_hash(),
             scripts
                 .get(&[Shape::plain(code, 2)])
                 .expect("made")
+                .script
                 .get_hash(),
             "another limit, another script"
         );
         let rule = [Shape::plain(code, 1), Shape::plain(code, 2)];
         assert_ne!(
-            first.get_hash(),
-            scripts.get(&rule).expect("a rule script").get_hash(),
+            first.script.get_hash(),
+            scripts.get(&rule).expect("a rule script").script.get_hash(),
             "a rule of two limits, another script"
         );
         for count in 4..=MAX_SHAPES as u64 {

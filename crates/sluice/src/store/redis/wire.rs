@@ -38,7 +38,7 @@ const LUA_EXACT: u64 = 1 << 53;
 
 /// Refuses numbers (and products) the scripts could not compute exactly: a permanent error, the
 /// configuration or the request is at fault, not the store.
-fn check_exact(call: &LimitCall) -> Result<(), StoreError> {
+pub(super) fn check_exact(call: &LimitCall) -> Result<(), StoreError> {
     let s = &call.step;
     let p = &s.params;
     let refuse = |what: &str| {

@@ -1,0 +1,204 @@
+//! Shared calls: decisions of one limit that wait while a call of that limit is in flight go to
+//! Redis together, in one script call, each decided as a call of its own would decide it.
+//!
+//! Each test holds Redis with `CLIENT PAUSE … WRITE`, so the first decision's call waits in Redis
+//! while the others queue behind it (a current-thread runtime runs every spawned task up to its
+//! wait before the test goes on), then lets it go: the first call answers the first decision, the
+//! next one the first 64 of the queue, the next the rest.
+#![cfg(all(feature = "redis", feature = "conformance"))]
+
+mod common;
+
+use std::collections::BTreeMap;
+
+use common::{S, call, key, redis_store, step};
+use sluice::algorithm::Mode;
+use sluice::model::Algorithm;
+use sluice::store::redis::RedisStore;
+use sluice::store::{LimitCall, Store, StoreError, StoreReply};
+use sluice::{ManualClock, Micros};
+use sluice_test_support::RedisServer;
+use tokio::task::JoinHandle;
+
+/// Decisions made at once in each test.
+const AT_ONCE: usize = 100;
+
+/// The `command` calls Redis answered without an error (a script's first call may find it not
+/// loaded yet: `NOSCRIPT`, then the same call again).
+fn answered(server: &RedisServer, command: &str) -> u64 {
+    let stats = server.cli(&["INFO", "commandstats"]);
+    let line = stats
+        .lines()
+        .find_map(|l| l.strip_prefix(&format!("cmdstat_{command}:")))
+        .unwrap_or("calls=0,failed_calls=0");
+    let field = |name: &str| -> u64 {
+        line.split(',')
+            .find_map(|f| f.strip_prefix(name))
+            .map_or(0, |n| n.parse().expect("a count"))
+    };
+    field("calls=") - field("failed_calls=")
+}
+
+/// Starts deciding `c` on its own task.
+fn spawn_decide(store: &RedisStore, c: &LimitCall) -> JoinHandle<Result<StoreReply, StoreError>> {
+    let (store, c) = (store.clone(), c.clone());
+    tokio::spawn(async move { store.decide(std::slice::from_ref(&c), Mode::Apply).await })
+}
+
+/// Runs `calls` at once while Redis holds its writes, then lets Redis go; returns each answer,
+/// and how many script calls (`EVALSHA`) and general decisions (`FCALL`) Redis ran meanwhile.
+async fn all_at_once(
+    server: &RedisServer,
+    store: &RedisStore,
+    calls: &[LimitCall],
+) -> (Vec<StoreReply>, u64, u64) {
+    // One decision first, so that the connection is up and the scripts known.
+    let warm = call("warm", step(Algorithm::FixedWindow, 1000, 60 * S));
+    store.decide(&[warm], Mode::Apply).await.expect("warm");
+    assert_eq!(server.cli(&["CONFIG", "RESETSTAT"]), "OK");
+    assert_eq!(server.cli(&["CLIENT", "PAUSE", "60000", "WRITE"]), "OK");
+    let tasks: Vec<_> = calls.iter().map(|c| spawn_decide(store, c)).collect();
+    tokio::task::yield_now().await;
+    assert_eq!(server.cli(&["CLIENT", "UNPAUSE"]), "OK");
+    let mut replies = Vec::with_capacity(tasks.len());
+    for t in tasks {
+        replies.push(t.await.expect("no panic").expect("an answer"));
+    }
+    let calls = (answered(server, "evalsha"), answered(server, "fcall"));
+    (replies, calls.0, calls.1)
+}
+
+/// `AT_ONCE` calls of `template`, spread over 10 identities in turn.
+fn spread(template: &LimitCall) -> Vec<LimitCall> {
+    (0..AT_ONCE)
+        .map(|i| LimitCall {
+            key: key(&template.key.limit_id, &format!("ip={}", i % 10)),
+            ..template.clone()
+        })
+        .collect()
+}
+
+/// Each identity's admissions' remaining units, in the order the calls were made.
+fn admitted(calls: &[LimitCall], replies: &[StoreReply]) -> BTreeMap<String, Vec<u64>> {
+    let mut by_identity = BTreeMap::<String, Vec<u64>>::new();
+    for (c, r) in calls.iter().zip(replies) {
+        let o = &r.outcomes[0];
+        let entry = by_identity.entry(c.key.identity.clone()).or_default();
+        if o.allowed {
+            entry.push(o.remaining);
+        }
+    }
+    by_identity
+}
+
+/// Every algorithm with a one-limit script, on Redis TIME and on a client clock, with and without
+/// a block: 100 decisions, 10 per identity, of a limit of 5. Each identity gets exactly 5, in the
+/// order the decisions were made (4 left, then 3, …), from three script calls: the first alone,
+/// then 64, then 35. A denial that imposes a block is left to the general decision.
+#[tokio::test]
+async fn waiting_decisions_share_one_call_and_each_is_decided_in_order() {
+    let server = RedisServer::start();
+    for algorithm in [
+        Algorithm::FixedWindow,
+        Algorithm::Gcra,
+        Algorithm::TokenBucket,
+        Algorithm::SlidingWindow,
+        Algorithm::SlidingLog,
+    ] {
+        for clock in [None, Some(ManualClock::new(Micros::from_secs(1_000_000)))] {
+            for blocked in [false, true] {
+                let case = format!("{algorithm:?}, clock {}, block {blocked}", clock.is_some());
+                let store = redis_store(&server, clock.clone()).await;
+                let mut template = call(&case, step(algorithm, 5, 3600 * S));
+                if blocked {
+                    template.step.block_us = Some(3600 * S);
+                }
+                let calls = spread(&template);
+                let (replies, evalsha, fcall) = all_at_once(&server, &store, &calls).await;
+                let by_identity = admitted(&calls, &replies);
+                assert_eq!(by_identity.len(), 10, "{case}");
+                for (identity, remaining) in &by_identity {
+                    assert_eq!(remaining, &[4, 3, 2, 1, 0], "{case}: {identity}");
+                }
+                assert_eq!(evalsha, 3, "{case}: the first alone, then 64, then 35");
+                // Without a block only a sliding log's denials (whose retry time needs a search)
+                // go to the general decision; with one, every first denial imposes it.
+                let general = match (blocked, algorithm) {
+                    (true, _) => 10..=AT_ONCE as u64 / 2,
+                    (false, Algorithm::SlidingLog) => AT_ONCE as u64 / 2..=AT_ONCE as u64 / 2,
+                    (false, _) => 0..=0,
+                };
+                assert!(
+                    general.contains(&fcall),
+                    "{case}: {fcall} general decisions"
+                );
+            }
+        }
+    }
+}
+
+/// The decision that sent a call is dropped (its deadline) while the call is in flight: the call
+/// still ends, the decisions queued behind it get their call and their answers, and the dropped
+/// decision was counted, since its call reached Redis.
+#[tokio::test]
+async fn a_call_outlives_the_decision_that_sent_it() {
+    let server = RedisServer::start();
+    let store = redis_store(&server, None).await;
+    let c = call("outlived", step(Algorithm::Gcra, 100, 3600 * S));
+    let warm = call("warm", step(Algorithm::FixedWindow, 1000, 60 * S));
+    store.decide(&[warm], Mode::Apply).await.expect("warm");
+    assert_eq!(server.cli(&["CONFIG", "RESETSTAT"]), "OK");
+    assert_eq!(server.cli(&["CLIENT", "PAUSE", "60000", "WRITE"]), "OK");
+    let first = spawn_decide(&store, &c);
+    tokio::task::yield_now().await;
+    let queued: Vec<_> = (0..20).map(|_| spawn_decide(&store, &c)).collect();
+    tokio::task::yield_now().await;
+    first.abort();
+    assert!(first.await.expect_err("dropped").is_cancelled());
+    assert_eq!(server.cli(&["CLIENT", "UNPAUSE"]), "OK");
+    let mut remaining = Vec::new();
+    for t in queued {
+        let r = t.await.expect("no panic").expect("an answer");
+        assert!(r.outcomes[0].allowed);
+        remaining.push(r.outcomes[0].remaining);
+    }
+    assert_eq!(remaining, (79..=98).rev().collect::<Vec<u64>>());
+    assert_eq!(answered(&server, "evalsha"), 2);
+}
+
+/// A decision dropped while it waits in the queue is left out of the next call: Redis never
+/// counts it.
+#[tokio::test]
+async fn a_decision_dropped_in_the_queue_is_not_sent() {
+    let server = RedisServer::start();
+    let store = redis_store(&server, None).await;
+    let c = call("dropped", step(Algorithm::FixedWindow, 100, 3600 * S));
+    let warm = call("warm", step(Algorithm::FixedWindow, 1000, 60 * S));
+    store.decide(&[warm], Mode::Apply).await.expect("warm");
+    assert_eq!(server.cli(&["CLIENT", "PAUSE", "60000", "WRITE"]), "OK");
+    let first = spawn_decide(&store, &c);
+    tokio::task::yield_now().await;
+    let queued: Vec<_> = (0..10).map(|_| spawn_decide(&store, &c)).collect();
+    tokio::task::yield_now().await;
+    for t in &queued[..4] {
+        t.abort();
+    }
+    assert_eq!(server.cli(&["CLIENT", "UNPAUSE"]), "OK");
+    assert_eq!(
+        first.await.expect("no panic").expect("an answer").outcomes[0].remaining,
+        99
+    );
+    let mut remaining = Vec::new();
+    for t in queued.into_iter().skip(4) {
+        remaining.push(t.await.expect("no panic").expect("an answer").outcomes[0].remaining);
+    }
+    assert_eq!(remaining, [98, 97, 96, 95, 94, 93]);
+    let last = store
+        .decide(std::slice::from_ref(&c), Mode::Apply)
+        .await
+        .expect("an answer");
+    assert_eq!(
+        last.outcomes[0].remaining, 92,
+        "the 4 dropped were never counted"
+    );
+}
