@@ -6,7 +6,8 @@ one run.
 For each algorithm:
   - the minimal script under redis-benchmark (one EVALSHA, 50 clients, 100k keys), -P 1 and -P 16:
     decisions/s and Redis' own µs per call (INFO commandstats); MEMORY USAGE of its keys;
-  - `sluice bench` through the library (50 tasks, 100k keys): decisions/s, µs per call, memory;
+  - `sluice bench` through the library (50 tasks, 100k keys): decisions/s, µs per decision (a call
+    may hold several: concurrent decisions of one limit share one), memory;
   - shapes (with --shapes): a limit with block and penalty while nobody is blocked, every identity
     blocked (a block, then a block and a penalty; each without and with the denial cache), and a
     rule with two limits.
@@ -232,8 +233,10 @@ def render(path):
     print("## Redis at the floor (`scripts/redis_floor.py`)\n")
     print("One private `redis-server`, one run: the minimal script of each algorithm (`scripts/floor/`,")
     print(f"1000 per minute) under `redis-benchmark -c {CLIENTS} -r {KEYS}`, then `sluice bench` through the")
-    print(f"library on the same Redis ({CLIENTS} tasks, {KEYS} keys, limit 1000/1m). µs per call is Redis' own")
-    print("time per `EVALSHA` or `FCALL` (`INFO commandstats`). Bytes per key is the median `MEMORY USAGE`")
+    print(f"library on the same Redis ({CLIENTS} tasks, {KEYS} keys, limit 1000/1m). µs is Redis' own time")
+    print("(`INFO commandstats`): per `EVALSHA` for the minimal script, which decides once per call; per")
+    print("decision for Sluice, its `EVALSHA` and `FCALL` time over the decisions made (concurrent decisions")
+    print("of one limit share a call, so a call may hold several; calls per key counts calls). Bytes per key is the median `MEMORY USAGE`")
     print("(key name included) of 200 random state keys. *At equal content* (the goal's figure), each")
     print("script decides 200 fresh keys in turn, the same number of times (once for a sliding log or")
     print("window, whose keys grow with what they record: one entry, one bucket; 20 times for the others,")
@@ -251,12 +254,12 @@ def render(path):
     print("the minimal script's, rate ≥ 0.8× the minimal -P 16 rate, memory ≤ minimal + 16 bytes.")
     print("`sluice bench` runs with `--threads 1`: one runtime thread, as `redis-benchmark` is one event")
     print("loop, so the other core is Redis'.\n")
-    print("| algorithm | minimal µs (P16) | Sluice µs | µs ratio | minimal -P 16 /s | Sluice /s | rate ratio | calls per key "
+    print("| algorithm | minimal µs (P16) | Sluice µs per decision | µs ratio | minimal -P 16 /s | Sluice /s | rate ratio | calls per key "
           "| B/key at equal content: minimal / Sluice | B/key after the runs: minimal / Sluice |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for r in rows:
         p16, s, eq = r["p16"], r["sluice"], r.get("equal_content", {})
-        print(f"| {r['algorithm']} | {f(p16['us_per_call'])} | {f(s['us_per_call'])} | {f(r['us_ratio'])}× | "
+        print(f"| {r['algorithm']} | {f(p16['us_per_call'])} | {f(s['us_per_decision'])} | {f(r['us_ratio'])}× | "
               f"{p16['per_sec']:.0f} | {s['per_sec']:.0f} | {f(r['rate_ratio'])}× | {f(s['calls'] / KEYS, 1)} | "
               f"{bytes_pair(eq.get('minimal'), eq.get('sluice'))} | "
               f"{bytes_pair(r['memory_peer']['bytes_per_key'], s['bytes_per_key'])} |")
@@ -273,12 +276,12 @@ def render(path):
         print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
         for r in rows:
             cached = r.get("blocked_cached", {}).get("us_per_decision")
-            penalty = r.get("blocked_penalty", {}).get("us_per_call")
+            penalty = r.get("blocked_penalty", {}).get("us_per_decision")
             penalty_cached = r.get("blocked_penalty_cached", {}).get("us_per_decision")
-            print(f"| {r['algorithm']} | {f(r['guarded']['us_per_call'])} | {f(r['guarded_us_ratio'])}× | "
-                  f"{f(r['blocked']['us_per_call'])} | {f(r['blocked_us_ratio'])}× | {f(cached, 3)} | "
+            print(f"| {r['algorithm']} | {f(r['guarded']['us_per_decision'])} | {f(r['guarded_us_ratio'])}× | "
+                  f"{f(r['blocked']['us_per_decision'])} | {f(r['blocked_us_ratio'])}× | {f(cached, 3)} | "
                   f"{f(penalty)} | {f(r.get('blocked_penalty_us_ratio'))}× | {f(penalty_cached, 3)} | "
-                  f"{f(r['two_limits']['us_per_call'])} | {f(r['two_limits_ratio'])}× |")
+                  f"{f(r['two_limits']['us_per_decision'])} | {f(r['two_limits_ratio'])}× |")
     print(LEFT)
     print()
 
@@ -343,13 +346,13 @@ def measure_round(redis, a, alg):
         rd["blocked_penalty_cached"] = sluice(redis, a.binary, alg, a.seconds, "--limit", "1/1h",
                                               "--block", "1h", "--penalty", keys=1000)
     p16, s = rd["p16"], rd["sluice"]
-    rd["us_ratio"] = s["us_per_call"] / p16["us_per_call"]
+    rd["us_ratio"] = s["us_per_decision"] / p16["us_per_call"]
     rd["rate_ratio"] = s["per_sec"] / p16["per_sec"]
     if a.shapes:
-        rd["guarded_us_ratio"] = rd["guarded"]["us_per_call"] / p16["us_per_call"]
-        rd["blocked_us_ratio"] = rd["blocked"]["us_per_call"] / p16["us_per_call"]
-        rd["blocked_penalty_us_ratio"] = rd["blocked_penalty"]["us_per_call"] / p16["us_per_call"]
-        rd["two_limits_ratio"] = rd["two_limits"]["us_per_call"] / s["us_per_call"]
+        rd["guarded_us_ratio"] = rd["guarded"]["us_per_decision"] / p16["us_per_call"]
+        rd["blocked_us_ratio"] = rd["blocked"]["us_per_decision"] / p16["us_per_call"]
+        rd["blocked_penalty_us_ratio"] = rd["blocked_penalty"]["us_per_decision"] / p16["us_per_call"]
+        rd["two_limits_ratio"] = rd["two_limits"]["us_per_decision"] / s["us_per_decision"]
     return rd
 
 
@@ -395,7 +398,7 @@ def main():
             print(f"{alg:15s} minimal P16 {p16['us_per_call']:.2f} us, {p16['per_sec']:.0f}/s, {p16['bytes_per_key']:.0f} B"
                   f" ({row['memory_peer']['bytes_per_key']:.0f} B at Sluice's calls; equal content"
                   f" {eq['minimal']:.0f} B)"
-                  f" | sluice {s['us_per_call']:.2f} us ({row['us_ratio']:.2f}x), {s['per_sec']:.0f}/s"
+                  f" | sluice {s['us_per_decision']:.2f} us ({row['us_ratio']:.2f}x), {s['per_sec']:.0f}/s"
                   f" ({row['rate_ratio']:.2f}x P16), {s['bytes_per_key']:.0f} B (equal content {eq['sluice']:.0f} B,"
                   f" +{row['bytes_over_minimal']:.0f}){shapes}",
                   file=sys.stderr, flush=True)

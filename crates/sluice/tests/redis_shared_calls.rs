@@ -1,5 +1,6 @@
-//! Shared calls: decisions of one limit that wait while a call of that limit is in flight go to
-//! Redis together, in one script call, each decided as a call of its own would decide it.
+//! Shared calls: decisions of one limit (or of one rule's limits) that wait while a call of that
+//! shape is in flight go to Redis together, in one script call, each decided as a call of its
+//! own would decide it.
 //!
 //! Each test holds Redis with `CLIENT PAUSE … WRITE`, so the first decision's call waits in Redis
 //! while the others queue behind it (a current-thread runtime runs every spawned task up to its
@@ -12,7 +13,7 @@ mod common;
 use std::collections::BTreeMap;
 
 use common::{S, call, key, redis_store, step};
-use sluice::algorithm::Mode;
+use sluice::algorithm::{Mode, penalty};
 use sluice::model::Algorithm;
 use sluice::store::redis::RedisStore;
 use sluice::store::{LimitCall, Store, StoreError, StoreReply};
@@ -39,25 +40,28 @@ fn answered(server: &RedisServer, command: &str) -> u64 {
     field("calls=") - field("failed_calls=")
 }
 
-/// Starts deciding `c` on its own task.
-fn spawn_decide(store: &RedisStore, c: &LimitCall) -> JoinHandle<Result<StoreReply, StoreError>> {
-    let (store, c) = (store.clone(), c.clone());
-    tokio::spawn(async move { store.decide(std::slice::from_ref(&c), Mode::Apply).await })
+/// Starts deciding `calls`, one request's limits, on its own task.
+fn spawn_decide(
+    store: &RedisStore,
+    calls: &[LimitCall],
+) -> JoinHandle<Result<StoreReply, StoreError>> {
+    let (store, calls) = (store.clone(), calls.to_vec());
+    tokio::spawn(async move { store.decide(&calls, Mode::Apply).await })
 }
 
-/// Runs `calls` at once while Redis holds its writes, then lets Redis go; returns each answer,
+/// Runs `requests` at once while Redis holds its writes, then lets Redis go; returns each answer,
 /// and how many script calls (`EVALSHA`) and general decisions (`FCALL`) Redis ran meanwhile.
 async fn all_at_once(
     server: &RedisServer,
     store: &RedisStore,
-    calls: &[LimitCall],
+    requests: &[Vec<LimitCall>],
 ) -> (Vec<StoreReply>, u64, u64) {
     // One decision first, so that the connection is up and the scripts known.
     let warm = call("warm", step(Algorithm::FixedWindow, 1000, 60 * S));
     store.decide(&[warm], Mode::Apply).await.expect("warm");
     assert_eq!(server.cli(&["CONFIG", "RESETSTAT"]), "OK");
     assert_eq!(server.cli(&["CLIENT", "PAUSE", "60000", "WRITE"]), "OK");
-    let tasks: Vec<_> = calls.iter().map(|c| spawn_decide(store, c)).collect();
+    let tasks: Vec<_> = requests.iter().map(|r| spawn_decide(store, r)).collect();
     tokio::task::yield_now().await;
     assert_eq!(server.cli(&["CLIENT", "UNPAUSE"]), "OK");
     let mut replies = Vec::with_capacity(tasks.len());
@@ -68,24 +72,33 @@ async fn all_at_once(
     (replies, calls.0, calls.1)
 }
 
-/// `AT_ONCE` calls of `template`, spread over 10 identities in turn.
-fn spread(template: &LimitCall) -> Vec<LimitCall> {
+/// `AT_ONCE` requests of the limits `rule`, spread over 10 identities in turn.
+fn spread(rule: &[LimitCall]) -> Vec<Vec<LimitCall>> {
     (0..AT_ONCE)
-        .map(|i| LimitCall {
-            key: key(&template.key.limit_id, &format!("ip={}", i % 10)),
-            ..template.clone()
+        .map(|i| {
+            rule.iter()
+                .map(|c| LimitCall {
+                    key: key(&c.key.limit_id, &format!("ip={}", i % 10)),
+                    ..c.clone()
+                })
+                .collect()
         })
         .collect()
 }
 
-/// Each identity's admissions' remaining units, in the order the calls were made.
-fn admitted(calls: &[LimitCall], replies: &[StoreReply]) -> BTreeMap<String, Vec<u64>> {
-    let mut by_identity = BTreeMap::<String, Vec<u64>>::new();
-    for (c, r) in calls.iter().zip(replies) {
-        let o = &r.outcomes[0];
-        let entry = by_identity.entry(c.key.identity.clone()).or_default();
-        if o.allowed {
-            entry.push(o.remaining);
+/// Each identity's admitted requests' remaining units of each limit, in the order the requests
+/// were made.
+fn admitted(
+    requests: &[Vec<LimitCall>],
+    replies: &[StoreReply],
+) -> BTreeMap<String, Vec<Vec<u64>>> {
+    let mut by_identity = BTreeMap::<String, Vec<Vec<u64>>>::new();
+    for (request, r) in requests.iter().zip(replies) {
+        let entry = by_identity
+            .entry(request[0].key.identity.clone())
+            .or_default();
+        if r.outcomes.iter().all(|o| o.allowed) {
+            entry.push(r.outcomes.iter().map(|o| o.remaining).collect());
         }
     }
     by_identity
@@ -113,12 +126,12 @@ async fn waiting_decisions_share_one_call_and_each_is_decided_in_order() {
                 if blocked {
                     template.step.block_us = Some(3600 * S);
                 }
-                let calls = spread(&template);
-                let (replies, evalsha, fcall) = all_at_once(&server, &store, &calls).await;
-                let by_identity = admitted(&calls, &replies);
+                let requests = spread(&[template]);
+                let (replies, evalsha, fcall) = all_at_once(&server, &store, &requests).await;
+                let by_identity = admitted(&requests, &replies);
                 assert_eq!(by_identity.len(), 10, "{case}");
                 for (identity, remaining) in &by_identity {
-                    assert_eq!(remaining, &[4, 3, 2, 1, 0], "{case}: {identity}");
+                    assert_eq!(remaining, &[[4], [3], [2], [1], [0]], "{case}: {identity}");
                 }
                 assert_eq!(evalsha, 3, "{case}: the first alone, then 64, then 35");
                 // Without a block only a sliding log's denials (whose retry time needs a search)
@@ -137,6 +150,46 @@ async fn waiting_decisions_share_one_call_and_each_is_decided_in_order() {
     }
 }
 
+/// A rule of two limits, on Redis TIME and on a client clock, with and without a penalty on its
+/// second limit: each identity gets exactly what its tighter limit allows (5 of the fixed
+/// window's 5, from the GCRA limit's 7), from three calls of the rule's script.
+#[tokio::test]
+async fn waiting_decisions_of_a_rule_share_one_call() {
+    let server = RedisServer::start();
+    for clock in [None, Some(ManualClock::new(Micros::from_secs(1_000_000)))] {
+        for penalized in [false, true] {
+            let case = format!("clock {}, penalty {penalized}", clock.is_some());
+            let store = redis_store(&server, clock.clone()).await;
+            let fixed = call(
+                &format!("fw {case}"),
+                step(Algorithm::FixedWindow, 5, 3600 * S),
+            );
+            let mut gcra = call(&format!("gcra {case}"), step(Algorithm::Gcra, 7, 3600 * S));
+            if penalized {
+                gcra.step.penalty = Some(penalty::Settings {
+                    warn_after: 3,
+                    ban_after: 5,
+                    ban_us: 3600 * S,
+                    memory_us: 3600 * S,
+                });
+            }
+            let requests = spread(&[fixed, gcra]);
+            let (replies, evalsha, fcall) = all_at_once(&server, &store, &requests).await;
+            let by_identity = admitted(&requests, &replies);
+            assert_eq!(by_identity.len(), 10, "{case}");
+            for (identity, remaining) in &by_identity {
+                let expected = [[4, 6], [3, 5], [2, 4], [1, 3], [0, 2]];
+                assert_eq!(remaining, &expected, "{case}: {identity}");
+            }
+            assert_eq!(evalsha, 3, "{case}: the first alone, then 64, then 35");
+            assert_eq!(
+                fcall, 0,
+                "{case}: denials by the fixed window, answered by the script"
+            );
+        }
+    }
+}
+
 /// The decision that sent a call is dropped (its deadline) while the call is in flight: the call
 /// still ends, the decisions queued behind it get their call and their answers, and the dropped
 /// decision was counted, since its call reached Redis.
@@ -149,9 +202,11 @@ async fn a_call_outlives_the_decision_that_sent_it() {
     store.decide(&[warm], Mode::Apply).await.expect("warm");
     assert_eq!(server.cli(&["CONFIG", "RESETSTAT"]), "OK");
     assert_eq!(server.cli(&["CLIENT", "PAUSE", "60000", "WRITE"]), "OK");
-    let first = spawn_decide(&store, &c);
+    let first = spawn_decide(&store, std::slice::from_ref(&c));
     tokio::task::yield_now().await;
-    let queued: Vec<_> = (0..20).map(|_| spawn_decide(&store, &c)).collect();
+    let queued: Vec<_> = (0..20)
+        .map(|_| spawn_decide(&store, std::slice::from_ref(&c)))
+        .collect();
     tokio::task::yield_now().await;
     first.abort();
     assert!(first.await.expect_err("dropped").is_cancelled());
@@ -176,9 +231,11 @@ async fn a_decision_dropped_in_the_queue_is_not_sent() {
     let warm = call("warm", step(Algorithm::FixedWindow, 1000, 60 * S));
     store.decide(&[warm], Mode::Apply).await.expect("warm");
     assert_eq!(server.cli(&["CLIENT", "PAUSE", "60000", "WRITE"]), "OK");
-    let first = spawn_decide(&store, &c);
+    let first = spawn_decide(&store, std::slice::from_ref(&c));
     tokio::task::yield_now().await;
-    let queued: Vec<_> = (0..10).map(|_| spawn_decide(&store, &c)).collect();
+    let queued: Vec<_> = (0..10)
+        .map(|_| spawn_decide(&store, std::slice::from_ref(&c)))
+        .collect();
     tokio::task::yield_now().await;
     for t in &queued[..4] {
         t.abort();

@@ -45,10 +45,16 @@ impl RedisStore {
         Ok(command)
     }
 
-    /// The `EVALSHA` of the one-limit or rule script `shaped` for `calls`. Its KEYS: each state
-    /// key, and in a rule script the violations key of a penalty after it (a one-limit script
-    /// names its own, `lua/one_head.lua`).
+    /// The `EVALSHA` of the one-limit or rule script `shaped` for `calls`.
     fn shaped_command(&self, shaped: &Script, calls: &[LimitCall]) -> Result<Cmd, StoreError> {
+        let names = self.shaped_keys(calls);
+        wire::shaped_command(shaped.get_hash(), &names, calls, self.client_now())
+    }
+
+    /// The KEYS of a one-limit or rule script for `calls`: each state key, and in a rule script
+    /// the violations key of a penalty after it (a one-limit script names its own,
+    /// `lua/one_head.lua`).
+    pub(super) fn shaped_keys(&self, calls: &[LimitCall]) -> Vec<String> {
         let prefix = &self.inner.prefix;
         let mut names = Vec::with_capacity(calls.len() * 2);
         for call in calls {
@@ -57,7 +63,7 @@ impl RedisStore {
                 names.push(keys::key(prefix, &call.key, Part::Violations));
             }
         }
-        wire::shaped_command(shaped.get_hash(), &names, calls, self.client_now())
+        names
     }
 
     /// The KEYS and ARGV of the general decision script.
@@ -87,14 +93,11 @@ impl RedisStore {
         mode: Mode,
     ) -> Result<StoreReply, StoreError> {
         if let Some(shaped) = self.inner.scripts.shaped_for(calls, mode) {
-            let reply = match (&shaped.shared, calls) {
-                (Some(_), [call]) if !self.inner.conn.is_cluster() => {
-                    self.decide_shared(&shaped, call).await?
-                }
-                _ => {
-                    let cmd = self.shaped_command(&shaped.script, calls)?;
-                    self.eval_shaped(&shaped.script, &cmd).await?
-                }
+            let reply = if self.inner.conn.is_cluster() {
+                let cmd = self.shaped_command(&shaped.script, calls)?;
+                self.eval_shaped(&shaped.script, &cmd).await?
+            } else {
+                self.decide_shared(&shaped, calls).await?
             };
             let reply: Vec<i64> = match reply {
                 Value::BulkString(text) if text.first() == Some(&b'B') => {

@@ -3,7 +3,7 @@
 //! # Layout
 //! - `mod.rs` (this file): [`RedisStore`], its connection and the [`Store`] operations;
 //! - `decision`: one decision on one server or slot, through a one-limit or rule script or the
-//!   general one; `shared_call`: concurrent one-limit decisions of a limit in one call;
+//!   general one; `shared_call`: concurrent decisions of one shape in one call;
 //! - [`keys`]: key names and parsing them back;
 //! - [`script`]: the Lua scripts (`lua/*.lua`, joined at compile time), which one decides a
 //!   request; [`one_script`]: the one-limit scripts made for each limit, its constants written
@@ -26,15 +26,15 @@
 //!   its state key for a block marker (a block in force is answered from it) and, with a
 //!   penalty, a look for recent violations; its denials go to the general decision, which
 //!   imposes the block and counts the violation.
-//!   Under load, one-limit decisions of the same limit that wait while a call of it is in
-//!   flight share the next call (`shared_call`): the script runs once per decision, in order,
-//!   in one call, which spares Redis and the store most of what a call costs beyond its Lua
-//!   (on one server or Sentinel; a Cluster spreads identities over nodes);
 //! - several limits without `count_denied` run a script made for the rule (`many_script`): each
 //!   limit's one-limit script split into a look and a record, the records made once every
 //!   enforcing limit passes, so two limits cost Redis two reads and two writes under one `TIME`;
 //!   a limit with a block or a penalty is taken as one limit's script takes it, but a block in
 //!   force too goes to the general decision;
+//! - under load, decisions of one shape (one limit, or one rule's limits) that wait while a call
+//!   of that shape is in flight share the next call (`shared_call`): its script runs once per
+//!   decision, in order, in one call, which spares Redis and the store most of what a call costs
+//!   beyond its Lua (on one server or Sentinel; a Cluster spreads identities over nodes);
 //! - anything else runs `lua/decide.lua` after the prelude (`lua/idiv.lua`, `lua/prelude.lua`)
 //!   and one file per algorithm, as the function of a library loaded once (`FCALL`, see
 //!   [`function`]), which restates [`crate::algorithm::step`]: block check, each algorithm's

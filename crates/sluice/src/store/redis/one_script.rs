@@ -163,26 +163,6 @@ pub fn one_text(shape: &Shape, min_ttl: Micros) -> Option<String> {
     ))
 }
 
-/// `lua/shared_call.lua`: the shared script around a one-limit script.
-const SHARED_CALL: &str = include_str!("lua/shared_call.lua");
-
-/// The shared script of the one-limit script whose text is `one` ([`one_text`]), which decides
-/// several requests of its limit in one call (`shared_call`): `lua/shared_call.lua` after the
-/// same constants, the one-limit script its function's body.
-pub fn shared_text(one: &str) -> String {
-    let (constants, body) = one.split_once('\n').expect("the constants, then the body");
-    let constants = constants
-        .strip_suffix(", 2")
-        .expect("now_at is written last");
-    let body = body
-        .replace("KEYS[1]", "KEYS[i]")
-        .replace("ARGV[1]", "ARGV[i]");
-    format!(
-        "{constants}, #KEYS + 1\n{}",
-        SHARED_CALL.replacen("--[[one]]", &body, 1)
-    )
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -192,49 +172,6 @@ mod tests {
             guarded: true,
             warn_after: Some(3),
             ..Shape::plain(code, count)
-        }
-    }
-
-    #[test]
-    fn a_shared_script_runs_the_one_limit_script_once_per_key() {
-        for code in 1u8..=8 {
-            let Some(one) = one_text(&shape(code, 10), Micros::ZERO) else {
-                continue;
-            };
-            let shared = shared_text(&one);
-            let (constants, rest) = shared.split_once('\n').expect("two parts");
-            assert_eq!(
-                Some(constants),
-                one.lines()
-                    .next()
-                    .and_then(|c| c.strip_suffix(", 2"))
-                    .map(|c| format!("{c}, #KEYS + 1"))
-                    .as_deref()
-            );
-            let body = one.split_once('\n').expect("two parts").1;
-            let index = body
-                .replace("KEYS[1]", "KEYS[i]")
-                .replace("ARGV[1]", "ARGV[i]");
-            assert!(
-                rest.contains(&format!("local function one(i)\n{index}\nend\n")),
-                "{code}"
-            );
-            assert!(
-                body.contains("KEYS[1]") && body.contains("ARGV[now_at]"),
-                "{code}"
-            );
-            let code_lines = rest.lines().filter(|l| !l.trim_start().starts_with("--"));
-            assert!(
-                code_lines
-                    .clone()
-                    .all(|l| !l.contains("KEYS[1]") && !l.contains("ARGV[1]"))
-            );
-            assert_eq!(
-                code_lines
-                    .filter(|l| l.contains("replies[i] = one(i)"))
-                    .count(),
-                1
-            );
         }
     }
 

@@ -32,18 +32,21 @@ pub struct ShapeScripts {
     by_shape: RwLock<ByShape>,
 }
 
-/// The script for limits of these shapes, if one can decide them.
+/// The script for limits of these shapes, if one can decide them, and its shared call: a
+/// one-limit script reads one key (its violations key is named after it), a rule script each
+/// limit's key and the violations key of each penalty.
 fn made(shapes: &[Shape], min_ttl: Micros) -> Option<Shaped> {
-    match shapes {
-        [one] => one_text(one, min_ttl).map(|text| Shaped {
-            script: Script::new(&text),
-            shared: Some(SharedCall::new(&text)),
-        }),
-        _ => many_text(shapes, min_ttl).map(|text| Shaped {
-            script: Script::new(&text),
-            shared: None,
-        }),
-    }
+    let (text, keys_per) = match shapes {
+        [one] => (one_text(one, min_ttl)?, 1),
+        _ => (
+            many_text(shapes, min_ttl)?,
+            shapes.len() + shapes.iter().filter(|s| s.warn_after.is_some()).count(),
+        ),
+    };
+    Some(Shaped {
+        script: Script::new(&text),
+        shared: SharedCall::new(&text, keys_per, shapes.len()),
+    })
 }
 
 impl ShapeScripts {

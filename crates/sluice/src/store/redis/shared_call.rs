@@ -1,15 +1,16 @@
-//! Shared calls: concurrent one-limit decisions of one limit shape share one script call.
+//! Shared calls: concurrent decisions of one shape (one limit, or the limits of a rule) share
+//! one script call.
 //!
 //! Each script call costs Redis a fixed price before its first line of Lua runs — the command is
 //! read, looked up, its KEYS and ARGV made Lua tables, its reply written — about a third of what
 //! a one-limit decision costs it; and it costs the store a command, a trip through the
-//! connection and a write to the socket. Under load many decisions of the same limit are waiting
+//! connection and a write to the socket. Under load many decisions of the same shape are waiting
 //! at once, so they go together: the first decision of a shape with nothing of that shape in
-//! flight sends its call at once, alone, with its one-limit script (a quiet store decides as
-//! before, without waiting); decisions that arrive while a call of their shape is in flight
+//! flight sends its call at once, alone, with its one-limit or rule script (a quiet store decides
+//! as before, without waiting); decisions that arrive while a call of their shape is in flight
 //! queue, and when it answers, the first of them sends one call for all of them (up to
-//! [`MAX_SHARED`]) with the shape's shared script (`one_script::shared_text`): the one-limit
-//! script run once per decision, in order, under one call.
+//! [`MAX_SHARED`]) with the shape's shared script ([`shared_text`]): the one-limit or rule script
+//! run once per decision, in order, under one call.
 //!
 //! Invariants:
 //! - every decision is still atomic, and exact: a script runs alone in Redis, and decisions in
@@ -20,6 +21,8 @@
 //!   hands the queue to the next call, even when the decision that sent it was abandoned at its
 //!   deadline (the call is then finished on its own task, so the others still get their
 //!   answers); a decision abandoned while it waits in the queue is left out of the next call;
+//! - the queue holds only decisions whose callers wait for them: the requests in progress bound
+//!   it;
 //! - only on one server or a Sentinel-managed primary: on a Cluster, keys of different
 //!   identities live on different nodes, and each decision is its own call.
 
@@ -32,26 +35,29 @@ use parking_lot::Mutex;
 use redis::{Script, Value};
 use tokio::sync::oneshot;
 
-use super::{RedisStore, keys, wire};
+use super::{RedisStore, wire};
 use crate::model::Micros;
 use crate::store::{LimitCall, StoreError};
 
 /// Most decisions in one shared call.
 pub const MAX_SHARED: usize = 64;
 
-/// A limit shape's script, and for one limit, the call its concurrent decisions share.
+/// A shape's one-limit or rule script, and the call its concurrent decisions share.
 #[derive(Debug)]
 pub struct Shaped {
     /// The one-limit or rule script.
     pub script: Script,
-    /// One-limit shapes only: the shared script and its queue.
-    pub shared: Option<SharedCall>,
+    /// Its shared script and queue.
+    pub shared: SharedCall,
 }
 
-/// The shared script of a one-limit shape, and the decisions waiting for its next call.
+/// The shared script of a shape, and the decisions waiting for its next call.
 #[derive(Debug)]
 pub struct SharedCall {
     script: Script,
+    /// A rule script reads every cost; a one-limit script on Redis `TIME` takes none when all
+    /// are 1 (`lua/one_head.lua`).
+    every_cost: bool,
     queue: Mutex<Queue>,
 }
 
@@ -62,11 +68,11 @@ struct Queue {
     waiting: VecDeque<Waiter>,
 }
 
-/// A decision in the queue or in a call: its state key, its cost, and where its turn comes.
+/// A decision in the queue or in a call: its KEYS, its limits' costs, and where its turn comes.
 #[derive(Debug)]
 struct Waiter {
-    key: String,
-    cost: u64,
+    keys: Vec<String>,
+    costs: Vec<u64>,
     turn: oneshot::Sender<Turn>,
 }
 
@@ -82,10 +88,12 @@ enum Turn {
 }
 
 impl SharedCall {
-    /// The shared call of the one-limit script whose text is `one` (see `one_script::one_text`).
-    pub fn new(one: &str) -> SharedCall {
+    /// The shared call of the one-limit or rule script whose text is `text`, which reads
+    /// `keys_per` KEYS and `limits` costs for a decision.
+    pub fn new(text: &str, keys_per: usize, limits: usize) -> SharedCall {
         SharedCall {
-            script: Script::new(&super::one_script::shared_text(one)),
+            script: Script::new(&shared_text(text, keys_per, limits)),
+            every_cost: limits > 1,
             queue: Mutex::default(),
         }
     }
@@ -139,28 +147,28 @@ impl Drop for InFlight {
             // No runtime left to finish it: the decisions in it fail, the queue goes on.
             Err(_) => {
                 drop(work);
-                if let Some(shared) = &self.shaped.shared {
-                    shared.hand_off();
-                }
+                self.shaped.shared.hand_off();
             }
         }
     }
 }
 
 impl RedisStore {
-    /// Decides `call`, one limit of the one-limit shape `shaped`, in the next call of its shape:
-    /// the script's reply for it, as a call of its own would have it.
+    /// Decides `calls`, the limits of the shape `shaped`, in the next call of its shape: the
+    /// script's reply for them, as a call of their own would have it.
     pub(super) async fn decide_shared(
         &self,
         shaped: &Arc<Shaped>,
-        call: &LimitCall,
+        calls: &[LimitCall],
     ) -> Result<Value, StoreError> {
-        let shared = shaped.shared.as_ref().expect("a one-limit shape");
-        wire::check_exact(call)?;
+        let shared = &shaped.shared;
+        for call in calls {
+            wire::check_exact(call)?;
+        }
         let (turn, mut answer) = oneshot::channel();
         let me = Waiter {
-            key: keys::state_key(&self.inner.prefix, &call.key),
-            cost: call.step.cost,
+            keys: self.shaped_keys(calls),
+            costs: calls.iter().map(|c| c.step.cost).collect(),
             turn,
         };
         let alone = {
@@ -201,9 +209,7 @@ impl RedisStore {
     /// Sends one call for `batch`, hands the queue on, then answers each decision in it.
     async fn run_shared(self, shaped: Arc<Shaped>, batch: Vec<Waiter>) {
         let replies = self.call_shared(&shaped, &batch).await;
-        if let Some(shared) = &shaped.shared {
-            shared.hand_off();
-        }
+        shaped.shared.hand_off();
         match replies {
             Ok(replies) => {
                 for (w, reply) in batch.into_iter().zip(replies) {
@@ -218,20 +224,20 @@ impl RedisStore {
         }
     }
 
-    /// One call for `batch`: the one-limit script for a decision alone, else the shared script,
-    /// whose reply holds one value per decision.
+    /// One call for `batch`: the one-limit or rule script for a decision alone, else the shared
+    /// script, whose reply holds one value per decision.
     async fn call_shared(
         &self,
         shaped: &Shaped,
         batch: &[Waiter],
     ) -> Result<Vec<Value>, StoreError> {
-        let now = self.client_now();
+        let (now, every_cost) = (self.client_now(), shaped.shared.every_cost);
         if batch.len() == 1 {
-            let cmd = command(shaped.script.get_hash(), batch, now);
+            let cmd = command(shaped.script.get_hash(), batch, now, every_cost);
             return Ok(vec![self.eval_shaped(&shaped.script, &cmd).await?]);
         }
-        let script = &shaped.shared.as_ref().expect("a one-limit shape").script;
-        let cmd = command(script.get_hash(), batch, now);
+        let script = &shaped.shared.script;
+        let cmd = command(script.get_hash(), batch, now, every_cost);
         match self.eval_shaped(script, &cmd).await? {
             Value::Array(replies) if replies.len() == batch.len() => Ok(replies),
             reply => Err(StoreError::permanent(
@@ -245,20 +251,28 @@ impl RedisStore {
     }
 }
 
-/// The `EVALSHA` of the one-limit or shared script `hash` for `batch`, as `lua/one_head.lua` and
-/// `one_script::shared_text` take them: each state key, then each cost (none on Redis `TIME`
-/// when all are 1), then the time from a client clock (none on Redis `TIME`).
-fn command(hash: &str, batch: &[Waiter], now: Option<Micros>) -> redis::Cmd {
-    let data =
-        "EVALSHA".len() + hash.len() + batch.iter().map(|w| w.key.len() + 20).sum::<usize>() + 40;
-    let mut cmd = redis::Cmd::with_capacity(4 + 2 * batch.len(), data);
-    cmd.arg("EVALSHA").arg(hash).arg(batch.len());
+/// The `EVALSHA` of the script `hash` for `batch`, as `lua/one_head.lua`, `lua/many_head.lua`
+/// and `lua/shared_call.lua` take them: each decision's KEYS, then each cost (for one limit on
+/// Redis `TIME`, none when all are 1), then the time from a client clock (none on Redis `TIME`).
+fn command(hash: &str, batch: &[Waiter], now: Option<Micros>, every_cost: bool) -> redis::Cmd {
+    let keys = batch.iter().map(|w| w.keys.len()).sum::<usize>();
+    let costs = batch.iter().map(|w| w.costs.len()).sum::<usize>();
+    let data = "EVALSHA".len()
+        + hash.len()
+        + batch
+            .iter()
+            .flat_map(|w| &w.keys)
+            .map(String::len)
+            .sum::<usize>()
+        + 20 * (costs + 2);
+    let mut cmd = redis::Cmd::with_capacity(4 + keys + costs, data);
+    cmd.arg("EVALSHA").arg(hash).arg(keys);
     for w in batch {
-        cmd.arg(&w.key);
+        cmd.arg(&w.keys);
     }
-    if now.is_some() || batch.iter().any(|w| w.cost != 1) {
+    if every_cost || now.is_some() || batch.iter().flat_map(|w| &w.costs).any(|&c| c != 1) {
         for w in batch {
-            cmd.arg(w.cost);
+            cmd.arg(&w.costs);
         }
     }
     if let Some(now) = now {
@@ -267,7 +281,95 @@ fn command(hash: &str, batch: &[Waiter], now: Option<Micros>) -> redis::Cmd {
     cmd
 }
 
+/// `lua/shared_call.lua`: the shared script around a one-limit or rule script.
+const SHARED_CALL: &str = include_str!("lua/shared_call.lua");
+
+/// The shared script of the one-limit or rule script whose text is `text` (`one_script::one_text`,
+/// `many_script::many_text`), which reads `keys_per` KEYS and `limits` costs for a decision: the
+/// same constants, then `lua/shared_call.lua` with the script as its function's body, each
+/// `KEYS[k]` and `ARGV[n]` read at the decision's offset.
+pub fn shared_text(text: &str, keys_per: usize, limits: usize) -> String {
+    let (constants, body) = text.split_once('\n').expect("the constants, then the body");
+    let constants = constants
+        .strip_suffix(&format!(", {}", limits + 1))
+        .expect("now_at, after the costs, is written last");
+    let body = at_offset(&at_offset(body, "KEYS[", "keys_at"), "ARGV[", "costs_at");
+    format!(
+        "{constants}, #KEYS / {keys_per} * {limits} + 1\nlocal keys_per, costs_per = {keys_per}, \
+         {limits}\n{}",
+        SHARED_CALL.replacen("--[[one]]", &body, 1)
+    )
+}
+
+/// `text` with every `<table>[<number>]` read as `<table>[<offset> + <number>]`.
+fn at_offset(text: &str, table: &str, offset: &str) -> String {
+    let mut out = String::with_capacity(text.len() + text.len() / 8);
+    let mut rest = text;
+    while let Some(at) = rest.find(table) {
+        let (before, after) = rest.split_at(at + table.len());
+        out.push_str(before);
+        if after.starts_with(|c: char| c.is_ascii_digit()) {
+            out.push_str(offset);
+            out.push_str(" + ");
+        }
+        rest = after;
+    }
+    out.push_str(rest);
+    out
+}
+
 /// A decision whose call was dropped before it answered (no runtime was left to finish it).
 fn abandoned() -> StoreError {
     StoreError::transient("redis", "the shared call was abandoned before it answered")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::many_script::many_text;
+    use super::super::one_script::{Shape, one_text};
+    use super::*;
+    use crate::model::Algorithm;
+
+    /// The script's lines but comments.
+    fn code(text: &str) -> impl Iterator<Item = &str> {
+        text.lines().filter(|l| !l.trim_start().starts_with("--"))
+    }
+
+    #[test]
+    fn a_shared_script_runs_its_script_once_per_decision_at_its_offsets() {
+        let fixed = Shape::plain(Algorithm::FixedWindow.wire_code(), 10);
+        let penalized = Shape {
+            guarded: true,
+            warn_after: Some(2),
+            ..Shape::plain(Algorithm::Gcra.wire_code(), 5)
+        };
+        let one = one_text(&penalized, Micros::ZERO).expect("a one-limit script");
+        let rule = many_text(&[penalized, fixed], Micros::ZERO).expect("a rule script");
+        for (text, keys_per, limits) in [(one, 1, 1), (rule, 3, 2)] {
+            let shared = shared_text(&text, keys_per, limits);
+            let (constants, body) = text.split_once('\n').expect("two parts");
+            let now_at = format!(", {}", limits + 1);
+            let constants = constants.strip_suffix(&now_at).expect("now_at last");
+            assert!(shared.starts_with(&format!(
+                "{constants}, #KEYS / {keys_per} * {limits} + 1\n\
+                 local keys_per, costs_per = {keys_per}, {limits}\n"
+            )));
+            // Every read of KEYS and of a cost is at the decision's offset.
+            let reads =
+                |t: &str, table: &str| code(t).map(|l| l.matches(table).count()).sum::<usize>();
+            assert!(reads(body, "KEYS[") > 0 && reads(body, "ARGV[") > 0);
+            assert_eq!(reads(&shared, "KEYS[keys_at + "), reads(body, "KEYS["));
+            assert_eq!(
+                reads(&shared, "ARGV[costs_at + "),
+                reads(body, "ARGV[") - reads(body, "ARGV[now_at]")
+            );
+            assert!(code(&shared).all(|l| !l.contains("KEYS[1]") && !l.contains("ARGV[1]")));
+            assert!(shared.contains("local function one(i)\n"));
+            assert_eq!(code(&shared).filter(|l| l.contains("= one(i)")).count(), 1);
+        }
+        assert_eq!(
+            at_offset("KEYS[12] .. KEYS[i]", "KEYS[", "o"),
+            "KEYS[o + 12] .. KEYS[i]"
+        );
+    }
 }
