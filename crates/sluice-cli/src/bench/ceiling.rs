@@ -1,5 +1,7 @@
 //! `sluice bench --ceiling`: what Redis itself can do with Sluice's decision script, as the
-//! yardstick for the library's rate (`redis-benchmark` sending the very `EVALSHA` the store sends).
+//! yardstick for the library's rate (`redis-benchmark` sending the very `EVALSHA` the store sends
+//! for one decision alone). Under load the store's concurrent decisions share calls, so the
+//! library can pass it.
 
 use anyhow::{Context, bail};
 use sluice::algorithm::Mode;
