@@ -3,7 +3,8 @@
 //! # Layout
 //! - `mod.rs` (this file): [`RedisStore`], its connection and the [`Store`] operations;
 //! - `decision`: one decision on one server or slot, through a one-limit or rule script or the
-//!   general one; `shared_call`: concurrent decisions of one shape in one call;
+//!   general one; `shared_call`: concurrent decisions of one shape in one call, with the
+//!   script `shared_script` makes;
 //! - [`keys`]: key names and parsing them back;
 //! - [`script`]: the Lua scripts (`lua/*.lua`, joined at compile time), which one decides a
 //!   request; [`one_script`]: the one-limit scripts made for each limit, its constants written
@@ -121,6 +122,7 @@ mod reservation;
 pub mod script;
 mod shape_scripts;
 mod shared_call;
+mod shared_script;
 pub mod slot;
 pub mod tls;
 pub mod url;

@@ -9,7 +9,7 @@
 //! flight sends its call at once, alone, with its one-limit or rule script (a quiet store decides
 //! as before, without waiting); decisions that arrive while a call of their shape is in flight
 //! queue, and when it answers, the first of them sends one call for all of them (up to
-//! [`MAX_SHARED`]) with the shape's shared script ([`shared_text`]): the one-limit or rule script
+//! [`MAX_SHARED`]) with the shape's shared script (`shared_script`): the one-limit or rule script
 //! run once per decision, in order, under one call.
 //!
 //! Invariants:
@@ -35,6 +35,7 @@ use parking_lot::Mutex;
 use redis::{Script, Value};
 use tokio::sync::oneshot;
 
+use super::shared_script::shared_text;
 use super::{RedisStore, wire};
 use crate::model::Micros;
 use crate::store::{LimitCall, StoreError};
@@ -77,14 +78,31 @@ struct Waiter {
 }
 
 /// What a waiting decision is told: its answer (one value of the call's reply), or that it sends
-/// the next call, for `batch`, whose first decision is its own and answers on `answer`.
+/// the next call (whose first decision is its own, answered on the receiver).
 #[derive(Debug)]
 enum Turn {
     Answer(Result<Value, StoreError>),
-    Lead {
-        batch: Vec<Waiter>,
-        answer: oneshot::Receiver<Turn>,
-    },
+    Lead(Lead, oneshot::Receiver<Turn>),
+}
+
+/// The decisions of the next call, on their way to the decision that sends it. Dropped unsent
+/// (that decision was dropped before it took them), they are sent on a task of their own, so
+/// that the others get their answers and the queue its next call.
+#[derive(Debug)]
+struct Lead {
+    store: RedisStore,
+    shaped: Arc<Shaped>,
+    batch: Vec<Waiter>,
+}
+
+impl Drop for Lead {
+    fn drop(&mut self) {
+        let batch = std::mem::take(&mut self.batch);
+        if !batch.is_empty() {
+            let work = self.store.clone().run_shared(self.shaped.clone(), batch);
+            finish_elsewhere(Box::pin(work), &self.store, &self.shaped);
+        }
+    }
 }
 
 impl SharedCall {
@@ -97,35 +115,56 @@ impl SharedCall {
             queue: Mutex::default(),
         }
     }
+}
 
-    /// Hands the queue to its next call: the first decision still waiting sends it, for up to
-    /// [`MAX_SHARED`] of them; with none, no call of the shape is in flight any more.
-    fn hand_off(&self) {
-        let mut queue = self.queue.lock();
-        while let Some(mut first) = queue.waiting.pop_front() {
-            if first.turn.is_closed() {
-                continue;
-            }
-            let (own, answer) = oneshot::channel();
-            let lead = std::mem::replace(&mut first.turn, own);
-            let mut batch = Vec::with_capacity(queue.waiting.len().min(MAX_SHARED - 1) + 1);
-            batch.push(first);
-            while batch.len() < MAX_SHARED {
-                match queue.waiting.pop_front() {
-                    Some(w) if w.turn.is_closed() => {}
-                    Some(w) => batch.push(w),
-                    None => break,
-                }
-            }
-            // Abandoned between the look and the send: the others wait for the next one.
-            let Err(Turn::Lead { batch, .. }) = lead.send(Turn::Lead { batch, answer }) else {
-                return;
-            };
-            for w in batch.into_iter().skip(1).rev() {
-                queue.waiting.push_front(w);
+/// Hands the queue of `shaped` to its next call: the first decision still waiting sends it, for
+/// up to [`MAX_SHARED`] of them; with none, no call of the shape is in flight any more.
+fn hand_off(store: &RedisStore, shaped: &Arc<Shaped>) {
+    let mut queue = shaped.shared.queue.lock();
+    while let Some(mut first) = queue.waiting.pop_front() {
+        if first.turn.is_closed() {
+            continue;
+        }
+        let (own, answer) = oneshot::channel();
+        let lead = std::mem::replace(&mut first.turn, own);
+        let mut batch = Vec::with_capacity(queue.waiting.len().min(MAX_SHARED - 1) + 1);
+        batch.push(first);
+        while batch.len() < MAX_SHARED {
+            match queue.waiting.pop_front() {
+                Some(w) if w.turn.is_closed() => {}
+                Some(w) => batch.push(w),
+                None => break,
             }
         }
-        queue.flying = false;
+        let next = Lead {
+            store: store.clone(),
+            shaped: shaped.clone(),
+            batch,
+        };
+        // Abandoned between the look and the send: the others wait for the next one.
+        let Err(Turn::Lead(mut next, _)) = lead.send(Turn::Lead(next, answer)) else {
+            return;
+        };
+        for w in std::mem::take(&mut next.batch).into_iter().skip(1).rev() {
+            queue.waiting.push_front(w);
+        }
+    }
+    queue.flying = false;
+}
+
+/// Finishes `work`, a call of `shaped` whose decision is gone, on a task of its own; with no
+/// runtime left to run it, its decisions fail and the queue goes on.
+fn finish_elsewhere(
+    work: Pin<Box<dyn Future<Output = ()> + Send>>,
+    store: &RedisStore,
+    shaped: &Arc<Shaped>,
+) {
+    match tokio::runtime::Handle::try_current() {
+        Ok(runtime) => drop(runtime.spawn(work)),
+        Err(_) => {
+            drop(work);
+            hand_off(store, shaped);
+        }
     }
 }
 
@@ -133,22 +172,15 @@ impl SharedCall {
 /// deadline), the call is finished on a task of its own, so that the others in it get their
 /// answers and the queue its next call.
 struct InFlight {
+    store: RedisStore,
     shaped: Arc<Shaped>,
     work: Option<Pin<Box<dyn Future<Output = ()> + Send>>>,
 }
 
 impl Drop for InFlight {
     fn drop(&mut self) {
-        let Some(work) = self.work.take() else {
-            return;
-        };
-        match tokio::runtime::Handle::try_current() {
-            Ok(runtime) => drop(runtime.spawn(work)),
-            // No runtime left to finish it: the decisions in it fail, the queue goes on.
-            Err(_) => {
-                drop(work);
-                self.shaped.shared.hand_off();
-            }
+        if let Some(work) = self.work.take() {
+            finish_elsewhere(work, &self.store, &self.shaped);
         }
     }
 }
@@ -185,14 +217,15 @@ impl RedisStore {
             Some(batch) => batch,
             None => match (&mut answer).await {
                 Ok(Turn::Answer(reply)) => return reply,
-                Ok(Turn::Lead { batch, answer: own }) => {
+                Ok(Turn::Lead(mut lead, own)) => {
                     answer = own;
-                    batch
+                    std::mem::take(&mut lead.batch)
                 }
                 Err(_) => return Err(abandoned()),
             },
         };
         let mut in_flight = InFlight {
+            store: self.clone(),
             shaped: shaped.clone(),
             work: Some(Box::pin(self.clone().run_shared(shaped.clone(), batch))),
         };
@@ -206,10 +239,15 @@ impl RedisStore {
         }
     }
 
-    /// Sends one call for `batch`, hands the queue on, then answers each decision in it.
-    async fn run_shared(self, shaped: Arc<Shaped>, batch: Vec<Waiter>) {
+    /// Sends one call for `batch` (but for decisions dropped meanwhile), hands the queue on,
+    /// then answers each decision in it.
+    async fn run_shared(self, shaped: Arc<Shaped>, mut batch: Vec<Waiter>) {
+        batch.retain(|w| !w.turn.is_closed());
+        if batch.is_empty() {
+            return hand_off(&self, &shaped);
+        }
         let replies = self.call_shared(&shaped, &batch).await;
-        shaped.shared.hand_off();
+        hand_off(&self, &shaped);
         match replies {
             Ok(replies) => {
                 for (w, reply) in batch.into_iter().zip(replies) {
@@ -281,43 +319,6 @@ fn command(hash: &str, batch: &[Waiter], now: Option<Micros>, every_cost: bool) 
     cmd
 }
 
-/// `lua/shared_call.lua`: the shared script around a one-limit or rule script.
-const SHARED_CALL: &str = include_str!("lua/shared_call.lua");
-
-/// The shared script of the one-limit or rule script whose text is `text` (`one_script::one_text`,
-/// `many_script::many_text`), which reads `keys_per` KEYS and `limits` costs for a decision: the
-/// same constants, then `lua/shared_call.lua` with the script as its function's body, each
-/// `KEYS[k]` and `ARGV[n]` read at the decision's offset.
-pub fn shared_text(text: &str, keys_per: usize, limits: usize) -> String {
-    let (constants, body) = text.split_once('\n').expect("the constants, then the body");
-    let constants = constants
-        .strip_suffix(&format!(", {}", limits + 1))
-        .expect("now_at, after the costs, is written last");
-    let body = at_offset(&at_offset(body, "KEYS[", "keys_at"), "ARGV[", "costs_at");
-    format!(
-        "{constants}, #KEYS / {keys_per} * {limits} + 1\nlocal keys_per, costs_per = {keys_per}, \
-         {limits}\n{}",
-        SHARED_CALL.replacen("--[[one]]", &body, 1)
-    )
-}
-
-/// `text` with every `<table>[<number>]` read as `<table>[<offset> + <number>]`.
-fn at_offset(text: &str, table: &str, offset: &str) -> String {
-    let mut out = String::with_capacity(text.len() + text.len() / 8);
-    let mut rest = text;
-    while let Some(at) = rest.find(table) {
-        let (before, after) = rest.split_at(at + table.len());
-        out.push_str(before);
-        if after.starts_with(|c: char| c.is_ascii_digit()) {
-            out.push_str(offset);
-            out.push_str(" + ");
-        }
-        rest = after;
-    }
-    out.push_str(rest);
-    out
-}
-
 /// A decision whose call was dropped before it answered (no runtime was left to finish it).
 fn abandoned() -> StoreError {
     StoreError::transient("redis", "the shared call was abandoned before it answered")
@@ -325,51 +326,52 @@ fn abandoned() -> StoreError {
 
 #[cfg(test)]
 mod tests {
-    use super::super::many_script::many_text;
     use super::super::one_script::{Shape, one_text};
     use super::*;
     use crate::model::Algorithm;
+    use crate::store::redis::RedisStore;
 
-    /// The script's lines but comments.
-    fn code(text: &str) -> impl Iterator<Item = &str> {
-        text.lines().filter(|l| !l.trim_start().starts_with("--"))
-    }
-
-    #[test]
-    fn a_shared_script_runs_its_script_once_per_decision_at_its_offsets() {
-        let fixed = Shape::plain(Algorithm::FixedWindow.wire_code(), 10);
-        let penalized = Shape {
-            guarded: true,
-            warn_after: Some(2),
-            ..Shape::plain(Algorithm::Gcra.wire_code(), 5)
-        };
-        let one = one_text(&penalized, Micros::ZERO).expect("a one-limit script");
-        let rule = many_text(&[penalized, fixed], Micros::ZERO).expect("a rule script");
-        for (text, keys_per, limits) in [(one, 1, 1), (rule, 3, 2)] {
-            let shared = shared_text(&text, keys_per, limits);
-            let (constants, body) = text.split_once('\n').expect("two parts");
-            let now_at = format!(", {}", limits + 1);
-            let constants = constants.strip_suffix(&now_at).expect("now_at last");
-            assert!(shared.starts_with(&format!(
-                "{constants}, #KEYS / {keys_per} * {limits} + 1\n\
-                 local keys_per, costs_per = {keys_per}, {limits}\n"
-            )));
-            // Every read of KEYS and of a cost is at the decision's offset.
-            let reads =
-                |t: &str, table: &str| code(t).map(|l| l.matches(table).count()).sum::<usize>();
-            assert!(reads(body, "KEYS[") > 0 && reads(body, "ARGV[") > 0);
-            assert_eq!(reads(&shared, "KEYS[keys_at + "), reads(body, "KEYS["));
-            assert_eq!(
-                reads(&shared, "ARGV[costs_at + "),
-                reads(body, "ARGV[") - reads(body, "ARGV[now_at]")
-            );
-            assert!(code(&shared).all(|l| !l.contains("KEYS[1]") && !l.contains("ARGV[1]")));
-            assert!(shared.contains("local function one(i)\n"));
-            assert_eq!(code(&shared).filter(|l| l.contains("= one(i)")).count(), 1);
+    /// The decision told to send the next call is dropped before it reads that: the call is
+    /// sent anyway, for the others, who get its answer (here an error: nothing listens), and the
+    /// queue is handed on, so the shape's next decision does not wait for ever.
+    #[tokio::test]
+    async fn a_lead_dropped_unread_still_sends_its_call_and_hands_the_queue_on() {
+        let store = RedisStore::connect("redis://127.0.0.1:1", Default::default())
+            .await
+            .expect("a valid URL");
+        let text = one_text(
+            &Shape::plain(Algorithm::FixedWindow.wire_code(), 10),
+            Micros::ZERO,
+        )
+        .expect("a one-limit script");
+        let shaped = Arc::new(Shaped {
+            script: Script::new(&text),
+            shared: SharedCall::new(&text, 1, 1),
+        });
+        let mut waiting = Vec::new();
+        {
+            let mut queue = shaped.shared.queue.lock();
+            queue.flying = true;
+            for i in 0..3 {
+                let (turn, answer) = oneshot::channel();
+                let keys = vec![format!("k{i}")];
+                queue.waiting.push_back(Waiter {
+                    keys,
+                    costs: vec![1],
+                    turn,
+                });
+                waiting.push(answer);
+            }
         }
-        assert_eq!(
-            at_offset("KEYS[12] .. KEYS[i]", "KEYS[", "o"),
-            "KEYS[o + 12] .. KEYS[i]"
-        );
+        hand_off(&store, &shaped);
+        drop(waiting.remove(0));
+        for answer in waiting {
+            match answer.await {
+                Ok(Turn::Answer(Err(e))) => assert!(e.transient, "{e}"),
+                other => panic!("an answer from the call, not {other:?}"),
+            }
+        }
+        let queue = shaped.shared.queue.lock();
+        assert!(!queue.flying && queue.waiting.is_empty());
     }
 }
