@@ -1,7 +1,7 @@
 //! The scripts a store has made for the shapes it has decided: a one-limit script per limit
-//! (`one_script`) with its shared call (`shared_call`), a rule script per rule (`many_script`),
-//! each made and hashed the first time its shape decides, and loaded into Redis on its first
-//! `NOSCRIPT`.
+//! (`one_script`), a rule script per rule (`many_script`), each with its shared call
+//! (`shared_call`), made and hashed the first time its shape decides, and loaded into Redis on
+//! its first `NOSCRIPT`.
 //!
 //! Invariants: a shape's script is made once and then shared, and a shape that no such script
 //! can decide is remembered as one, so that its requests cost a lookup alone; the cache holds at
@@ -19,7 +19,8 @@ use super::one_script::{Shape, one_text};
 use super::shared_call::{Shaped, SharedCall};
 use crate::model::Micros;
 
-/// Most shapes kept (each script is a few kilobytes here and in Redis' script cache).
+/// Most shapes kept (each shape's two scripts are a few kilobytes here and in Redis' script
+/// cache).
 pub const MAX_SHAPES: usize = 1024;
 
 /// Each shape's script; none: only the general decision decides limits of that shape.

@@ -5,20 +5,21 @@
 //! read, looked up, its KEYS and ARGV made Lua tables, its reply written — about a third of what
 //! a one-limit decision costs it; and it costs the store a command, a trip through the
 //! connection and a write to the socket. Under load many decisions of the same shape are waiting
-//! at once, so they go together: the first decision of a shape with nothing of that shape in
-//! flight sends its call at once, alone, with its one-limit or rule script (a quiet store decides
-//! as before, without waiting); decisions that arrive while a call of their shape is in flight
-//! queue, and when it answers, the first of them sends one call for all of them (up to
+//! at once, so they go together: a decision of a shape with fewer than [`MAX_FLYING`] calls of
+//! that shape in flight sends its call at once, alone, with its one-limit or rule script (a quiet
+//! store decides as before, without waiting); decisions that arrive while that many are in flight
+//! queue, and when one of those answers, the first of them sends one call for all of them (up to
 //! [`MAX_SHARED`]) with the shape's shared script (`shared_script`): the one-limit or rule script
-//! run once per decision, in order, under one call.
+//! run once per decision, in order, under one call. Two calls in flight keep Redis busy: while it
+//! runs one, the other's answer travels back and the next call is made.
 //!
 //! Invariants:
 //! - every decision is still atomic, and exact: a script runs alone in Redis, and decisions in
 //!   one call run one after the other, each seeing the ones before it, as separate calls would;
 //! - a decision is in at most one call, and the call's answer reaches it; one that the script
 //!   leaves to the general decision (`{}`) goes there alone, as before;
-//! - at most one call per shape is in flight, and its queue never outlives it: the call's end
-//!   hands the queue to the next call, even when the decision that sent it was abandoned at its
+//! - at most [`MAX_FLYING`] calls per shape are in flight, and the queue never outlives them: a
+//!   call's end hands the queue to the next call, even when the decision that sent it was abandoned at its
 //!   deadline (the call is then finished on its own task, so the others still get their
 //!   answers); a decision abandoned while it waits in the queue is left out of the next call;
 //! - the queue holds only decisions whose callers wait for them: the requests in progress bound
@@ -43,6 +44,9 @@ use crate::store::{LimitCall, StoreError};
 /// Most decisions in one shared call.
 pub const MAX_SHARED: usize = 64;
 
+/// Most calls of one shape in flight at once.
+pub const MAX_FLYING: usize = 2;
+
 /// A shape's one-limit or rule script, and the call its concurrent decisions share.
 #[derive(Debug)]
 pub struct Shaped {
@@ -64,8 +68,8 @@ pub struct SharedCall {
 
 #[derive(Debug, Default)]
 struct Queue {
-    /// A call of this shape is in flight: new decisions wait for it to end.
-    flying: bool,
+    /// Calls of this shape in flight: at [`MAX_FLYING`], new decisions wait for one to end.
+    flying: usize,
     waiting: VecDeque<Waiter>,
 }
 
@@ -118,7 +122,7 @@ impl SharedCall {
 }
 
 /// Hands the queue of `shaped` to its next call: the first decision still waiting sends it, for
-/// up to [`MAX_SHARED`] of them; with none, no call of the shape is in flight any more.
+/// up to [`MAX_SHARED`] of them; with none, one call fewer is in flight.
 fn hand_off(store: &RedisStore, shaped: &Arc<Shaped>) {
     let mut queue = shaped.shared.queue.lock();
     while let Some(mut first) = queue.waiting.pop_front() {
@@ -149,7 +153,7 @@ fn hand_off(store: &RedisStore, shaped: &Arc<Shaped>) {
             queue.waiting.push_front(w);
         }
     }
-    queue.flying = false;
+    queue.flying = queue.flying.saturating_sub(1);
 }
 
 /// Finishes `work`, a call of `shaped` whose decision is gone, on a task of its own; with no
@@ -205,11 +209,11 @@ impl RedisStore {
         };
         let alone = {
             let mut queue = shared.queue.lock();
-            if queue.flying {
+            if queue.flying == MAX_FLYING {
                 queue.waiting.push_back(me);
                 None
             } else {
-                queue.flying = true;
+                queue.flying += 1;
                 Some(vec![me])
             }
         };
@@ -351,7 +355,7 @@ mod tests {
         let mut waiting = Vec::new();
         {
             let mut queue = shaped.shared.queue.lock();
-            queue.flying = true;
+            queue.flying = 1;
             for i in 0..3 {
                 let (turn, answer) = oneshot::channel();
                 let keys = vec![format!("k{i}")];
@@ -372,6 +376,6 @@ mod tests {
             }
         }
         let queue = shaped.shared.queue.lock();
-        assert!(!queue.flying && queue.waiting.is_empty());
+        assert!(queue.flying == 0 && queue.waiting.is_empty());
     }
 }
