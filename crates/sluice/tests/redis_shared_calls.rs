@@ -41,13 +41,39 @@ fn answered(server: &RedisServer, command: &str) -> u64 {
     field("calls=") - field("failed_calls=")
 }
 
+/// A decision on its own task.
+type Deciding = JoinHandle<Result<StoreReply, StoreError>>;
+
 /// Starts deciding `calls`, one request's limits, on its own task.
-fn spawn_decide(
-    store: &RedisStore,
-    calls: &[LimitCall],
-) -> JoinHandle<Result<StoreReply, StoreError>> {
+fn spawn_decide(store: &RedisStore, calls: &[LimitCall]) -> Deciding {
     let (store, calls) = (store.clone(), calls.to_vec());
     tokio::spawn(async move { store.decide(&calls, Mode::Apply).await })
+}
+
+/// Makes one decision, so that the connection is up and the scripts known; then zeroes Redis'
+/// counters and holds its writes.
+async fn warm_and_hold(server: &RedisServer, store: &RedisStore) {
+    let warm = call("warm", step(Algorithm::FixedWindow, 1000, 60 * S));
+    store.decide(&[warm], Mode::Apply).await.expect("warm");
+    assert_eq!(server.cli(&["CONFIG", "RESETSTAT"]), "OK");
+    assert_eq!(server.cli(&["CLIENT", "PAUSE", "60000", "WRITE"]), "OK");
+}
+
+/// With Redis' writes held, starts two decisions of `c`, whose calls wait in Redis, then
+/// `queued` more, which queue behind them.
+async fn two_sent_then_queued(
+    server: &RedisServer,
+    store: &RedisStore,
+    c: &LimitCall,
+    queued: usize,
+) -> (Deciding, Deciding, Vec<Deciding>) {
+    warm_and_hold(server, store).await;
+    let one = std::slice::from_ref(c);
+    let (first, second) = (spawn_decide(store, one), spawn_decide(store, one));
+    tokio::task::yield_now().await;
+    let queued = (0..queued).map(|_| spawn_decide(store, one)).collect();
+    tokio::task::yield_now().await;
+    (first, second, queued)
 }
 
 /// Runs `requests` at once while Redis holds its writes, then lets Redis go; returns each answer,
@@ -57,11 +83,7 @@ async fn all_at_once(
     store: &RedisStore,
     requests: &[Vec<LimitCall>],
 ) -> (Vec<StoreReply>, u64, u64) {
-    // One decision first, so that the connection is up and the scripts known.
-    let warm = call("warm", step(Algorithm::FixedWindow, 1000, 60 * S));
-    store.decide(&[warm], Mode::Apply).await.expect("warm");
-    assert_eq!(server.cli(&["CONFIG", "RESETSTAT"]), "OK");
-    assert_eq!(server.cli(&["CLIENT", "PAUSE", "60000", "WRITE"]), "OK");
+    warm_and_hold(server, store).await;
     let tasks: Vec<_> = requests.iter().map(|r| spawn_decide(store, r)).collect();
     tokio::task::yield_now().await;
     assert_eq!(server.cli(&["CLIENT", "UNPAUSE"]), "OK");
@@ -203,17 +225,7 @@ async fn a_call_outlives_the_decision_that_sent_it() {
     let server = RedisServer::start();
     let store = redis_store(&server, None).await;
     let c = call("outlived", step(Algorithm::Gcra, 100, 3600 * S));
-    let warm = call("warm", step(Algorithm::FixedWindow, 1000, 60 * S));
-    store.decide(&[warm], Mode::Apply).await.expect("warm");
-    assert_eq!(server.cli(&["CONFIG", "RESETSTAT"]), "OK");
-    assert_eq!(server.cli(&["CLIENT", "PAUSE", "60000", "WRITE"]), "OK");
-    let first = spawn_decide(&store, std::slice::from_ref(&c));
-    let second = spawn_decide(&store, std::slice::from_ref(&c));
-    tokio::task::yield_now().await;
-    let queued: Vec<_> = (0..20)
-        .map(|_| spawn_decide(&store, std::slice::from_ref(&c)))
-        .collect();
-    tokio::task::yield_now().await;
+    let (first, second, queued) = two_sent_then_queued(&server, &store, &c, 20).await;
     first.abort();
     assert!(first.await.expect_err("dropped").is_cancelled());
     assert_eq!(server.cli(&["CLIENT", "UNPAUSE"]), "OK");
@@ -235,16 +247,7 @@ async fn a_decision_dropped_in_the_queue_is_not_sent() {
     let server = RedisServer::start();
     let store = redis_store(&server, None).await;
     let c = call("dropped", step(Algorithm::FixedWindow, 100, 3600 * S));
-    let warm = call("warm", step(Algorithm::FixedWindow, 1000, 60 * S));
-    store.decide(&[warm], Mode::Apply).await.expect("warm");
-    assert_eq!(server.cli(&["CLIENT", "PAUSE", "60000", "WRITE"]), "OK");
-    let first = spawn_decide(&store, std::slice::from_ref(&c));
-    let second = spawn_decide(&store, std::slice::from_ref(&c));
-    tokio::task::yield_now().await;
-    let queued: Vec<_> = (0..10)
-        .map(|_| spawn_decide(&store, std::slice::from_ref(&c)))
-        .collect();
-    tokio::task::yield_now().await;
+    let (first, second, queued) = two_sent_then_queued(&server, &store, &c, 10).await;
     for t in &queued[..4] {
         t.abort();
     }
