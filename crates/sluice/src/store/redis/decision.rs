@@ -47,8 +47,19 @@ impl RedisStore {
 
     /// The `EVALSHA` of the one-limit or rule script `shaped` for `calls`.
     fn shaped_command(&self, shaped: &Script, calls: &[LimitCall]) -> Result<Cmd, StoreError> {
+        for call in calls {
+            wire::check_exact(call)?;
+        }
         let names = self.shaped_keys(calls);
-        wire::shaped_command(shaped.get_hash(), &names, calls, self.client_now())
+        let costs = calls.iter().map(|c| c.step.cost);
+        let now = self.client_now();
+        Ok(wire::shaped_command(
+            shaped.get_hash(),
+            names.iter(),
+            costs,
+            calls.len() > 1,
+            now,
+        ))
     }
 
     /// The KEYS of a one-limit or rule script for `calls`: each state key, and in a rule script

@@ -14,8 +14,9 @@
 //!   as one number).
 //!
 //! # One decision, one script call, at the floor
-//! Each decision is one call, or a part of one shared with others of its limit (a script reloaded on `NOSCRIPT`, a function reloaded when missing),
-//! chosen by the request's shape ([`script::Scripts::shaped_for`]):
+//! Each decision is one call, or a part of one shared with others of its limit (a script reloaded
+//! on `NOSCRIPT`, a function reloaded when missing), chosen by the request's shape
+//! ([`script::Scripts::shaped_for`]):
 //! - one limit — the common case — runs `lua/one_<algorithm>.lua` (after `lua/one_head.lua`),
 //!   written for that algorithm alone so that Redis does what the algorithm needs and no more:
 //!   `TIME`, one read and one write of one key (the fixed window: one `DECRBY`, and instead of

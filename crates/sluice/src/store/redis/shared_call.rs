@@ -293,34 +293,12 @@ impl RedisStore {
     }
 }
 
-/// The `EVALSHA` of the script `hash` for `batch`, as `lua/one_head.lua`, `lua/many_head.lua`
-/// and `lua/shared_call.lua` take them: each decision's KEYS, then each cost (for one limit on
-/// Redis `TIME`, none when all are 1), then the time from a client clock (none on Redis `TIME`).
+/// The `EVALSHA` of the script `hash` for `batch` ([`wire::shaped_command`]): each decision's
+/// KEYS, then its costs, in turn.
 fn command(hash: &str, batch: &[Waiter], now: Option<Micros>, every_cost: bool) -> redis::Cmd {
-    let keys = batch.iter().map(|w| w.keys.len()).sum::<usize>();
-    let costs = batch.iter().map(|w| w.costs.len()).sum::<usize>();
-    let data = "EVALSHA".len()
-        + hash.len()
-        + batch
-            .iter()
-            .flat_map(|w| &w.keys)
-            .map(String::len)
-            .sum::<usize>()
-        + 20 * (costs + 2);
-    let mut cmd = redis::Cmd::with_capacity(4 + keys + costs, data);
-    cmd.arg("EVALSHA").arg(hash).arg(keys);
-    for w in batch {
-        cmd.arg(&w.keys);
-    }
-    if every_cost || now.is_some() || batch.iter().flat_map(|w| &w.costs).any(|&c| c != 1) {
-        for w in batch {
-            cmd.arg(&w.costs);
-        }
-    }
-    if let Some(now) = now {
-        cmd.arg(now.get());
-    }
-    cmd
+    let keys = batch.iter().flat_map(|w| &w.keys);
+    let costs = batch.iter().flat_map(|w| w.costs.iter().copied());
+    wire::shaped_command(hash, keys, costs, every_cost, now)
 }
 
 /// A decision whose call was dropped before it answered (no runtime was left to finish it).

@@ -89,36 +89,40 @@ fn flag(b: bool) -> &'static str {
     if b { "1" } else { "0" }
 }
 
-/// The `EVALSHA` of the one-limit or rule script whose SHA-1 is `hash` (made for `calls`' limits,
-/// see `one_script` and `many_script`): `keys` (each state key and, in a rule script, the
-/// violations key of a penalty after it), then the ARGV `lua/one_head.lua` and `lua/many_head.lua`
-/// list: each limit's cost (none for one limit of cost 1 on Redis `TIME`), then the time from a
-/// client clock (none on Redis `TIME`). This is nearly every admitted request's call.
-pub fn shaped_command(
+/// The `EVALSHA` of the one-limit, rule or shared script whose SHA-1 is `hash` (`one_script`,
+/// `many_script`, `shared_script`): `keys` (each state key and, in a rule script, the violations
+/// key of a penalty after it), then the ARGV `lua/one_head.lua`, `lua/many_head.lua` and
+/// `lua/shared_call.lua` list: each limit's cost (a rule script reads `every_cost`; one-limit
+/// scripts on Redis `TIME` get none when all are 1), then the time from a client clock (none on
+/// Redis `TIME`). This is nearly every admitted request's call. The caller has checked each limit
+/// ([`check_exact`]).
+pub fn shaped_command<'a>(
     hash: &str,
-    keys: &[String],
-    calls: &[LimitCall],
+    keys: impl Iterator<Item = &'a String> + Clone,
+    costs: impl Iterator<Item = u64> + Clone,
+    every_cost: bool,
     now_us: Option<Micros>,
-) -> Result<redis::Cmd, StoreError> {
+) -> redis::Cmd {
+    let (key_count, cost_count) = (keys.clone().count(), costs.clone().count());
     // Sized for its arguments (a u64 is at most 20 digits): building it reallocates nothing.
     let data = "EVALSHA".len()
         + hash.len()
-        + keys.iter().map(String::len).sum::<usize>()
-        + 20 * (2 + calls.len());
-    let mut cmd = redis::Cmd::with_capacity(4 + keys.len() + calls.len(), data);
-    cmd.arg("EVALSHA").arg(hash).arg(keys.len()).arg(keys);
-    // A one-limit script on Redis TIME takes a cost of 1 as no argument (`lua/one_head.lua`).
-    let costs = !matches!(calls, [call] if now_us.is_none() && call.step.cost == 1);
-    for call in calls {
-        check_exact(call)?;
-        if costs {
-            cmd.arg(call.step.cost);
+        + keys.clone().map(String::len).sum::<usize>()
+        + 20 * (2 + cost_count);
+    let mut cmd = redis::Cmd::with_capacity(4 + key_count + cost_count, data);
+    cmd.arg("EVALSHA").arg(hash).arg(key_count);
+    for key in keys {
+        cmd.arg(key);
+    }
+    if every_cost || now_us.is_some() || costs.clone().any(|c| c != 1) {
+        for cost in costs {
+            cmd.arg(cost);
         }
     }
     if let Some(now) = now_us {
         cmd.arg(now.get());
     }
-    Ok(cmd)
+    cmd
 }
 
 /// The ARGV of the general decision script (`lua/decide.lua`).
