@@ -20,7 +20,7 @@ use anyhow::Context;
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_server::RateLimitServiceServer;
 use tokio::net::TcpListener;
 
-use crate::server::AppState;
+use crate::server::{AppState, Front};
 
 /// Largest gRPC message accepted: a rate-limit request is a few hundred bytes.
 pub const MAX_GRPC_MESSAGE_BYTES: usize = 64 * 1024;
@@ -52,7 +52,7 @@ pub async fn serve_grpc(
             .await;
         let _ = stop.send(true);
     });
-    crate::server::accept_loop(listener, app, limits, stopped).await
+    crate::server::accept_loop(listener, Front::router(app), limits, stopped).await
 }
 
 /// Binds and starts the gRPC service when an address is configured (`--grpc-listen` over

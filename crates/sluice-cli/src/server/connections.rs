@@ -18,17 +18,22 @@
 //! orders the connection closed once its deadline has passed, or drained on shutdown. The
 //! watchdog is a task of its own so that the connection's task, woken several times for every
 //! request, polls no timer and no shutdown signal: it reads one atomic order instead.
+//!
+//! **Fairness.** A connection yields to the others after each response: its next read first
+//! returns `Pending` and wakes its own task, which the runtime then runs after the tasks already
+//! waiting. Without that, a client that sends its next request as soon as it reads a response
+//! (a load generator, a proxy on another core) was served request after request within one poll
+//! of its task, up to the runtime's budget of 128, while every other connection on that worker
+//! waited: the median latency fell, the 99th percentile rose by half or more.
 
 use std::io;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU8, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, AtomicUsize, Ordering};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use axum::Router;
-use axum::extract::ConnectInfo;
 use futures::task::AtomicWaker;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
@@ -37,7 +42,8 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{Semaphore, watch};
 use tokio::time::Instant;
-use tower::ServiceExt;
+
+use super::Front;
 
 /// No request in progress and no byte of one received.
 const IDLE: u64 = u64::MAX;
@@ -61,6 +67,8 @@ struct Tracker {
     order: AtomicU8,
     /// Wakes the connection's task to read a new order.
     task: AtomicWaker,
+    /// A response was produced since the connection last read: its next read yields first.
+    answered: AtomicBool,
 }
 
 impl Tracker {
@@ -72,6 +80,7 @@ impl Tracker {
             idle_since: AtomicU64::new(0),
             order: AtomicU8::new(SERVE),
             task: AtomicWaker::new(),
+            answered: AtomicBool::new(false),
         }
     }
 
@@ -99,6 +108,7 @@ impl Tracker {
     }
 
     fn on_response(&self) {
+        self.answered.store(true, Ordering::Relaxed);
         if self.in_flight.fetch_sub(1, Ordering::Relaxed) == 1 {
             self.idle_since.store(self.now(), Ordering::Relaxed);
         }
@@ -146,6 +156,10 @@ impl AsyncRead for TrackedIo {
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
+        if self.tracker.answered.swap(false, Ordering::Relaxed) {
+            cx.waker().wake_by_ref();
+            return Poll::Pending;
+        }
         let before = buf.filled().len();
         let poll = Pin::new(&mut self.inner).poll_read(cx, buf);
         if buf.filled().len() > before {
@@ -198,7 +212,7 @@ impl Drop for InFlight {
 /// requests in flight and returns.
 pub(crate) async fn accept_loop(
     listener: TcpListener,
-    router: Router,
+    front: Front,
     limits: ServerConfig,
     mut shutdown: watch::Receiver<bool>,
 ) -> io::Result<()> {
@@ -234,12 +248,12 @@ pub(crate) async fn accept_loop(
             () = stopping(&mut shutdown) => break,
         };
         let _ = stream.set_nodelay(true);
-        let router = router.clone();
+        let front = front.clone();
         let builder = builder.clone();
         let limits = limits.clone();
         let shutdown = shutdown.clone();
         open.spawn(async move {
-            serve_connection(stream, peer, router, &builder, limits, shutdown).await;
+            serve_connection(stream, peer, front, &builder, limits, shutdown).await;
             drop(permit);
         });
         // Reap finished connection tasks so the set does not grow.
@@ -253,7 +267,7 @@ pub(crate) async fn accept_loop(
 async fn serve_connection(
     stream: TcpStream,
     peer: SocketAddr,
-    router: Router,
+    front: Front,
     builder: &auto::Builder<TokioExecutor>,
     limits: Arc<ServerConfig>,
     shutdown: watch::Receiver<bool>,
@@ -265,13 +279,12 @@ async fn serve_connection(
     };
     let service_tracker = tracker.clone();
     let service =
-        hyper::service::service_fn(move |mut request: http::Request<hyper::body::Incoming>| {
-            request.extensions_mut().insert(ConnectInfo(peer));
+        hyper::service::service_fn(move |request: http::Request<hyper::body::Incoming>| {
             service_tracker.on_request();
             let guard = InFlight(service_tracker.clone());
-            let router = router.clone();
+            let response = front.call(request, peer);
             async move {
-                let response = router.oneshot(request.map(axum::body::Body::new)).await;
+                let response = response.await;
                 drop(guard);
                 response
             }
@@ -345,4 +358,71 @@ impl Drop for AbortOnDrop {
 async fn stopping(shutdown: &mut watch::Receiver<bool>) {
     // A closed channel means the server is going away too.
     let _ = shutdown.wait_for(|stop| *stop).await;
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::AtomicUsize;
+    use std::task::{Wake, Waker};
+
+    use tokio::io::AsyncWriteExt;
+
+    use super::*;
+
+    struct CountingWaker(AtomicUsize);
+
+    impl Wake for CountingWaker {
+        fn wake(self: Arc<Self>) {
+            self.0.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// After a response, the connection's next read gives way once, waking its own task so that
+    /// the runtime polls it again after the tasks already waiting; then it reads as usual.
+    #[tokio::test]
+    async fn a_connection_yields_once_after_each_response() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let address = listener.local_addr().expect("an address");
+        let mut client = TcpStream::connect(address).await.expect("connect");
+        let (server, _) = listener.accept().await.expect("accept");
+        let tracker = Arc::new(Tracker::new());
+        let mut io = TrackedIo {
+            inner: server,
+            tracker: tracker.clone(),
+        };
+        let woken = Arc::new(CountingWaker(AtomicUsize::new(0)));
+        let waker = Waker::from(woken.clone());
+        let mut cx = Context::from_waker(&waker);
+        let mut bytes = [0u8; 64];
+        let mut read = |io: &mut TrackedIo, bytes: &mut [u8]| {
+            let mut buf = ReadBuf::new(bytes);
+            let poll = Pin::new(io).poll_read(&mut cx, &mut buf);
+            poll.map(|done| done.map(|()| buf.filled().len()))
+        };
+
+        for request in [
+            &b"POST /v1/check HTTP/1.1\r\n\r\n"[..],
+            b"GET /healthz HTTP/1.1\r\n\r\n",
+        ] {
+            client.write_all(request).await.expect("write");
+            io.inner.readable().await.expect("readable");
+            tracker.on_request();
+            tracker.on_response();
+            let before = woken.0.load(Ordering::Relaxed);
+            assert!(read(&mut io, &mut bytes).is_pending(), "yields first");
+            assert_eq!(
+                woken.0.load(Ordering::Relaxed),
+                before + 1,
+                "and wakes itself"
+            );
+            match read(&mut io, &mut bytes) {
+                Poll::Ready(Ok(n)) => assert_eq!(&bytes[..n], request),
+                other => panic!("then reads what arrived: {other:?}"),
+            }
+        }
+        // No response in between: nothing to give way for.
+        client.write_all(b"x").await.expect("write");
+        io.inner.readable().await.expect("readable");
+        assert!(matches!(read(&mut io, &mut bytes), Poll::Ready(Ok(1))));
+    }
 }

@@ -60,11 +60,7 @@ where
     }
 
     fn call(&mut self, request: Request<B>) -> Self::Future {
-        DeadlineFuture {
-            inner: self.inner.call(request),
-            timer: None,
-            timeout: self.timeout,
-        }
+        DeadlineFuture::new(self.inner.call(request), self.timeout)
     }
 }
 
@@ -76,6 +72,17 @@ pin_project_lite::pin_project! {
         #[pin]
         timer: Option<Sleep>,
         timeout: Duration,
+    }
+}
+
+impl<F> DeadlineFuture<F> {
+    /// `inner`, or 408 once it has been pending for `timeout`.
+    pub fn new(inner: F, timeout: Duration) -> DeadlineFuture<F> {
+        DeadlineFuture {
+            inner,
+            timer: None,
+            timeout,
+        }
     }
 }
 

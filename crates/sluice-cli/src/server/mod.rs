@@ -11,6 +11,7 @@
 //! - `admin`: bearer-token guard, reset and blocks;
 //! - `dashboard`: the `/ui` page and the admin read endpoints it uses (`/v1/stats`, block lifting);
 //! - `connections`: the accept loop, its connection cap and the timeouts of stalled connections;
+//! - `front`: what answers each request: the decision routes at once, the rest via the router;
 //! - `deadline`: `request_timeout`, a 408 for a request not answered in time;
 //! - `error`: JSON errors and body parsing (every client mistake is a 4xx with `{"error"}`);
 //! - `request`: the bodies that name a rule and an identity, read in place;
@@ -22,6 +23,7 @@ mod connections;
 mod dashboard;
 mod deadline;
 pub(crate) mod error;
+mod front;
 mod leases;
 pub mod metrics;
 pub mod reload;
@@ -30,6 +32,7 @@ mod routes;
 pub mod topk;
 
 pub(crate) use connections::accept_loop;
+pub(crate) use front::Front;
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -173,7 +176,11 @@ pub async fn serve(
         max_connections = limits.max_connections,
         "listening on http://{address}"
     );
-    let app = router(state).layer(DeadlineLayer::new(limits.request_timeout));
+    let app = Front::with_decisions(
+        router(state.clone()).layer(DeadlineLayer::new(limits.request_timeout)),
+        state,
+        limits.request_timeout,
+    );
     let (stop, stopped) = tokio::sync::watch::channel(false);
     tokio::spawn(async move {
         shutdown.await;

@@ -15,11 +15,12 @@ use std::time::Duration;
 use axum::body::{Body, Bytes};
 use axum::extract::DefaultBodyLimit;
 use axum::extract::rejection::{BytesRejection, QueryRejection};
-use axum::extract::{Query, State};
-use axum::http::{StatusCode, header};
+use axum::extract::{FromRequest, Query, State};
+use axum::http::{Request, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
+use http_body_util::Limited;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use sluice::Decision;
@@ -70,6 +71,19 @@ fn view_of(query: Result<Query<ViewQuery>, QueryRejection>) -> Result<View, ApiE
     query.map(|Query(q)| q.view).map_err(|_| {
         ApiError::bad_request("`view` must be full, compact or headers (and nothing else is asked)")
     })
+}
+
+/// Answers a decision route without the router (see [`super::front`]): the extractions of
+/// `check` and `peek`, done by hand.
+pub(super) async fn answer_request(
+    state: &AppState,
+    request: Request<Body>,
+    mode: Mode,
+) -> Response {
+    let query = Query::<ViewQuery>::try_from_uri(request.uri());
+    let limited = request.map(|body| Body::new(Limited::new(body, MAX_BODY_BYTES)));
+    let body = Bytes::from_request(limited, &()).await;
+    answer(state, query, body, mode).await.into_response()
 }
 
 async fn check(
