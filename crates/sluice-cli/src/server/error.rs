@@ -69,16 +69,28 @@ pub fn json_body<T: DeserializeOwned>(body: Result<Bytes, BytesRejection>) -> Re
 pub fn parse_json<'a, T: Deserialize<'a>>(
     body: &'a Result<Bytes, BytesRejection>,
 ) -> Result<T, ApiError> {
-    let bytes = body.as_ref().map_err(|rejection| {
-        if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
-            ApiError::new(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                format!("the request body is larger than {MAX_BODY_BYTES} bytes"),
-            )
-        } else {
-            ApiError::new(rejection.status(), rejection.body_text())
-        }
-    })?;
+    parse_bytes(body.as_ref().map_err(unreadable)?)
+}
+
+/// The 4xx of a body that could not be read.
+pub fn unreadable(rejection: &BytesRejection) -> ApiError {
+    if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+        too_large()
+    } else {
+        ApiError::new(rejection.status(), rejection.body_text())
+    }
+}
+
+/// The 413 of a body over [`MAX_BODY_BYTES`].
+pub fn too_large() -> ApiError {
+    ApiError::new(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        format!("the request body is larger than {MAX_BODY_BYTES} bytes"),
+    )
+}
+
+/// Parses a JSON body that was read whole.
+pub fn parse_bytes<'a, T: Deserialize<'a>>(bytes: &'a [u8]) -> Result<T, ApiError> {
     if bytes.iter().all(u8::is_ascii_whitespace) {
         return Err(ApiError::bad_request(
             "the request body is empty; expected a JSON object",

@@ -71,9 +71,7 @@ impl Front {
     ) -> impl Future<Output = Result<Response, Infallible>> + Send + use<> {
         if let (Some(decisions), Some(mode)) = (&self.decisions, decision_route(&request)) {
             let state = decisions.state.clone();
-            let answer = async move {
-                Ok(routes::answer_request(&state, request.map(Body::new), mode).await)
-            };
+            let answer = async move { Ok(routes::answer_request(&state, request, mode).await) };
             return Either::Left(DeadlineFuture::new(answer, decisions.timeout));
         }
         request.extensions_mut().insert(ConnectInfo(peer));
@@ -95,7 +93,109 @@ fn decision_route<B>(request: &Request<B>) -> Option<Mode> {
 
 #[cfg(test)]
 mod tests {
+    use axum::body::Bytes;
+    use http::{HeaderMap, StatusCode};
+    use http_body_util::{BodyExt, Full};
+    use hyper::body::Body as _;
+    use sluice::config::{Config, Format};
+
     use super::*;
+    use crate::store_url;
+
+    const RULES: &str = "headers: both\nrules:\n  login: { message: slow down, limits: [ { by: [user], rate: 2/1h } ] }\n";
+
+    async fn state() -> Arc<AppState> {
+        let config = Config::parse(RULES, Format::Yaml).expect("a valid config");
+        let store = store_url::open("memory://", &config.store)
+            .await
+            .expect("a memory store");
+        AppState::new(config, None, &store, None).expect("a state")
+    }
+
+    /// A response with what depends on the time of the decision left out, and its length (which
+    /// hyper writes as `content-length` from the body's exact size when no header gives it).
+    async fn seen(response: Response) -> (StatusCode, HeaderMap, serde_json::Value) {
+        let (mut parts, body) = response.into_parts();
+        let length = body.size_hint().exact();
+        let bytes = body.collect().await.expect("a body").to_bytes();
+        assert_eq!(
+            length,
+            Some(bytes.len() as u64),
+            "the body's length is known"
+        );
+        if let Some(header) = parts.headers.remove(http::header::CONTENT_LENGTH) {
+            assert_eq!(header.to_str().ok(), Some(bytes.len().to_string().as_str()));
+        }
+        let mut body = serde_json::from_slice(&bytes).unwrap_or(serde_json::Value::Null);
+        forget_times(&mut body);
+        let mut headers = parts.headers;
+        for timed in ["ratelimit", "x-ratelimit-reset", "retry-after"] {
+            headers.remove(timed);
+        }
+        (parts.status, headers, body)
+    }
+
+    fn forget_times(value: &mut serde_json::Value) {
+        match value {
+            serde_json::Value::Object(map) => {
+                map.retain(|key, _| !key.ends_with("_ms"));
+                map.values_mut().for_each(forget_times);
+            }
+            serde_json::Value::Array(items) => items.iter_mut().for_each(forget_times),
+            _ => {}
+        }
+    }
+
+    /// The same requests, in the same order, to two services on two fresh stores: answered
+    /// directly on one, through the router on the other. Every answer is the same.
+    #[tokio::test]
+    async fn decision_routes_answer_as_the_router_does() {
+        let (direct, routed) = (state().await, state().await);
+        let router = super::super::router(routed.clone());
+        let check = r#"{"rule": "login", "attributes": {"user": "u1"}}"#;
+        let too_large = format!(r#"{{"rule": "login", "pad": "{}"}}"#, "x".repeat(70_000));
+        let cases: Vec<(&str, String)> = vec![
+            ("/v1/check", check.into()),
+            ("/v1/peek", check.into()),
+            ("/v1/check?view=compact", check.into()),
+            ("/v1/check?view=headers", check.into()),
+            ("/v1/check", check.into()),
+            ("/v1/peek?view=compact", check.into()),
+            ("/v1/check?view=bogus", check.into()),
+            ("/v1/check?view=full&x=1", check.into()),
+            ("/v1/check", String::new()),
+            ("/v1/check", " \n ".into()),
+            ("/v1/peek", "{not json".into()),
+            (
+                "/v1/check",
+                r#"{"rule": "nope", "attributes": {"user": "u1"}}"#.into(),
+            ),
+            ("/v1/check", r#"{"rule": "login", "attributes": {}}"#.into()),
+            (
+                "/v1/check",
+                r#"{"rule": "login", "attributes": {"user": "u2"}, "cost": 3}"#.into(),
+            ),
+            ("/v1/check", too_large),
+        ];
+        for (uri, body) in cases {
+            let request = || {
+                Request::builder()
+                    .method(Method::POST)
+                    .uri(uri)
+                    .body(Full::new(Bytes::from(body.clone())))
+                    .expect("a valid request")
+            };
+            let mode = decision_route(&request()).expect("a decision route");
+            let answered = routes::answer_request(&direct, request(), mode).await;
+            let routed = router
+                .clone()
+                .oneshot(request().map(Body::new))
+                .await
+                .expect("infallible");
+            let (answered, routed) = (seen(answered).await, seen(routed).await);
+            assert_eq!(answered, routed, "POST {uri} {:.60}", body);
+        }
+    }
 
     fn request(method: Method, uri: &str) -> Request<()> {
         Request::builder()

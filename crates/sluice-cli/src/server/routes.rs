@@ -15,19 +15,19 @@ use std::time::Duration;
 use axum::body::{Body, Bytes};
 use axum::extract::DefaultBodyLimit;
 use axum::extract::rejection::{BytesRejection, QueryRejection};
-use axum::extract::{FromRequest, Query, State};
+use axum::extract::{Query, State};
 use axum::http::{Request, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use http_body_util::Limited;
+use http_body_util::{BodyExt, Collected, LengthLimitError, Limited};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use sluice::Decision;
 use sluice::middleware::insert_headers;
 use sluice::model::{HeaderStyle, write_decision_json};
 
-use super::error::{ApiError, no_route, parse_json, wrong_method};
+use super::error::{ApiError, no_route, parse_bytes, too_large, unreadable, wrong_method};
 use super::request::DecisionRequest;
 use super::{AppState, MAX_BODY_BYTES, metrics};
 
@@ -75,14 +75,23 @@ fn view_of(query: Result<Query<ViewQuery>, QueryRejection>) -> Result<View, ApiE
 
 /// Answers a decision route without the router (see [`super::front`]): the extractions of
 /// `check` and `peek`, done by hand.
-pub(super) async fn answer_request(
-    state: &AppState,
-    request: Request<Body>,
-    mode: Mode,
-) -> Response {
+pub(super) async fn answer_request<B>(state: &AppState, request: Request<B>, mode: Mode) -> Response
+where
+    B: hyper::body::Body,
+    B::Error: Into<axum::BoxError>,
+{
     let query = Query::<ViewQuery>::try_from_uri(request.uri());
-    let limited = request.map(|body| Body::new(Limited::new(body, MAX_BODY_BYTES)));
-    let body = Bytes::from_request(limited, &()).await;
+    let body = Limited::new(request.into_body(), MAX_BODY_BYTES)
+        .collect()
+        .await
+        .map(Collected::to_bytes)
+        .map_err(|error| {
+            if error.is::<LengthLimitError>() {
+                too_large()
+            } else {
+                ApiError::bad_request(format!("Failed to buffer the request body: {error}"))
+            }
+        });
     answer(state, query, body, mode).await.into_response()
 }
 
@@ -91,7 +100,7 @@ async fn check(
     query: Result<Query<ViewQuery>, QueryRejection>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
-    answer(&state, query, body, Mode::Apply).await
+    answer(&state, query, body.map_err(|r| unreadable(&r)), Mode::Apply).await
 }
 
 async fn peek(
@@ -99,7 +108,7 @@ async fn peek(
     query: Result<Query<ViewQuery>, QueryRejection>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
-    answer(&state, query, body, Mode::Peek).await
+    answer(&state, query, body.map_err(|r| unreadable(&r)), Mode::Peek).await
 }
 
 /// Decides a `/v1/check` (`Mode::Apply`: 200 or 429, with the rule's message when denied) or a
@@ -107,11 +116,12 @@ async fn peek(
 async fn answer(
     state: &AppState,
     query: Result<Query<ViewQuery>, QueryRejection>,
-    body: Result<Bytes, BytesRejection>,
+    body: Result<Bytes, ApiError>,
     mode: Mode,
 ) -> Result<Response, ApiError> {
     let view = view_of(query)?;
-    let request: DecisionRequest = parse_json(&body)?;
+    let body = body?;
+    let request: DecisionRequest = parse_bytes(&body)?;
     let attributes = request.attributes.pairs()?;
     let check = match mode {
         Mode::Apply => request.check()?,
