@@ -69,8 +69,9 @@ pin_project_lite::pin_project! {
     pub struct DeadlineFuture<F> {
         #[pin]
         inner: F,
-        #[pin]
-        timer: Option<Sleep>,
+        // Boxed: a timer is several cache lines, and the request's future, moved whole on its
+        // way into the connection, would carry them even when never armed.
+        timer: Option<Pin<Box<Sleep>>>,
         timeout: Duration,
     }
 }
@@ -93,16 +94,17 @@ where
     type Output = Result<Response, Infallible>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let mut this = self.project();
+        let this = self.project();
         if let Poll::Ready(response) = this.inner.poll(cx) {
             return Poll::Ready(response);
         }
-        if this.timer.is_none() {
-            this.timer.set(Some(tokio::time::sleep(*this.timeout)));
-        }
-        match this.timer.as_pin_mut().map(|timer| timer.poll(cx)) {
-            Some(Poll::Ready(())) => Poll::Ready(Ok(StatusCode::REQUEST_TIMEOUT.into_response())),
-            _ => Poll::Pending,
+        let timeout = *this.timeout;
+        let timer = this
+            .timer
+            .get_or_insert_with(|| Box::pin(tokio::time::sleep(timeout)));
+        match timer.as_mut().poll(cx) {
+            Poll::Ready(()) => Poll::Ready(Ok(StatusCode::REQUEST_TIMEOUT.into_response())),
+            Poll::Pending => Poll::Pending,
         }
     }
 }
