@@ -11,6 +11,7 @@
 //! - `admin`: bearer-token guard, reset and blocks;
 //! - `dashboard`: the `/ui` page and the admin read endpoints it uses (`/v1/stats`, block lifting);
 //! - `connections`: the accept loop, its connection cap and the timeouts of stalled connections;
+//! - `tracker`: what one connection is doing, and its yield after each response;
 //! - `front`: what answers each request: the decision routes at once, the rest via the router;
 //! - `deadline`: `request_timeout`, a 408 for a request not answered in time;
 //! - `error`: JSON errors and body parsing (every client mistake is a 4xx with `{"error"}`);
@@ -30,6 +31,7 @@ pub mod reload;
 mod request;
 mod routes;
 pub mod topk;
+mod tracker;
 
 pub(crate) use connections::accept_loop;
 pub(crate) use front::Front;
