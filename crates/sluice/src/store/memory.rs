@@ -2,20 +2,24 @@
 //!
 //! State lives in [`SHARDS`] shards, each a hash table behind its own mutex (on its own cache
 //! lines), picked by the key's hash. A request's keys are locked in shard order (no deadlock) and
-//! decided in one critical section, so decisions are exact under any number of threads. A key of up to 46 bytes lives inside its entry (see [`KeyRef`](crate::store::KeyRef)), so deciding
-//! on a known key, or storing a new short one, allocates nothing.
+//! decided in one critical section, so decisions are exact under any number of threads. A key of
+//! up to 30 bytes lives inside its entry (see [`KeyRef`](crate::store::KeyRef)), as does the
+//! common small state (one GCRA time, window count or bucket level, without a block or
+//! violations): deciding on a known key, or storing a new short one, allocates nothing.
 //!
 //! **Memory bound.** Every entry carries the time after which its state can no longer affect a
 //! decision (`expires_us`: window, block and violation memory); an entry found expired is reused
 //! as a fresh one. A shard sweeps its expired entries whenever it has doubled in size since its
 //! last sweep, and [`MemoryStore::sweep`] sweeps every shard (the server calls it periodically).
-//! An entry is 128 bytes (plus the key beyond 46 bytes, 8 bytes per entry of a sliding log, at
-//! most `limit`, and 16 per sliding-window bucket, at most 11).
+//! An entry is one 64-byte cache line, so a store of many keys costs one line of memory traffic
+//! per decision. Beyond that line: a key over 30 bytes; a state with a block or remembered
+//! violations, a sliding window or log, or leases (about 80 bytes, plus 8 per entry of a sliding
+//! log, at most `limit`, and 16 per sliding-window bucket, at most 11).
 //!
 //! **Key cap.** The store holds at most [`MemoryOptions::max_keys`] keys (default
-//! [`DEFAULT_MAX_KEYS`], about 130 MB), each shard at most its 1/[`SHARDS`] share, so a flood of
-//! identities (IPv6 addresses, random user ids) cannot grow it without bound. When a new key
-//! meets a full shard, the eviction order is:
+//! [`DEFAULT_MAX_KEYS`], 64 MB of entries), each shard at most its 1/[`SHARDS`] share, so a
+//! flood of identities (IPv6 addresses, random user ids) cannot grow it without bound. When a new
+//! key meets a full shard, the eviction order is:
 //! 1. every entry whose state has expired: it equals no state, so dropping it changes no decision
 //!    (counted in `sluice_memory_evictions_total`);
 //! 2. nothing else. Any live entry (a count, a timestamp, a block, remembered violations) could
@@ -30,6 +34,7 @@
 
 mod blocks;
 mod leases;
+mod packed_state;
 mod reservations;
 mod shard;
 mod stored_key;
@@ -48,12 +53,14 @@ use crate::algorithm::{KeyState, LimitOutcome, LimitStep, Mode, step};
 use crate::clock::{Clock, SystemClock};
 use crate::model::Micros;
 use crate::store::KeyRef;
+use packed_state::PackedState;
 use shard::{Full, Shard};
 
 /// Number of shards; a power of two well above the core count keeps contention low.
 pub const SHARDS: usize = 64;
 
-/// Default [`MemoryOptions::max_keys`]: about 130 MB of entries at the cap.
+/// Default [`MemoryOptions::max_keys`]: 64 MB of entries at the cap (the tables' free slots
+/// can double it).
 pub const DEFAULT_MAX_KEYS: usize = 1_000_000;
 
 /// Settings of a [`MemoryStore`].
@@ -130,12 +137,13 @@ impl MemoryStore {
     /// A store on the given clock with these settings.
     pub fn with_options(clock: Arc<dyn Clock>, options: MemoryOptions) -> MemoryStore {
         let per_shard = options.max_keys.div_ceil(SHARDS).max(1);
+        let hasher = RandomState::default();
         MemoryStore {
             inner: Arc::new(Inner {
                 shards: (0..SHARDS)
-                    .map(|_| Padded(Mutex::new(Shard::new(per_shard))))
+                    .map(|_| Padded(Mutex::new(Shard::new(per_shard, hasher.clone()))))
                     .collect(),
-                hasher: RandomState::default(),
+                hasher,
                 clock,
                 max_keys: per_shard * SHARDS,
                 reservations: Default::default(),
@@ -165,7 +173,7 @@ impl MemoryStore {
     }
 
     /// Decides a single-limit request synchronously, without allocating for a key the store
-    /// holds (or any key of up to 46 bytes). Returns the time used and the outcome.
+    /// holds (or any key of up to 30 bytes). Returns the time used and the outcome.
     pub fn decide_one(
         &self,
         call: &LimitCall,
@@ -186,9 +194,11 @@ impl MemoryStore {
         let mut shard = self.shard(shard);
         if let Some(entry) = shard.find(hash, key) {
             if entry.expires_us <= now {
-                entry.state = KeyState::default();
+                entry.state = PackedState::Empty;
             }
-            let (outcome, ttl) = step::decide_one(&mut entry.state, step, now, mode);
+            let (outcome, ttl) = entry
+                .state
+                .with(|state| step::decide_one(state, step, now, mode));
             // An entry whose TTL is 0 stays until swept or reused: it equals no state.
             entry.expires_us = now + ttl;
             shard.expires_at(now + ttl);

@@ -11,7 +11,7 @@ impl MemoryStore {
         let mut out: Vec<BlockEntry> = Vec::new();
         for i in 0..SHARDS {
             out.extend(self.shard(i).entries().filter_map(|e| {
-                let until = e.state.block.active(now)?;
+                let until = e.state.block().active(now)?;
                 let key = e.key.limit_key();
                 (&*key.rule == rule).then_some(BlockEntry {
                     key,

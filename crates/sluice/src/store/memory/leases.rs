@@ -42,12 +42,15 @@ impl MemoryStore {
         let mut shard = self.shard(shard);
         let now = self.inner.clock.now_us();
         let entry = shard.find(hash, key).filter(|e| e.expires_us > now)?;
-        let AlgoState::Concurrency(leases) = &mut entry.state.algo else {
-            return None;
-        };
-        let out = f(leases, now);
-        let algo_ttl = leases.reset_after_us(now);
-        let ttl = entry.state.ttl_us(algo_ttl, now);
+        let (out, ttl) = entry.state.with(|state| {
+            let AlgoState::Concurrency(leases) = &mut state.algo else {
+                return (None, None);
+            };
+            let out = f(leases, now);
+            let algo_ttl = leases.reset_after_us(now);
+            (out, Some(state.ttl_us(algo_ttl, now)))
+        });
+        let ttl = ttl?;
         entry.expires_us = now + ttl;
         shard.expires_at(now + ttl);
         out

@@ -7,22 +7,24 @@
 //! its limit: when every entry is still live, a new key is refused instead (see
 //! [`Shard::make_room`]).
 
+use foldhash::fast::RandomState;
 use hashbrown::HashTable;
 
+use super::packed_state::PackedState;
 use super::stored_key::StoredKey;
 use crate::algorithm::KeyState;
 use crate::model::Micros;
 use crate::store::KeyRef;
 
-/// A key's state. Aligned so that an entry spans exactly two cache lines.
+/// A key's state: one cache line, aligned to one. The key's hash is not kept: the table's tag
+/// bits filter before the key (in the same line) is compared, and a table that grows hashes
+/// its keys again.
 #[derive(Debug)]
 #[repr(align(64))]
 pub(super) struct Entry {
-    /// The key's full hash: compared before the key, and the table never rehashes keys.
-    pub hash: u64,
     /// After this time the state is equivalent to no state.
     pub expires_us: Micros,
-    pub state: KeyState,
+    pub state: PackedState,
     pub key: StoredKey,
 }
 
@@ -33,6 +35,8 @@ pub(super) struct Full;
 #[derive(Debug)]
 pub(super) struct Shard {
     table: HashTable<Entry>,
+    /// The store's hash seed, to hash keys again when the table grows.
+    hasher: RandomState,
     /// Length at which to sweep expired entries: twice what was live at the last sweep.
     sweep_at_len: usize,
     /// Most entries this shard may hold.
@@ -47,9 +51,10 @@ pub(super) struct Shard {
 }
 
 impl Shard {
-    pub fn new(cap: usize) -> Shard {
+    pub fn new(cap: usize, hasher: RandomState) -> Shard {
         Shard {
             table: HashTable::new(),
+            hasher,
             sweep_at_len: 64,
             cap,
             earliest_expiry_us: Micros::ZERO,
@@ -88,19 +93,15 @@ impl Shard {
     }
 
     pub fn find(&mut self, hash: u64, key: KeyRef<'_>) -> Option<&mut Entry> {
-        self.table
-            .find_mut(hash, |e| e.hash == hash && e.key.is(key))
+        self.table.find_mut(hash, |e| e.key.is(key))
     }
 
     /// Removes a key's state, returning it with the time it expires (no state if expired).
     pub fn take(&mut self, hash: u64, key: KeyRef<'_>, now: Micros) -> (KeyState, Micros) {
-        match self
-            .table
-            .find_entry(hash, |e| e.hash == hash && e.key.is(key))
-        {
+        match self.table.find_entry(hash, |e| e.key.is(key)) {
             Ok(found) if found.get().expires_us > now => {
                 let (e, _) = found.remove();
-                (e.state, e.expires_us)
+                (e.state.unpack(), e.expires_us)
             }
             Ok(found) => {
                 found.remove();
@@ -148,12 +149,13 @@ impl Shard {
         debug_assert!(self.table.len() < self.cap, "make_room was not asked");
         self.expires_at(now + ttl_us);
         let entry = Entry {
-            hash,
             expires_us: now + ttl_us,
-            state,
+            state: PackedState::pack(state),
             key: StoredKey::new(key),
         };
-        self.table.insert_unique(hash, entry, |e| e.hash);
+        let hasher = &self.hasher;
+        self.table
+            .insert_unique(hash, entry, |e| e.key.hash_with(hasher));
         if self.table.len() >= self.sweep_at_len {
             self.sweep(now);
         }
@@ -178,6 +180,6 @@ impl Shard {
 }
 
 const _: () = assert!(
-    std::mem::size_of::<Entry>() == 128,
-    "an entry is two cache lines"
+    std::mem::size_of::<Entry>() == 64,
+    "an entry is one cache line"
 );
