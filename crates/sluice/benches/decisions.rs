@@ -4,7 +4,8 @@
 //! is admitted, as in production where most requests pass, and every key stays live between its
 //! visits: the limit is the largest count over the longest window, and a limiter is renewed
 //! (outside the timed part) before any key could use up half of it. `sluice_store/*` calls the
-//! memory store directly with a prepared request (the algorithm, state lookup and locking);
+//! memory store directly, as the limiter does, with the key's parts (the identities governor is
+//! given) and the limit's step: the algorithm, state lookup and locking;
 //! `sluice_limiter/*` goes through `Limiter::check` (rule lookup, identity, decision) from the
 //! request's attributes, polled once: an in-process store answers at once.
 
@@ -18,8 +19,8 @@ use std::time::{Duration, Instant};
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use governor::{Quota, RateLimiter};
 use sluice::algorithm::{LimitStep, Mode, Params};
-use sluice::model::{Algorithm, Limit, Name, Rate, Rule};
-use sluice::store::{LimitCall, LimitKey};
+use sluice::model::{Algorithm, Limit, Rate, Rule};
+use sluice::store::KeyRef;
 use sluice::{Limiter, MemoryStore};
 
 const KEYS: usize = 100_000;
@@ -27,24 +28,16 @@ const KEYS: usize = 100_000;
 const COUNT: u64 = sluice::model::MAX_COUNT;
 const WINDOW: Duration = sluice::model::MAX_WINDOW;
 
-/// A prepared request as the limiter builds it: the rule and limit names are interned, the
-/// identity is the request's own.
-fn call(algorithm: Algorithm, names: &(Name, Name), identity: String) -> LimitCall {
-    LimitCall {
-        key: LimitKey {
-            rule: names.0.clone(),
-            limit_id: names.1.clone(),
-            identity,
-        },
-        step: LimitStep {
-            algorithm,
-            params: Params::new(COUNT, WINDOW.into(), COUNT),
-            cost: 1,
-            block_us: None,
-            penalty: None,
-            shadow: false,
-            lease: None,
-        },
+/// One limit's step as the limiter prepares it: the largest count over the longest window.
+fn step(algorithm: Algorithm) -> LimitStep {
+    LimitStep {
+        algorithm,
+        params: Params::new(COUNT, WINDOW.into(), COUNT),
+        cost: 1,
+        block_us: None,
+        penalty: None,
+        shadow: false,
+        lease: None,
     }
 }
 
@@ -157,13 +150,14 @@ fn store_vs_governor(c: &mut Criterion) {
                     // (its cost is O(log of live entries) anyway).
                     continue;
                 }
-                let names = (Name::interned("bench"), Name::interned("user"));
-                let calls: Vec<LimitCall> = ids
-                    .iter()
-                    .map(|id| call(algorithm, &names, id.clone()))
-                    .collect();
+                let step = step(algorithm);
                 let mut store = Renewed::new(keys, MemoryStore::new, |store, key| {
-                    let answer = store.decide_one(&calls[key], Mode::Apply);
+                    let key = KeyRef {
+                        rule: "bench",
+                        limit_id: "user",
+                        identity: &ids[key],
+                    };
+                    let answer = store.decide_key(key, &step, Mode::Apply);
                     assert!(black_box(answer.is_ok_and(|(_, outcome)| outcome.allowed)));
                 });
                 group.bench_function(BenchmarkId::new("sluice_store", algorithm), |b| {
