@@ -194,6 +194,7 @@ fn punish(state: &mut KeyState, step: &LimitStep, now: Micros, outcome: &mut Lim
 /// Decides a request with a single limit (the common case): the same answer as [`decide`], with
 /// one run of the algorithm and no allocation. With one limit the request passes exactly when the
 /// limit allows, so the look-only pass is not needed.
+#[inline]
 pub fn decide_one(
     state: &mut KeyState,
     step: &LimitStep,

@@ -36,6 +36,7 @@ mod blocks;
 mod leases;
 mod packed_state;
 mod reservations;
+mod several;
 mod shard;
 mod stored_key;
 
@@ -206,7 +207,7 @@ impl MemoryStore {
         }
         let mut state = KeyState::default();
         let (outcome, ttl) = step::decide_one(&mut state, step, now, mode);
-        match shard.put(hash, key, state, ttl, now) {
+        match shard.put(hash, key, PackedState::pack(state), ttl, now) {
             Ok(()) => Ok((now, outcome)),
             Err(Full) => Err(self.full()),
         }
@@ -222,53 +223,7 @@ impl MemoryStore {
                 outcomes: vec![outcome],
             });
         }
-        let steps: Vec<_> = calls.iter().map(|c| c.step).collect();
-        let located: Vec<(u64, usize)> =
-            calls.iter().map(|c| self.locate((&c.key).into())).collect();
-        let mut order: Vec<usize> = located.iter().map(|&(_, s)| s).collect();
-        order.sort_unstable();
-        order.dedup();
-        let mut guards: Vec<MutexGuard<'_, Shard>> = order.iter().map(|&i| self.shard(i)).collect();
-        let now = self.inner.clock.now_us();
-        let guard_of = |i: usize| {
-            order
-                .binary_search(&i)
-                .expect("every shard of the calls was locked above")
-        };
-        // Room first, so that a request that cannot be stored whole changes nothing (a peek
-        // stores nothing new).
-        let mut new = vec![0; order.len()];
-        for (call, &(h, s)) in calls.iter().zip(&located) {
-            let g = guard_of(s);
-            if mode == Mode::Apply
-                && guards[g]
-                    .find(h, (&call.key).into())
-                    .is_none_or(|e| e.expires_us <= now)
-            {
-                new[g] += 1;
-            }
-        }
-        for (guard, &n) in guards.iter_mut().zip(&new) {
-            if guard.make_room(n, now).is_err() {
-                return Err(self.full());
-            }
-        }
-        let mut states: Vec<KeyState> = calls
-            .iter()
-            .zip(&located)
-            .map(|(c, &(h, s))| guards[guard_of(s)].take(h, (&c.key).into(), now).0)
-            .collect();
-        let mut refs: Vec<&mut KeyState> = states.iter_mut().collect();
-        let results = step::decide(&mut refs, &steps, now, mode);
-        for ((call, state), (&(h, s), (_, ttl))) in
-            calls.iter().zip(states).zip(located.iter().zip(&results))
-        {
-            guards[guard_of(s)].insert(h, (&call.key).into(), state, *ttl, now);
-        }
-        Ok(StoreReply {
-            now_us: now,
-            outcomes: results.into_iter().map(|(o, _)| o).collect(),
-        })
+        self.decide_several(calls, mode)
     }
 
     /// Drops every entry that can no longer affect a decision.
@@ -314,9 +269,11 @@ impl MemoryStore {
         let mut shard = self.shard(shard);
         let now = self.inner.clock.now_us();
         let (mut state, expires_us) = shard.take(hash, key, now);
-        let out = f(&mut state, now);
-        // The algorithm's own TTL is not known here: keep at least the previous expiry.
-        let keep = state.ttl_us(expires_us - now, now);
+        let (out, keep) = state.with(|state| {
+            let out = f(state, now);
+            // The algorithm's own TTL is not known here: keep at least the previous expiry.
+            (out, state.ttl_us(expires_us - now, now))
+        });
         match shard.put(hash, key, state, keep, now) {
             Ok(()) => Ok(out),
             Err(Full) => Err(self.full()),

@@ -68,6 +68,19 @@ impl PackedState {
         out
     }
 
+    /// Whether the state is held in a box.
+    pub fn is_boxed(&self) -> bool {
+        matches!(self, PackedState::Boxed(_))
+    }
+
+    /// The state in full, if it is held in a box.
+    pub fn boxed(&mut self) -> Option<&mut KeyState> {
+        match self {
+            PackedState::Boxed(state) => Some(state),
+            _ => None,
+        }
+    }
+
     /// The block part of the state.
     pub fn block(&self) -> block::State {
         match self {

@@ -86,14 +86,16 @@ impl MemoryStore {
                 estimate: r.estimate,
                 actual: call.actual,
             };
-            let ttl = settle(
-                &mut state.algo,
-                call.algorithm,
-                now,
-                &call.params,
-                settlement,
-            );
-            let keep = state.ttl_us(ttl.unwrap_or_default(), now);
+            let (ttl, keep) = state.with(|state| {
+                let ttl = settle(
+                    &mut state.algo,
+                    call.algorithm,
+                    now,
+                    &call.params,
+                    settlement,
+                );
+                (ttl, state.ttl_us(ttl.unwrap_or_default(), now))
+            });
             if shard.put(hash, key, state, keep, now).is_err() {
                 return Err(self.full());
             }

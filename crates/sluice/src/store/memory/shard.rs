@@ -12,7 +12,6 @@ use hashbrown::HashTable;
 
 use super::packed_state::PackedState;
 use super::stored_key::StoredKey;
-use crate::algorithm::KeyState;
 use crate::model::Micros;
 use crate::store::KeyRef;
 
@@ -97,17 +96,17 @@ impl Shard {
     }
 
     /// Removes a key's state, returning it with the time it expires (no state if expired).
-    pub fn take(&mut self, hash: u64, key: KeyRef<'_>, now: Micros) -> (KeyState, Micros) {
+    pub fn take(&mut self, hash: u64, key: KeyRef<'_>, now: Micros) -> (PackedState, Micros) {
         match self.table.find_entry(hash, |e| e.key.is(key)) {
             Ok(found) if found.get().expires_us > now => {
                 let (e, _) = found.remove();
-                (e.state.unpack(), e.expires_us)
+                (e.state, e.expires_us)
             }
             Ok(found) => {
                 found.remove();
-                (KeyState::default(), now)
+                (PackedState::Empty, now)
             }
-            Err(_) => (KeyState::default(), now),
+            Err(_) => (PackedState::Empty, now),
         }
     }
 
@@ -139,7 +138,7 @@ impl Shard {
         &mut self,
         hash: u64,
         key: KeyRef<'_>,
-        state: KeyState,
+        state: PackedState,
         ttl_us: Micros,
         now: Micros,
     ) {
@@ -150,7 +149,7 @@ impl Shard {
         self.expires_at(now + ttl_us);
         let entry = Entry {
             expires_us: now + ttl_us,
-            state: PackedState::pack(state),
+            state,
             key: StoredKey::new(key),
         };
         let hasher = &self.hasher;
@@ -166,7 +165,7 @@ impl Shard {
         &mut self,
         hash: u64,
         key: KeyRef<'_>,
-        state: KeyState,
+        state: PackedState,
         ttl_us: Micros,
         now: Micros,
     ) -> Result<(), Full> {
