@@ -26,6 +26,13 @@ thread_local! {
     static IDENTITY: RefCell<String> = const { RefCell::new(String::new()) };
 }
 
+/// Runs `f` on this thread's identity buffer, or answers `None` when a check further up this
+/// thread's stack (an `Attributes` or a store that checks again while answering) holds it: that
+/// one keeps the buffer, this one takes the general path.
+pub(super) fn with_identity<T>(f: impl FnOnce(&mut String) -> Option<T>) -> Option<T> {
+    IDENTITY.with(|buffer| f(&mut *buffer.try_borrow_mut().ok()?))
+}
+
 impl Limiter {
     /// The decision of this check, if it can be made at once; `None` sends it to the general path.
     pub(super) fn decide_at_once(
@@ -50,12 +57,7 @@ impl Limiter {
         let step = limit.step(check.units(), None);
         // Only the limit's outcome and names leave the buffer's scope: the decision, a few hundred
         // bytes, is built where it is returned.
-        let answered = IDENTITY.with(|buffer| {
-            // Already borrowed by a check further up this thread's stack (an `Attributes` or a
-            // store that checks again while answering): that one keeps the buffer, this one takes
-            // the general path.
-            let mut identity = buffer.try_borrow_mut().ok()?;
-            let identity = &mut *identity;
+        let answered = with_identity(|identity| {
             if let Err(error) = keys::write_identity(&limit.by, attrs, max_len, identity) {
                 return Some(Err(keys::identity_error(rule, limit, error, max_len)));
             }

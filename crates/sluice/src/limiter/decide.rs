@@ -5,7 +5,8 @@
 //! answers, marked `degraded`); a cost above an enforcing limit's capacity is denied without
 //! asking the store; every decision is counted in `sluice_decisions_total`. A one-limit check on
 //! an in-process store is answered first by `at_once`, which gives the same decision without
-//! allocating.
+//! allocating, and a one-limit check the denial cache can answer by `cached_denial`, which
+//! gives the same decision without building store calls.
 
 use std::sync::atomic::Ordering;
 
@@ -30,7 +31,13 @@ impl Limiter {
         }
         // Boxed: the general path's future is large, and a check answered at once should not
         // carry (and move) it.
-        Box::pin(self.decide_in_store(name, attrs, check)).await
+        Box::pin(async {
+            match self.cached_denial(name, attrs, check) {
+                Some(denied) => Ok(denied),
+                None => self.decide_in_store(name, attrs, check).await,
+            }
+        })
+        .await
     }
 
     /// The general path: any rule, any store.

@@ -29,6 +29,7 @@ mod at_once;
 mod batch;
 mod breaker;
 mod builder;
+mod cached_denial;
 mod compile;
 mod decide;
 pub mod denial_cache;

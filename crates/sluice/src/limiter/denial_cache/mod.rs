@@ -65,7 +65,7 @@ use crate::model::{Algorithm, Micros};
 use crate::store::invalidation::{Invalidation, InvalidationListener};
 
 mod requests;
-use crate::store::LimitKey;
+use crate::store::{KeyRef, LimitKey};
 pub use requests::cacheable_limits;
 
 /// Settings of the denial cache (the `denial_cache` section of a rule file).
@@ -198,11 +198,16 @@ impl DenialCache {
         }
     }
 
+    /// A key's hash, from its parts: a lookup needs no owned key.
+    fn hash_of(&self, key: KeyRef<'_>) -> u64 {
+        self.hasher.hash_one((key.rule, key.limit_id, key.identity))
+    }
+
     /// The cached answer for `key` at `cost`, if the store already said it cannot pass now.
-    pub fn lookup(&self, key: &LimitKey, cost: u64) -> Option<LimitOutcome> {
-        let hash = self.hasher.hash_one(key);
+    pub fn lookup(&self, key: KeyRef<'_>, cost: u64) -> Option<LimitOutcome> {
+        let hash = self.hash_of(key);
         let mut shard = self.shard(hash).lock();
-        let entry = shard.table.find(hash, |e| e.key == *key)?;
+        let entry = shard.table.find(hash, |e| KeyRef::from(&e.key) == key)?;
         let now = self.clock.now_us();
         let fresh_until = Micros::new(self.confirmed_us.load(Ordering::Relaxed))
             .max(entry.started_us)
@@ -211,7 +216,9 @@ impl DenialCache {
         let denied = cost >= entry.cost && now < entry.started_us + entry.denied_for_us;
         if now >= fresh_until || !(blocked || denied) {
             if now >= entry.end_us()
-                && let Ok(gone) = shard.table.find_entry(hash, |e| e.key == *key)
+                && let Ok(gone) = shard
+                    .table
+                    .find_entry(hash, |e| KeyRef::from(&e.key) == key)
             {
                 gone.remove();
                 self.len.fetch_sub(1, Ordering::Relaxed);
@@ -264,7 +271,7 @@ impl DenialCache {
             return;
         }
         let now = self.clock.now_us();
-        let hash = self.hasher.hash_one(key);
+        let hash = self.hash_of(key.into());
         let entry = Entry {
             key: key.clone(),
             hash,
@@ -325,7 +332,7 @@ impl DenialCache {
         let kind = match invalidation {
             Invalidation::Keys(keys) => {
                 for key in keys {
-                    let hash = self.hasher.hash_one(key);
+                    let hash = self.hash_of(key.into());
                     let mut shard = self.shard(hash).lock();
                     if let Ok(gone) = shard.table.find_entry(hash, |e| e.key == *key) {
                         gone.remove();

@@ -37,7 +37,9 @@ impl DenialCache {
             .zip(cacheable)
             .enumerate()
             .filter(|(_, (_, cacheable))| **cacheable)
-            .find_map(|(i, (call, _))| Some((i, self.lookup(&call.key, call.step.cost)?)))?;
+            .find_map(|(i, (call, _))| {
+                Some((i, self.lookup((&call.key).into(), call.step.cost)?))
+            })?;
         let not_consulted = LimitOutcome::unanswered(true);
         Some(
             (0..calls.len())

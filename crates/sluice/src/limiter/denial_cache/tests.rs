@@ -66,23 +66,23 @@ fn a_denial_answers_until_its_retry_time_and_no_longer() {
     let store_now = Micros::new(42); // the store's clock plays no part in local times
     cache.insert(cache.mark(), &key("a"), &gcra, &denied(60 * S), store_now);
     assert_eq!(cache.len(), 1);
-    let hit = cache.lookup(&key("a"), 1).expect("cached");
+    let hit = cache.lookup((&key("a")).into(), 1).expect("cached");
     assert!(!hit.allowed);
     assert_eq!(hit.retry_after_us, Some(60 * S));
     assert_eq!(
-        cache.lookup(&key("b"), 1),
+        cache.lookup((&key("b")).into(), 1),
         None,
         "other identities ask the store"
     );
     advance(&clock, 60 * S - Micros::new(1));
     confirm(&cache);
     assert_eq!(
-        cache.lookup(&key("a"), 1).unwrap().retry_after_us,
+        cache.lookup((&key("a")).into(), 1).unwrap().retry_after_us,
         Some(Micros::new(1))
     );
     advance(&clock, Micros::new(1));
     assert_eq!(
-        cache.lookup(&key("a"), 1),
+        cache.lookup((&key("a")).into(), 1),
         None,
         "the store may admit it now"
     );
@@ -99,10 +99,10 @@ fn a_denial_at_one_cost_speaks_for_larger_costs_only() {
         &denied(10 * S),
         Micros::ZERO,
     );
-    assert_eq!(cache.lookup(&key("a"), 1), None);
-    assert_eq!(cache.lookup(&key("a"), 2), None);
-    assert!(cache.lookup(&key("a"), 3).is_some());
-    assert!(cache.lookup(&key("a"), 7).is_some());
+    assert_eq!(cache.lookup((&key("a")).into(), 1), None);
+    assert_eq!(cache.lookup((&key("a")).into(), 2), None);
+    assert!(cache.lookup((&key("a")).into(), 3).is_some());
+    assert!(cache.lookup((&key("a")).into(), 7).is_some());
 }
 
 #[test]
@@ -123,9 +123,9 @@ fn float_algorithms_end_their_entries_a_little_early() {
     );
     advance(&clock, 3600 * S - margin - Micros::new(1));
     confirm(&cache);
-    assert!(cache.lookup(&key("a"), 1).is_some());
+    assert!(cache.lookup((&key("a")).into(), 1).is_some());
     advance(&clock, Micros::new(1));
-    assert_eq!(cache.lookup(&key("a"), 1), None);
+    assert_eq!(cache.lookup((&key("a")).into(), 1), None);
 }
 
 #[test]
@@ -140,7 +140,7 @@ fn reported_waits_count_from_the_reply() {
         &denied(60 * S),
         Micros::ZERO,
     );
-    let hit = cache.lookup(&key("a"), 1).unwrap();
+    let hit = cache.lookup((&key("a")).into(), 1).unwrap();
     assert_eq!(
         hit.retry_after_us,
         Some(60 * S),
@@ -149,7 +149,7 @@ fn reported_waits_count_from_the_reply() {
     advance(&clock, 60 * S - Micros::new(2_000));
     confirm(&cache);
     assert_eq!(
-        cache.lookup(&key("a"), 1),
+        cache.lookup((&key("a")).into(), 1),
         None,
         "but the entry ends counted from the call, so it never outlives the store's denial"
     );
@@ -167,10 +167,10 @@ fn without_confirmations_entries_live_at_most_max_stale() {
         Micros::ZERO,
     );
     advance(&clock, S - Micros::new(1));
-    assert!(cache.lookup(&key("a"), 1).is_some());
+    assert!(cache.lookup((&key("a")).into(), 1).is_some());
     advance(&clock, Micros::new(1));
     assert_eq!(
-        cache.lookup(&key("a"), 1),
+        cache.lookup((&key("a")).into(), 1),
         None,
         "never confirmed: 1 s at most"
     );
@@ -186,12 +186,12 @@ fn without_confirmations_entries_live_at_most_max_stale() {
     advance(&clock, 10 * S);
     confirm(&cache);
     advance(&clock, S - Micros::new(1));
-    assert!(cache.lookup(&key("b"), 1).is_some());
+    assert!(cache.lookup((&key("b")).into(), 1).is_some());
     advance(&clock, Micros::new(1));
-    assert_eq!(cache.lookup(&key("b"), 1), None);
+    assert_eq!(cache.lookup((&key("b")).into(), 1), None);
     confirm(&cache);
     assert!(
-        cache.lookup(&key("b"), 1).is_some(),
+        cache.lookup((&key("b")).into(), 1).is_some(),
         "fresh again once the channel confirms (a new subscription clears it first)"
     );
 }
@@ -208,11 +208,11 @@ fn invalidations_forget_keys_rules_or_everything_at_once() {
         cache.insert(cache.mark(), &k, &gcra, &denied(60 * S), Micros::ZERO);
     }
     cache.invalidate(&Invalidation::Keys(vec![key("a")]));
-    assert_eq!(cache.lookup(&key("a"), 1), None);
-    assert!(cache.lookup(&key("b"), 1).is_some());
+    assert_eq!(cache.lookup((&key("a")).into(), 1), None);
+    assert!(cache.lookup((&key("b")).into(), 1).is_some());
     cache.invalidate(&Invalidation::Rules(vec!["login".into()]));
-    assert_eq!(cache.lookup(&key("b"), 1), None);
-    assert!(cache.lookup(&other_rule, 1).is_some());
+    assert_eq!(cache.lookup((&key("b")).into(), 1), None);
+    assert!(cache.lookup((&other_rule).into(), 1).is_some());
     cache.invalidate(&Invalidation::All);
     assert!(cache.is_empty());
 }
@@ -261,7 +261,11 @@ fn memory_is_bounded_and_expired_entries_go_first() {
         cache.insert(cache.mark(), &k, &gcra, &denied(60 * S), Micros::ZERO);
     }
     let kept = (0..48)
-        .filter(|i| cache.lookup(&key(&format!("long{i}")), 1).is_some())
+        .filter(|i| {
+            cache
+                .lookup((&key(&format!("long{i}"))).into(), 1)
+                .is_some()
+        })
         .count();
     assert!(kept >= 40, "only {kept} of 48 live denials kept");
 }

@@ -42,7 +42,7 @@ proptest! {
         let (cache, clock) = cache(10);
         clock.set_us(now);
         cache.insert(cache.mark(), &key("a"), &s, &outcome, now);
-        let Some(entry_end) = cache.lookup(&key("a"), s.cost).map(|_| {
+        let Some(entry_end) = cache.lookup((&key("a")).into(), s.cost).map(|_| {
             let shard = cache.shards.iter().find_map(|sh| {
                 sh.lock().table.iter().next().map(|e| e.end_us())
             });

@@ -23,7 +23,7 @@ fn a_block_speaks_for_every_cost_and_a_block_lock_only_while_it_lasts() {
         &outcome,
         Micros::new(1_000),
     );
-    let hit = cache.lookup(&key("a"), 1).unwrap();
+    let hit = cache.lookup((&key("a")).into(), 1).unwrap();
     assert_eq!(hit.blocked_until_us, Some(Micros::new(1_000) + 15 * S));
     assert_eq!(
         hit.retry_after_us,
@@ -32,9 +32,9 @@ fn a_block_speaks_for_every_cost_and_a_block_lock_only_while_it_lasts() {
     );
     advance(&clock, 15 * S - Micros::new(1));
     confirm(&cache);
-    assert!(cache.lookup(&key("a"), 1).is_some());
+    assert!(cache.lookup((&key("a")).into(), 1).is_some());
     advance(&clock, Micros::new(1));
-    assert_eq!(cache.lookup(&key("a"), 1), None);
+    assert_eq!(cache.lookup((&key("a")).into(), 1), None);
 
     // An administrative block on a limit without block lock: every cost, until its end.
     let plain = step(Algorithm::Gcra, 100, 60 * S, 5);
@@ -49,7 +49,9 @@ fn a_block_speaks_for_every_cost_and_a_block_lock_only_while_it_lasts() {
         &outcome,
         Micros::new(9_000),
     );
-    let small = cache.lookup(&key("b"), 1).expect("a block denies any cost");
+    let small = cache
+        .lookup((&key("b")).into(), 1)
+        .expect("a block denies any cost");
     assert_eq!(small.retry_after_us, Some(30 * S));
 }
 
@@ -70,7 +72,7 @@ fn a_penalty_is_cached_only_while_its_ban_lasts_and_keeps_its_violations() {
         ..denied(60 * S)
     };
     cache.insert(cache.mark(), &key("a"), &punishing, &counted, Micros::ZERO);
-    assert_eq!(cache.lookup(&key("a"), 1), None);
+    assert_eq!(cache.lookup((&key("a")).into(), 1), None);
     assert!(cache.is_empty());
 
     // The denial that banned: until the ban ends, the store would answer from it alone.
@@ -80,15 +82,15 @@ fn a_penalty_is_cached_only_while_its_ban_lasts_and_keeps_its_violations() {
         ..counted
     };
     cache.insert(cache.mark(), &key("a"), &punishing, &banned, Micros::ZERO);
-    let hit = cache.lookup(&key("a"), 1).expect("banned");
+    let hit = cache.lookup((&key("a")).into(), 1).expect("banned");
     assert_eq!((hit.violations, hit.warning), (3, true));
     assert_eq!(hit.blocked_until_us, Some(30 * S));
     advance(&clock, 30 * S - Micros::new(1));
     confirm(&cache);
-    assert!(cache.lookup(&key("a"), 1).is_some());
+    assert!(cache.lookup((&key("a")).into(), 1).is_some());
     advance(&clock, Micros::new(1));
     assert_eq!(
-        cache.lookup(&key("a"), 1),
+        cache.lookup((&key("a")).into(), 1),
         None,
         "after the ban, a denial counts a violation again"
     );
