@@ -1,3 +1,6 @@
+//! The cached-denial path against the general path, on a store outside the process (the only
+//! kind for which a limiter keeps a denial cache).
+
 use std::sync::Arc;
 use std::time::Duration;
 
