@@ -81,13 +81,9 @@ impl Tracker {
 
     /// A request's head is complete: it is in flight until the returned guard drops.
     pub(super) fn request(self: &Arc<Tracker>) -> InFlight {
-        self.on_request();
-        InFlight(self.clone())
-    }
-
-    fn on_request(&self) {
         self.in_flight.fetch_add(1, Ordering::Relaxed);
         self.head_started.store(IDLE, Ordering::Relaxed);
+        InFlight(self.clone())
     }
 
     fn on_response(&self) {
@@ -241,8 +237,7 @@ mod tests {
         ] {
             client.write_all(request).await.expect("write");
             io.inner.readable().await.expect("readable");
-            tracker.on_request();
-            tracker.on_response();
+            drop(tracker.request());
             let before = woken.0.load(Ordering::Relaxed);
             assert!(read(&mut io, &mut bytes).is_pending(), "yields first");
             assert_eq!(

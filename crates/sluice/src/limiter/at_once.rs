@@ -47,12 +47,7 @@ impl Limiter {
         }
         let rules = inner.rules.load();
         let rule = rules.get(name)?;
-        let [limit] = rule.limits.as_slice() else {
-            return None;
-        };
-        if rule.leases || !rule.definition.enabled || check.units() > limit.capacity() {
-            return None;
-        }
+        let limit = rule.sole_limit(check.units())?;
         let max_len = inner.options.max_attribute_len;
         let step = limit.step(check.units(), None);
         // Only the limit's outcome and names leave the buffer's scope: the decision, a few hundred

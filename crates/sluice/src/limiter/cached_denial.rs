@@ -14,7 +14,7 @@ use std::sync::atomic::Ordering;
 
 use super::at_once::with_identity;
 use super::decide::{CACHED, limit_decision};
-use super::options::{Check, MAX_COST};
+use super::options::Check;
 use super::{Attributes, Limiter, keys};
 use crate::algorithm::Mode;
 use crate::model::Decision;
@@ -40,14 +40,12 @@ impl Limiter {
         }
         let rules = inner.rules.load();
         let rule = rules.get(name)?;
-        let ([limit], [true]) = (rule.limits.as_slice(), rule.cacheable.as_slice()) else {
-            return None;
-        };
-        let units = check.units();
-        if rule.leases || !rule.definition.enabled || units > MAX_COST || units > limit.capacity() {
+        // The capacity is at most `MAX_COST`: a cost the general path refuses never gets here.
+        let limit = rule.sole_limit(check.units())?;
+        if rule.cacheable != [true] {
             return None;
         }
-        let step = limit.step(units, None);
+        let step = limit.step(check.units(), None);
         let max_len = inner.options.max_attribute_len;
         let (outcome, names) = with_identity(|identity| {
             keys::write_identity(&limit.by, attrs, max_len, identity).ok()?;

@@ -87,6 +87,15 @@ impl CompiledLimit {
 }
 
 impl CompiledRule {
+    /// The rule's one limit, when a check of `units` is decided on it alone with nothing else to
+    /// draw (no lease): a one-limit rule, enabled, and the units within the limit's capacity.
+    pub(crate) fn sole_limit(&self, units: u64) -> Option<&CompiledLimit> {
+        let [limit] = self.limits.as_slice() else {
+            return None;
+        };
+        (!self.leases && self.definition.enabled && units <= limit.capacity()).then_some(limit)
+    }
+
     /// Validates and compiles a rule.
     pub fn new(name: &str, rule: Rule) -> Result<CompiledRule, Error> {
         let invalid = |error| Error::InvalidRule {

@@ -42,15 +42,14 @@ impl MemoryStore {
         let mut shard = self.shard(shard);
         let now = self.inner.clock.now_us();
         let entry = shard.find(hash, key).filter(|e| e.expires_us > now)?;
-        let (out, ttl) = entry.state.with(|state| {
-            let AlgoState::Concurrency(leases) = &mut state.algo else {
-                return (None, None);
-            };
-            let out = f(leases, now);
-            let algo_ttl = leases.reset_after_us(now);
-            (out, Some(state.ttl_us(algo_ttl, now)))
-        });
-        let ttl = ttl?;
+        // Leases are never held inline (see `packed_state`).
+        let state = entry.state.boxed()?;
+        let AlgoState::Concurrency(leases) = &mut state.algo else {
+            return None;
+        };
+        let out = f(leases, now);
+        let algo_ttl = leases.reset_after_us(now);
+        let ttl = state.ttl_us(algo_ttl, now);
         entry.expires_us = now + ttl;
         shard.expires_at(now + ttl);
         out
