@@ -2,10 +2,8 @@
 //! (so no two requests deadlock), the room for new keys made first (so a request that cannot be
 //! stored whole changes nothing), then one all-or-nothing decision over all the states.
 
-use parking_lot::MutexGuard;
-
+use super::ShardGuard;
 use super::packed_state::PackedState;
-use super::shard::Shard;
 use super::{LimitCall, MemoryStore, StoreError, StoreReply};
 use crate::algorithm::{KeyState, Mode, step};
 
@@ -21,7 +19,7 @@ impl MemoryStore {
         let mut order: Vec<usize> = located.iter().map(|&(_, s)| s).collect();
         order.sort_unstable();
         order.dedup();
-        let mut guards: Vec<MutexGuard<'_, Shard>> = order.iter().map(|&i| self.shard(i)).collect();
+        let mut guards: Vec<ShardGuard<'_>> = order.iter().map(|&i| self.shard(i)).collect();
         let now = self.inner.clock.now_us();
         let guard_of = |i: usize| {
             order
