@@ -3,7 +3,7 @@
 //! State lives in [`SHARDS`] shards, each a hash table behind its own lock (on its own cache
 //! lines), picked by the key's hash. A request's keys are locked in shard order (no deadlock) and
 //! decided in one critical section, so decisions are exact under any number of threads. A key of
-//! up to 30 bytes lives inside its entry (see [`KeyRef`](crate::store::KeyRef)), as does the
+//! up to 31 bytes lives inside its entry (see [`KeyRef`](crate::store::KeyRef)), as does the
 //! common small state (one GCRA time, window count or bucket level, without a block or
 //! violations): deciding on a known key, or storing a new short one, allocates nothing.
 //!
@@ -12,7 +12,7 @@
 //! as a fresh one. A shard sweeps its expired entries whenever it has doubled in size since its
 //! last sweep, and [`MemoryStore::sweep`] sweeps every shard (the server calls it periodically).
 //! An entry is one 64-byte cache line, so a store of many keys costs one line of memory traffic
-//! per decision. Beyond that line: a key over 30 bytes; a state with a block or remembered
+//! per decision. Beyond that line: a key over 31 bytes; a state with a block or remembered
 //! violations, a sliding window or log, or leases (about 80 bytes, plus 8 per entry of a sliding
 //! log, at most `limit`, and 16 per sliding-window bucket, at most 11).
 //!
@@ -184,7 +184,7 @@ impl MemoryStore {
     }
 
     /// Decides a single-limit request synchronously, without allocating for a key the store
-    /// holds (or any key of up to 30 bytes). Returns the time used and the outcome.
+    /// holds (or any key of up to 31 bytes). Returns the time used and the outcome.
     pub fn decide_one(
         &self,
         call: &LimitCall,

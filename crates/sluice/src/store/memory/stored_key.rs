@@ -7,6 +7,7 @@
 //! the joined form is unambiguous.
 
 use std::hash::{BuildHasher, Hasher};
+use std::num::NonZeroU8;
 
 use crate::store::{KeyRef, LimitKey};
 
@@ -28,14 +29,20 @@ impl KeyRef<'_> {
 
 /// Keys up to this many bytes are stored inline (with the packed state, it keeps an entry to
 /// one cache line).
-pub(super) const INLINE: usize = 30;
+pub(super) const INLINE: usize = 31;
 
 /// A key as held by the store.
+///
+/// A joined key is never empty (it holds two separators), so an inline length of zero is free
+/// to mark the heap form: the compiler keeps the variant there, and the bytes get the word a
+/// separate tag would take.
 #[derive(Debug)]
 pub(super) enum StoredKey {
-    Inline { len: u8, bytes: [u8; INLINE] },
+    Inline { len: NonZeroU8, bytes: [u8; INLINE] },
     Heap(Box<[u8]>),
 }
+
+const _: () = assert!(std::mem::size_of::<StoredKey>() == INLINE + 1);
 
 /// Whether two parts of a key are equal. Parts are mostly a few bytes long: up to 16 they are
 /// compared as two overlapping words each, where a slice comparison would call `memcmp` (three
@@ -66,7 +73,7 @@ impl StoredKey {
             b"\0",
             key.identity.as_bytes(),
         ];
-        if len <= INLINE {
+        if let Some(inline_len) = NonZeroU8::new(len as u8).filter(|_| len <= INLINE) {
             let mut bytes = [0; INLINE];
             let mut at = 0;
             for part in parts {
@@ -74,7 +81,7 @@ impl StoredKey {
                 at += part.len();
             }
             StoredKey::Inline {
-                len: len as u8,
+                len: inline_len,
                 bytes,
             }
         } else {
@@ -84,7 +91,7 @@ impl StoredKey {
 
     fn bytes(&self) -> &[u8] {
         match self {
-            StoredKey::Inline { len, bytes } => &bytes[..usize::from(*len)],
+            StoredKey::Inline { len, bytes } => &bytes[..usize::from(len.get())],
             StoredKey::Heap(bytes) => bytes,
         }
     }
@@ -144,7 +151,15 @@ mod tests {
     fn short_keys_are_inline_long_ones_on_the_heap_and_both_round_trip() {
         let short = key("login", "ip", "ip=203.0.113.9");
         let long = key("login", "ip-gcra-1m", &format!("ip=~{}", "a".repeat(40)));
-        for (k, inline) in [(&short, true), (&long, false)] {
+        // 31 bytes joined, then 32.
+        let longest_inline = key("bench", "user-gcra-366d", "user=12345");
+        let shortest_on_heap = key("bench", "user-gcra-366d", "user=123456");
+        for (k, inline) in [
+            (&short, true),
+            (&long, false),
+            (&longest_inline, true),
+            (&shortest_on_heap, false),
+        ] {
             let stored = StoredKey::new(k.into());
             assert_eq!(matches!(stored, StoredKey::Inline { .. }), inline);
             assert!(stored.is(k.into()));
