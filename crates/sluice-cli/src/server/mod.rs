@@ -12,6 +12,7 @@
 //! - `dashboard`: the `/ui` page and the admin read endpoints it uses (`/v1/stats`, block lifting);
 //! - `connections`: the accept loop, its connection cap and the timeouts of stalled connections;
 //! - `tracker`: what one connection is doing, and its yield after each response;
+//! - `core_yield`: a worker thread's yield of its core every few dozen responses;
 //! - `front`: what answers each request: the decision routes at once, the rest via the router;
 //! - `deadline`: `request_timeout`, a 408 for a request not answered in time;
 //! - `error`: JSON errors and body parsing (every client mistake is a 4xx with `{"error"}`);
@@ -21,6 +22,7 @@
 
 mod admin;
 mod connections;
+mod core_yield;
 mod dashboard;
 mod deadline;
 pub(crate) mod error;
