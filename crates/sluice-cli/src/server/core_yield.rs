@@ -17,7 +17,7 @@ use std::cell::Cell;
 /// Responses a worker thread sends between two yields of its core. On two cores shared with
 /// `wrk -t2 -c50`, 16 cost throughput on some rows, 64 gave a longer tail than 32; 32 kept the
 /// rate of not yielding.
-pub(super) const RESPONSES_PER_YIELD: u32 = 32;
+const RESPONSES_PER_YIELD: u32 = 32;
 
 thread_local! {
     /// Responses this thread has sent since it last yielded.

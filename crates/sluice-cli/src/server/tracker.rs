@@ -203,6 +203,7 @@ mod tests {
     use tokio::io::AsyncWriteExt;
     use tokio::net::TcpListener;
 
+    use super::super::core_yield::sent_on_this_thread;
     use super::*;
 
     struct CountingWaker(AtomicUsize);
@@ -241,10 +242,10 @@ mod tests {
             io.inner.readable().await.expect("readable");
             drop(tracker.request());
             let before = woken.0.load(Ordering::Relaxed);
-            let sent = super::super::core_yield::sent_on_this_thread();
+            let sent = sent_on_this_thread();
             assert!(read(&mut io, &mut bytes).is_pending(), "yields first");
             assert_eq!(
-                super::super::core_yield::sent_on_this_thread(),
+                sent_on_this_thread(),
                 sent + 1,
                 "counts the response towards the thread's next yield of its core"
             );
