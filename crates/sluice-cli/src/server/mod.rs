@@ -91,6 +91,8 @@ pub struct AppState {
     admin_token: Option<String>,
     /// Top denied identities per rule.
     pub top_denied: topk::TopDenied,
+    /// The store answers over the network: a decision waits for it.
+    remote_store: bool,
 }
 
 impl AppState {
@@ -125,6 +127,7 @@ impl AppState {
             startup: config,
             admin_token: admin_token.filter(|t| !t.is_empty()),
             top_denied,
+            remote_store: !store.store.in_process(),
         }))
     }
 
