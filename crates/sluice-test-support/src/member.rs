@@ -252,10 +252,16 @@ pub fn which(program: &str) {
     }
 }
 
-/// A fresh directory for one set-up's files, under the system temp dir.
+/// A fresh directory for one set-up's files, under the system temp dir: `sluice-{kind}-{pid}-{n}`.
+///
+/// A set-up shared by the tests of one binary lives in a `static`, which is never dropped: its
+/// servers stop with the binary (see the module docs) but its directory stays. So the first
+/// directory a test binary makes removes those of test binaries that have ended.
 pub fn fresh_dir(kind: &str) -> PathBuf {
     use std::sync::atomic::{AtomicU32, Ordering};
     static NEXT: AtomicU32 = AtomicU32::new(0);
+    static SWEPT: std::sync::Once = std::sync::Once::new();
+    SWEPT.call_once(remove_ended_dirs);
     let dir = std::env::temp_dir().join(format!(
         "sluice-{kind}-{}-{}",
         std::process::id(),
@@ -264,6 +270,33 @@ pub fn fresh_dir(kind: &str) -> PathBuf {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).expect("the temp dir is writable");
     dir
+}
+
+/// Removes the [`fresh_dir`] directories of processes that no longer run.
+fn remove_ended_dirs() {
+    let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name.to_str().and_then(dir_owner) else {
+            continue;
+        };
+        if !Path::new("/proc").join(pid.to_string()).exists() {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
+}
+
+/// The process a [`fresh_dir`] name says made it: `sluice-{kind}-{pid}-{n}`.
+fn dir_owner(name: &str) -> Option<u32> {
+    let mut parts = name.strip_prefix("sluice-")?.rsplitn(3, '-');
+    let (_n, pid, _kind) = (
+        parts.next()?.parse::<u32>().ok()?,
+        parts.next()?,
+        parts.next()?,
+    );
+    pid.parse().ok()
 }
 
 /// Polls `done` every 20 ms until it holds or `within` passes; returns whether it held.
@@ -299,4 +332,29 @@ pub fn server_args(port: u16, dir: &Path) -> Vec<String> {
     ]
     .map(String::from)
     .to_vec()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_directories_of_ended_processes_are_removed_and_the_others_kept() {
+        let ended = std::env::temp_dir().join(format!("sluice-sweep-{}-0", u32::MAX));
+        let mine = fresh_dir("sweep");
+        std::fs::create_dir_all(&ended).expect("the temp dir is writable");
+        remove_ended_dirs();
+        assert!(!ended.exists());
+        assert!(mine.exists());
+        std::fs::remove_dir_all(&mine).expect("removable");
+    }
+
+    #[test]
+    fn only_fresh_dir_names_have_an_owner() {
+        assert_eq!(dir_owner("sluice-cluster-123-4"), Some(123));
+        assert_eq!(dir_owner("sluice-redis-9-40123"), Some(9));
+        assert_eq!(dir_owner("sluice-x12"), None);
+        assert_eq!(dir_owner("sluice-cluster-abc-1"), None);
+        assert_eq!(dir_owner("other-cluster-1-2"), None);
+    }
 }
