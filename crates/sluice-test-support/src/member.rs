@@ -290,12 +290,9 @@ fn remove_ended_dirs() {
 
 /// The process a [`fresh_dir`] name says made it: `sluice-{kind}-{pid}-{n}`.
 fn dir_owner(name: &str) -> Option<u32> {
-    let mut parts = name.strip_prefix("sluice-")?.rsplitn(3, '-');
-    let (_n, pid, _kind) = (
-        parts.next()?.parse::<u32>().ok()?,
-        parts.next()?,
-        parts.next()?,
-    );
+    let (rest, n) = name.strip_prefix("sluice-")?.rsplit_once('-')?;
+    let (_kind, pid) = rest.rsplit_once('-')?;
+    n.parse::<u32>().ok()?;
     pid.parse().ok()
 }
 

@@ -120,9 +120,10 @@ async fn answer(
     mode: Mode,
 ) -> Result<Response, ApiError> {
     let view = view_of(query)?;
-    let body = match body? {
-        body if state.remote_store => detached(body),
-        body => body,
+    let body = if state.remote_store {
+        detached(body?)
+    } else {
+        body?
     };
     let request: DecisionRequest = parse_bytes(&body)?;
     let attributes = request.attributes.pairs()?;
