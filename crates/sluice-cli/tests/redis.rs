@@ -304,6 +304,28 @@ async fn a_redis_slower_than_the_timeout_is_not_waited_for() {
     wait_for_redis_decisions(&server).await;
 }
 
+/// With a store timeout longer than the request's, the request's deadline cuts a decision
+/// that waits for Redis: 408, as for a body that never comes.
+#[tokio::test]
+async fn a_store_slower_than_the_request_timeout_gets_a_408() {
+    let redis = RedisServer::start();
+    let config =
+        format!("server:\n  request_timeout: 500ms\nstore:\n  timeout: 5s\n{CONFIG}{MORE_RULES}");
+    let server = Server::start_on(&config, &redis.url());
+    let a = server.check("fail_closed", json!({ "id": "warm" })).await;
+    assert_eq!(a.status, 200, "{a:?}");
+
+    assert_eq!(redis.cli(&["CLIENT", "PAUSE", "2000", "ALL"]), "OK");
+    let started = Instant::now();
+    let a = server.check("fail_closed", json!({ "id": "paused" })).await;
+    let took = started.elapsed();
+    assert_eq!(a.status, 408, "{a:?}");
+    assert!(
+        took < Duration::from_millis(1500),
+        "answered after {took:?}"
+    );
+}
+
 #[tokio::test]
 async fn a_service_starts_while_redis_is_down_and_picks_it_up() {
     let mut redis = RedisServer::start();

@@ -5,6 +5,12 @@
 //! the timer is armed only when a request is still pending after it: such a request costs the
 //! runtime's timer nothing. The deadline counts from that first poll, which runs as soon as the
 //! head is read.
+//!
+//! A decision that waits for a remote store is already under a timer: the limiter's
+//! `store.timeout`, past which the fail policy answers. When that bound is well within
+//! `request_timeout`, the decision routes arm no second timer for that wait
+//! ([`Budget::within`] with `arm` false); a timer armed earlier (a body that was slow to come)
+//! still runs, so the response never comes later than the deadline would have it.
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -64,15 +70,60 @@ where
     }
 }
 
+/// The time one request has: `timeout` from its first wait, on a timer armed then.
+#[derive(Debug)]
+pub struct Budget {
+    // Boxed: a timer is several cache lines, and the request's future, moved whole on its way
+    // into the connection, would carry them even when never armed.
+    timer: Option<Pin<Box<Sleep>>>,
+    timeout: Duration,
+}
+
+impl Budget {
+    pub fn new(timeout: Duration) -> Budget {
+        Budget {
+            timer: None,
+            timeout,
+        }
+    }
+
+    /// Whether the time is up, arming the timer first if it is not yet (the caller waits).
+    fn poll_spent(&mut self, cx: &mut Context<'_>) -> bool {
+        let timeout = self.timeout;
+        let timer = self
+            .timer
+            .get_or_insert_with(|| Box::pin(tokio::time::sleep(timeout)));
+        timer.as_mut().poll(cx).is_ready()
+    }
+
+    /// `work`'s output, or `None` once the time is up. A wait of `work` arms the timer only
+    /// when `arm` is true; a timer armed before counts either way.
+    pub async fn within<F: Future>(&mut self, work: F, arm: bool) -> Option<F::Output> {
+        let mut work = std::pin::pin!(work);
+        std::future::poll_fn(|cx| {
+            if let Poll::Ready(output) = work.as_mut().poll(cx) {
+                return Poll::Ready(Some(output));
+            }
+            if (arm || self.timer.is_some()) && self.poll_spent(cx) {
+                return Poll::Ready(None);
+            }
+            Poll::Pending
+        })
+        .await
+    }
+}
+
+/// The answer to a request whose time is up.
+pub fn timed_out() -> Response {
+    StatusCode::REQUEST_TIMEOUT.into_response()
+}
+
 pin_project_lite::pin_project! {
     /// A request's response, or 408 once its timer (armed at the first pending poll) fires.
     pub struct DeadlineFuture<F> {
         #[pin]
         inner: F,
-        // Boxed: a timer is several cache lines, and the request's future, moved whole on its
-        // way into the connection, would carry them even when never armed.
-        timer: Option<Pin<Box<Sleep>>>,
-        timeout: Duration,
+        budget: Budget,
     }
 }
 
@@ -81,8 +132,7 @@ impl<F> DeadlineFuture<F> {
     pub fn new(inner: F, timeout: Duration) -> DeadlineFuture<F> {
         DeadlineFuture {
             inner,
-            timer: None,
-            timeout,
+            budget: Budget::new(timeout),
         }
     }
 }
@@ -98,13 +148,58 @@ where
         if let Poll::Ready(response) = this.inner.poll(cx) {
             return Poll::Ready(response);
         }
-        let timeout = *this.timeout;
-        let timer = this
-            .timer
-            .get_or_insert_with(|| Box::pin(tokio::time::sleep(timeout)));
-        match timer.as_mut().poll(cx) {
-            Poll::Ready(()) => Poll::Ready(Ok(StatusCode::REQUEST_TIMEOUT.into_response())),
-            Poll::Pending => Poll::Pending,
+        if this.budget.poll_spent(cx) {
+            return Poll::Ready(Ok(timed_out()));
         }
+        Poll::Pending
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::future::pending;
+
+    use super::*;
+
+    const TIMEOUT: Duration = Duration::from_secs(1);
+
+    /// Whether `within` is still waiting after ten times the budget's timeout.
+    async fn still_waiting<F: Future>(within: F) -> bool {
+        tokio::time::timeout(TIMEOUT * 10, within).await.is_err()
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_wait_that_arms_the_timer_ends_at_the_timeout() {
+        let mut budget = Budget::new(TIMEOUT);
+        let started = tokio::time::Instant::now();
+        assert_eq!(budget.within(pending::<()>(), true).await, None);
+        assert_eq!(started.elapsed(), TIMEOUT);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn work_done_without_waiting_arms_nothing() {
+        let mut budget = Budget::new(TIMEOUT);
+        assert_eq!(budget.within(async { 7 }, true).await, Some(7));
+        assert!(budget.timer.is_none());
+        assert!(still_waiting(budget.within(pending::<()>(), false)).await);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_wait_left_unarmed_is_not_cut() {
+        let mut budget = Budget::new(TIMEOUT);
+        assert!(still_waiting(budget.within(pending::<()>(), false)).await);
+        assert!(budget.timer.is_none());
+    }
+
+    /// A slow body arms the timer; the store's wait that follows counts against the same
+    /// deadline, armed or not.
+    #[tokio::test(start_paused = true)]
+    async fn a_timer_armed_before_keeps_counting() {
+        let mut budget = Budget::new(TIMEOUT);
+        let started = tokio::time::Instant::now();
+        let slow = tokio::time::sleep(TIMEOUT / 4);
+        assert_eq!(budget.within(slow, true).await, Some(()));
+        assert_eq!(budget.within(pending::<()>(), false).await, None);
+        assert_eq!(started.elapsed(), TIMEOUT);
     }
 }

@@ -28,7 +28,7 @@ use sluice::algorithm::Mode;
 use tower::ServiceExt;
 
 use super::AppState;
-use super::deadline::DeadlineFuture;
+use super::deadline::Budget;
 use super::routes;
 
 /// The service of every connection of one listener. Cheap to clone.
@@ -43,6 +43,8 @@ pub(crate) struct Front {
 struct Decisions {
     state: Arc<AppState>,
     timeout: Duration,
+    /// A decision's wait for its store ends well within `timeout` on its own.
+    store_bounded: bool,
 }
 
 impl Front {
@@ -57,9 +59,14 @@ impl Front {
     /// The decision routes are answered from `state` within `timeout`; the rest goes to
     /// `router`, which applies its own deadline.
     pub(crate) fn with_decisions(router: Router, state: Arc<AppState>, timeout: Duration) -> Front {
+        let store_bounded = store_bounded(state.limiter.options().timeout, timeout);
         Front {
             router,
-            decisions: Some(Decisions { state, timeout }),
+            decisions: Some(Decisions {
+                state,
+                timeout,
+                store_bounded,
+            }),
         }
     }
 
@@ -71,12 +78,21 @@ impl Front {
     ) -> impl Future<Output = Result<Response, Infallible>> + Send + use<> {
         if let (Some(decisions), Some(mode)) = (&self.decisions, decision_route(&request)) {
             let state = decisions.state.clone();
-            let answer = async move { Ok(routes::answer_request(&state, request, mode).await) };
-            return Either::Left(DeadlineFuture::new(answer, decisions.timeout));
+            let (budget, store_bounded) = (Budget::new(decisions.timeout), decisions.store_bounded);
+            return Either::Left(async move {
+                Ok(routes::answer_request(&state, request, mode, budget, store_bounded).await)
+            });
         }
         request.extensions_mut().insert(ConnectInfo(peer));
         Either::Right(self.router.clone().oneshot(request.map(Body::new)))
     }
+}
+
+/// Whether a decision's wait for its store, cut at `store_timeout` by the limiter, ends well
+/// within `request_timeout`: a check makes at most two store calls in turn (the decision, then a
+/// reservation's), so twice the store's timeout must leave room.
+fn store_bounded(store_timeout: Duration, request_timeout: Duration) -> bool {
+    store_timeout.saturating_mul(2) < request_timeout
 }
 
 /// The mode of a decision route, or `None` for any other request.
@@ -186,7 +202,8 @@ mod tests {
                     .expect("a valid request")
             };
             let mode = decision_route(&request()).expect("a decision route");
-            let answered = routes::answer_request(&direct, request(), mode).await;
+            let budget = Budget::new(Duration::from_secs(10));
+            let answered = routes::answer_request(&direct, request(), mode, budget, true).await;
             let routed = router
                 .clone()
                 .oneshot(request().map(Body::new))
@@ -229,5 +246,15 @@ mod tests {
                 "{method} {uri}"
             );
         }
+    }
+
+    #[test]
+    fn a_store_is_bounded_when_twice_its_timeout_is_under_the_request_timeout() {
+        let ms = Duration::from_millis;
+        assert!(store_bounded(ms(50), ms(10_000)));
+        assert!(store_bounded(ms(249), ms(500)));
+        assert!(!store_bounded(ms(250), ms(500)));
+        assert!(!store_bounded(ms(5_000), ms(500)));
+        assert!(!store_bounded(Duration::MAX, ms(500)));
     }
 }

@@ -27,6 +27,7 @@ use sluice::Decision;
 use sluice::middleware::insert_headers;
 use sluice::model::{HeaderStyle, write_decision_json};
 
+use super::deadline::{Budget, timed_out};
 use super::error::{ApiError, no_route, parse_bytes, too_large, unreadable, wrong_method};
 use super::request::DecisionRequest;
 use super::{AppState, MAX_BODY_BYTES, metrics};
@@ -74,25 +75,38 @@ fn view_of(query: Result<Query<ViewQuery>, QueryRejection>) -> Result<View, ApiE
 }
 
 /// Answers a decision route without the router (see [`super::front`]): the extractions of
-/// `check` and `peek`, done by hand.
-pub(super) async fn answer_request<B>(state: &AppState, request: Request<B>, mode: Mode) -> Response
+/// `check` and `peek`, done by hand, within `budget`. A wait for the body arms its timer; a wait
+/// for the store does only when `store_bounded` is false (see [`super::deadline`]).
+pub(super) async fn answer_request<B>(
+    state: &AppState,
+    request: Request<B>,
+    mode: Mode,
+    mut budget: Budget,
+    store_bounded: bool,
+) -> Response
 where
     B: hyper::body::Body,
     B::Error: Into<axum::BoxError>,
 {
     let query = Query::<ViewQuery>::try_from_uri(request.uri());
-    let body = Limited::new(request.into_body(), MAX_BODY_BYTES)
-        .collect()
+    let read = Limited::new(request.into_body(), MAX_BODY_BYTES).collect();
+    let Some(read) = budget.within(read, true).await else {
+        return timed_out();
+    };
+    let body = read.map(Collected::to_bytes).map_err(|error| {
+        if error.is::<LengthLimitError>() {
+            too_large()
+        } else {
+            ApiError::bad_request(format!("Failed to buffer the request body: {error}"))
+        }
+    });
+    match budget
+        .within(answer(state, query, body, mode), !store_bounded)
         .await
-        .map(Collected::to_bytes)
-        .map_err(|error| {
-            if error.is::<LengthLimitError>() {
-                too_large()
-            } else {
-                ApiError::bad_request(format!("Failed to buffer the request body: {error}"))
-            }
-        });
-    answer(state, query, body, mode).await.into_response()
+    {
+        Some(answer) => answer.into_response(),
+        None => timed_out(),
+    }
 }
 
 async fn check(
