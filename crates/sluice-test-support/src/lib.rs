@@ -7,7 +7,9 @@
 //! - [`tls`]: [`TlsFiles`] (a CA and certificates made on the spot) and [`TlsRedis`];
 //! - [`member`]: one process of a multi-process set-up, which tests kill, pause and restart;
 //! - [`browser`]: [`Browser`], a `chromedriver` driving headless `chromium` (dashboard tests).
-//! - [`nginx`]: [`Nginx`], a real nginx from a generated config, in a prefix of its own.
+//! - [`nginx`]: [`Nginx`], a real nginx from a generated config, in a prefix of its own;
+//! - [`fault_proxy`]: [`FaultProxy`], a TCP proxy that resets, stalls, delays, cuts replies,
+//!   swallows or trickles what it carries, for store-fault tests.
 //!
 //! [`RedisServer::start`] spawns `redis-server` with persistence off, waits until it answers
 //! `PING`, and kills it on drop. Tests that need a store fault call [`RedisServer::stop`] and
@@ -16,6 +18,7 @@
 
 pub mod browser;
 pub mod cluster;
+pub mod fault_proxy;
 pub mod member;
 pub mod nginx;
 pub mod sentinel;
@@ -23,6 +26,7 @@ pub mod tls;
 
 pub use browser::Browser;
 pub use cluster::RedisCluster;
+pub use fault_proxy::{Fault, FaultProxy};
 pub use member::{Member, Members, wait_until};
 pub use nginx::Nginx;
 pub use sentinel::RedisSentinel;
