@@ -43,7 +43,8 @@ pub enum Fault {
     /// never gets an answer, and the connection stays open. When the fault ends, the connections
     /// that lost bytes are reset (their streams cannot resume).
     Blackhole,
-    /// Replies are passed on one byte at a time, this long apart.
+    /// Replies are passed on one byte at a time, this long apart; when the fault ends, the rest
+    /// of a reply goes at once.
     Trickle(Duration),
 }
 
@@ -266,16 +267,31 @@ fn pump(mut from: TcpStream, mut to: TcpStream, replies: bool, shared: &Shared, 
                 return;
             }
             Fault::CutReply => to.write_all(chunk),
-            Fault::Trickle(gap) if replies => chunk.iter().try_for_each(|byte| {
-                std::thread::sleep(gap);
-                to.write_all(std::slice::from_ref(byte))
-            }),
+            Fault::Trickle(gap) if replies => trickle(&mut to, chunk, gap, shared),
             Fault::Trickle(_) => to.write_all(chunk),
         };
         if sent.is_err() {
             return;
         }
     }
+}
+
+/// Writes `chunk` one byte every `gap` while the trickle lasts, and what is left at once when it
+/// ends (a slow link that heals).
+fn trickle(
+    to: &mut TcpStream,
+    chunk: &[u8],
+    gap: Duration,
+    shared: &Shared,
+) -> std::io::Result<()> {
+    for (i, byte) in chunk.iter().enumerate() {
+        if !matches!(*lock(&shared.fault), Fault::Trickle(_)) {
+            return to.write_all(&chunk[i..]);
+        }
+        std::thread::sleep(gap);
+        to.write_all(std::slice::from_ref(byte))?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]

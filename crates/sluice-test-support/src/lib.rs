@@ -147,6 +147,32 @@ impl RedisServer {
         }
     }
 
+    /// Stops the server from running (`SIGSTOP`), as a hung host would: connections stay open
+    /// and nothing is answered until [`RedisServer::resume`].
+    pub fn pause(&self) {
+        self.signal("STOP");
+    }
+
+    /// Lets a paused server run again (`SIGCONT`).
+    pub fn resume(&self) {
+        self.signal("CONT");
+    }
+
+    /// The server's process id, while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
+    fn signal(&self, name: &str) {
+        let pid = self.pid().expect("the server is running");
+        let status = Command::new("kill")
+            .arg(format!("-{name}"))
+            .arg(pid.to_string())
+            .status()
+            .expect("kill runs");
+        assert!(status.success(), "kill -{name} {pid}");
+    }
+
     /// Starts the server again on the same port (empty: persistence is off).
     ///
     /// # Panics
