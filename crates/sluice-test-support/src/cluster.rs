@@ -4,7 +4,9 @@
 //! chosen free too, short `cluster-node-timeout` so a failover takes about two seconds), joins them
 //! with `redis-cli --cluster create … --cluster-replicas 1`, and returns once every slot is served
 //! and every replica is in sync. [`RedisCluster::shared`] gives the tests of one binary one
-//! cluster (tests use distinct key prefixes); a test that kills or pauses members starts its own.
+//! cluster (tests use distinct key prefixes); a test that kills or pauses members, moves slots
+//! ([`RedisCluster::begin_migration`] and the steps after it) or fails over a primary
+//! ([`RedisCluster::planned_failover`]) starts its own.
 
 use std::path::PathBuf;
 use std::process::Command;

@@ -2,7 +2,8 @@
 //!
 //! # Layout
 //! - [`RedisServer`] (this file): one `redis-server`;
-//! - [`cluster`]: [`RedisCluster`], 3 primaries and 3 replicas;
+//! - [`cluster`]: [`RedisCluster`], 3 primaries and 3 replicas; [`reshard`]: moving its slots
+//!   and failing it over as planned;
 //! - [`sentinel`]: [`RedisSentinel`], a primary, a replica and three sentinels;
 //! - [`tls`]: [`TlsFiles`] (a CA and certificates made on the spot) and [`TlsRedis`];
 //! - [`member`]: one process of a multi-process set-up, which tests kill, pause and restart;
@@ -21,6 +22,7 @@ pub mod cluster;
 pub mod fault_proxy;
 pub mod member;
 pub mod nginx;
+pub mod reshard;
 pub mod sentinel;
 pub mod tls;
 

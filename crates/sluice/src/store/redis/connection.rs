@@ -1,7 +1,7 @@
 //! The connection a [`RedisStore`](super::RedisStore) talks through, whatever the deployment:
 //! one server or a Sentinel-managed primary ([`Failover`]), or a Redis Cluster (the redis crate's
-//! async cluster client, which follows `MOVED` / `ASK`, retries `TRYAGAIN` and refreshes its slot
-//! map when a node fails or is demoted).
+//! async cluster client, which refreshes its slot map when a node fails or is demoted, and
+//! [`redirected`], which follows `MOVED` / `ASK` and retries `TRYAGAIN`).
 //!
 //! [`RedisConnection`] is a [`ConnectionLike`], so commands and scripts run on it unchanged; a
 //! script call is routed by its first key, and `NOSCRIPT` reloads the script on the node that
@@ -12,7 +12,8 @@ use redis::cluster::ClusterClientBuilder;
 use redis::cluster_async::ClusterConnection;
 use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
 use redis::{
-    ConnectionAddr, ConnectionInfo, IntoConnectionInfo, RedisConnectionInfo, RedisResult, TlsMode,
+    ConnectionAddr, ConnectionInfo, ErrorKind, IntoConnectionInfo, RedisConnectionInfo,
+    RedisResult, ServerErrorKind, TlsMode,
 };
 
 use super::failover::{Dial, Failover, Locate, primary_role};
@@ -77,9 +78,10 @@ impl RedisConnection {
                 let mut builder = ClusterClientBuilder::new(seeds)
                     .connection_timeout(dial.connect_timeout)
                     .response_timeout(dial.response_timeout)
-                    // Short retries: while a primary fails over, the fail policy answers; the
-                    // slot map is refreshed on every failure.
-                    .retries(2)
+                    // No retries of the client's own: `redirected` follows `ASK`, `MOVED` and
+                    // `TRYAGAIN`; while a primary fails over, the fail policy answers. The slot
+                    // map is still refreshed on every failure.
+                    .retries(0)
                     .min_retry_wait(10)
                     .max_retry_wait(100);
                 if url.tls {
@@ -212,7 +214,7 @@ impl ConnectionLike for RedisConnection {
     ) -> redis::RedisFuture<'a, redis::Value> {
         match self {
             RedisConnection::Primary(p) => p.req_packed_command(cmd),
-            RedisConnection::Cluster(c) => c.req_packed_command(cmd),
+            RedisConnection::Cluster(c) => Box::pin(redirected(c, cmd)),
         }
     }
 
@@ -234,6 +236,57 @@ impl ConnectionLike for RedisConnection {
             RedisConnection::Cluster(c) => c.get_db(),
         }
     }
+}
+
+/// Redirections one call follows at most: a slot on the move answers `ASK` once, a stale slot
+/// map `MOVED` once, a multi-key call on a moving slot `TRYAGAIN` until the move ends.
+const MAX_REDIRECTIONS: u32 = 5;
+
+/// Runs `cmd` on the Cluster, following redirections.
+///
+/// The cluster client follows `ASK` itself, but it sends `ASKING` as a request of its own and the
+/// command only once that has been answered; on a connection shared by concurrent calls another
+/// call's command can come in between, take the `ASKING`, and leave this one to a `MOVED` back to
+/// the node that no longer has the key (under load, most calls on a migrating slot failed that
+/// way, and some hung until the response timeout). Here `ASKING` and the command go in one
+/// pipeline, written as one piece, so nothing comes between them. `MOVED` goes to the node it
+/// names (the client refreshes its slot map meanwhile); `TRYAGAIN` waits a little and asks again.
+async fn redirected(c: &mut ClusterConnection, cmd: &redis::Cmd) -> RedisResult<redis::Value> {
+    let mut answer = c.req_packed_command(cmd).await;
+    for attempt in 1..=MAX_REDIRECTIONS {
+        let error = match &answer {
+            Err(error) => error,
+            Ok(_) => break,
+        };
+        let to = error
+            .redirect_node()
+            .and_then(|(node, _slot)| node.rsplit_once(':'))
+            .and_then(|(host, port)| Some((host.to_string(), port.parse::<u16>().ok()?)));
+        answer = match (error.kind(), to) {
+            (ErrorKind::Server(ServerErrorKind::Ask), Some((host, port))) => {
+                let mut pipeline = redis::pipe();
+                pipeline.cmd("ASKING").add_command(cmd.clone());
+                let route = SingleNodeRoutingInfo::ByAddress { host, port };
+                match c.route_pipeline(pipeline, 1, 1, route).await {
+                    Ok(mut answers) => answers
+                        .pop()
+                        .map_or_else(|| Err(error.clone()), redis::Value::extract_error),
+                    Err(e) => Err(e),
+                }
+            }
+            (ErrorKind::Server(ServerErrorKind::Moved), Some((host, port))) => {
+                let route = SingleNodeRoutingInfo::ByAddress { host, port };
+                c.route_command(cmd.clone(), RoutingInfo::SingleNode(route))
+                    .await
+            }
+            (ErrorKind::Server(ServerErrorKind::TryAgain), _) => {
+                tokio::time::sleep(std::time::Duration::from_millis(5 << attempt)).await;
+                c.req_packed_command(cmd).await
+            }
+            _ => break,
+        };
+    }
+    answer
 }
 
 /// How to reach one node of the deployment `url` names: its TLS, credentials and database.

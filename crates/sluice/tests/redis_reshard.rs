@@ -1,0 +1,239 @@
+//! Resharding and a planned failover under load, on a Redis Cluster of the test's own: while 4
+//! processes × 32 tasks decide on one key, its slot moves to another primary step by step
+//! (`IMPORTING`/`MIGRATING`, the key moved by `MIGRATE`, then `SETSLOT … NODE` everywhere), and
+//! then that primary's replica takes over with `CLUSTER FAILOVER`. Between the steps, the test
+//! waits until the node that should answer has run decisions, so every state of the move is
+//! decided through: on the old owner, through `ASK` on the new one, through `MOVED` after it, and
+//! on the promoted replica.
+//!
+//! No decision fails (the workers' fail policy is `closed` and a degraded decision fails the
+//! test) and the limit is exact: the workers admit exactly the units the limit has left, on the
+//! one-limit script (`gcra`) and on the general function (`sliding_log`, whose denials it
+//! decides).
+#![cfg(feature = "redis")]
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use sluice::limiter::denial_cache::DenialCacheOptions;
+use sluice::model::{Algorithm, Limit};
+use sluice::store::redis::{RedisOptions, RedisStore};
+use sluice::{FailPolicy, Limiter, Options, Rule};
+use sluice_test_support::{RedisCluster, member};
+
+const PROCESSES: usize = 4;
+const TASKS: usize = 32;
+const LIMIT: u64 = 1000;
+/// Decisions a node must run before the next step is taken.
+const PROGRESS: u64 = 200;
+
+async fn limiter(url: &str, prefix: &str, algorithm: Algorithm) -> Limiter {
+    let store = RedisStore::connect(
+        url,
+        RedisOptions {
+            prefix: prefix.to_string(),
+            ..RedisOptions::default()
+        },
+    )
+    .await
+    .expect("a valid URL");
+    Limiter::builder(store)
+        .rule(
+            "hammer",
+            Rule::new(vec![Limit::new(
+                &["ip"],
+                format!("{LIMIT}/1d").parse().unwrap(),
+                algorithm,
+            )]),
+        )
+        // Every decision goes to Redis (denials too), and one that cannot is a failure.
+        .options(Options {
+            fail: FailPolicy::Closed,
+            timeout: Duration::from_secs(10),
+            denial_cache: DenialCacheOptions {
+                enabled: false,
+                ..DenialCacheOptions::default()
+            },
+            ..Options::default()
+        })
+        .build()
+        .unwrap()
+}
+
+/// The decisions (scripts and function calls) the node on `port` has run.
+fn decisions_on(port: u16) -> u64 {
+    member::cli(port, &["INFO", "commandstats"])
+        .lines()
+        .filter(|l| l.starts_with("cmdstat_evalsha:") || l.starts_with("cmdstat_fcall:"))
+        .filter_map(|l| {
+            l.split("calls=")
+                .nth(1)?
+                .split(',')
+                .next()?
+                .parse::<u64>()
+                .ok()
+        })
+        .sum()
+}
+
+/// Waits until the node on `port` has run [`PROGRESS`] more decisions.
+fn wait_for_decisions_on(port: u16, step: &str) {
+    let from = decisions_on(port);
+    assert!(
+        sluice_test_support::wait_until(Duration::from_secs(30), || {
+            decisions_on(port) >= from + PROGRESS
+        }),
+        "no decisions on {port} after {step}"
+    );
+}
+
+/// The state key the limiter made under `prefix` (it made one), found on whichever primary.
+fn key_under(cluster: &RedisCluster, prefix: &str) -> String {
+    let pattern = format!("{prefix}*");
+    cluster
+        .primaries()
+        .into_iter()
+        .find_map(|port| {
+            let keys = member::cli(port, &["--scan", "--pattern", &pattern]);
+            keys.lines().next().map(str::to_string)
+        })
+        .expect("the first decision made a key")
+}
+
+fn test_name(function: &str) -> String {
+    match module_path!().split_once("::") {
+        Some((_, module)) => format!("{module}::{function}"),
+        None => function.to_string(),
+    }
+}
+
+fn spawn_workers(url: &str, prefix: &str, algorithm: Algorithm, stop: &Path) -> Vec<Child> {
+    let exe = std::env::current_exe().expect("the test binary knows its path");
+    (0..PROCESSES)
+        .map(|_| {
+            Command::new(&exe)
+                .args(["--exact", &test_name("reshard_worker"), "--ignored"])
+                .arg("--nocapture")
+                .env("SLUICE_RESHARD_URL", url)
+                .env("SLUICE_RESHARD_PREFIX", prefix)
+                .env("SLUICE_RESHARD_ALGORITHM", algorithm.name())
+                .env("SLUICE_RESHARD_STOP", stop)
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .expect("the worker process starts")
+        })
+        .collect()
+}
+
+fn join_workers(workers: Vec<Child>) -> u64 {
+    workers
+        .into_iter()
+        .map(|w| {
+            let out = w.wait_with_output().expect("the worker runs");
+            let stdout = String::from_utf8_lossy(&out.stdout);
+            assert!(
+                out.status.success(),
+                "worker failed: {stdout}\n{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            stdout
+                .lines()
+                .find_map(|l| l.strip_prefix("admitted="))
+                .unwrap_or_else(|| panic!("no count in worker output: {stdout}"))
+                .trim()
+                .parse::<u64>()
+                .expect("a number")
+        })
+        .sum()
+}
+
+/// One run: the key's slot moves from its owner to another primary, then that primary's replica
+/// takes over, all under the workers' load.
+fn move_and_fail_over_under_load(cluster: &RedisCluster, algorithm: Algorithm) {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let prefix = common::unique_prefix();
+    let url = cluster.url();
+    let first = runtime.block_on(async {
+        let limiter = limiter(&url, &prefix, algorithm).await;
+        limiter.check("hammer", &[("ip", "a")]).await.unwrap()
+    });
+    assert!(first.allowed && !first.degraded, "{first:?}");
+    let slot = cluster.slot_of(&key_under(cluster, &prefix));
+    let from = cluster.owner_of(slot).expect("a primary serves the slot");
+    let to = *cluster
+        .primaries()
+        .iter()
+        .find(|&&p| p != from)
+        .expect("another primary");
+
+    let stop: PathBuf = std::env::temp_dir().join(format!("sluice-reshard-stop-{prefix}"));
+    let _ = std::fs::remove_file(&stop);
+    let workers = spawn_workers(&url, &prefix, algorithm, &stop);
+    let started = Instant::now();
+    wait_for_decisions_on(from, "the workers started");
+    cluster.begin_migration(slot, from, to);
+    wait_for_decisions_on(from, "IMPORTING/MIGRATING");
+    assert!(cluster.migrate_keys(slot, from, to) >= 1, "the key moved");
+    wait_for_decisions_on(to, "MIGRATE (ASK)");
+    cluster.finish_migration(slot, to);
+    wait_for_decisions_on(to, "SETSLOT NODE (MOVED)");
+    let replica = cluster.replica_of(to).expect("the new owner has a replica");
+    cluster.planned_failover(replica);
+    wait_for_decisions_on(replica, "CLUSTER FAILOVER");
+    std::fs::write(&stop, b"").expect("the temp dir is writable");
+    let admitted = join_workers(workers);
+    let _ = std::fs::remove_file(&stop);
+    println!(
+        "{algorithm}: slot {slot} moved {from} → {to}, {replica} took over; {admitted} admitted \
+         in {:?}",
+        started.elapsed()
+    );
+    assert_eq!(admitted + 1, LIMIT, "{algorithm}: exactly the limit");
+}
+
+#[test]
+fn slots_move_and_a_replica_takes_over_while_decisions_run() {
+    let cluster = RedisCluster::start();
+    for algorithm in [Algorithm::Gcra, Algorithm::SlidingLog] {
+        move_and_fail_over_under_load(&cluster, algorithm);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a worker process of the test above"]
+async fn reshard_worker() {
+    let var = |name: &str| std::env::var(name).expect("run by the parent test");
+    let algorithm: Algorithm = var("SLUICE_RESHARD_ALGORITHM").parse().expect("a name");
+    let limiter = limiter(
+        &var("SLUICE_RESHARD_URL"),
+        &var("SLUICE_RESHARD_PREFIX"),
+        algorithm,
+    )
+    .await;
+    let stop = PathBuf::from(var("SLUICE_RESHARD_STOP"));
+    let mut tasks = tokio::task::JoinSet::new();
+    for _ in 0..TASKS {
+        let (limiter, stop) = (limiter.clone(), stop.clone());
+        tasks.spawn(async move {
+            let (mut admitted, mut degraded) = (0u64, 0u64);
+            while !stop.exists() {
+                let d = limiter.check("hammer", &[("ip", "a")]).await.unwrap();
+                admitted += u64::from(d.allowed);
+                degraded += u64::from(d.degraded);
+            }
+            (admitted, degraded)
+        });
+    }
+    let (mut admitted, mut degraded) = (0, 0);
+    while let Some(r) = tasks.join_next().await {
+        let (a, d) = r.expect("no task panics");
+        admitted += a;
+        degraded += d;
+    }
+    assert_eq!(degraded, 0, "every decision came from Redis");
+    println!("admitted={admitted}");
+}
