@@ -174,3 +174,25 @@ fn bench_stops_after_the_decisions_asked_for() {
     assert_eq!(made.iter().sum::<u64>(), 5000, "{report}");
     assert!(report["duration_s"].as_f64().unwrap() < 600.0);
 }
+
+/// `--rate` opens the loop: decisions are made at the rate offered, not as fast as they are
+/// answered, and the report says so.
+#[test]
+fn bench_at_a_fixed_rate_makes_the_decisions_offered() {
+    let out = sluice()
+        .args(["bench", "--store", "memory://", "--concurrency", "4"])
+        .args(["--rate", "400", "--duration", "2s", "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("a JSON report");
+    assert_eq!(report["offered_per_sec"], 400.0, "{report}");
+    let made: u64 = ["allowed", "denied", "errors"]
+        .map(|k| report[k].as_u64().unwrap())
+        .iter()
+        .sum();
+    // 800 are due in 2 s; a closed loop on the memory store makes hundreds of thousands.
+    assert!((700..=810).contains(&made), "{made} decisions: {report}");
+    let refused = sluice().args(["bench", "--rate", "0"]).output().unwrap();
+    assert_eq!(refused.status.code(), Some(2), "{refused:?}");
+}

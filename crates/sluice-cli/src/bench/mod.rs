@@ -5,6 +5,12 @@
 //! number of decisions), and reports decisions per second, latency percentiles and the
 //! allowed/denied split. Latencies are recorded per task in HDR histograms (no shared state on
 //! the hot path) and merged at the end.
+//!
+//! By default each task asks again as soon as it has its answer (a closed loop, as `wrk` does):
+//! a server that slows down is asked less, which hides how slow it got. `--rate` makes the loop
+//! open, as `wrk2` does: decisions are due at a fixed rate whatever the answers, each task
+//! taking its share of the schedule, and a decision's latency counts from when it was due, so
+//! time spent waiting behind a slow answer is counted too.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -90,6 +96,12 @@ pub struct BenchArgs {
     /// `redis-benchmark`, a single-threaded event loop, does.
     #[arg(long)]
     pub threads: Option<usize>,
+    /// Open loop: decisions due at this many per second in all, whatever the answers, and each
+    /// latency measured from when its decision was due (not when it was sent). The tasks share
+    /// the schedule; when they are all waiting, the due decisions wait with them and their wait
+    /// is counted.
+    #[arg(long, value_parser = parse_rate_arg)]
+    pub rate: Option<f64>,
     /// Visit every key this many times before the timed run (with `--limit 1/60s`, 2 passes
     /// leave every key denied: the all-denied shape).
     #[arg(long, default_value_t = 0)]
@@ -101,6 +113,13 @@ fn parse_algorithm(text: &str) -> Result<Algorithm, String> {
         .map_err(|e: sluice::model::ModelError| e.message)
 }
 
+fn parse_rate_arg(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(rate) if rate.is_finite() && rate > 0.0 && rate <= 1e9 => Ok(rate),
+        _ => Err(format!("`{text}`: a rate per second, more than 0")),
+    }
+}
+
 fn parse_duration_arg(text: &str) -> Result<Duration, String> {
     parse_duration(text).map_err(|e| e.message)
 }
@@ -110,6 +129,9 @@ fn parse_duration_arg(text: &str) -> Result<Duration, String> {
 pub struct Report {
     /// Decisions completed per second of wall time.
     pub decisions_per_sec: f64,
+    /// With --rate: the decisions per second offered.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub offered_per_sec: Option<f64>,
     /// Median latency (µs).
     pub p50_us: f64,
     /// 99th percentile latency (µs).
@@ -190,7 +212,13 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
             "{} on {}: {} tasks, {} keys, {:.1} s",
             report.algorithm, report.target, report.concurrency, report.keys, report.duration_s
         );
-        println!("decisions/s  {:.0}", report.decisions_per_sec);
+        match report.offered_per_sec {
+            Some(offered) => println!(
+                "decisions/s  {:.0} of {offered:.0} offered (open loop: latency from when due)",
+                report.decisions_per_sec
+            ),
+            None => println!("decisions/s  {:.0}", report.decisions_per_sec),
+        }
         println!(
             "latency µs   p50 {:.2}   p99 {:.2}   p99.9 {:.2}",
             report.p50_us, report.p99_us, report.p999_us
@@ -225,6 +253,11 @@ pub async fn measure(args: &BenchArgs) -> anyhow::Result<Report> {
     for task in 0..args.concurrency {
         let (driver, keys, stop, done) = (driver.clone(), keys.clone(), stop.clone(), done.clone());
         let stride = args.concurrency;
+        // Open loop: this task's decisions are due every `pace`, staggered among the tasks.
+        let pace = args
+            .rate
+            .map(|rate| Duration::from_secs_f64(stride as f64 / rate));
+        let mut due = started + pace.map_or(Duration::ZERO, |p| p * task as u32 / stride as u32);
         tasks.push(tokio::spawn(async move {
             let mut tally = Tally::new()?;
             let mut i = task;
@@ -232,7 +265,15 @@ pub async fn measure(args: &BenchArgs) -> anyhow::Result<Report> {
             while !stop.load(Ordering::Relaxed) && done.fetch_add(1, Ordering::Relaxed) < cap {
                 let key = &keys[i % keys.len()];
                 i += stride;
-                let t = Instant::now();
+                let t = match pace {
+                    Some(pace) => {
+                        tokio::time::sleep_until(due.into()).await;
+                        let t = due;
+                        due += pace;
+                        t
+                    }
+                    None => Instant::now(),
+                };
                 let outcome = driver.check(key).await;
                 tally.record(t, outcome);
                 // The memory store answers without awaiting anything: yield now and then so the
@@ -280,6 +321,7 @@ pub async fn measure(args: &BenchArgs) -> anyhow::Result<Report> {
     };
     Ok(Report {
         decisions_per_sec,
+        offered_per_sec: args.rate,
         ceiling_per_sec,
         ratio_to_ceiling: ceiling_per_sec.map(|c| decisions_per_sec / c),
         p50_us: h.value_at_quantile(0.5) as f64 / 1_000.0,
