@@ -29,9 +29,9 @@ pub mod tls;
 pub use browser::Browser;
 pub use cluster::RedisCluster;
 pub use fault_proxy::{Fault, FaultProxy};
-pub use member::{Member, Members, wait_until};
+pub use member::{Credentials, Member, Members, wait_until};
 pub use nginx::Nginx;
-pub use sentinel::RedisSentinel;
+pub use sentinel::{RedisSentinel, SentinelAuth};
 pub use tls::{TlsFiles, TlsRedis};
 
 use std::io::{Read, Write};

@@ -61,6 +61,7 @@ pub struct Member {
     port: u16,
     pid: Option<u32>,
     guard: Option<(Child, ChildStdin)>,
+    credentials: Option<Credentials>,
 }
 
 impl Member {
@@ -76,6 +77,7 @@ impl Member {
             port,
             pid: None,
             guard: None,
+            credentials: None,
         };
         member.spawn()?;
         Ok(member)
@@ -164,7 +166,12 @@ impl Member {
 
     /// Runs `redis-cli -p PORT ARGS…` against it and returns the trimmed output.
     pub fn cli(&self, args: &[&str]) -> String {
-        cli(self.port, args)
+        cli_as(self.port, self.credentials.as_ref(), args)
+    }
+
+    /// Makes [`Member::cli`] authenticate as `credentials` from now on.
+    pub fn set_credentials(&mut self, credentials: Option<Credentials>) {
+        self.credentials = credentials;
     }
 
     fn stop(&mut self) {
@@ -210,7 +217,8 @@ fn zombie(pid: u32) -> bool {
         .unwrap_or(false)
 }
 
-/// Whether `127.0.0.1:port` answers `PING`.
+/// Whether `127.0.0.1:port` answers `PING` (a server that wants a password first, `-NOAUTH`,
+/// answers too).
 pub fn ping(port: u16) -> bool {
     let Ok(mut stream) = TcpStream::connect(("127.0.0.1", port)) else {
         return false;
@@ -219,17 +227,37 @@ pub fn ping(port: u16) -> bool {
     let mut buf = [0u8; 7];
     stream.write_all(b"PING\r\n").is_ok()
         && stream.read_exact(&mut buf).is_ok()
-        && &buf == b"+PONG\r\n"
+        && (&buf == b"+PONG\r\n" || &buf == b"-NOAUTH")
+}
+
+/// Who a `redis-cli` call authenticates as.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Credentials {
+    /// The ACL user (`None`: the default user, as `requirepass` has it).
+    pub user: Option<String>,
+    /// The password.
+    pub password: String,
 }
 
 /// Runs `redis-cli -p PORT ARGS…` and returns its trimmed output.
 pub fn cli(port: u16, args: &[&str]) -> String {
+    cli_as(port, None, args)
+}
+
+/// Runs `redis-cli -p PORT ARGS…` as `credentials` and returns its trimmed output.
+pub fn cli_as(port: u16, credentials: Option<&Credentials>, args: &[&str]) -> String {
     which("redis-cli");
-    let out = Command::new("redis-cli")
-        .args(["-p", &port.to_string()])
-        .args(args)
-        .output()
-        .expect("redis-cli runs");
+    let mut command = Command::new("redis-cli");
+    command.args(["-p", &port.to_string()]);
+    if let Some(c) = credentials {
+        // The password through the environment keeps it out of `ps` and out of redis-cli's
+        // warning on stderr.
+        command.env("REDISCLI_AUTH", &c.password);
+        if let Some(user) = &c.user {
+            command.args(["--user", user]);
+        }
+    }
+    let out = command.args(args).output().expect("redis-cli runs");
     String::from_utf8_lossy(&out.stdout).trim().to_string()
 }
 

@@ -77,13 +77,29 @@ pub fn redact(url: &str) -> String {
         return url.to_string();
     };
     let (authority, path) = rest.split_at(rest.find(['/', '?', '#']).unwrap_or(rest.len()));
+    let path = redact_query(path);
     match authority.rsplit_once('@') {
         Some((user_info, host)) => {
             let user = user_info.split(':').next().unwrap_or_default();
             format!("{scheme}://{user}:***@{host}{path}")
         }
-        None => url.to_string(),
+        None => format!("{scheme}://{authority}{path}"),
     }
+}
+
+/// `path?query` with the value of every query parameter that names a password hidden.
+fn redact_query(path: &str) -> String {
+    let Some((path, query)) = path.split_once('?') else {
+        return path.to_string();
+    };
+    let pairs: Vec<String> = query
+        .split('&')
+        .map(|pair| match pair.split_once('=') {
+            Some((key, _)) if key.contains("password") => format!("{key}=***"),
+            _ => pair.to_string(),
+        })
+        .collect();
+    format!("{path}?{}", pairs.join("&"))
 }
 
 #[cfg(test)]
@@ -98,6 +114,10 @@ mod tests {
         assert_eq!(kind("rediss://h:1/0"), Ok(StoreKind::Redis));
         assert_eq!(kind("redis+cluster://h:1,h:2/"), Ok(StoreKind::Redis));
         assert_eq!(kind("rediss+sentinel://h:1/m"), Ok(StoreKind::Redis));
+        assert_eq!(
+            redact("redis+sentinel://u:pw@h/m?sentinel_username=w&sentinel_password=pw"),
+            "redis+sentinel://u:***@h/m?sentinel_username=w&sentinel_password=***"
+        );
         let bad = StoreUrl::parse("redis+unix://u:pw@h:1").unwrap_err();
         assert!(!bad.to_string().contains("pw"), "{bad}");
         let unknown = StoreUrl::parse("mongodb://x").unwrap_err();

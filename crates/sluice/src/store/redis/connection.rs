@@ -52,13 +52,19 @@ impl RedisConnection {
             Topology::Sentinel { master } => {
                 let (host, port) = &url.nodes[0];
                 let template = node(host, *port)?;
-                // Sentinels are asked without the data nodes' credentials and database.
+                // Sentinels are asked without the data nodes' credentials and database, with
+                // their own when the URL gives them.
+                let mut asked_as = RedisConnectionInfo::default();
+                if let Some(user) = &url.sentinel_username {
+                    asked_as = asked_as.set_username(user);
+                }
+                if let Some(password) = &url.sentinel_password {
+                    asked_as = asked_as.set_password(password);
+                }
                 let sentinels = url
                     .nodes
                     .iter()
-                    .map(|(h, p)| {
-                        node(h, *p).map(|i| i.set_redis_settings(RedisConnectionInfo::default()))
-                    })
+                    .map(|(h, p)| node(h, *p).map(|i| i.set_redis_settings(asked_as.clone())))
                     .collect::<RedisResult<Vec<_>>>()?;
                 Ok(RedisConnection::Primary(Failover::new(
                     Locate::Sentinel {

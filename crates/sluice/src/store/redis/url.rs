@@ -8,10 +8,12 @@
 //!
 //! `rediss…` instead of `redis…` turns TLS on (for sentinels and data nodes alike). The shapes are
 //! those of the Python `limits` library. User and password are percent-decoded and used for the
-//! data nodes; sentinels are asked without credentials. A Cluster has no databases: a path other
-//! than `/` or `/0` is refused. Ports default to 6379 (26379 for sentinels).
+//! data nodes; sentinels are asked without credentials unless the URL gives theirs as
+//! `?sentinel_username=…&sentinel_password=…` (percent-encoded; sentinels with `requirepass`
+//! need only the password), the one query a URL may carry. A Cluster has no databases: a path
+//! other than `/` or `/0` is refused. Ports default to 6379 (26379 for sentinels).
 //!
-//! [`redact`] hides the password of any URL, for every message, log line and listing.
+//! [`redact`] hides the passwords of any URL, for every message, log line and listing.
 
 use std::fmt;
 
@@ -44,6 +46,10 @@ pub struct RedisUrl {
     pub password: Option<String>,
     /// Database number (always 0 on a Cluster).
     pub db: i64,
+    /// ACL user name the sentinels are asked as.
+    pub sentinel_username: Option<String>,
+    /// Password the sentinels are asked with (never printed).
+    pub sentinel_password: Option<String>,
 }
 
 impl fmt::Debug for RedisUrl {
@@ -55,6 +61,11 @@ impl fmt::Debug for RedisUrl {
             .field("username", &self.username)
             .field("password", &self.password.as_ref().map(|_| "***"))
             .field("db", &self.db)
+            .field("sentinel_username", &self.sentinel_username)
+            .field(
+                "sentinel_password",
+                &self.sentinel_password.as_ref().map(|_| "***"),
+            )
             .finish()
     }
 }
@@ -91,9 +102,10 @@ impl RedisUrl {
         }
         let tls = scheme.starts_with("rediss");
         let (authority, path) = rest.split_at(rest.find(['/', '?', '#']).unwrap_or(rest.len()));
-        if path.contains(['?', '#']) {
-            return Err(fail("query strings and fragments are not supported"));
+        if path.contains('#') {
+            return Err(fail("fragments are not supported"));
         }
+        let (path, query) = path.split_once('?').unwrap_or((path, ""));
         let (user_info, hosts) = match authority.rsplit_once('@') {
             Some((user_info, hosts)) => (Some(user_info), hosts),
             None => (None, authority),
@@ -165,6 +177,30 @@ impl RedisUrl {
                 _ => return Err(fail("expected /<master name>[/db] after the sentinels")),
             },
         };
+        let (mut sentinel_username, mut sentinel_password) = (None, None);
+        for pair in query.split('&').filter(|p| !p.is_empty()) {
+            if !matches!(topology, Topology::Sentinel { .. }) {
+                return Err(fail(
+                    "only redis+sentinel:// URLs take a query (the sentinels' credentials)",
+                ));
+            }
+            let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+            let value = percent_decode(value)
+                .filter(|v| !v.is_empty())
+                .ok_or_else(|| fail(&format!("`{key}` needs a value (percent-encoded)")))?;
+            let slot = match key {
+                "sentinel_username" => &mut sentinel_username,
+                "sentinel_password" => &mut sentinel_password,
+                _ => {
+                    return Err(fail(&format!(
+                        "unknown query `{key}`; expected sentinel_username or sentinel_password"
+                    )));
+                }
+            };
+            if slot.replace(value).is_some() {
+                return Err(fail(&format!("`{key}` is given twice")));
+            }
+        }
         Ok(RedisUrl {
             topology,
             tls,
@@ -172,6 +208,8 @@ impl RedisUrl {
             username,
             password,
             db,
+            sentinel_username,
+            sentinel_password,
         })
     }
 }
@@ -268,6 +306,35 @@ mod tests {
             assert!(!e.contains("secret"), "{e}");
             assert!(e.contains(":***@"), "{e}");
         }
+    }
+
+    #[test]
+    fn sentinels_take_credentials_of_their_own_from_the_query() {
+        let u = RedisUrl::parse(
+            "redis+sentinel://app:pw@s1,s2/m?sentinel_password=s%26cret&sentinel_username=watch",
+        )
+        .unwrap();
+        assert_eq!(u.username.as_deref(), Some("app"));
+        assert_eq!(u.sentinel_username.as_deref(), Some("watch"));
+        assert_eq!(u.sentinel_password.as_deref(), Some("s&cret"));
+        let u = RedisUrl::parse("redis+sentinel://s1/m/2?sentinel_password=x").unwrap();
+        assert_eq!((u.db, u.sentinel_username, u.password), (2, None, None));
+        for bad in [
+            "redis://:secret@a:1/0?sentinel_password=secret",
+            "redis+cluster://:secret@a:1/?sentinel_password=secret",
+            "redis+sentinel://:secret@a:1/m?password=secret",
+            "redis+sentinel://:secret@a:1/m?sentinel_password=",
+            "redis+sentinel://:secret@a:1/m?sentinel_password=secret&sentinel_password=secret",
+            "redis+sentinel://:secret@a:1/m?sentinel_password=%zz",
+        ] {
+            let e = RedisUrl::parse(bad).expect_err(bad).to_string();
+            assert!(!e.contains("secret"), "{bad}: {e}");
+        }
+        let debug = format!(
+            "{:?}",
+            RedisUrl::parse("redis+sentinel://s/m?sentinel_password=hunter2").unwrap()
+        );
+        assert!(!debug.contains("hunter2"), "{debug}");
     }
 
     #[test]
