@@ -58,7 +58,12 @@ fn worker_outputs(url: &str, prefix: &str, rule: &str, algorithm: Algorithm) -> 
     let workers: Vec<_> = (0..PROCESSES)
         .map(|_| {
             Command::new(&exe)
-                .args(["--exact", "exactness_worker", "--ignored", "--nocapture"])
+                .args([
+                    "--exact",
+                    "redis_exactness::exactness_worker",
+                    "--ignored",
+                    "--nocapture",
+                ])
                 .env("SLUICE_EXACT_URL", url)
                 .env("SLUICE_EXACT_PREFIX", prefix)
                 .env("SLUICE_EXACT_RULE", rule)
