@@ -63,7 +63,8 @@ pub fn run(cli: Cli) -> ExitCode {
         match cli.command {
             Command::Serve(args) => sluice_server::run(args.into())
                 .await
-                .map(|()| ExitCode::SUCCESS),
+                .map(|()| ExitCode::SUCCESS)
+                .map_err(anyhow::Error::from),
             Command::Validate(args) => Ok(validate::run(&args)),
             Command::Check(args) => check::run(args).await,
             Command::Bench(args) => bench::run(args).await.map(|()| ExitCode::SUCCESS),

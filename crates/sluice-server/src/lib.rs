@@ -6,7 +6,7 @@
 //! [`AppState`] and [`serve`] it on a listener it bound, stopping it with a future it owns.
 //!
 //! ```no_run
-//! # async fn example() -> anyhow::Result<()> {
+//! # async fn example() -> Result<(), Box<dyn std::error::Error>> {
 //! use sluice_server::config::Config;
 //! use sluice_server::{AppState, serve, shutdown_signal, store_url};
 //!
@@ -31,6 +31,7 @@
 //! - [`metrics`]: the Prometheus recorder; [`topk`]: the most denied identities per rule;
 //! - [`decision_json`]: a decision written as JSON straight into the response body;
 //! - [`store_url`]: a store opened from its URL and the file's `store` section;
+//! - [`ServeError`]: why the service could not start;
 //! - [`config`]: rule files (YAML or TOML): the rules and every section of the service's
 //!   settings (`server`, `reload`, `metrics`, `store`, `denial_cache`, `envoy`,
 //!   `forward_auth`), with errors that name the line.
@@ -39,6 +40,7 @@
 
 pub mod config;
 pub mod decision_json;
+mod error;
 pub mod gateway;
 pub mod http;
 pub mod metrics;
@@ -48,5 +50,6 @@ pub mod state;
 pub mod store_url;
 pub mod topk;
 
+pub use error::ServeError;
 pub use serve::{DEFAULT_LISTEN, ServeOptions, router, run, serve, shutdown_signal};
 pub use state::{AppState, Live};

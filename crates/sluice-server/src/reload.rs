@@ -18,12 +18,12 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::Context;
 use notify::{EventKind, RecursiveMode};
 use notify_debouncer_full::{DebounceEventResult, Debouncer, RecommendedCache, new_debouncer};
 use tokio::sync::Notify;
 
 use crate::config::{Config, ConfigError};
+use crate::error::ServeError;
 use crate::metrics;
 use crate::state::{AppState, Live, now_ms};
 
@@ -244,7 +244,7 @@ fn directory_of(path: &Path) -> PathBuf {
 }
 
 /// Starts watching the state's rule file and listening for SIGHUP.
-pub fn watch(state: Arc<AppState>) -> anyhow::Result<Option<Watch>> {
+pub fn watch(state: Arc<AppState>) -> Result<Option<Watch>, ServeError> {
     let Some(path) = state.config_path.clone() else {
         return Ok(None);
     };
@@ -268,11 +268,14 @@ pub fn watch(state: Arc<AppState>) -> anyhow::Result<Option<Watch>> {
             }
         }
     })
-    .context("cannot start watching the config file")?;
+    .map_err(ServeError::Watcher)?;
     let dir = directory_of(&path);
     debouncer
         .watch(&dir, RecursiveMode::NonRecursive)
-        .with_context(|| format!("cannot watch {}", dir.display()))?;
+        .map_err(|source| ServeError::Watch {
+            dir: dir.clone(),
+            source,
+        })?;
     tokio::spawn(reload_loop(state, changed));
     Ok(Some(Watch {
         _debouncer: debouncer,

@@ -11,13 +11,13 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::Context;
 use axum::Router;
 use sluice::MemoryStore;
 use sluice::store::url::redact;
 use tokio::net::TcpListener;
 
 use crate::config::Config;
+use crate::error::ServeError;
 use crate::gateway::{self, forward_auth};
 use crate::http::{self, DeadlineLayer, Front};
 use crate::state::AppState;
@@ -107,7 +107,7 @@ pub struct ServeOptions {
 }
 
 /// `sluice serve`: runs until SIGTERM or Ctrl-C.
-pub async fn run(args: ServeOptions) -> anyhow::Result<()> {
+pub async fn run(args: ServeOptions) -> Result<(), ServeError> {
     let prometheus = metrics::install();
     let config = Config::load(&args.config)?;
     let url = args
@@ -133,7 +133,11 @@ pub async fn run(args: ServeOptions) -> anyhow::Result<()> {
     );
     let listener = TcpListener::bind(listen)
         .await
-        .with_context(|| format!("cannot listen on {listen}"))?;
+        .map_err(|source| ServeError::Listen {
+            service: "",
+            address: listen,
+            source,
+        })?;
     let _watch = reload::watch(state.clone())?;
     spawn_upkeep(store.memory.clone(), prometheus);
     let _grpc = spawn_grpc(args.grpc_listen, &state).await?;
@@ -146,13 +150,17 @@ pub async fn run(args: ServeOptions) -> anyhow::Result<()> {
 async fn spawn_grpc(
     flag: Option<SocketAddr>,
     state: &Arc<AppState>,
-) -> anyhow::Result<Option<tokio::task::JoinHandle<()>>> {
+) -> Result<Option<tokio::task::JoinHandle<()>>, ServeError> {
     let Some(address) = flag.or(state.startup.grpc_listen) else {
         return Ok(None);
     };
     let listener = TcpListener::bind(address)
         .await
-        .with_context(|| format!("cannot listen for gRPC on {address}"))?;
+        .map_err(|source| ServeError::Listen {
+            service: "for gRPC ",
+            address,
+            source,
+        })?;
     let state = state.clone();
     Ok(Some(tokio::spawn(async move {
         if let Err(error) = gateway::serve_grpc(listener, state, shutdown_signal()).await {

@@ -8,12 +8,12 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use anyhow::Context;
 use arc_swap::ArcSwap;
 use sluice::Limiter;
 use sluice::model::HeaderStyle;
 
 use crate::config::Config;
+use crate::error::ServeError;
 use crate::store_url::OpenedStore;
 use crate::topk;
 
@@ -57,15 +57,21 @@ impl AppState {
         config_path: Option<PathBuf>,
         store: &OpenedStore,
         admin_token: Option<String>,
-    ) -> anyhow::Result<Arc<AppState>> {
+    ) -> Result<Arc<AppState>, ServeError> {
         let mut builder = Limiter::builder(store.store.clone()).options(config.limiter_options());
         if let Some(channel) = &store.channel {
             builder = builder.invalidation_channel(channel.clone());
         }
-        let limiter = builder.build().context("building the limiter")?;
+        let limiter = builder.build().map_err(|source| ServeError::Limiter {
+            what: "building the limiter",
+            source,
+        })?;
         limiter
             .set_rules(config.rules_in_force())
-            .context("the rules do not compile")?;
+            .map_err(|source| ServeError::Limiter {
+                what: "the rules do not compile",
+                source,
+            })?;
         limiter.set_enabled(config.enabled);
         let live = Live {
             version: config.version.clone(),

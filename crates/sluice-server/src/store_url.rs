@@ -4,13 +4,14 @@
 use std::sync::Arc;
 
 use crate::config::{ClockSource, StoreConfig};
-use anyhow::Context;
 use sluice::store::invalidation::InvalidationChannel;
 use sluice::store::memory::MemoryOptions;
 use sluice::store::redis::{RedisOptions, RedisStore, TlsOptions};
 pub use sluice::store::url::redact;
 use sluice::store::url::{StoreKind, StoreUrl};
 use sluice::{Clock, DynStore, MemoryStore, SystemClock};
+
+use crate::error::ServeError;
 
 /// An opened store.
 #[derive(Debug, Clone)]
@@ -24,7 +25,7 @@ pub struct OpenedStore {
 }
 
 /// Opens the store at `url` with the `store` section's prefix and clock.
-pub async fn open(url: &str, settings: &StoreConfig) -> anyhow::Result<OpenedStore> {
+pub async fn open(url: &str, settings: &StoreConfig) -> Result<OpenedStore, ServeError> {
     match StoreUrl::parse(url)?.kind {
         StoreKind::Memory => {
             let options = MemoryOptions {
@@ -52,9 +53,13 @@ pub async fn open(url: &str, settings: &StoreConfig) -> anyhow::Result<OpenedSto
                 },
                 ..RedisOptions::default()
             };
-            let store = RedisStore::connect(url, options)
-                .await
-                .with_context(|| format!("cannot open the store at {}", redact(url)))?;
+            let store =
+                RedisStore::connect(url, options)
+                    .await
+                    .map_err(|source| ServeError::Store {
+                        url: redact(url),
+                        source,
+                    })?;
             let channel = store.channel();
             Ok(OpenedStore {
                 store: Arc::new(store),
