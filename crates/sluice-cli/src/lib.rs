@@ -70,7 +70,8 @@ pub fn run(cli: Cli) -> ExitCode {
             Command::Bench(args) => bench::run(args).await.map(|()| ExitCode::SUCCESS),
             Command::Simulate(args) => sluice_simulate::run(*args)
                 .await
-                .map(|()| ExitCode::SUCCESS),
+                .map(|()| ExitCode::SUCCESS)
+                .map_err(anyhow::Error::from),
         }
     });
     match result {

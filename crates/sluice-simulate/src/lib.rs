@@ -18,6 +18,14 @@
 #![warn(missing_docs)]
 #![forbid(unsafe_code)]
 
+/// Returns [`SimulateError::Invalid`] with a formatted message.
+macro_rules! bail {
+    ($($message:tt)*) => {
+        return Err($crate::SimulateError::Invalid(format!($($message)*)))
+    };
+}
+
+mod error;
 pub mod event;
 pub mod outage;
 pub mod output;
@@ -34,7 +42,6 @@ pub mod window;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use anyhow::{Context, bail};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 use sluice::{Algorithm, Clock, Limit, Limiter, ManualClock, MemoryStore, Micros, Rate, Rule};
@@ -42,6 +49,7 @@ use sluice::{Algorithm, Clock, Limit, Limiter, ManualClock, MemoryStore, Micros,
 use sluice_server::config::Config;
 use tracing::instrument::WithSubscriber;
 
+pub use error::SimulateError;
 use replay::{Measured, Subject, Traffic};
 use report::{Outage, Report, Setup};
 use traffic::{Pattern, PatternTraffic, TrafficArgs};
@@ -118,7 +126,7 @@ struct Plan {
     window: Duration,
 }
 
-fn plan(args: &SimulateArgs) -> anyhow::Result<Plan> {
+fn plan(args: &SimulateArgs) -> Result<Plan, SimulateError> {
     let rules = match &args.config {
         Some(path) => Config::load(path)?.rules_in_force(),
         None => algorithm_rules(args),
@@ -126,7 +134,7 @@ fn plan(args: &SimulateArgs) -> anyhow::Result<Plan> {
     let first = rules
         .first()
         .and_then(|(_, rule)| rule.limits.first())
-        .context("the config has no rules")?;
+        .ok_or_else(|| SimulateError::Invalid("the config has no rules".into()))?;
     let mut attributes: Vec<String> = rules
         .iter()
         .flat_map(|(_, rule)| &rule.limits)
@@ -170,7 +178,7 @@ fn base_us() -> Micros {
     ManualClock::at_2026().now_us()
 }
 
-fn limiter(rules: &[(String, Rule)], clock: &ManualClock) -> anyhow::Result<Limiter> {
+fn limiter(rules: &[(String, Rule)], clock: &ManualClock) -> Result<Limiter, SimulateError> {
     let clock = std::sync::Arc::new(clock.clone());
     Ok(Limiter::builder(MemoryStore::with_clock(clock.clone()))
         .clock(clock)
@@ -179,7 +187,10 @@ fn limiter(rules: &[(String, Rule)], clock: &ManualClock) -> anyhow::Result<Limi
 }
 
 /// Runs the simulation `args` describe (without printing or writing anything).
-pub async fn simulate(args: &SimulateArgs, progress: &ProgressBar) -> anyhow::Result<Simulation> {
+pub async fn simulate(
+    args: &SimulateArgs,
+    progress: &ProgressBar,
+) -> Result<Simulation, SimulateError> {
     let plan = plan(args)?;
     let clock = ManualClock::at_2026();
     let (mut traffic, attack, describe): (Box<dyn Traffic>, _, _) = match &args.trace {
@@ -277,7 +288,7 @@ pub async fn simulate(args: &SimulateArgs, progress: &ProgressBar) -> anyhow::Re
 
 /// The window-edge case at the compared rate: bursts of the limit on both sides of the edge
 /// between two windows.
-async fn window_edge(args: &SimulateArgs, plan: &Plan) -> anyhow::Result<Vec<Measured>> {
+async fn window_edge(args: &SimulateArgs, plan: &Plan) -> Result<Vec<Measured>, SimulateError> {
     let traffic_args = TrafficArgs {
         pattern: Pattern::WindowEdge,
         duration: plan.window * 2,
@@ -345,7 +356,7 @@ fn describe_pattern(t: &TrafficArgs) -> String {
 }
 
 /// `sluice simulate`: runs, prints the report, writes the files of `--out`.
-pub async fn run(args: SimulateArgs) -> anyhow::Result<()> {
+pub async fn run(args: SimulateArgs) -> Result<(), SimulateError> {
     if args.nodes == 0 {
         bail!("--nodes must be at least 1");
     }

@@ -15,6 +15,8 @@ use sluice::{
     Clock, FailPolicy, Limiter, ManualClock, MemoryStore, Micros, Rule, Store, StoreError,
 };
 
+use crate::error::SimulateError;
+
 /// The fail policies, in the order reports show them.
 pub const POLICIES: [FailPolicy; 3] = [FailPolicy::Open, FailPolicy::Closed, FailPolicy::Local];
 
@@ -99,7 +101,7 @@ pub fn fleet(
     nodes: usize,
     clock: &ManualClock,
     (from_us, to_us): (Micros, Micros),
-) -> anyhow::Result<Vec<Limiter>> {
+) -> Result<Vec<Limiter>, SimulateError> {
     let store = Arc::new(DownStore::new(clock.clone(), from_us, to_us));
     let rules: Vec<(String, Rule)> = rules
         .iter()

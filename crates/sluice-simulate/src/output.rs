@@ -8,11 +8,10 @@
 
 use std::path::{Path, PathBuf};
 
-use anyhow::Context;
-
 use super::Simulation;
 use super::plot::{self, Chart};
 use super::replay::Measured;
+use crate::error::{Context, SimulateError};
 use sluice::Micros;
 
 /// Points per plotted series.
@@ -166,7 +165,7 @@ fn store_down(sim: &Simulation) -> Option<Chart> {
 }
 
 /// Writes every file into `dir` (created if missing); returns their paths.
-pub fn write(sim: &Simulation, dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
+pub fn write(sim: &Simulation, dir: &Path) -> Result<Vec<PathBuf>, SimulateError> {
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     let mut charts = vec![
         ("offered_admitted", offered_admitted(&sim.measured)),

@@ -6,9 +6,10 @@
 use std::path::Path;
 use std::sync::Once;
 
-use anyhow::anyhow;
 use plotters::coord::Shift;
 use plotters::prelude::*;
+
+use crate::error::SimulateError;
 
 /// The embedded font's bytes.
 static FONT: &[u8] = include_bytes!("font/DejaVuSans-subset.ttf");
@@ -66,7 +67,7 @@ fn time_unit(seconds: f64) -> (f64, &'static str) {
 }
 
 /// Writes `stem.svg` and `stem.png` into `dir`.
-pub fn write(chart: &Chart, dir: &Path, stem: &str) -> anyhow::Result<()> {
+pub fn write(chart: &Chart, dir: &Path, stem: &str) -> Result<(), SimulateError> {
     register_font();
     let svg = dir.join(format!("{stem}.svg"));
     draw(SVGBackend::new(&svg, SIZE).into_drawing_area(), chart)?;
@@ -75,8 +76,11 @@ pub fn write(chart: &Chart, dir: &Path, stem: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn draw<DB: DrawingBackend>(root: DrawingArea<DB, Shift>, chart: &Chart) -> anyhow::Result<()> {
-    let fail = |e: DrawingAreaErrorKind<DB::ErrorType>| anyhow!("drawing a plot: {e:?}");
+fn draw<DB: DrawingBackend>(
+    root: DrawingArea<DB, Shift>,
+    chart: &Chart,
+) -> Result<(), SimulateError> {
+    let fail = |e: DrawingAreaErrorKind<DB::ErrorType>| SimulateError::Plot(format!("{e:?}"));
     root.fill(&WHITE).map_err(fail)?;
     let xs = || {
         chart

@@ -15,11 +15,12 @@ use super::event::{Event, Identities};
 use super::series::Series;
 use super::tally::{Request, Summary, Tally};
 use super::traffic::Attack;
+use crate::error::SimulateError;
 
 /// A source of requests, in time order.
 pub trait Traffic {
     /// The next request, `None` at the end; `Err` for unreadable input.
-    fn next_event(&mut self) -> anyhow::Result<Option<Event>>;
+    fn next_event(&mut self) -> Result<Option<Event>, SimulateError>;
     /// The identities requests name.
     fn identities(&self) -> &Identities;
     /// How far along the source is, and out of how much (any unit), for the progress bar.
@@ -87,7 +88,7 @@ pub async fn replay(
     clock: &ManualClock,
     base_us: Micros,
     progress: &ProgressBar,
-) -> anyhow::Result<Totals> {
+) -> Result<Totals, SimulateError> {
     let mut totals = Totals::default();
     let mut key = String::new();
     while let Some(event) = traffic.next_event()? {

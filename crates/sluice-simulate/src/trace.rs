@@ -15,13 +15,13 @@ use std::fs::File;
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 
-use anyhow::{Context, bail};
 use serde::Deserialize;
 
 use sluice::Micros;
 
 use super::event::{Event, Identities};
 use super::replay::Traffic;
+use crate::error::{Context, SimulateError};
 
 /// Requests read from a trace file.
 #[derive(Debug)]
@@ -70,7 +70,7 @@ struct JsonRequest {
 
 impl TraceTraffic {
     /// Opens a trace; reads the CSV header.
-    pub fn open(path: &Path) -> anyhow::Result<TraceTraffic> {
+    pub fn open(path: &Path) -> Result<TraceTraffic, SimulateError> {
         let file = File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
         let size = file.metadata().map_or(0, |m| m.len());
         let extension = path.extension().and_then(|e| e.to_str()).unwrap_or("");
@@ -124,7 +124,7 @@ impl TraceTraffic {
         time: f64,
         attributes: Vec<(String, String)>,
         cost: u64,
-    ) -> anyhow::Result<Event> {
+    ) -> Result<Event, SimulateError> {
         if !time.is_finite() || !(0.0..=1e11).contains(&time) {
             bail!("line {}: `time` must be seconds, not {time}", self.line);
         }
@@ -149,7 +149,7 @@ impl TraceTraffic {
         })
     }
 
-    fn next_csv(&mut self) -> anyhow::Result<Option<Fields>> {
+    fn next_csv(&mut self) -> Result<Option<Fields>, SimulateError> {
         let Format::Csv {
             reader,
             columns,
@@ -184,7 +184,7 @@ impl TraceTraffic {
         Ok(Some((time, attributes, cost)))
     }
 
-    fn next_json(&mut self) -> anyhow::Result<Option<Fields>> {
+    fn next_json(&mut self) -> Result<Option<Fields>, SimulateError> {
         let Format::Json { lines, buffer } = &mut self.format else {
             return Ok(None);
         };
@@ -219,7 +219,7 @@ impl TraceTraffic {
 }
 
 impl Traffic for TraceTraffic {
-    fn next_event(&mut self) -> anyhow::Result<Option<Event>> {
+    fn next_event(&mut self) -> Result<Option<Event>, SimulateError> {
         let next = match self.format {
             Format::Csv { .. } => self.next_csv()?,
             Format::Json { .. } => self.next_json()?,

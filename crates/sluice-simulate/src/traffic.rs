@@ -18,6 +18,7 @@ use sluice::Micros;
 use super::event::{Event, Identities};
 use super::parse_span;
 use super::replay::Traffic;
+use crate::error::SimulateError;
 
 /// The built-in patterns.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, serde::Serialize)]
@@ -279,7 +280,7 @@ impl PatternTraffic {
 }
 
 impl Traffic for PatternTraffic {
-    fn next_event(&mut self) -> anyhow::Result<Option<Event>> {
+    fn next_event(&mut self) -> Result<Option<Event>, SimulateError> {
         let Some(Reverse((at_us, identity))) = self.heap.pop() else {
             return Ok(None);
         };
