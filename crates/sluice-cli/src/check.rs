@@ -13,11 +13,12 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use sluice::Limiter;
-use sluice::config::Config;
 use sluice::model::headers;
 
+use sluice_server::config::Config;
+use sluice_server::store_url;
+
 use crate::cli::CheckArgs;
-use crate::store_url;
 
 /// Decides once and prints `{"status", "headers", "decision"}`; or releases or renews a lease
 /// and prints `{"released"}` / `{"renewed", "lease_until_ms"}`.

@@ -32,7 +32,7 @@ pub enum Command {
     Bench(crate::bench::BenchArgs),
     /// Replay traffic through the algorithms or a rule file on a simulated clock; report how
     /// each admits against an exact sliding log, with plots.
-    Simulate(Box<crate::simulate::SimulateArgs>),
+    Simulate(Box<sluice_simulate::SimulateArgs>),
 }
 
 /// Logging settings, shared by every subcommand.
@@ -128,6 +128,17 @@ pub struct CheckArgs {
     /// The request's identity, as `name=value` pairs (`member=m1 ip=203.0.113.9`).
     #[arg(value_parser = parse_attribute)]
     pub attributes: Vec<(String, String)>,
+}
+
+impl From<ServeArgs> for sluice_server::ServeOptions {
+    fn from(args: ServeArgs) -> Self {
+        sluice_server::ServeOptions {
+            config: args.config,
+            listen: args.listen,
+            grpc_listen: args.grpc_listen,
+            store: args.store,
+        }
+    }
 }
 
 fn parse_attribute(text: &str) -> Result<(String, String), String> {

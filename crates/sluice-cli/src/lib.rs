@@ -7,22 +7,17 @@
 //! # Layout
 //! - [`cli`]: the command line (clap);
 //! - [`logging`]: `tracing` output, text or JSON;
-//! - [`store_url`]: a store from its URL;
-//! - [`validate`], [`check`]: the one-shot commands; [`bench`]: the load tool;
-//! - [`simulate`]: traffic replayed on a simulated clock, with an accuracy report and plots;
-//! - [`server`]: the HTTP service, its admin endpoints, hot reload and metrics;
-//! - [`gateway`]: Envoy's rate-limit service (gRPC) and the forward-auth endpoint.
+//! - [`validate`], [`check`]: the one-shot commands; [`bench`]: the load tool.
+//!
+//! `serve` hands over to [`sluice_server`] (the service, its gateways and rule files), and
+//! `simulate` to [`sluice_simulate`].
 #![warn(missing_docs)]
 #![forbid(unsafe_code)]
 
 pub mod bench;
 pub mod check;
 pub mod cli;
-pub mod gateway;
 pub mod logging;
-pub mod server;
-pub mod simulate;
-pub mod store_url;
 pub mod validate;
 
 use std::process::ExitCode;
@@ -66,11 +61,17 @@ pub fn run(cli: Cli) -> ExitCode {
     };
     let result = runtime.block_on(async move {
         match cli.command {
-            Command::Serve(args) => server::run(args).await.map(|()| ExitCode::SUCCESS),
+            Command::Serve(args) => sluice_server::run(args.into())
+                .await
+                .map(|()| ExitCode::SUCCESS)
+                .map_err(anyhow::Error::from),
             Command::Validate(args) => Ok(validate::run(&args)),
             Command::Check(args) => check::run(args).await,
             Command::Bench(args) => bench::run(args).await.map(|()| ExitCode::SUCCESS),
-            Command::Simulate(args) => simulate::run(*args).await.map(|()| ExitCode::SUCCESS),
+            Command::Simulate(args) => sluice_simulate::run(*args)
+                .await
+                .map(|()| ExitCode::SUCCESS)
+                .map_err(anyhow::Error::from),
         }
     });
     match result {

@@ -2,10 +2,10 @@
 
 use std::process::ExitCode;
 
-use sluice::config::Config;
+use sluice::store::url::redact;
+use sluice_server::config::Config;
 
 use crate::cli::ValidateArgs;
-use crate::store_url::redact;
 
 /// Validates the file; 0 and a summary on standard output, or 1 and the error on standard error.
 pub fn run(args: &ValidateArgs) -> ExitCode {

@@ -4,6 +4,9 @@
 //! 1,500 stalled connections need as many file descriptors in this test process as in the
 //! server; the soft `RLIMIT_NOFILE` is raised here (the server raises its own at start-up).
 
+// Its own binary: it raises the process's open-file limit, which every server it starts inherits.
+
+#[path = "it/common/mod.rs"]
 mod common;
 
 use std::time::{Duration, Instant};

@@ -27,8 +27,7 @@
 //! - `middleware` (feature `tower`): tower/axum integration and identity extractors;
 //! - [`limited`]: the [`Limited`] error and the global limiter behind `#[sluice::limit]`
 //!   (the attribute itself is feature `macros`);
-//! - [`limiter`]: rules → keys → store, fail policy and breaker; `config` (feature `config`)
-//!   reads rule files;
+//! - [`limiter`]: rules → keys → store, fail policy and breaker;
 //! - [`store`]: the [`Store`] trait, [`MemoryStore`], and `store::redis` (feature `redis`);
 //! - [`algorithm`]: the pure algorithms (time in, decision out) and the multi-limit step;
 //! - [`model`]: rules, limits, rates, decisions, the algorithm registry; [`clock`]: injectable
@@ -49,10 +48,10 @@
 //! 4. Say in [`Algorithm::supports_burst`] / [`Algorithm::supports_count_denied`] whether it
 //!    takes those options.
 //!
-//! `tests/algorithm_registry.rs` fails until the Lua files, the scripts' tables and the wire
+//! `tests/it/algorithm_registry.rs` fails until the Lua files, the scripts' tables and the wire
 //! codes agree with the registry; the conformance suite ([`conformance`], run by
-//! `tests/conformance.rs`; add the algorithm's behaviour there) and the
-//! differential test (`tests/redis_differential.rs`) then run the new algorithm on every store.
+//! `tests/it/conformance.rs`; add the algorithm's behaviour there) and the
+//! differential test (`tests/it/redis_differential.rs`) then run the new algorithm on every store.
 //!
 //! # Adding a store
 //! Implement [`Store`] with plain `async fn`s; a store outside this crate needs nothing else.
@@ -72,8 +71,6 @@
 
 pub mod algorithm;
 pub mod clock;
-#[cfg(feature = "config")]
-pub mod config;
 #[cfg(feature = "conformance")]
 pub mod conformance;
 mod error;

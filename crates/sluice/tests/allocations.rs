@@ -5,6 +5,8 @@
 //! This binary counts every allocation made on the test's thread; it has one test, so that the
 //! metrics recorder it installs is the only one.
 
+// Its own binary: it installs its own `#[global_allocator]` and a process-wide metrics recorder.
+
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 use std::collections::HashMap;

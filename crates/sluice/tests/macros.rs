@@ -2,6 +2,8 @@
 //! return `Limited` with the decision and the rule's message, and bad input is an error value.
 #![cfg(feature = "macros")]
 
+// Its own binary: `#[sluice::limit]` decides through the process-wide `set_global_limiter`.
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;

@@ -4,13 +4,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
-use sluice::config::StoreConfig;
 use sluice::limiter::denial_cache::DenialCacheOptions;
 use sluice::model::{Limit, Penalty, Rule};
 use sluice::{Limiter, Options};
+use sluice_server::config::StoreConfig;
+use sluice_server::store_url;
 
 use super::BenchArgs;
-use crate::store_url;
 
 /// What the tasks call: the library, or the service over HTTP.
 #[derive(Clone)]

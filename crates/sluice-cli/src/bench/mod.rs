@@ -23,8 +23,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 use sluice::clock::millis;
 use sluice::model::{Algorithm, Rate, parse_duration};
-
-use crate::store_url;
+use sluice_server::store_url;
 
 mod ceiling;
 mod driver;

@@ -4,7 +4,7 @@
 //! Each behaviour is an `async fn(Subject)`: it drives a store through its [`Subject`] (the
 //! store and the [`ManualClock`] it decides with) and asserts exact numbers, so two stores that
 //! pass give the same answers. The memory store, the Redis store on one server, on a Redis Cluster
-//! and behind sentinels all run it (`tests/conformance.rs`); a store written outside this crate
+//! and behind sentinels all run it (`tests/it/conformance.rs`); a store written outside this crate
 //! runs it the same way:
 //!
 //! ```ignore

@@ -5,7 +5,7 @@
 //! the Redis store (Lua). Everything else derives from [`REGISTRY`]: [`Algorithm::ALL`], names in
 //! config files and keys, the wire codes the Redis store sends, the error listing the known
 //! names. The decision script's `LOOKS`/`RECORDS` tables must list the Lua functions in
-//! wire-code order; `tests/algorithm_registry.rs` fails when a Lua file, a function or a code is
+//! wire-code order; `tests/it/algorithm_registry.rs` fails when a Lua file, a function or a code is
 //! missing or out of step. See "Adding an algorithm" in the crate docs.
 
 use std::fmt;

@@ -5,7 +5,6 @@
 
 mod algorithm;
 mod decision;
-mod decision_json;
 mod duration;
 mod fail_policy;
 mod headers;
@@ -18,7 +17,6 @@ mod rule;
 
 pub use algorithm::{Algorithm, Entry, REGISTRY};
 pub use decision::{AttributeNames, Decision, LimitDecision, LimitDecisions};
-pub use decision_json::write_decision_json;
 pub(crate) use duration::serde_text;
 pub use duration::{format_duration, parse_duration};
 pub use fail_policy::FailPolicy;

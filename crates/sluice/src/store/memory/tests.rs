@@ -1,5 +1,5 @@
 //! The memory store's own behaviour: its memory bound and how it holds states (the key cap is
-//! tested through the limiter in `tests/memory_cap.rs`).
+//! tested through the limiter in `tests/it/memory_cap.rs`).
 
 use super::*;
 use crate::algorithm::{LimitStep, Params};

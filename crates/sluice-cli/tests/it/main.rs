@@ -1,0 +1,22 @@
+//! The `sluice` binary's tests, in one binary: each module runs the real command line
+//! (`CARGO_BIN_EXE_sluice`) on one subject; `common` starts servers and waits for them.
+//!
+//! Run one subject with `cargo test -p sluice-cli --test it <module>::`.
+
+mod admin;
+mod api;
+mod commands;
+mod common;
+mod config_limits;
+mod dashboard;
+mod denial_cache;
+mod envoy;
+mod forward_auth;
+mod fuzz_http;
+mod leases;
+mod nginx;
+mod redis;
+mod redis_ha;
+mod reload;
+mod reservations;
+mod simulate;

@@ -1,0 +1,18 @@
+//! Durations in the file written as text (`30s`, `150ms`), read and written with the library's
+//! own parser and formatter, so a rule file and a rule's own durations take the same spellings.
+
+use std::time::Duration;
+
+use serde::{Deserialize, Deserializer, Serializer};
+use sluice::model::{format_duration, parse_duration};
+
+/// Writes the duration as text (`30s`).
+pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&format_duration(*d))
+}
+
+/// Reads a duration written as text; a zero, unknown unit or overflow is an error.
+pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+    let text = String::deserialize(d)?;
+    parse_duration(&text).map_err(serde::de::Error::custom)
+}

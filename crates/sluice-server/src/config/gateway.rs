@@ -1,0 +1,373 @@
+//! The gateway sections of a rule file: `grpc_listen`, `envoy` (Envoy rate-limit descriptors →
+//! rules and attributes) and `forward_auth` (request headers → attributes for the forward-auth
+//! endpoint that nginx `auth_request`, Traefik ForwardAuth and Caddy `forward_auth` call).
+//!
+//! ```yaml
+//! grpc_listen: 127.0.0.1:8081          # Envoy RLS v3 and gRPC health; off unless set
+//! envoy:
+//!   edge:                              # Envoy's `domain`
+//!     - descriptor: [remote_address, path]           # entry keys, in Envoy's order
+//!       rule: api                                    # attributes remote_address=…, path=…
+//!     - descriptor: [generic_key=login, remote_address]  # `key=value`: the value must be this
+//!       rule: login
+//!       attributes: { remote_address: ip }           # entry key → the rule's attribute name
+//! forward_auth:
+//!   header_prefix: x-sluice-           # `X-Sluice-Member: m1` → member=m1 ("" turns it off)
+//!   headers: { x-user-id: member }     # header → attribute
+//!   client_ip: { attribute: ip, trusted: [127.0.0.1/32], header: x-forwarded-for, ipv6_prefix: 64 }
+//!   denied_status: 429                 # 429 | 403 | 401; `?denied_status=` overrides
+//! ```
+//!
+//! Invariants, checked when the file is loaded (errors name the field, e.g.
+//! `envoy.edge[1].rule`): every mapping names an existing rule and provides, for every `by` of
+//! every limit of that rule, at least one of its attributes, so a matched descriptor never fails
+//! for a missing attribute at run time; `attributes` only renames entries whose value is taken
+//! from the request; within a domain no two mappings have the same descriptor.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+
+use ipnet::IpNet;
+use serde::{Deserialize, Serialize};
+
+use super::ConfigError;
+use sluice::model::Rule;
+
+/// The `envoy` section: Envoy's `domain` → the descriptors Sluice answers in that domain.
+pub type EnvoyDomains = BTreeMap<String, Vec<DescriptorMapping>>;
+
+/// One descriptor shape and the rule it is decided by.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DescriptorMapping {
+    /// The descriptor's entries, in Envoy's order.
+    pub descriptor: Vec<DescriptorEntry>,
+    /// The rule that decides a matching descriptor.
+    pub rule: String,
+    /// Entry key → attribute name, for entries whose key is not the rule's attribute name.
+    #[serde(default)]
+    pub attributes: BTreeMap<String, String>,
+}
+
+/// One entry of a descriptor: `key`, whose value becomes an attribute, or `key=value`, which
+/// must carry exactly that value (Envoy's `generic_key` actions select limits this way).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct DescriptorEntry {
+    /// The entry's key.
+    pub key: String,
+    /// The value it must have; `None` takes the request's value as an attribute.
+    pub value: Option<String>,
+}
+
+impl TryFrom<String> for DescriptorEntry {
+    type Error = String;
+
+    fn try_from(text: String) -> Result<DescriptorEntry, String> {
+        let (key, value) = match text.split_once('=') {
+            Some((key, value)) => (key.trim(), Some(value.trim().to_string())),
+            None => (text.trim(), None),
+        };
+        if key.is_empty() {
+            return Err(format!("descriptor entry `{text}` has no key"));
+        }
+        Ok(DescriptorEntry {
+            key: key.to_string(),
+            value,
+        })
+    }
+}
+
+impl From<DescriptorEntry> for String {
+    fn from(entry: DescriptorEntry) -> String {
+        entry.to_string()
+    }
+}
+
+impl fmt::Display for DescriptorEntry {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.value {
+            Some(value) => write!(f, "{}={value}", self.key),
+            None => f.write_str(&self.key),
+        }
+    }
+}
+
+impl DescriptorMapping {
+    /// The attributes of a descriptor (its entries, in order) when it has this mapping's shape.
+    pub fn attributes_of<'a>(
+        &'a self,
+        entries: &[(&'a str, &'a str)],
+    ) -> Option<Vec<(&'a str, &'a str)>> {
+        if entries.len() != self.descriptor.len() {
+            return None;
+        }
+        let mut out = Vec::with_capacity(entries.len());
+        for (entry, &(key, value)) in self.descriptor.iter().zip(entries) {
+            if entry.key != key {
+                return None;
+            }
+            match &entry.value {
+                Some(wanted) if wanted != value => return None,
+                Some(_) => {}
+                None => out.push((self.attribute_name(key), value)),
+            }
+        }
+        Some(out)
+    }
+
+    fn attribute_name<'a>(&'a self, key: &'a str) -> &'a str {
+        self.attributes.get(key).map_or(key, String::as_str)
+    }
+}
+
+/// The mapping a descriptor of `domain` matches: the first whose shape it has.
+pub fn find_mapping<'a>(
+    domains: &'a EnvoyDomains,
+    domain: &str,
+    entries: &[(&'a str, &'a str)],
+) -> Option<(&'a DescriptorMapping, Vec<(&'a str, &'a str)>)> {
+    domains
+        .get(domain)?
+        .iter()
+        .find_map(|m| m.attributes_of(entries).map(|attrs| (m, attrs)))
+}
+
+/// Which forwarding header the proxy in front of the forward-auth endpoint writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ClientIpHeader {
+    /// `X-Forwarded-For` (nginx `$proxy_add_x_forwarded_for`, Traefik, Caddy).
+    #[default]
+    XForwardedFor,
+    /// RFC 7239 `Forwarded`.
+    Forwarded,
+    /// `X-Real-IP`, replaced (not appended) by the proxy.
+    XRealIp,
+}
+
+/// Where the forward-auth endpoint finds the client's address.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClientIpConfig {
+    /// The attribute that carries it.
+    #[serde(default = "default_ip_attribute")]
+    pub attribute: String,
+    /// Networks of the proxies whose forwarding header is believed; none by default, as in the
+    /// middleware: then the client is the connection's peer, i.e. the proxy itself.
+    #[serde(default)]
+    pub trusted: Vec<IpNet>,
+    /// The header the proxy writes.
+    #[serde(default)]
+    pub header: ClientIpHeader,
+    /// IPv6 clients are counted by their network of this many bits (128: by address); IPv4
+    /// clients by address.
+    #[serde(default = "default_ipv6_prefix")]
+    pub ipv6_prefix: u8,
+}
+
+fn default_ipv6_prefix() -> u8 {
+    64
+}
+
+impl Default for ClientIpConfig {
+    fn default() -> ClientIpConfig {
+        ClientIpConfig {
+            attribute: default_ip_attribute(),
+            trusted: Vec::new(),
+            header: ClientIpHeader::default(),
+            ipv6_prefix: default_ipv6_prefix(),
+        }
+    }
+}
+
+/// The `forward_auth` section.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ForwardAuthConfig {
+    /// Headers starting with this (case-insensitively) carry attributes: the rest of the name,
+    /// lowercased with `-` as `_`, is the attribute (`X-Sluice-Promo-Code` → `promo_code`).
+    /// Empty turns prefixed headers off.
+    #[serde(default = "default_header_prefix")]
+    pub header_prefix: String,
+    /// Header name → attribute name, for headers the proxy already sends.
+    #[serde(default)]
+    pub headers: BTreeMap<String, String>,
+    /// The client's address.
+    #[serde(default)]
+    pub client_ip: ClientIpConfig,
+    /// The status of a denial: 429 for proxies that pass it on (Traefik, Caddy), 403 or 401 for
+    /// nginx `auth_request`, which accepts nothing else.
+    #[serde(default = "default_denied_status")]
+    pub denied_status: u16,
+}
+
+impl Default for ForwardAuthConfig {
+    fn default() -> ForwardAuthConfig {
+        ForwardAuthConfig {
+            header_prefix: default_header_prefix(),
+            headers: BTreeMap::new(),
+            client_ip: ClientIpConfig::default(),
+            denied_status: default_denied_status(),
+        }
+    }
+}
+
+/// The statuses a denial may be answered with.
+pub const DENIED_STATUSES: [u16; 3] = [429, 403, 401];
+
+fn default_ip_attribute() -> String {
+    "ip".to_string()
+}
+
+fn default_header_prefix() -> String {
+    "x-sluice-".to_string()
+}
+
+fn default_denied_status() -> u16 {
+    429
+}
+
+fn is_header_name(name: &str) -> bool {
+    !name.is_empty()
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_'))
+}
+
+const ATTRIBUTE_NAMES: &str = "attribute names are 1 to 64 characters of a-z, 0-9 and _";
+
+/// An attribute name as a limit's `by` spells it.
+fn is_attribute_name(name: &str) -> bool {
+    !name.contains('|') && sluice::model::By::parse(name).is_ok()
+}
+
+/// Checks the `envoy` and `forward_auth` sections against the rules.
+pub(super) fn validate(
+    envoy: &EnvoyDomains,
+    forward_auth: &ForwardAuthConfig,
+    rules: &BTreeMap<String, Rule>,
+    text: &str,
+) -> Result<(), ConfigError> {
+    for (domain, mappings) in envoy {
+        let line = super::key_line(text, domain);
+        let fail = |field: String, message: String| ConfigError::new(field, message).at_line(line);
+        if domain.is_empty() {
+            return Err(fail("envoy".into(), "a domain name is empty".into()));
+        }
+        let mut shapes = BTreeSet::new();
+        for (i, mapping) in mappings.iter().enumerate() {
+            let at = |field: &str| format!("envoy.{domain}[{i}].{field}");
+            if mapping.descriptor.is_empty() {
+                return Err(fail(
+                    at("descriptor"),
+                    "a descriptor has one entry or more".into(),
+                ));
+            }
+            let keys: BTreeSet<&str> = mapping.descriptor.iter().map(|e| e.key.as_str()).collect();
+            if keys.len() != mapping.descriptor.len() {
+                return Err(fail(at("descriptor"), "an entry key appears twice".into()));
+            }
+            if !shapes.insert(&mapping.descriptor) {
+                return Err(fail(
+                    at("descriptor"),
+                    "the same descriptor is mapped twice in this domain".into(),
+                ));
+            }
+            for key in mapping.attributes.keys() {
+                let variable = mapping
+                    .descriptor
+                    .iter()
+                    .any(|e| &e.key == key && e.value.is_none());
+                if !variable {
+                    return Err(fail(
+                        at(&format!("attributes.{key}")),
+                        format!("`{key}` is not an entry of the descriptor whose value is taken"),
+                    ));
+                }
+            }
+            let Some(rule) = rules.get(&mapping.rule) else {
+                return Err(fail(
+                    at("rule"),
+                    format!("no rule named `{}` in `rules`", mapping.rule),
+                ));
+            };
+            let provided: BTreeSet<&str> = mapping
+                .descriptor
+                .iter()
+                .filter(|e| e.value.is_none())
+                .map(|e| mapping.attribute_name(&e.key))
+                .collect();
+            for limit in &rule.limits {
+                for by in &limit.by {
+                    if !by
+                        .alternatives
+                        .iter()
+                        .any(|a| provided.contains(a.as_str()))
+                    {
+                        return Err(fail(
+                            at("descriptor"),
+                            format!(
+                                "rule `{}` counts by `{}`, which this descriptor does not provide \
+                                 (provided: {}); add the entry or rename one under `attributes`",
+                                mapping.rule,
+                                by.alternatives.join("|"),
+                                provided.iter().copied().collect::<Vec<_>>().join(", ")
+                            ),
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    let fail = |field: &str, message: String| {
+        ConfigError::new(format!("forward_auth.{field}"), message).at_line(super::key_line(
+            text,
+            field.split('.').next().unwrap_or(field),
+        ))
+    };
+    let prefix = &forward_auth.header_prefix;
+    if !prefix.is_empty() && !is_header_name(prefix) {
+        return Err(fail(
+            "header_prefix",
+            format!("`{prefix}` is not a header name"),
+        ));
+    }
+    for (header, attribute) in &forward_auth.headers {
+        if !is_header_name(header) {
+            return Err(fail(
+                &format!("headers.{header}"),
+                format!("`{header}` is not a header name"),
+            ));
+        }
+        if !is_attribute_name(attribute) {
+            return Err(fail(
+                &format!("headers.{header}"),
+                format!("`{attribute}`: {ATTRIBUTE_NAMES}"),
+            ));
+        }
+    }
+    let attribute = &forward_auth.client_ip.attribute;
+    if !is_attribute_name(attribute) {
+        return Err(fail(
+            "client_ip.attribute",
+            format!("`{attribute}`: {ATTRIBUTE_NAMES}"),
+        ));
+    }
+    if forward_auth.client_ip.ipv6_prefix > 128 {
+        return Err(fail(
+            "client_ip.ipv6_prefix",
+            format!(
+                "{} is not a prefix length (0 to 128)",
+                forward_auth.client_ip.ipv6_prefix
+            ),
+        ));
+    }
+    if !DENIED_STATUSES.contains(&forward_auth.denied_status) {
+        return Err(fail(
+            "denied_status",
+            format!("{} is not one of 429, 403, 401", forward_auth.denied_status),
+        ));
+    }
+    Ok(())
+}

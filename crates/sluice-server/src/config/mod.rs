@@ -1,0 +1,395 @@
+//! Rule files (YAML, or TOML for `.toml`): parsing and validation into rules.
+//!
+//! ```
+//! use sluice_server::config::{Config, Format};
+//! let config = Config::parse(
+//!     "rules:\n  login:\n    limits:\n      - { by: [ip], rate: 5/1m, algorithm: sliding_log }\n",
+//!     Format::Yaml,
+//! )
+//! .unwrap();
+//! assert_eq!(config.rules[0].0, "login");
+//! assert_eq!(config.store.url, "memory://");
+//!
+//! let error = Config::parse(
+//!     "rules:\n  login:\n    limits:\n      - { by: [ip], rate: 5/1m, burst: 3, algorithm: sliding_log }\n",
+//!     Format::Yaml,
+//! )
+//! .unwrap_err();
+//! assert_eq!((error.rule.as_deref(), error.field.as_str(), error.line), (Some("login"), "limits[0].burst", Some(4)));
+//! ```
+//!
+//! A [`Config`] that parsed is valid as a whole: every rule passed [`Rule::validate`], the store
+//! URL has a known scheme, the prefix is safe in keys. Its `rules` go to
+//! [`Limiter::set_rules`](sluice::Limiter::set_rules) unchanged; its `version` (SHA-1 of the text)
+//! identifies the file in force.
+//!
+//! # Layout
+//! - `file`: the serde shape of the file and its defaults;
+//! - [`gateway`]: the `grpc_listen`, `envoy` and `forward_auth` sections;
+//! - `locate`: lines of rules and limits in the text, for errors found after parsing;
+//! - `error`: [`ConfigError`], naming file, line, rule and field.
+
+mod duration_text;
+mod error;
+mod file;
+pub mod gateway;
+mod locate;
+
+use std::net::SocketAddr;
+use std::path::Path;
+
+pub use error::ConfigError;
+pub use file::{
+    ClockSource, DenialCacheConfig, IdentityLabels, MetricsConfig, ReloadConfig, ServerConfig,
+    StoreConfig,
+};
+pub use gateway::{EnvoyDomains, ForwardAuthConfig};
+
+use file::ConfigFile;
+use locate::SourceMap;
+use sluice::limiter::Options;
+use sluice::model::{FailPolicy, HeaderStyle, Rule, validate_rule_name};
+use sluice::store::url::StoreUrl;
+
+/// Rule files larger than this are refused: a real one is a few kilobytes.
+pub const MAX_FILE_BYTES: u64 = 4 * 1024 * 1024;
+
+/// The syntax of a rule file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    /// YAML (`.yaml`, `.yml`).
+    Yaml,
+    /// TOML (`.toml`).
+    Toml,
+}
+
+impl Format {
+    /// The format a file's extension says.
+    pub fn from_path(path: &Path) -> Result<Format, ConfigError> {
+        match path.extension().and_then(|e| e.to_str()) {
+            Some("yaml" | "yml") => Ok(Format::Yaml),
+            Some("toml") => Ok(Format::Toml),
+            _ => Err(ConfigError {
+                path: Some(path.to_path_buf()),
+                ..ConfigError::new("", "unknown file type; name the file .yaml, .yml or .toml")
+            }),
+        }
+    }
+}
+
+/// A validated rule file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Config {
+    /// Address to listen on, if the file sets one.
+    pub listen: Option<SocketAddr>,
+    /// Name of the environment variable holding the admin bearer token; admin endpoints are off
+    /// without one.
+    pub admin_token_env: Option<String>,
+    /// The store.
+    pub store: StoreConfig,
+    /// Connection limits of `sluice serve`.
+    pub server: ServerConfig,
+    /// What `/metrics` shows.
+    pub metrics: MetricsConfig,
+    /// Fail policy of rules that set none.
+    pub fail: FailPolicy,
+    /// Which rate-limit headers the service sends.
+    pub headers: HeaderStyle,
+    /// Off switch for the whole limiter.
+    pub enabled: bool,
+    /// The denial cache (remote stores).
+    pub denial_cache: DenialCacheConfig,
+    /// How changes of the file are taken up while serving.
+    pub reload: ReloadConfig,
+    /// The rules, by name, in name order.
+    pub rules: Vec<(String, Rule)>,
+    /// Hex SHA-1 of the file's text: which version is in force.
+    pub version: String,
+    /// Where the Envoy rate-limit service (gRPC) listens; off when `None`.
+    pub grpc_listen: Option<SocketAddr>,
+    /// Envoy domains and descriptors → rules and attributes.
+    pub envoy: EnvoyDomains,
+    /// How the forward-auth endpoint reads a request.
+    pub forward_auth: ForwardAuthConfig,
+}
+
+impl Config {
+    /// Reads and validates a file; its extension gives the format.
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let with_path = |e: ConfigError| ConfigError {
+            path: Some(path.to_path_buf()),
+            ..e
+        };
+        let format = Format::from_path(path)?;
+        let unreadable =
+            |e: std::io::Error| with_path(ConfigError::new("", format!("cannot read: {e}")));
+        // Read at most one byte past the cap, so a file that grows while it is read (or a
+        // device posing as a file) cannot make us read without bound.
+        let file = std::fs::File::open(path).map_err(unreadable)?;
+        let mut bytes = Vec::new();
+        std::io::Read::read_to_end(
+            &mut std::io::Read::take(file, MAX_FILE_BYTES + 1),
+            &mut bytes,
+        )
+        .map_err(unreadable)?;
+        if bytes.len() as u64 > MAX_FILE_BYTES {
+            return Err(with_path(ConfigError::new(
+                "",
+                format!("the file is larger than the {MAX_FILE_BYTES} bytes a rule file may have"),
+            )));
+        }
+        let text = String::from_utf8(bytes).map_err(|e| {
+            with_path(ConfigError::new(
+                "",
+                format!(
+                    "cannot read: not UTF-8 text (byte {})",
+                    e.utf8_error().valid_up_to()
+                ),
+            ))
+        })?;
+        Config::parse(&text, format).map_err(with_path)
+    }
+
+    /// Parses and validates a file's text.
+    pub fn parse(text: &str, format: Format) -> Result<Config, ConfigError> {
+        // Only errors need lines: the map is built for the first one.
+        let lazy_map = std::cell::OnceCell::new();
+        let map = || lazy_map.get_or_init(|| SourceMap::new(text, format));
+        let file: ConfigFile = match format {
+            Format::Yaml => serde_saphyr::from_str(text).map_err(|e| {
+                let line = e.location().map(|l| l.line());
+                parse_error(yaml_message(&e), line, text, map())
+            })?,
+            Format::Toml => toml::from_str(text).map_err(|e| {
+                let line = e.span().map(|span| {
+                    text[..span.start.min(text.len())].matches('\n').count() as u64 + 1
+                });
+                parse_error(e.message().to_string(), line, text, map())
+            })?,
+        };
+        for (name, rule) in &file.rules {
+            let invalid = |e: sluice::model::ModelError| {
+                let line = map().line_for(name, &e.field);
+                ConfigError::new(e.field, e.message)
+                    .at_line(line)
+                    .in_rule(Some(name.clone()))
+            };
+            validate_rule_name(name).map_err(|e| ConfigError {
+                field: String::new(),
+                ..invalid(e)
+            })?;
+            rule.validate().map_err(invalid)?;
+        }
+        check_store(&file.store, text)?;
+        check_server(&file.server, text)?;
+        check_denial_cache(&file.denial_cache, text)?;
+        if file.reload.settle > std::time::Duration::from_secs(10) {
+            return Err(
+                ConfigError::new("reload.settle", "at most 10s").at_line(key_line(text, "reload"))
+            );
+        }
+        gateway::validate(&file.envoy, &file.forward_auth, &file.rules, text)?;
+        if let Some(var) = &file.admin_token_env
+            && (var.is_empty() || var.contains('=') || var.contains('\0'))
+        {
+            return Err(ConfigError::new(
+                "admin_token_env",
+                format!("`{var}` is not an environment variable name"),
+            )
+            .at_line(key_line(text, "admin_token_env")));
+        }
+        Ok(Config {
+            listen: file.listen,
+            admin_token_env: file.admin_token_env,
+            store: file.store,
+            server: file.server,
+            metrics: file.metrics,
+            fail: file.fail,
+            headers: file.headers,
+            enabled: file.enabled,
+            denial_cache: file.denial_cache,
+            reload: file.reload,
+            rules: file.rules.into_iter().collect(),
+            version: sha1_smol::Sha1::from(text.as_bytes()).digest().to_string(),
+            grpc_listen: file.grpc_listen,
+            envoy: file.envoy,
+            forward_auth: file.forward_auth,
+        })
+    }
+
+    /// The limiter settings this file asks for.
+    pub fn limiter_options(&self) -> Options {
+        Options {
+            timeout: self.store.timeout,
+            fail: self.fail,
+            denial_cache: self.denial_cache.into(),
+            ..Options::default()
+        }
+    }
+
+    /// The rules to hand to the limiter: as configured, with the file's default `fail` written
+    /// into rules that set none, so a change of the default applies on reload too.
+    pub fn rules_in_force(&self) -> Vec<(String, Rule)> {
+        self.rules
+            .iter()
+            .map(|(name, rule)| {
+                let mut rule = rule.clone();
+                rule.fail.get_or_insert(self.fail);
+                (name.clone(), rule)
+            })
+            .collect()
+    }
+}
+
+/// The most denials a cache may be told to keep (a few GiB at most).
+pub const MAX_DENIAL_CACHE_ENTRIES: usize = 10_000_000;
+
+/// A staleness bound must be positive and short: it is how long a node may deny after an
+/// administrator lifted a block elsewhere.
+fn check_denial_cache(c: &DenialCacheConfig, text: &str) -> Result<(), ConfigError> {
+    let line = key_line(text, "denial_cache");
+    if c.max_entries > MAX_DENIAL_CACHE_ENTRIES {
+        return Err(ConfigError::new(
+            "denial_cache.max_entries",
+            format!("at most {MAX_DENIAL_CACHE_ENTRIES}"),
+        )
+        .at_line(line));
+    }
+    if c.max_stale.is_zero() || c.max_stale > std::time::Duration::from_secs(60) {
+        return Err(ConfigError::new(
+            "denial_cache.max_stale",
+            "must be more than 0 and at most 60s",
+        )
+        .at_line(line));
+    }
+    Ok(())
+}
+
+/// A parser's error, attributed to the rule whose block holds its line.
+fn parse_error(message: String, line: Option<u64>, text: &str, map: &SourceMap) -> ConfigError {
+    let rule = line.and_then(|l| map.rule_at(l)).map(str::to_string);
+    let mut field = field_of(&message);
+    if field.is_empty() {
+        field = line.and_then(|l| key_at(text, l)).unwrap_or_default();
+    }
+    ConfigError::new(field, message).at_line(line).in_rule(rule)
+}
+
+/// The plain message of a YAML error, without the source snippet some variants render.
+fn yaml_message(error: &serde_saphyr::Error) -> String {
+    let text = error.to_string();
+    let first = text.lines().next().unwrap_or_default().trim();
+    let first = first.strip_prefix("error: ").unwrap_or(first);
+    // The position is reported separately, as the line.
+    let first = match first.strip_prefix("line ") {
+        Some(rest) => rest.split_once(": ").map_or(first, |(_, message)| message),
+        None => first,
+    };
+    first.to_string()
+}
+
+/// The field a parser's message is about: serde says "unknown field `x`" or "missing field `x`";
+/// values checked while parsing (rates, durations) say "x: ...".
+fn field_of(message: &str) -> String {
+    if let Some(rest) = message.split("field `").nth(1)
+        && let Some((name, _)) = rest.split_once('`')
+    {
+        return name.to_string();
+    }
+    match message.split_once(": ") {
+        Some((head, _))
+            if !head.is_empty()
+                && head
+                    .bytes()
+                    .all(|b| b.is_ascii_lowercase() || b == b'_' || b == b'.') =>
+        {
+            head.to_string()
+        }
+        _ => String::new(),
+    }
+}
+
+/// The key written on a line (`rate: x` or `rate = x`), when it is a plain name.
+fn key_at(text: &str, line: u64) -> Option<String> {
+    let content = locate::line_text(text, line)?;
+    let (key, _) = content.trim_start().split_once([':', '='])?;
+    let key = key.trim();
+    (!key.is_empty() && key.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_'))
+        .then(|| key.to_string())
+}
+
+/// The first line whose key is `key` (for errors outside rules, where the parser gave none).
+fn key_line(text: &str, key: &str) -> Option<u64> {
+    text.lines()
+        .position(|line| {
+            let t = line.trim_start();
+            t.strip_prefix(key)
+                .is_some_and(|rest| rest.trim_start().starts_with([':', '=']))
+        })
+        .map(|i| i as u64 + 1)
+}
+
+fn check_server(server: &ServerConfig, text: &str) -> Result<(), ConfigError> {
+    let positive = [
+        ("header_read_timeout", server.header_read_timeout),
+        ("request_timeout", server.request_timeout),
+        ("keep_alive_timeout", server.keep_alive_timeout),
+    ];
+    for (key, value) in positive {
+        if value.is_zero() || value > sluice::model::MAX_WINDOW {
+            return Err(ConfigError::new(
+                format!("server.{key}"),
+                "must be more than 0 and at most 366d",
+            )
+            .at_line(key_line(text, key)));
+        }
+    }
+    if server.max_connections == 0 || server.max_connections > 1_000_000 {
+        return Err(ConfigError::new(
+            "server.max_connections",
+            format!("{}: must be from 1 to 1000000", server.max_connections),
+        )
+        .at_line(key_line(text, "max_connections")));
+    }
+    Ok(())
+}
+
+fn check_store(store: &StoreConfig, text: &str) -> Result<(), ConfigError> {
+    if let Err(e) = StoreUrl::parse(&store.url) {
+        return Err(
+            ConfigError::new("store.url", format!("`{}`: {}", e.url, e.message))
+                .at_line(key_line(text, "url")),
+        );
+    }
+    let prefix_ok = !store.prefix.is_empty()
+        && store.prefix.len() <= 64
+        && store
+            .prefix
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'));
+    if !prefix_ok {
+        return Err(ConfigError::new(
+            "store.prefix",
+            format!(
+                "`{}`: 1 to 64 characters of a-z, A-Z, 0-9, _, - and .",
+                store.prefix
+            ),
+        )
+        .at_line(key_line(text, "prefix")));
+    }
+    if store.max_keys < sluice::store::memory::SHARDS {
+        return Err(ConfigError::new(
+            "store.max_keys",
+            format!(
+                "{}: at least {} (one key per shard of the memory store)",
+                store.max_keys,
+                sluice::store::memory::SHARDS
+            ),
+        )
+        .at_line(key_line(text, "max_keys")));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,221 @@
+//! A [`Decision`] as JSON, written straight into a byte buffer.
+//!
+//! The output is byte for byte what `serde_json` writes from `Decision`'s `Serialize` (the
+//! tests below hold the two together on random decisions), optionally followed by a `message`
+//! field. It exists because the decision service writes one per request: through serde, every
+//! key is escaped again and every piece of punctuation is a call of its own, which made the
+//! body cost more than the decision. Here keys are constants, numbers go through `itoa`, and
+//! only strings that need escaping go through `serde_json`.
+
+use sluice::{Decision, LimitDecision};
+
+/// Appends `d` as a JSON object to `out`, with `"message": message` as its last field when
+/// given (the service's body for a denied check).
+pub fn write_decision_json(out: &mut Vec<u8>, d: &Decision, message: Option<&str>) {
+    push_bool(out, b"{\"allowed\":", d.allowed);
+    out.extend_from_slice(b",\"rule\":");
+    push_str(out, &d.rule);
+    push_number(out, b",\"limit\":", d.limit);
+    push_number(out, b",\"remaining\":", d.remaining);
+    push_number(out, b",\"reset_after_ms\":", d.reset_after_ms);
+    push_option(out, b",\"retry_after_ms\":", d.retry_after_ms);
+    push_option(out, b",\"blocked_until_ms\":", d.blocked_until_ms);
+    push_number(out, b",\"violations\":", d.violations);
+    push_bool(out, b",\"warning\":", d.warning);
+    push_bool(out, b",\"degraded\":", d.degraded);
+    push_bool(out, b",\"shadow\":", d.shadow);
+    push_number(out, b",\"delay_ms\":", d.delay_ms);
+    if let Some(reason) = &d.reason {
+        out.extend_from_slice(b",\"reason\":");
+        push_str(out, reason);
+    }
+    out.extend_from_slice(b",\"limits\":[");
+    for (i, limit) in d.limits.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        push_limit(out, limit);
+    }
+    out.push(b']');
+    if let Some(lease) = &d.lease {
+        out.extend_from_slice(b",\"lease\":");
+        push_str(out, lease);
+    }
+    if let Some(until) = d.lease_until_ms {
+        push_number(out, b",\"lease_until_ms\":", until);
+    }
+    if let Some(reservation) = &d.reservation {
+        out.extend_from_slice(b",\"reservation\":");
+        push_str(out, reservation);
+    }
+    if let Some(until) = d.reservation_until_ms {
+        push_number(out, b",\"reservation_until_ms\":", until);
+    }
+    if let Some(message) = message {
+        out.extend_from_slice(b",\"message\":");
+        push_str(out, message);
+    }
+    out.push(b'}');
+}
+
+fn push_limit(out: &mut Vec<u8>, l: &LimitDecision) {
+    out.extend_from_slice(b"{\"id\":");
+    push_str(out, &l.id);
+    out.extend_from_slice(b",\"identity\":[");
+    for (i, name) in l.identity.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        push_str(out, name);
+    }
+    out.extend_from_slice(b"],\"algorithm\":");
+    push_str(out, l.algorithm.name());
+    push_bool(out, b",\"allowed\":", l.allowed);
+    push_number(out, b",\"limit\":", l.limit);
+    push_number(out, b",\"window_ms\":", l.window_ms);
+    push_number(out, b",\"remaining\":", l.remaining);
+    push_number(out, b",\"reset_after_ms\":", l.reset_after_ms);
+    push_option(out, b",\"retry_after_ms\":", l.retry_after_ms);
+    push_option(out, b",\"blocked_until_ms\":", l.blocked_until_ms);
+    push_number(out, b",\"violations\":", l.violations);
+    push_bool(out, b",\"warning\":", l.warning);
+    push_number(out, b",\"delay_ms\":", l.delay_ms);
+    push_bool(out, b",\"shadow\":", l.shadow);
+    out.push(b'}');
+}
+
+fn push_bool(out: &mut Vec<u8>, key: &[u8], b: bool) {
+    out.extend_from_slice(key);
+    out.extend_from_slice(if b { b"true" } else { b"false" });
+}
+
+fn push_number(out: &mut Vec<u8>, key: &[u8], n: u64) {
+    out.extend_from_slice(key);
+    out.extend_from_slice(itoa::Buffer::new().format(n).as_bytes());
+}
+
+fn push_option(out: &mut Vec<u8>, key: &[u8], n: Option<u64>) {
+    match n {
+        Some(n) => push_number(out, key, n),
+        None => {
+            out.extend_from_slice(key);
+            out.extend_from_slice(b"null");
+        }
+    }
+}
+
+/// A JSON string: copied as it is when nothing in it needs escaping (names are token
+/// characters), escaped by `serde_json` otherwise.
+fn push_str(out: &mut Vec<u8>, s: &str) {
+    if s.bytes().any(|b| b < 0x20 || b == b'"' || b == b'\\') {
+        // Writing into a Vec cannot fail.
+        let _ = serde_json::to_writer(&mut *out, s);
+    } else {
+        out.push(b'"');
+        out.extend_from_slice(s.as_bytes());
+        out.push(b'"');
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use serde::Serialize;
+    use sluice::model::{Algorithm, AttributeNames, LimitDecisions, Name};
+
+    /// The reference: the decision through serde, with the message flattened in after it.
+    #[derive(Serialize)]
+    struct WithMessage<'a> {
+        #[serde(flatten)]
+        decision: &'a Decision,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        message: Option<&'a str>,
+    }
+
+    fn text() -> impl Strategy<Value = String> {
+        prop_oneof![
+            "[a-z0-9_.-]{1,12}",
+            any::<String>(),
+            Just("quote\" back\\slash \n tab\t \u{1} é ☃".to_string()),
+        ]
+    }
+
+    fn number() -> impl Strategy<Value = u64> {
+        prop_oneof![Just(0), Just(u64::MAX), any::<u64>(), 0..1000u64]
+    }
+
+    prop_compose! {
+        fn limit()(
+            id in text(),
+            identity in prop::collection::vec(text(), 0..4),
+            algorithm in prop::sample::select(Algorithm::ALL.to_vec()),
+            flags in any::<[bool; 3]>(),
+            numbers in prop::array::uniform6(number()),
+            options in any::<[Option<u64>; 2]>(),
+        ) -> LimitDecision {
+            LimitDecision {
+                id: Name::from(id.as_str()),
+                identity: identity.iter().map(|n| Name::from(n.as_str())).collect::<AttributeNames>(),
+                algorithm,
+                allowed: flags[0],
+                limit: numbers[0],
+                window_ms: numbers[1],
+                remaining: numbers[2],
+                reset_after_ms: numbers[3],
+                retry_after_ms: options[0],
+                blocked_until_ms: options[1],
+                violations: numbers[4],
+                warning: flags[1],
+                delay_ms: numbers[5],
+                shadow: flags[2],
+            }
+        }
+    }
+
+    prop_compose! {
+        fn decision()(
+            rule in text(),
+            limits in prop::collection::vec(limit(), 0..4),
+            flags in any::<[bool; 4]>(),
+            numbers in prop::array::uniform5(number()),
+            options in any::<[Option<u64>; 4]>(),
+            strings in prop::array::uniform3(prop::option::of(text())),
+        ) -> Decision {
+            Decision {
+                allowed: flags[0],
+                rule: Name::from(rule.as_str()),
+                limit: numbers[0],
+                remaining: numbers[1],
+                reset_after_ms: numbers[2],
+                retry_after_ms: options[0],
+                blocked_until_ms: options[1],
+                violations: numbers[3],
+                warning: flags[1],
+                degraded: flags[2],
+                shadow: flags[3],
+                delay_ms: numbers[4],
+                reason: strings[0].clone(),
+                limits: LimitDecisions::from_vec(limits),
+                lease: strings[1].clone(),
+                lease_until_ms: options[2],
+                reservation: strings[2].clone(),
+                reservation_until_ms: options[3],
+            }
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn writes_what_serde_writes(d in decision(), message in prop::option::of(text())) {
+            let mut ours = Vec::new();
+            write_decision_json(&mut ours, &d, message.as_deref());
+            let reference = if message.is_none() {
+                serde_json::to_vec(&d).unwrap()
+            } else {
+                serde_json::to_vec(&WithMessage { decision: &d, message: message.as_deref() }).unwrap()
+            };
+            prop_assert_eq!(String::from_utf8(ours).unwrap(), String::from_utf8(reference).unwrap());
+        }
+    }
+}

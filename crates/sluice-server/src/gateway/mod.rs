@@ -1,0 +1,55 @@
+//! Gateways: how proxies at the edge ask Sluice, without building a JSON body.
+//!
+//! - [`envoy`]: Envoy's global rate-limit service (RLS v3, `ShouldRateLimit` over gRPC), which
+//!   Envoy, Istio, Envoy Gateway, Gloo/kgateway and Contour speak; served with the standard gRPC
+//!   health service on its own address (`grpc_listen` / `--grpc-listen`, off unless set);
+//! - [`forward_auth`]: `/v1/auth/{rule}` on the HTTP service, for nginx `auth_request`, Traefik
+//!   ForwardAuth and Caddy `forward_auth`.
+//!
+//! Both read their mapping (descriptors → rules, headers → attributes) from the config in force,
+//! so a reload applies to them as to the rules; the gRPC address needs a restart.
+
+pub mod envoy;
+pub mod forward_auth;
+
+use std::future::Future;
+use std::sync::Arc;
+
+use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_server::RateLimitServiceServer;
+use tokio::net::TcpListener;
+
+use crate::http::{Front, accept_loop};
+use crate::state::AppState;
+
+/// Largest gRPC message accepted: a rate-limit request is a few hundred bytes.
+pub const MAX_GRPC_MESSAGE_BYTES: usize = 64 * 1024;
+
+/// Serves the Envoy rate-limit service and gRPC health on `listener` until `shutdown`, with the
+/// HTTP service's connection cap and timeouts (the `server` section).
+pub async fn serve_grpc(
+    listener: TcpListener,
+    state: Arc<AppState>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let address = listener.local_addr()?;
+    let (health, health_service) = tonic_health::server::health_reporter();
+    health
+        .set_serving::<RateLimitServiceServer<envoy::RateLimitService>>()
+        .await;
+    let limits = state.startup.server.clone();
+    let service = RateLimitServiceServer::new(envoy::RateLimitService::new(state))
+        .max_decoding_message_size(MAX_GRPC_MESSAGE_BYTES);
+    let app = tonic::service::Routes::new(service)
+        .add_service(health_service)
+        .into_axum_router();
+    tracing::info!(%address, "Envoy rate-limit service (gRPC) on {address}");
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    tokio::spawn(async move {
+        shutdown.await;
+        health
+            .set_not_serving::<RateLimitServiceServer<envoy::RateLimitService>>()
+            .await;
+        let _ = stop.send(true);
+    });
+    accept_loop(listener, Front::router(app), limits, stopped).await
+}

@@ -1,0 +1,51 @@
+//! The HTTP API: its routes, what answers a request before the router does, and the connections
+//! they arrive on.
+//!
+//! Everything here reads the shared [`AppState`]; nothing here knows the gateways or how the
+//! service is started (see [`serve`](crate::serve)).
+//!
+//! # Layout
+//! - `routes`: check, peek, rules, health, metrics;
+//! - `admin`: bearer-token guard, reset and blocks;
+//! - `leases`: releasing and renewing leases, settling reservations;
+//! - `dashboard`: the `/ui` page and the admin read endpoints it uses (`/v1/stats`, block lifting);
+//! - `connections`: the accept loop, its connection cap and the timeouts of stalled connections;
+//! - `tracker`: what one connection is doing, and its yield after each response;
+//! - `core_yield`: a worker thread's yield of its core every few dozen responses;
+//! - `front`: what answers each request: the decision routes at once, the rest via the router;
+//! - `deadline`: `request_timeout`, a 408 for a request not answered in time;
+//! - [`error`]: JSON errors and body parsing (every client mistake is a 4xx with `{"error"}`);
+//! - `request`: the bodies that name a rule and an identity, read in place.
+
+mod admin;
+mod connections;
+mod core_yield;
+mod dashboard;
+mod deadline;
+pub mod error;
+mod front;
+mod leases;
+mod request;
+mod routes;
+mod tracker;
+
+use std::sync::Arc;
+
+use axum::Router;
+
+pub(crate) use connections::accept_loop;
+pub(crate) use deadline::DeadlineLayer;
+pub(crate) use front::Front;
+
+use crate::state::AppState;
+
+/// Largest request body accepted (bigger ones get 413).
+pub const MAX_BODY_BYTES: usize = 64 * 1024;
+
+/// The HTTP API's routes over a state (the forward-auth gateway adds its own).
+pub fn router(state: Arc<AppState>) -> Router {
+    routes::router(state.clone())
+        .merge(admin::router(state.clone()))
+        .merge(leases::router(state.clone()))
+        .merge(dashboard::router(state))
+}

@@ -1,0 +1,122 @@
+//! What every route and gateway shares: the [`Limiter`] with the rules in force, what the service
+//! says about them ([`Live`]), and the settings fixed at start.
+//!
+//! The rules live in the limiter and are swapped atomically on reload; [`Live`] is swapped with
+//! them, so a response never pairs the rules of one file with the version of another.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use arc_swap::ArcSwap;
+use sluice::Limiter;
+use sluice::model::HeaderStyle;
+
+use crate::config::Config;
+use crate::error::ServeError;
+use crate::store_url::OpenedStore;
+use crate::topk;
+
+/// What the service reports about the configuration in force; replaced whole on reload.
+#[derive(Debug, Clone)]
+pub struct Live {
+    /// SHA-1 of the file in force.
+    pub version: String,
+    /// When it was loaded (epoch ms).
+    pub loaded_at_ms: u64,
+    /// Which rate-limit headers to send.
+    pub headers: HeaderStyle,
+    /// The config as loaded (settings that need a restart are compared against the first one).
+    pub config: Config,
+}
+
+/// Everything a request handler needs.
+#[derive(Debug)]
+pub struct AppState {
+    /// Decides requests; its rules are swapped on reload.
+    pub limiter: Limiter,
+    /// Version, load time, header style of the rules in force.
+    pub live: ArcSwap<Live>,
+    /// The rule file, when the rules came from one (reload reads it again).
+    pub config_path: Option<PathBuf>,
+    /// The config as it was at start: listen, store and admin settings are fixed to it.
+    pub startup: Config,
+    /// Bearer token for admin endpoints; `None` turns them off.
+    pub(crate) admin_token: Option<String>,
+    /// Top denied identities per rule.
+    pub top_denied: topk::TopDenied,
+    /// The store answers over the network: a decision waits for it.
+    pub(crate) remote_store: bool,
+}
+
+impl AppState {
+    /// Builds the state from a validated config and an opened store. `admin_token` comes from the
+    /// environment variable the config names (read by the caller, so tests can pass one).
+    pub fn new(
+        config: Config,
+        config_path: Option<PathBuf>,
+        store: &OpenedStore,
+        admin_token: Option<String>,
+    ) -> Result<Arc<AppState>, ServeError> {
+        let mut builder = Limiter::builder(store.store.clone()).options(config.limiter_options());
+        if let Some(channel) = &store.channel {
+            builder = builder.invalidation_channel(channel.clone());
+        }
+        let limiter = builder.build().map_err(|source| ServeError::Limiter {
+            what: "building the limiter",
+            source,
+        })?;
+        limiter
+            .set_rules(config.rules_in_force())
+            .map_err(|source| ServeError::Limiter {
+                what: "the rules do not compile",
+                source,
+            })?;
+        limiter.set_enabled(config.enabled);
+        let live = Live {
+            version: config.version.clone(),
+            loaded_at_ms: now_ms(),
+            headers: config.headers,
+            config: config.clone(),
+        };
+        let top_denied = topk::TopDenied::new(topk::K, config.metrics.top_denied);
+        Ok(Arc::new(AppState {
+            limiter,
+            live: ArcSwap::from_pointee(live),
+            config_path,
+            startup: config,
+            admin_token: admin_token.filter(|t| !t.is_empty()),
+            top_denied,
+            remote_store: !store.store.in_process(),
+        }))
+    }
+
+    /// Decides one request, and counts the identities of the limits that denied it in the
+    /// top-denied tracker (a peek counts nothing).
+    pub async fn decide(
+        &self,
+        rule: &str,
+        attributes: &[(&str, impl AsRef<str>)],
+        check: sluice::Check,
+    ) -> Result<sluice::Decision, sluice::Error> {
+        let decision = self.limiter.check_with(rule, attributes, check).await?;
+        if check.mode() == sluice::algorithm::Mode::Apply
+            && decision.limits.iter().any(|l| !l.allowed)
+        {
+            self.top_denied.record(&decision, attributes);
+        }
+        Ok(decision)
+    }
+
+    /// Whether the admin endpoints are on (a token was given).
+    pub fn admin_enabled(&self) -> bool {
+        self.admin_token.is_some()
+    }
+}
+
+/// Milliseconds since the Unix epoch.
+pub fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, sluice::clock::millis)
+}

@@ -1,0 +1,383 @@
+//! The simulator behind `sluice simulate`: traffic replayed through the real limiter and memory store on a simulated
+//! clock, measured against an exact sliding log, with a report and plots.
+//!
+//! Either every algorithm at one `--rate`, or the rules of a `--config` file; traffic from a
+//! built-in pattern or a trace file. All subjects see the same requests at the same simulated
+//! instants ([`replay`]), so a day of traffic takes seconds and the comparison is exact. With
+//! `--store-down FROM..TO` the same requests also go to `--nodes` limiters per fail policy sharing
+//! a store that fails during the outage ([`outage`]).
+//!
+//! # Layout
+//! - [`event`]: a request and the identity table; [`traffic`]: the patterns; [`trace`]: CSV and
+//!   JSON-lines traces;
+//! - [`replay`]: subjects and the run; [`outage`]: the failing store and the fleets per policy;
+//! - [`window`]: trailing-window sums; [`reference`]: the exact sliding log; [`tally`]: what one
+//!   limit did; [`series`]: counts over time;
+//! - [`report`]: text, `report.md`, `report.json`; [`plot`]: SVG and PNG charts; [`output`]: the
+//!   files of `--out`.
+#![warn(missing_docs)]
+#![forbid(unsafe_code)]
+
+/// Returns [`SimulateError::Invalid`] with a formatted message.
+macro_rules! bail {
+    ($($message:tt)*) => {
+        return Err($crate::SimulateError::Invalid(format!($($message)*)))
+    };
+}
+
+mod error;
+pub mod event;
+pub mod outage;
+pub mod output;
+pub mod plot;
+pub mod reference;
+pub mod replay;
+pub mod report;
+pub mod series;
+pub mod tally;
+pub mod trace;
+pub mod traffic;
+pub mod window;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Args;
+use indicatif::{ProgressBar, ProgressStyle};
+use sluice::{Algorithm, Clock, Limit, Limiter, ManualClock, MemoryStore, Micros, Rate, Rule};
+
+use sluice_server::config::Config;
+use tracing::instrument::WithSubscriber;
+
+pub use error::SimulateError;
+use replay::{Measured, Subject, Traffic};
+use report::{Outage, Report, Setup};
+use traffic::{Pattern, PatternTraffic, TrafficArgs};
+
+/// `sluice simulate`.
+#[derive(Debug, Clone, Args)]
+pub struct SimulateArgs {
+    /// Simulate the rules of this file instead of comparing algorithms.
+    #[arg(long, short)]
+    pub config: Option<PathBuf>,
+    /// The rate the algorithms are compared at (`10/1m`).
+    #[arg(long, default_value = "10/1m", conflicts_with = "config")]
+    pub rate: Rate,
+    /// The algorithms to compare (default: every rate algorithm; `concurrency` only when named,
+    /// where a simulated request holds its lease until the lease expires, as nothing releases it).
+    #[arg(long, value_delimiter = ',', conflicts_with = "config")]
+    pub algorithms: Vec<Algorithm>,
+    /// Units that may pass at once for token bucket, GCRA and leaky bucket (default: the rate's
+    /// count).
+    #[arg(long, conflicts_with = "config")]
+    pub burst: Option<u64>,
+    /// The built-in traffic pattern and its parameters.
+    #[command(flatten)]
+    pub traffic: TrafficArgs,
+    /// Replay a trace file (.csv or .jsonl) instead of a pattern.
+    #[arg(long)]
+    pub trace: Option<PathBuf>,
+    /// Write report.md, report.json and the plots (SVG and PNG) into this directory.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Nodes sharing the store during `--store-down`.
+    #[arg(long, default_value_t = 3)]
+    pub nodes: usize,
+    /// Take the store down from FROM to TO (`10m..20m`, from the start) and compare what the
+    /// fail policies `open`, `closed` and `local` admit across `--nodes` nodes meanwhile.
+    #[arg(long, value_parser = parse_span)]
+    pub store_down: Option<(Duration, Duration)>,
+}
+
+/// Parses `FROM..TO` (two durations, FROM before TO).
+pub fn parse_span(text: &str) -> Result<(Duration, Duration), String> {
+    let (from, to) = text
+        .split_once("..")
+        .ok_or_else(|| format!("`{text}` is not FROM..TO (e.g. 10m..20m)"))?;
+    let parse = |t: &str| sluice::model::parse_duration(t).map_err(|e| e.message);
+    let (from, to) = (parse(from)?, parse(to)?);
+    if from >= to {
+        return Err(format!("`{text}`: FROM must come before TO"));
+    }
+    Ok((from, to))
+}
+
+/// Plot points per series.
+const POINTS: usize = 480;
+
+/// The result of a simulation: the report and each limit's series, for the plots.
+#[derive(Debug)]
+pub struct Simulation {
+    /// The report.
+    pub report: Report,
+    /// Per limit, in report order.
+    pub measured: Vec<Measured>,
+    /// The window-edge case (comparing algorithms only): per algorithm.
+    pub edge: Vec<Measured>,
+    /// Per policy and limit, during `--store-down`.
+    pub outage: Vec<Measured>,
+}
+
+/// What to simulate: the rules, the attribute names requests carry, the rate patterns aim at.
+struct Plan {
+    rules: Vec<(String, Rule)>,
+    attributes: Vec<String>,
+    limit: u64,
+    window: Duration,
+}
+
+fn plan(args: &SimulateArgs) -> Result<Plan, SimulateError> {
+    let rules = match &args.config {
+        Some(path) => Config::load(path)?.rules_in_force(),
+        None => algorithm_rules(args),
+    };
+    let first = rules
+        .first()
+        .and_then(|(_, rule)| rule.limits.first())
+        .ok_or_else(|| SimulateError::Invalid("the config has no rules".into()))?;
+    let mut attributes: Vec<String> = rules
+        .iter()
+        .flat_map(|(_, rule)| &rule.limits)
+        .flat_map(|limit| &limit.by)
+        .flat_map(|by| by.alternatives.iter().cloned())
+        .collect();
+    attributes.sort();
+    attributes.dedup();
+    Ok(Plan {
+        limit: first.rate.count,
+        window: first.rate.window,
+        rules,
+        attributes,
+    })
+}
+
+/// One rule per algorithm, named after it, counting per `id`.
+fn algorithm_rules(args: &SimulateArgs) -> Vec<(String, Rule)> {
+    let algorithms = if args.algorithms.is_empty() {
+        Algorithm::ALL
+            .into_iter()
+            .filter(|a| !a.holds_leases())
+            .collect()
+    } else {
+        args.algorithms.clone()
+    };
+    algorithms
+        .into_iter()
+        .map(|algorithm| {
+            let mut limit = Limit::new(&["id"], args.rate, algorithm);
+            if algorithm.supports_burst() {
+                limit.burst = args.burst;
+            }
+            (algorithm.name().to_string(), Rule::new(vec![limit]))
+        })
+        .collect()
+}
+
+/// The simulated clock's start: 2026-01-01, on a window edge of every window dividing a day.
+fn base_us() -> Micros {
+    ManualClock::at_2026().now_us()
+}
+
+fn limiter(rules: &[(String, Rule)], clock: &ManualClock) -> Result<Limiter, SimulateError> {
+    let clock = std::sync::Arc::new(clock.clone());
+    Ok(Limiter::builder(MemoryStore::with_clock(clock.clone()))
+        .clock(clock)
+        .rules(rules.iter().cloned())
+        .build()?)
+}
+
+/// Runs the simulation `args` describe (without printing or writing anything).
+pub async fn simulate(
+    args: &SimulateArgs,
+    progress: &ProgressBar,
+) -> Result<Simulation, SimulateError> {
+    let plan = plan(args)?;
+    let clock = ManualClock::at_2026();
+    let (mut traffic, attack, describe): (Box<dyn Traffic>, _, _) = match &args.trace {
+        Some(path) => (
+            Box::new(trace::TraceTraffic::open(path)?),
+            None,
+            format!("trace {}", path.display()),
+        ),
+        None => {
+            let (t, attack) =
+                PatternTraffic::new(&args.traffic, plan.limit, plan.window, &plan.attributes);
+            (Box::new(t), attack, describe_pattern(&args.traffic))
+        }
+    };
+    let bucket_us = match &args.trace {
+        Some(_) => Micros::from_secs(1),
+        None => (Micros::from(args.traffic.duration) / POINTS as u64).max(Micros::from_millis(1)),
+    };
+    let main = limiter(&plan.rules, &clock)?;
+    let mut subjects: Vec<Subject> = plan
+        .rules
+        .iter()
+        .map(|(name, rule)| {
+            let nodes = vec![main.clone()];
+            Subject::new(name.clone(), name, rule, nodes, bucket_us, attack, None)
+        })
+        .collect();
+    // Offsets from the start of the run, as the report shows them.
+    let outage = args
+        .store_down
+        .map(|(from, to)| (Micros::from(from), Micros::from(to)));
+    if let Some((from, to)) = outage {
+        let down = (base_us() + from, base_us() + to);
+        for policy in outage::POLICIES {
+            let fleet = outage::fleet(&plan.rules, policy, args.nodes, &clock, down)?;
+            for (name, rule) in &plan.rules {
+                let label = format!("{}/{name}", outage::policy_name(policy));
+                subjects.push(Subject::new(
+                    label,
+                    name,
+                    rule,
+                    fleet.clone(),
+                    bucket_us,
+                    attack,
+                    Some((from, to)),
+                ));
+            }
+        }
+    }
+    let totals =
+        replay::replay(traffic.as_mut(), &mut subjects, &clock, base_us(), progress).await?;
+    progress.finish_and_clear();
+    let main_count = plan.rules.len();
+    let mut all = replay::finish(subjects);
+    let outage_rows: Vec<Measured> = all
+        .split_off(main_count)
+        .into_iter()
+        .flat_map(|s| s.1)
+        .collect();
+    let measured: Vec<Measured> = all.into_iter().flat_map(|s| s.1).collect();
+    let edge = if args.config.is_none() && args.trace.is_none() {
+        window_edge(args, &plan).await?
+    } else {
+        Vec::new()
+    };
+    let report = Report {
+        setup: Setup {
+            traffic: describe,
+            requests: totals.requests,
+            identities: traffic.identities().len(),
+            simulated_s: match &args.trace {
+                Some(_) => totals.last_us.as_secs_f64(),
+                None => args.traffic.duration.as_secs_f64(),
+            },
+            command: std::iter::once("sluice".to_string())
+                .chain(std::env::args().skip(1))
+                .collect::<Vec<_>>()
+                .join(" "),
+        },
+        limits: measured.iter().map(|m| m.summary.clone()).collect(),
+        outage: outage.map(|(from, to)| Outage {
+            nodes: args.nodes.max(1),
+            from_s: from.as_secs_f64(),
+            to_s: to.as_secs_f64(),
+            limits: outage_rows.iter().map(|m| m.summary.clone()).collect(),
+        }),
+    };
+    Ok(Simulation {
+        report,
+        measured,
+        edge,
+        outage: outage_rows,
+    })
+}
+
+/// The window-edge case at the compared rate: bursts of the limit on both sides of the edge
+/// between two windows.
+async fn window_edge(args: &SimulateArgs, plan: &Plan) -> Result<Vec<Measured>, SimulateError> {
+    let traffic_args = TrafficArgs {
+        pattern: Pattern::WindowEdge,
+        duration: plan.window * 2,
+        identities: 1,
+        burst_size: None,
+        ..args.traffic.clone()
+    };
+    let clock = ManualClock::at_2026();
+    let (mut traffic, _) =
+        PatternTraffic::new(&traffic_args, plan.limit, plan.window, &plan.attributes);
+    let bucket_us = (Micros::from(traffic_args.duration) / 4000).max(Micros::new(1));
+    let main = limiter(&plan.rules, &clock)?;
+    let mut subjects: Vec<Subject> = plan
+        .rules
+        .iter()
+        .map(|(name, rule)| {
+            Subject::new(
+                name.clone(),
+                name,
+                rule,
+                vec![main.clone()],
+                bucket_us,
+                None,
+                None,
+            )
+        })
+        .collect();
+    replay::replay(
+        &mut traffic,
+        &mut subjects,
+        &clock,
+        base_us(),
+        &ProgressBar::hidden(),
+    )
+    .await?;
+    Ok(replay::finish(subjects)
+        .into_iter()
+        .flat_map(|s| s.1)
+        .collect())
+}
+
+fn describe_pattern(t: &TrafficArgs) -> String {
+    let name = clap::ValueEnum::to_possible_value(&t.pattern)
+        .map_or_else(String::new, |v| v.get_name().to_string());
+    let each = match t.pattern {
+        Pattern::Steady | Pattern::Attacker | Pattern::Identities => {
+            format!(", {} req/s each", t.rps)
+        }
+        Pattern::Bursts => format!(
+            ", a burst every {}",
+            sluice::model::format_duration(t.burst_every)
+        ),
+        Pattern::Ramp => format!(", from {} to {} req/s each", t.rps, t.ramp_to),
+        Pattern::WindowEdge => String::new(),
+    };
+    let attacker = if t.pattern == Pattern::Attacker {
+        format!(", an attacker at {} req/s", t.attack_rps)
+    } else {
+        String::new()
+    };
+    format!(
+        "pattern {name}: {} normal identities{each}{attacker}",
+        t.identities
+    )
+}
+
+/// `sluice simulate`: runs, prints the report, writes the files of `--out`.
+pub async fn run(args: SimulateArgs) -> Result<(), SimulateError> {
+    if args.nodes == 0 {
+        bail!("--nodes must be at least 1");
+    }
+    let progress = ProgressBar::new(0).with_style(
+        ProgressStyle::with_template("{bar:40} {percent:>3}% {elapsed} / {duration} {msg}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    let started = std::time::Instant::now();
+    // The limiter logs the simulated outage as if it were real; keep the terminal for the report.
+    let simulation = simulate(&args, &progress)
+        .with_subscriber(tracing::subscriber::NoSubscriber::default())
+        .await?;
+    print!("{}", simulation.report.text());
+    println!(
+        "\nsimulated {:.0} s in {:.2} s",
+        simulation.report.setup.simulated_s,
+        started.elapsed().as_secs_f64()
+    );
+    if let Some(dir) = &args.out {
+        let files = output::write(&simulation, dir)?;
+        println!("wrote {} files to {}", files.len(), dir.display());
+    }
+    Ok(())
+}

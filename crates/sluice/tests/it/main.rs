@@ -1,0 +1,34 @@
+//! The library's integration tests, in one binary: linking one test binary per file cost more
+//! than running them. Each module is one subject; `common` holds the shared harnesses.
+//!
+//! Run one subject with `cargo test -p sluice --all-features --test it <module>::`.
+
+mod algorithm_registry;
+mod algorithms_model;
+mod check_all;
+mod common;
+mod concurrency;
+mod conformance;
+mod denial_cache;
+mod leases;
+mod limiter;
+mod memory_cap;
+mod middleware_client_ip;
+mod middleware_example;
+mod middleware_http;
+mod middleware_leases;
+mod middleware_reservations;
+mod middleware_service;
+mod middleware_store_down;
+mod redis_channel;
+mod redis_cluster;
+mod redis_differential;
+mod redis_exactness;
+mod redis_faults;
+mod redis_hostile;
+mod redis_marked;
+mod redis_marked_blocks;
+mod redis_memory;
+mod redis_sentinel;
+mod redis_shared_calls;
+mod redis_store;
