@@ -13,7 +13,7 @@
 //! than it admitted, never the reverse. Durations are bounds on real time, never sleeps.
 #![cfg(feature = "redis")]
 
-mod common;
+use crate::common;
 
 use std::process::Command;
 use std::time::{Duration, Instant};

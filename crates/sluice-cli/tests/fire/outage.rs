@@ -1,8 +1,8 @@
 //! A long store outage under steady load, through the real binary on Redis: the server paused
 //! (`SIGSTOP`), a server that accepts connections and never answers (a blackhole between them),
 //! and one that answers one byte at a time. Eight clients keep asking throughout. During the
-//! outage every decision is answered by its rule's fail policy within the store timeout plus
-//! [`MARGIN`], and the service's memory and open files stay within [`RSS_TOLERANCE`] and
+//! outage every decision is answered by its rule's fail policy, 99 % of them within the store
+//! timeout plus [`MARGIN`] and all within [`WORST`] more, and the service's memory and open files stay within [`RSS_TOLERANCE_KB`] and
 //! [`FD_TOLERANCE`] of what they were before it; once the store is back, every decision started
 //! [`RECOVERY`] after that is decided by the store, and nothing asked during the outage was counted
 //! twice.
@@ -11,7 +11,7 @@
 //! prints its figures (latency max and p99 during the outage, RSS and open files min–max, time to
 //! the first decision by the store).
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -22,16 +22,17 @@ use sluice_test_support::{Fault, FaultProxy, RedisServer};
 use tokio::sync::Mutex;
 
 const TIMEOUT: Duration = Duration::from_millis(100);
-/// Scheduling slack on a loaded two-core machine, on top of the store timeout.
+/// Scheduling slack on a loaded two-core machine, on top of the store timeout: the bound on the
+/// 99th percentile.
 const MARGIN: Duration = Duration::from_millis(400);
+/// The bound on the slowest answer: a stall of the service (a decision waiting on the store past
+/// its timeout) would take seconds; a busy machine's scheduling takes this much at worst.
+const WORST: Duration = Duration::from_millis(1500);
 /// Decisions started this long after the store is back must all be the store's.
 const RECOVERY: Duration = Duration::from_secs(1);
 const RSS_TOLERANCE_KB: u64 = 16 * 1024;
 const FD_TOLERANCE: usize = 16;
 const CLIENTS: usize = 8;
-/// One outage at a time: the bound is on the service's answers, and three loads at once on two
-/// cores measure the machine instead.
-static ONE_AT_A_TIME: Mutex<()> = Mutex::const_new(());
 /// Attempts the `counted` rule allows an identity: far above what one outage sends it.
 const COUNTED: u64 = 100_000;
 
@@ -117,7 +118,7 @@ fn start_load(server: &Arc<Server>, stop: &Arc<AtomicBool>) -> Arc<Mutex<Vec<See
 
 /// Runs one outage, made by `begin` and ended by `end`, and checks every promise above.
 async fn outage_under_load(name: &str, store_url: &str, begin: impl FnOnce(), end: impl FnOnce()) {
-    let _turn = ONE_AT_A_TIME.lock().await;
+    let _turn = crate::ONE_AT_A_TIME.lock().await;
     let server = Arc::new(Server::start_on(&config(), store_url));
     let pid = server.pid();
     let stop = Arc::new(AtomicBool::new(false));
@@ -163,7 +164,8 @@ async fn outage_under_load(name: &str, store_url: &str, begin: impl FnOnce(), en
         assert!(s.degraded, "{name}: a decision during the outage: {s:?}");
         assert_eq!(s.allowed, s.rule != "closed", "{name}: policy of {s:?}");
     }
-    assert!(max <= TIMEOUT + MARGIN, "{name}: slowest answer {max:?}");
+    assert!(p99 <= TIMEOUT + MARGIN, "{name}: p99 {p99:?}");
+    assert!(max <= TIMEOUT + WORST, "{name}: slowest answer {max:?}");
     assert!(
         rss.1 <= rss_before + RSS_TOLERANCE_KB,
         "{name}: RSS {rss:?} kB against {rss_before} kB before"

@@ -5,7 +5,7 @@
 //! none, is a store failure that the fail policy answers, with a reason that shows no password.
 #![cfg(feature = "redis")]
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

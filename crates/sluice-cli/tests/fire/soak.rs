@@ -9,7 +9,7 @@
 //! 60 s here; `scripts/soak` runs it for longer (`SLUICE_SOAK_SECS`, 30 min by default) and plots
 //! the samples it writes to `SLUICE_SOAK_CSV`.
 
-mod common;
+use crate::common;
 
 use std::collections::HashMap;
 use std::io::Write;
@@ -118,6 +118,7 @@ fn start_clients(server: &Arc<Server>, stop: &Arc<AtomicBool>, seen: &Arc<Mutex<
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_service_holds_under_mixed_traffic_and_recurring_faults() {
+    let _turn = crate::ONE_AT_A_TIME.lock().await;
     let redis = RedisServer::start();
     let proxy = FaultProxy::start(redis.port());
     let server = Arc::new(Server::start_on(CONFIG, &proxy.redis_url()));
