@@ -249,7 +249,7 @@ fn expand(args: TokenStream2, item: TokenStream2) -> syn::Result<TokenStream2> {
                     #cost,
                 )
                 .await #question;
-                ::sluice::limited::hold_lease(__sluice_limiter, __sluice_decision)
+                ::sluice::hold_lease(__sluice_limiter, __sluice_decision)
             };
             #block
         }

@@ -9,12 +9,6 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::model::Micros;
 
-/// A length of time in whole milliseconds (rounded down), for what the wire and people read in
-/// milliseconds: saturating, as [`Micros`]' conversion.
-pub fn millis(d: Duration) -> u64 {
-    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
-}
-
 /// A source of the current time.
 pub trait Clock: Send + Sync + std::fmt::Debug {
     /// The time since the Unix epoch.

@@ -77,7 +77,7 @@ pub mod config;
 #[cfg(feature = "conformance")]
 pub mod conformance;
 mod error;
-pub mod limited;
+mod limited;
 pub mod limiter;
 #[cfg(feature = "tower")]
 pub mod middleware;
@@ -86,7 +86,7 @@ pub mod store;
 
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use error::Error;
-pub use limited::{Limited, check_call, global_limiter, set_global_limiter};
+pub use limited::{Limited, check_call, global_limiter, hold_lease, set_global_limiter};
 pub use limiter::{Attributes, Check, Limiter, LimiterBuilder, Options};
 pub use model::{Algorithm, Decision, FailPolicy, Limit, LimitDecision, Micros, Rate, Rule};
 #[cfg(feature = "macros")]

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use sluice::config::StoreConfig;
-use sluice::limiter::denial_cache::DenialCacheOptions;
+use sluice::limiter::DenialCacheOptions;
 use sluice::model::{Limit, Penalty, Rule};
 use sluice::{Limiter, Options};
 

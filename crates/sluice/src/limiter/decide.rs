@@ -321,5 +321,5 @@ pub(super) fn limit_decision(
 }
 
 /// The `reason` of a decision answered by the denial cache.
-pub const CACHED: &str = "denied by the denial cache: the store denied this request and it \
+pub(crate) const CACHED: &str = "denied by the denial cache: the store denied this request and it \
 cannot pass yet; limits other than the denying one were not consulted";

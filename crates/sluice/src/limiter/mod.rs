@@ -32,7 +32,8 @@ mod builder;
 mod cached_denial;
 mod compile;
 mod decide;
-pub mod denial_cache;
+pub(crate) mod denial_cache;
+mod inspect;
 mod keys;
 mod lease;
 mod lease_guard;
@@ -51,12 +52,11 @@ use crate::store::invalidation::{Invalidation, InvalidationChannel};
 use crate::store::memory::MemoryStore;
 use crate::store::{DynStore, LimitCall, LimitKey};
 pub use admin::{BlockInfo, BlockList};
-pub use batch::Part;
+pub use batch::RuleCheck;
 use breaker::Breaker;
 pub use builder::{IntoDynStore, LimiterBuilder};
 pub use compile::{CompiledRule, RuleBook};
-pub use decide::CACHED;
-use denial_cache::DenialCache;
+pub use denial_cache::{DenialCache, DenialCacheOptions};
 pub use keys::Attributes;
 pub use lease::MAX_LEASE_LEN;
 pub use lease_guard::LeaseGuard;
@@ -130,9 +130,8 @@ impl Limiter {
         self.decide(rule, attrs, check)
     }
 
-    /// The store calls a check would make, without making them (for debugging, and for
-    /// benchmarking a store's script on its own).
-    pub fn calls(
+    /// The store calls a check would make, without making them.
+    pub(crate) fn calls(
         &self,
         rule: &str,
         attrs: &(impl Attributes + ?Sized),

@@ -46,13 +46,13 @@
 //! - `forwarded`: parsing of `Forwarded` / `X-Forwarded-For` / `X-Real-IP`;
 //! - [`response`]: bodies and headers, and [`Limited`](crate::Limited) as an axum response.
 
-pub mod client_ip;
-pub mod extract;
+mod client_ip;
+mod extract;
 mod forwarded;
-pub mod layer;
-pub mod leased_body;
-pub mod request;
-pub mod response;
+mod layer;
+mod leased_body;
+mod request;
+mod response;
 
 pub use client_ip::{ClientIp, DEFAULT_IPV6_PREFIX, ForwardingHeader, PeerIp, ip_identity};
 pub use extract::{AttributeList, Extract, ExtractError, ExtractErrorKind, FromFn, from_fn};

@@ -14,9 +14,12 @@ mod micros;
 mod name;
 mod penalty;
 mod rate;
+#[cfg(test)]
+mod registry_tests;
 mod rule;
 
-pub use algorithm::{Algorithm, Entry, REGISTRY};
+pub use algorithm::Algorithm;
+pub(crate) use algorithm::REGISTRY;
 pub use decision::{AttributeNames, Decision, LimitDecision, LimitDecisions};
 pub use decision_json::write_decision_json;
 pub(crate) use duration::serde_text;
