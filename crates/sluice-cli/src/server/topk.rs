@@ -254,7 +254,7 @@ mod tests {
             identity: identity.iter().map(|s| Name::from(*s)).collect(),
             algorithm: Algorithm::Gcra,
             allowed: false,
-            limit: 1,
+            quota: 1,
             window_ms: 1000,
             remaining: 0,
             reset_after_ms: 0,

@@ -307,7 +307,7 @@ pub(super) fn limit_decision(
         identity,
         algorithm: step.algorithm,
         allowed: o.allowed && step.cost <= step.params.capacity,
-        limit: step.params.capacity,
+        quota: step.params.capacity,
         window_ms: step.params.window_us.as_millis(),
         remaining: o.remaining,
         reset_after_ms: o.reset_after_us.as_millis_ceil(),

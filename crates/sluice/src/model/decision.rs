@@ -75,8 +75,10 @@ pub struct Decision {
     pub allowed: bool,
     /// The rule that was checked.
     pub rule: Name,
-    /// The quota of the most restrictive limit.
-    pub limit: u64,
+    /// The quota of the most restrictive limit: the most units it admits (its rate's count, or
+    /// its burst), as `X-RateLimit-Limit` and the service's JSON (`"limit"`) report it.
+    #[serde(rename = "limit", alias = "quota")]
+    pub quota: u64,
     /// Units left in the most restrictive limit after this decision.
     pub remaining: u64,
     /// Until the most restrictive limit is back to full.
@@ -131,8 +133,10 @@ pub struct LimitDecision {
     pub algorithm: Algorithm,
     /// Whether this limit allowed the request.
     pub allowed: bool,
-    /// The quota (the rate's count, or the burst for bucket algorithms).
-    pub limit: u64,
+    /// The quota (the rate's count, or the burst for bucket algorithms); `"limit"` in JSON and
+    /// `q` in `RateLimit-Policy`.
+    #[serde(rename = "limit", alias = "quota")]
+    pub quota: u64,
     /// The window length in milliseconds.
     pub window_ms: u64,
     /// Units left after this decision.
@@ -159,7 +163,7 @@ impl Decision {
         Decision {
             allowed: true,
             rule: rule.into(),
-            limit: 0,
+            quota: 0,
             remaining: 0,
             reset_after_ms: 0,
             retry_after_ms: None,
@@ -192,10 +196,10 @@ impl Decision {
         // returned value: a decision is a few hundred bytes, and each move of it costs as much as
         // a part of an in-memory check.
         let enforced_ok = limits.iter().all(|l| l.allowed || l.shadow);
-        let (limit, remaining, reset_after_ms, retry_after_ms) =
+        let (quota, remaining, reset_after_ms, retry_after_ms) =
             match Decision::most_restrictive(&limits) {
                 Some(top) => (
-                    top.limit,
+                    top.quota,
                     top.remaining,
                     top.reset_after_ms,
                     top.retry_after_ms.filter(|_| !enforced_ok),
@@ -205,7 +209,7 @@ impl Decision {
         Decision {
             allowed: shadow || enforced_ok,
             rule: rule.into(),
-            limit,
+            quota,
             remaining,
             reset_after_ms,
             retry_after_ms,
@@ -233,7 +237,7 @@ impl Decision {
         Decision {
             allowed: shadow || enforced_ok,
             rule,
-            limit: limit.limit,
+            quota: limit.quota,
             remaining: limit.remaining,
             reset_after_ms: limit.reset_after_ms,
             retry_after_ms: limit.retry_after_ms.filter(|_| !enforced_ok),
@@ -277,7 +281,7 @@ mod tests {
             identity: AttributeNames::one("ip".into()),
             algorithm: Algorithm::Gcra,
             allowed: true,
-            limit: 10,
+            quota: 10,
             window_ms: 1000,
             remaining: 3,
             reset_after_ms: 700,
