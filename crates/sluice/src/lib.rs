@@ -25,7 +25,7 @@
 //! # Layout
 //! Dependencies point one way, from top to bottom:
 //! - `middleware` (feature `tower`): tower/axum integration and identity extractors;
-//! - [`limited`]: the [`Limited`] error and the global limiter behind `#[sluice::limit]`
+//! - [`limited`]: the [`Limited`] error and the global limiter behind `#[sluice::limited]`
 //!   (the attribute itself is feature `macros`);
 //! - [`limiter`]: rules → keys → store, fail policy and breaker; `config` (feature `config`)
 //!   reads rule files;
@@ -90,6 +90,6 @@ pub use limited::{Limited, check_call, global_limiter, hold_lease, set_global_li
 pub use limiter::{Attributes, Check, Limiter, LimiterBuilder, Options};
 pub use model::{Algorithm, Decision, FailPolicy, Limit, LimitDecision, Micros, Rate, Rule};
 #[cfg(feature = "macros")]
-pub use sluice_macros::limit;
+pub use sluice_macros::{limit, limited};
 pub use store::memory::MemoryStore;
 pub use store::{DynStore, Store, StoreError};

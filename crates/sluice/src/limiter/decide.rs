@@ -298,13 +298,13 @@ pub(super) fn attach_lease(d: &mut Decision, calls: &[LimitCall], reply: Option<
 #[inline]
 pub(super) fn limit_decision(
     limit: &CompiledLimit,
-    identity: AttributeNames,
+    attributes: AttributeNames,
     step: &LimitStep,
     o: &LimitOutcome,
 ) -> LimitDecision {
     LimitDecision {
         id: limit.id.clone(),
-        identity,
+        attributes,
         algorithm: step.algorithm,
         allowed: o.allowed && step.cost <= step.params.capacity,
         quota: step.params.capacity,

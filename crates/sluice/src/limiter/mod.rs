@@ -200,7 +200,7 @@ impl Limiter {
     }
 
     /// The message a rule gives denied requests, if it has one (the one lookup the middleware,
-    /// the service and `#[sluice::limit]` share).
+    /// the service and `#[sluice::limited]` share).
     pub fn message(&self, rule: &str) -> Option<String> {
         self.inner
             .rules

@@ -127,8 +127,10 @@ pub struct Decision {
 pub struct LimitDecision {
     /// The limit's id (its name, or by-algorithm-window).
     pub id: Name,
-    /// The attributes that formed the identity (after fallback), e.g. `["session"]`.
-    pub identity: AttributeNames,
+    /// The attributes whose values formed the identity (after fallback), e.g. `["session"]`;
+    /// `"identity"` in the service's JSON.
+    #[serde(rename = "identity", alias = "attributes")]
+    pub attributes: AttributeNames,
     /// The algorithm.
     pub algorithm: Algorithm,
     /// Whether this limit allowed the request.
@@ -278,7 +280,7 @@ mod tests {
     fn a_decision_of_one_limit_is_the_decision_of_a_list_of_it() {
         let allowed = LimitDecision {
             id: "l".into(),
-            identity: AttributeNames::one("ip".into()),
+            attributes: AttributeNames::one("ip".into()),
             algorithm: Algorithm::Gcra,
             allowed: true,
             quota: 10,

@@ -62,7 +62,7 @@ fn push_limit(out: &mut Vec<u8>, l: &LimitDecision) {
     out.extend_from_slice(b"{\"id\":");
     push_str(out, &l.id);
     out.extend_from_slice(b",\"identity\":[");
-    for (i, name) in l.identity.iter().enumerate() {
+    for (i, name) in l.attributes.iter().enumerate() {
         if i > 0 {
             out.push(b',');
         }
@@ -156,7 +156,7 @@ mod tests {
         ) -> LimitDecision {
             LimitDecision {
                 id: Name::from(id.as_str()),
-                identity: identity.iter().map(|n| Name::from(n.as_str())).collect::<AttributeNames>(),
+                attributes: identity.iter().map(|n| Name::from(n.as_str())).collect::<AttributeNames>(),
                 algorithm,
                 allowed: flags[0],
                 quota: numbers[0],

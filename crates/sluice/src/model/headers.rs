@@ -132,7 +132,7 @@ mod tests {
     fn decision(allowed: bool, retry_ms: Option<u64>) -> Decision {
         let limit = LimitDecision {
             id: "ip-gcra-1m".into(),
-            identity: ["ip".into()].into_iter().collect(),
+            attributes: ["ip".into()].into_iter().collect(),
             algorithm: Algorithm::Gcra,
             allowed,
             quota: 5,
