@@ -64,8 +64,8 @@ pub(crate) fn counter() -> &'static quanta::Clock {
 
 /// Runs `f` (synchronous: nothing else runs on this thread meanwhile) with the counter reading
 /// `raw`, just taken, lent to the first [`SystemClock`] reading it makes. A store call timed by
-/// its caller then reads the counter twice instead of three times: a reading costs about a
-/// tenth of an in-memory decision on virtual machines.
+/// its caller then reads the counter twice instead of three times: on virtual machines a reading
+/// is a noticeable part of an in-memory decision (BENCHMARKS.md, "Bottlenecks found and fixed").
 #[inline]
 pub(crate) fn lending<T>(raw: u64, f: impl FnOnce() -> T) -> T {
     /// Takes back a reading not used, even if `f` unwinds: a later reading must not be stale.

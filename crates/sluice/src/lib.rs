@@ -25,7 +25,7 @@
 //! # Layout
 //! Dependencies point one way, from top to bottom:
 //! - `middleware` (feature `tower`): tower/axum integration and identity extractors;
-//! - [`limited`]: the [`Limited`] error and the global limiter behind `#[sluice::limited]`
+//! - `limited`: the [`Limited`] error and the global limiter behind `#[sluice::limited]`
 //!   (the attribute itself is feature `macros`);
 //! - [`limiter`]: rules → keys → store, fail policy and breaker; `config` (feature `config`)
 //!   reads rule files;
@@ -35,7 +35,7 @@
 //!   time.
 //!
 //! # Adding an algorithm
-//! 1. Add the variant to [`Algorithm`] and its row to [`model::REGISTRY`] (name, wire code —
+//! 1. Add the variant to [`Algorithm`] and its row to the registry, `model::REGISTRY` (name, wire code —
 //!    the next number —, Lua files), in the same position.
 //! 2. Write the pure algorithm in `algorithm/<name>.rs` (`decide(state, now, params, cost,
 //!    apply) -> Outcome`, with its state type) and its arm in `AlgoState` and
@@ -49,7 +49,7 @@
 //! 4. Say in [`Algorithm::supports_burst`] / [`Algorithm::supports_count_denied`] whether it
 //!    takes those options.
 //!
-//! `tests/algorithm_registry.rs` fails until the Lua files, the scripts' tables and the wire
+//! `model/registry_tests.rs` fails until the Lua files, the scripts' tables and the wire
 //! codes agree with the registry; the conformance suite ([`conformance`], run by
 //! `tests/conformance.rs`; add the algorithm's behaviour there) and the
 //! differential test (`tests/redis_differential.rs`) then run the new algorithm on every store.

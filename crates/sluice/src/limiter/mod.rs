@@ -16,13 +16,20 @@
 //! - `decide`: the store call with deadline, breaker, fail policy, metrics, and the decision;
 //!   `at_once`: the same decision, allocation-free, for a one-limit rule on an in-process store;
 //! - `meters`: the per-decision metrics, kept as registered handles;
-//! - `admin`: reset, block, unblock, the blocks in force;
+//! - `batch`: [`Limiter::check_all`], several rules ([`RuleCheck`]s) decided as one request;
+//! - `admin`: reset, block, unblock, the blocks in force ([`BlockList`], [`BlockInfo`]);
+//! - `inspect`: [`Limiter::keys`] and (feature `redis`) [`Limiter::redis_command`], what a check
+//!   would touch, without making it;
 //! - `lease`: lease ids, [`Limiter::release`] and [`Limiter::renew`] (concurrency limits);
 //!   `lease_guard`: [`LeaseGuard`], a lease released on drop;
+//! - `reservation`: reserving a cost and [`Limiter::settle`];
 //! - `breaker`: skips a failing store for a while;
-//! - [`denial_cache`]: on a remote store, answers requests the store already denied until they
-//!   could pass; admin operations and rule changes clear it here at once and, through the
-//!   builder's [`invalidation_channel`](LimiterBuilder::invalidation_channel), on other nodes.
+//! - `denial_cache` ([`DenialCache`], [`DenialCacheOptions`]): on a remote store, answers
+//!   requests the store already denied until they could pass; admin operations and rule changes
+//!   clear it here at once and, through the builder's
+//!   [`invalidation_channel`](LimiterBuilder::invalidation_channel), on other nodes. Its
+//!   `requests` decides which limits of a rule it may answer; `cached_denial` is the decision
+//!   it answers a one-limit rule with.
 
 mod admin;
 mod at_once;

@@ -231,8 +231,8 @@ impl Decision {
     }
 
     /// [`Decision::of_limits`] for a rule of one limit: the same decision, built without
-    /// iterating (a one-limit check on an in-process store is a few hundred instructions, and
-    /// the general summary was a fifth of them).
+    /// iterating: on an in-process store the general summary was a sizeable part of a one-limit
+    /// check (the figures are in BENCHMARKS.md, "Bottlenecks found and fixed").
     #[inline]
     pub(crate) fn of_one(rule: Name, shadow: bool, limit: LimitDecision) -> Decision {
         let enforced_ok = limit.allowed || limit.shadow;
