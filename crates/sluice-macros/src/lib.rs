@@ -1,7 +1,7 @@
-//! `#[sluice::limit]`: rate-limit an async function declaratively.
+//! `#[sluice::limited]`: rate-limit an async function declaratively.
 //!
 //! ```text
-//! #[sluice::limit(rule = "employee", key = id, limiter = self.limiter)]
+//! #[sluice::limited(rule = "employee", attribute = id, limiter = self.limiter)]
 //! async fn employee(&self, id: u64) -> Result<Employee, AppError> { ... }
 //! ```
 //!
@@ -11,16 +11,20 @@
 //!
 //! Arguments:
 //! - `rule = "name"` (required): the rule to check;
-//! - `key = expr`: one attribute, named after the expression's last identifier (`key = id` is
-//!   attribute `id`, `key = user.member` is attribute `member`); its value is the expression's
-//!   `ToString` text;
-//! - `key(name = expr, ...)`: several attributes with explicit names (`key(member = user.id,
-//!   ip = addr)`) for composite identities;
+//! - `attribute = expr`: one attribute, named after the expression's last identifier
+//!   (`attribute = id` is attribute `id`, `attribute = user.member` is attribute `member`); its
+//!   value is the expression's `ToString` text;
+//! - `attributes(name = expr, ...)`: several attributes with explicit names
+//!   (`attributes(member = user.id, ip = addr)`), for limits that count per several;
 //! - `limiter = expr`: a `Limiter`, `&Limiter` or `Arc<Limiter>` (e.g. `self.limiter`); without
 //!   it the global limiter set by `sluice::set_global_limiter` is used;
 //! - `cost = expr`: units per call (default 1).
 //!
 //! The expansion refers to the crate as `::sluice`.
+//!
+//! Former spellings, still accepted: the attribute `#[sluice::limit]` (now `limited`: "limit"
+//! names the rule's `Limit` alone), and the arguments `key = expr` and `key(name = expr, ...)`
+//! (now `attribute` and `attributes`: a request's named values are attributes everywhere).
 //!
 //! # Layout
 //! One file: argument parsing (`Args`) and the expansion (`expand`), with unit tests of the
@@ -35,6 +39,12 @@ use syn::spanned::Spanned;
 use syn::{Expr, ItemFn, LitStr, Meta, MetaNameValue, ReturnType, Token};
 
 /// Rate-limits an async function (see the crate docs and `sluice::Limited`).
+#[proc_macro_attribute]
+pub fn limited(args: TokenStream, item: TokenStream) -> TokenStream {
+    limit(args, item)
+}
+
+/// The former name of [`macro@limited`], still accepted.
 #[proc_macro_attribute]
 pub fn limit(args: TokenStream, item: TokenStream) -> TokenStream {
     match expand(args.into(), item.into()) {
@@ -51,8 +61,8 @@ struct Args {
     cost: Option<Expr>,
 }
 
-const EXPECTED: &str = "expected `rule = \"name\"`, `key = expr`, `key(name = expr, ...)`, \
-                        `limiter = expr` or `cost = expr`";
+const EXPECTED: &str = "expected `rule = \"name\"`, `attribute = expr`, \
+                        `attributes(name = expr, ...)`, `limiter = expr` or `cost = expr`";
 
 impl Args {
     fn parse(tokens: TokenStream2) -> syn::Result<Args> {
@@ -80,11 +90,12 @@ impl Args {
                         ));
                     }
                 },
-                ("key", Meta::NameValue(nv)) => {
+                // `key` is the former spelling of `attribute` and `attributes`.
+                ("attribute" | "key", Meta::NameValue(nv)) => {
                     let attribute = implied_name(&nv.value)?;
                     push_key(&mut keys, attribute, nv.value, nv.path.span())?;
                 }
-                ("key", Meta::List(list)) => {
+                ("attributes" | "key", Meta::List(list)) => {
                     let pairs = list.parse_args_with(
                         Punctuated::<MetaNameValue, Token![,]>::parse_terminated,
                     )?;
@@ -154,7 +165,7 @@ fn implied_name(expr: &Expr) -> syn::Result<String> {
     name.ok_or_else(|| {
         syn::Error::new(
             expr.span(),
-            "cannot name an attribute after this expression; write `key(name = expr)`",
+            "cannot name an attribute after this expression; write `attributes(name = expr)`",
         )
     })
 }
@@ -200,14 +211,14 @@ fn expand(args: TokenStream2, item: TokenStream2) -> syn::Result<TokenStream2> {
     if sig.asyncness.is_none() {
         return Err(syn::Error::new(
             sig.fn_token.span,
-            "#[sluice::limit] applies to `async fn`s",
+            "#[sluice::limited] applies to `async fn`s",
         ));
     }
     let question = match &sig.output {
         ReturnType::Default => {
             return Err(syn::Error::new(
                 sig.ident.span(),
-                "#[sluice::limit] needs a function returning `Result<T, E>` where \
+                "#[sluice::limited] needs a function returning `Result<T, E>` where \
                  `E: From<sluice::Limited>`",
             ));
         }
@@ -249,7 +260,7 @@ fn expand(args: TokenStream2, item: TokenStream2) -> syn::Result<TokenStream2> {
                     #cost,
                 )
                 .await #question;
-                ::sluice::limited::hold_lease(__sluice_limiter, __sluice_decision)
+                ::sluice::hold_lease(__sluice_limiter, __sluice_decision)
             };
             #block
         }
@@ -279,16 +290,16 @@ mod tests {
     fn bad_arguments_say_what_is_expected() {
         let e = error(quote!(rule = "r", ky = id), item());
         assert!(e.contains("unknown or malformed argument `ky`"), "{e}");
-        assert!(e.contains("key(name = expr"), "{e}");
-        let e = error(quote!(key = id), item());
+        assert!(e.contains("attributes(name = expr"), "{e}");
+        let e = error(quote!(attribute = id), item());
         assert!(e.contains("missing `rule"), "{e}");
         let e = error(quote!(rule = emp), item());
         assert!(e.contains("string literal"), "{e}");
-        let e = error(quote!(rule = "r", key = id + 1), item());
-        assert!(e.contains("key(name = expr)"), "{e}");
-        let e = error(quote!(rule = "r", key(Member = m)), item());
+        let e = error(quote!(rule = "r", attribute = id + 1), item());
+        assert!(e.contains("attributes(name = expr)"), "{e}");
+        let e = error(quote!(rule = "r", attributes(Member = m)), item());
         assert!(e.contains("a-z, 0-9 and _"), "{e}");
-        let e = error(quote!(rule = "r", key(id = a, id = b)), item());
+        let e = error(quote!(rule = "r", attributes(id = a, id = b)), item());
         assert!(e.contains("given twice"), "{e}");
         let e = error(quote!(rule = "r", rule = "s"), item());
         assert!(e.contains("given twice"), "{e}");
@@ -315,6 +326,28 @@ mod tests {
     }
 
     #[test]
+    fn the_former_key_arguments_expand_as_attributes() {
+        let item = || {
+            quote!(
+                async fn f(id: u64, user: U, addr: A) -> Result<(), E> {
+                    Ok(())
+                }
+            )
+        };
+        let expanded = |args: TokenStream2| expand(args, item()).unwrap().to_string();
+        assert_eq!(
+            expanded(quote!(rule = "r", key = id)),
+            expanded(quote!(rule = "r", attribute = id))
+        );
+        assert_eq!(
+            expanded(quote!(rule = "r", key(member = user.id, ip = addr))),
+            expanded(quote!(rule = "r", attributes(member = user.id, ip = addr)))
+        );
+        let e = error(quote!(rule = "r", key = id, attribute = id), item());
+        assert!(e.contains("given twice"), "{e}");
+    }
+
+    #[test]
     fn names_are_implied_by_the_last_identifier() {
         let expr: Expr = syn::parse_quote!(self.user.member_id);
         assert_eq!(implied_name(&expr).unwrap(), "member_id");
@@ -327,7 +360,7 @@ mod tests {
         let out = expand(
             quote!(
                 rule = "emp",
-                key(member = user.id, ip = addr),
+                attributes(member = user.id, ip = addr),
                 limiter = self.limiter
             ),
             quote!(

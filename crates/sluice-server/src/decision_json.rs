@@ -15,7 +15,7 @@ pub fn write_decision_json(out: &mut Vec<u8>, d: &Decision, message: Option<&str
     push_bool(out, b"{\"allowed\":", d.allowed);
     out.extend_from_slice(b",\"rule\":");
     push_str(out, &d.rule);
-    push_number(out, b",\"limit\":", d.limit);
+    push_number(out, b",\"limit\":", d.quota);
     push_number(out, b",\"remaining\":", d.remaining);
     push_number(out, b",\"reset_after_ms\":", d.reset_after_ms);
     push_option(out, b",\"retry_after_ms\":", d.retry_after_ms);
@@ -62,7 +62,7 @@ fn push_limit(out: &mut Vec<u8>, l: &LimitDecision) {
     out.extend_from_slice(b"{\"id\":");
     push_str(out, &l.id);
     out.extend_from_slice(b",\"identity\":[");
-    for (i, name) in l.identity.iter().enumerate() {
+    for (i, name) in l.attributes.iter().enumerate() {
         if i > 0 {
             out.push(b',');
         }
@@ -71,7 +71,7 @@ fn push_limit(out: &mut Vec<u8>, l: &LimitDecision) {
     out.extend_from_slice(b"],\"algorithm\":");
     push_str(out, l.algorithm.name());
     push_bool(out, b",\"allowed\":", l.allowed);
-    push_number(out, b",\"limit\":", l.limit);
+    push_number(out, b",\"limit\":", l.quota);
     push_number(out, b",\"window_ms\":", l.window_ms);
     push_number(out, b",\"remaining\":", l.remaining);
     push_number(out, b",\"reset_after_ms\":", l.reset_after_ms);
@@ -156,10 +156,10 @@ mod tests {
         ) -> LimitDecision {
             LimitDecision {
                 id: Name::from(id.as_str()),
-                identity: identity.iter().map(|n| Name::from(n.as_str())).collect::<AttributeNames>(),
+                attributes: identity.iter().map(|n| Name::from(n.as_str())).collect::<AttributeNames>(),
                 algorithm,
                 allowed: flags[0],
-                limit: numbers[0],
+                quota: numbers[0],
                 window_ms: numbers[1],
                 remaining: numbers[2],
                 reset_after_ms: numbers[3],
@@ -185,7 +185,7 @@ mod tests {
             Decision {
                 allowed: flags[0],
                 rule: Name::from(rule.as_str()),
-                limit: numbers[0],
+                quota: numbers[0],
                 remaining: numbers[1],
                 reset_after_ms: numbers[2],
                 retry_after_ms: options[0],

@@ -128,10 +128,10 @@ impl TopDenied {
         let summary = rules.entry_ref(decision.rule.as_str()).or_default();
         let denied = || decision.limits.iter().filter(|l| !l.allowed);
         for (i, limit) in denied().enumerate() {
-            if denied().take(i).any(|l| l.identity == limit.identity) {
+            if denied().take(i).any(|l| l.attributes == limit.attributes) {
                 continue;
             }
-            self.key_into(&limit.identity, attributes, key);
+            self.key_into(&limit.attributes, attributes, key);
             summary.add(key, 2 * self.k);
         }
     }
@@ -251,10 +251,10 @@ mod tests {
         d.allowed = false;
         d.limits.push(LimitDecision {
             id: "l".into(),
-            identity: identity.iter().map(|s| Name::from(*s)).collect(),
+            attributes: identity.iter().map(|s| Name::from(*s)).collect(),
             algorithm: Algorithm::Gcra,
             allowed: false,
-            limit: 1,
+            quota: 1,
             window_ms: 1000,
             remaining: 0,
             reset_after_ms: 0,
@@ -331,7 +331,7 @@ mod tests {
         let mut d = denied("r", &["ip"]);
         let by_ip = d.limits[0].clone();
         let by_user = LimitDecision {
-            identity: [Name::from("user")].into_iter().collect(),
+            attributes: [Name::from("user")].into_iter().collect(),
             ..by_ip.clone()
         };
         d.limits.extend([by_ip, by_user]);

@@ -107,7 +107,7 @@ pub async fn replay(
                 }
             };
             for (tally, limit) in subject.tallies.iter_mut().zip(&decision.limits) {
-                identity_key(&limit.identity, attributes, &mut key);
+                identity_key(&limit.attributes, attributes, &mut key);
                 let request = Request {
                     at_us: event.at_us,
                     requester: event.identity,

@@ -9,12 +9,6 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::model::Micros;
 
-/// A length of time in whole milliseconds (rounded down), for what the wire and people read in
-/// milliseconds: saturating, as [`Micros`]' conversion.
-pub fn millis(d: Duration) -> u64 {
-    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
-}
-
 /// A source of the current time.
 pub trait Clock: Send + Sync + std::fmt::Debug {
     /// The time since the Unix epoch.
@@ -70,8 +64,8 @@ pub(crate) fn counter() -> &'static quanta::Clock {
 
 /// Runs `f` (synchronous: nothing else runs on this thread meanwhile) with the counter reading
 /// `raw`, just taken, lent to the first [`SystemClock`] reading it makes. A store call timed by
-/// its caller then reads the counter twice instead of three times: a reading costs about a
-/// tenth of an in-memory decision on virtual machines.
+/// its caller then reads the counter twice instead of three times: on virtual machines a reading
+/// is a noticeable part of an in-memory decision (BENCHMARKS.md, "Bottlenecks found and fixed").
 #[inline]
 pub(crate) fn lending<T>(raw: u64, f: impl FnOnce() -> T) -> T {
     /// Takes back a reading not used, even if `f` unwinds: a later reading must not be stale.

@@ -15,12 +15,12 @@ pub enum Error {
         rule: String,
     },
     /// A limit counts per an attribute that the request does not carry.
-    #[error("rule `{rule}` needs attribute `{attribute}` (limit `{limit}`)")]
+    #[error("rule `{rule}` needs attribute `{attribute}` (limit `{limit_id}`)")]
     MissingAttribute {
         /// The rule.
         rule: String,
         /// The limit's id.
-        limit: String,
+        limit_id: String,
         /// The attribute, or its alternatives (`member|session|ip`).
         attribute: String,
     },

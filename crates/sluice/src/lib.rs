@@ -25,7 +25,7 @@
 //! # Layout
 //! Dependencies point one way, from top to bottom:
 //! - `middleware` (feature `tower`): tower/axum integration and identity extractors;
-//! - [`limited`]: the [`Limited`] error and the global limiter behind `#[sluice::limit]`
+//! - `limited`: the [`Limited`] error and the global limiter behind `#[sluice::limited]`
 //!   (the attribute itself is feature `macros`);
 //! - [`limiter`]: rules → keys → store, fail policy and breaker;
 //! - [`store`]: the [`Store`] trait, [`MemoryStore`], and `store::redis` (feature `redis`);
@@ -34,7 +34,7 @@
 //!   time.
 //!
 //! # Adding an algorithm
-//! 1. Add the variant to [`Algorithm`] and its row to [`model::REGISTRY`] (name, wire code —
+//! 1. Add the variant to [`Algorithm`] and its row to the registry, `model::REGISTRY` (name, wire code —
 //!    the next number —, Lua files), in the same position.
 //! 2. Write the pure algorithm in `algorithm/<name>.rs` (`decide(state, now, params, cost,
 //!    apply) -> Outcome`, with its state type) and its arm in `AlgoState` and
@@ -48,7 +48,7 @@
 //! 4. Say in [`Algorithm::supports_burst`] / [`Algorithm::supports_count_denied`] whether it
 //!    takes those options.
 //!
-//! `tests/it/algorithm_registry.rs` fails until the Lua files, the scripts' tables and the wire
+//! `model/registry_tests.rs` fails until the Lua files, the scripts' tables and the wire
 //! codes agree with the registry; the conformance suite ([`conformance`], run by
 //! `tests/it/conformance.rs`; add the algorithm's behaviour there) and the
 //! differential test (`tests/it/redis_differential.rs`) then run the new algorithm on every store.
@@ -74,7 +74,7 @@ pub mod clock;
 #[cfg(feature = "conformance")]
 pub mod conformance;
 mod error;
-pub mod limited;
+mod limited;
 pub mod limiter;
 #[cfg(feature = "tower")]
 pub mod middleware;
@@ -83,10 +83,10 @@ pub mod store;
 
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use error::Error;
-pub use limited::{Limited, check_call, global_limiter, set_global_limiter};
+pub use limited::{Limited, check_call, global_limiter, hold_lease, set_global_limiter};
 pub use limiter::{Attributes, Check, Limiter, LimiterBuilder, Options};
 pub use model::{Algorithm, Decision, FailPolicy, Limit, LimitDecision, Micros, Rate, Rule};
 #[cfg(feature = "macros")]
-pub use sluice_macros::limit;
+pub use sluice_macros::{limit, limited};
 pub use store::memory::MemoryStore;
 pub use store::{DynStore, Store, StoreError};

@@ -1,5 +1,5 @@
 //! `Limited`: the error a rate-limited function returns, and the process-wide limiter that
-//! `#[sluice::limit]` uses when it is given none.
+//! `#[sluice::limited]` uses when it is given none.
 //!
 //! A denial is a value inside the limiter ([`Decision`]); it becomes an error only at the edge
 //! of a function that must not run when denied. [`Limited`] carries the whole decision, so the
@@ -31,7 +31,7 @@ pub enum Limited {
     Check(#[from] Error),
     /// No limiter was given and none was set with [`set_global_limiter`].
     #[error(
-        "no limiter: pass `limiter = ...` to #[sluice::limit] or call sluice::set_global_limiter"
+        "no limiter: pass `limiter = ...` to #[sluice::limited] or call sluice::set_global_limiter"
     )]
     NoLimiter,
 }
@@ -59,7 +59,7 @@ impl Limited {
 
 static GLOBAL: OnceLock<Limiter> = OnceLock::new();
 
-/// Sets the limiter that `#[sluice::limit]` uses when it has no `limiter = ...` argument.
+/// Sets the limiter that `#[sluice::limited]` uses when it has no `limiter = ...` argument.
 ///
 /// It can be set once per process; a second call returns the limiter it was given back.
 pub fn set_global_limiter(limiter: Limiter) -> Result<(), Limiter> {
@@ -74,7 +74,7 @@ pub fn global_limiter() -> Option<&'static Limiter> {
 /// Checks one call against `rule` (usually [`Check::ONE`], or `Check::cost(n)`): `Ok` with the
 /// decision when allowed.
 ///
-/// `limiter` `None` means the global limiter. This is what `#[sluice::limit]` expands to, and is
+/// `limiter` `None` means the global limiter. This is what `#[sluice::limited]` expands to, and is
 /// usable by hand where an attribute does not fit.
 pub async fn check_call(
     limiter: Option<&Limiter>,
@@ -99,7 +99,7 @@ pub async fn check_call(
 
 /// A guard on the lease of an allowed decision (rules with a concurrency limit), released when
 /// dropped; `None` when the decision holds no lease. `limiter` `None` means the global limiter.
-/// `#[sluice::limit]` holds it while the function body runs.
+/// `#[sluice::limited]` holds it while the function body runs.
 pub fn hold_lease(limiter: Option<&Limiter>, decision: Decision) -> Option<LeaseGuard> {
     let lease = decision.lease?;
     let limiter = match limiter {

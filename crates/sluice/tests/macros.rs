@@ -1,4 +1,4 @@
-//! `#[sluice::limit]` on methods and free functions: allowed calls run the body, denied calls
+//! `#[sluice::limited]` on methods and free functions: allowed calls run the body, denied calls
 //! return `Limited` with the decision and the rule's message, and bad input is an error value.
 #![cfg(feature = "macros")]
 
@@ -59,21 +59,21 @@ struct Directory {
 }
 
 impl Directory {
-    #[sluice::limit(rule = "employee", key = id, limiter = self.limiter)]
+    #[sluice::limited(rule = "employee", attribute = id, limiter = self.limiter)]
     async fn employee(&self, id: u64) -> Result<String, AppError> {
         self.calls.fetch_add(1, Ordering::SeqCst);
         Ok(format!("employee {id}"))
     }
 
     /// The key names a rule attribute the rule does not count by: a check error, not a panic.
-    #[sluice::limit(rule = "report", key = id, limiter = &self.limiter)]
+    #[sluice::limited(rule = "report", attribute = id, limiter = &self.limiter)]
     async fn report_by_wrong_key(&self, id: u64) -> Result<(), Limited> {
         let _ = id;
         Ok(())
     }
 
     /// A composite identity and a cost.
-    #[sluice::limit(rule = "report", key(member = user.name), cost = pages, limiter = self.limiter)]
+    #[sluice::limited(rule = "report", attributes(member = user.name), cost = pages, limiter = self.limiter)]
     async fn report(&self, user: &User, pages: u64) -> Result<u64, Limited> {
         Ok(pages)
     }
@@ -83,7 +83,7 @@ struct User {
     name: String,
 }
 
-#[sluice::limit(rule = "transfer", key(member = member, ip = ip), limiter = limiter)]
+#[sluice::limited(rule = "transfer", attributes(member = member, ip = ip), limiter = limiter)]
 async fn transfer(limiter: &Limiter, member: &str, ip: &str) -> Result<&'static str, Limited> {
     Ok("sent")
 }
@@ -161,6 +161,7 @@ async fn cost_and_check_errors() {
     }
 }
 
+// The former spellings (`limit`, `key`) still expand.
 #[sluice::limit(rule = "global_rule", key = name)]
 async fn greet(name: &str) -> Result<String, Limited> {
     Ok(format!("hello {name}"))
@@ -186,7 +187,7 @@ async fn without_a_limiter_argument_the_global_limiter_decides() {
 }
 
 /// One export at a time per tenant: the body runs holding the lease.
-#[sluice::limit(rule = "export", key = tenant, limiter = limiter)]
+#[sluice::limited(rule = "export", attribute = tenant, limiter = limiter)]
 async fn export(limiter: &Limiter, tenant: &str) -> Result<u64, Limited> {
     // Inside the body the place is taken: a second export of the tenant is refused.
     let inner = Box::pin(export(limiter, tenant)).await;

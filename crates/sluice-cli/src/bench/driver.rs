@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
-use sluice::limiter::denial_cache::DenialCacheOptions;
+use sluice::limiter::DenialCacheOptions;
 use sluice::model::{Limit, Penalty, Rule};
 use sluice::{Limiter, Options};
 use sluice_server::config::StoreConfig;

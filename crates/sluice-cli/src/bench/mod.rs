@@ -21,7 +21,6 @@ use clap::Args;
 use hdrhistogram::Histogram;
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
-use sluice::clock::millis;
 use sluice::model::{Algorithm, Rate, parse_duration};
 use sluice_server::store_url;
 
@@ -372,4 +371,9 @@ fn progress_bar(args: &BenchArgs) -> ProgressBar {
         bar.set_style(style);
     }
     bar
+}
+
+/// A length of time in whole milliseconds, saturating.
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }

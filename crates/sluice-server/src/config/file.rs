@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use super::duration_text as serde_text;
 use super::gateway::{EnvoyDomains, ForwardAuthConfig};
-use sluice::limiter::denial_cache::DenialCacheOptions;
+use sluice::limiter::DenialCacheOptions;
 use sluice::model::{FailPolicy, HeaderStyle, Rule};
 
 /// Where a store reads the time from.

@@ -322,29 +322,33 @@ fn the_denial_cache_section_has_defaults_and_bounds() {
 }
 
 #[test]
-fn concurrency_limits_take_a_limit_and_a_lease_instead_of_a_rate() {
-    let yaml = "rules:\n  export:\n    limits:\n      - { by: [tenant], algorithm: concurrency, limit: 3, lease: 30s }\n";
+fn concurrency_limits_take_max_leases_and_a_lease_instead_of_a_rate() {
+    let yaml = "rules:\n  export:\n    limits:\n      - { by: [tenant], algorithm: concurrency, max_leases: 3, lease: 30s }\n";
     let c = Config::parse(yaml, Format::Yaml).unwrap();
     let expected = sluice::model::Limit::concurrency(&["tenant"], 3, Duration::from_secs(30));
     assert_eq!(c.rules[0].1.limits[0], expected);
+    // `limit`, the key's former spelling, still reads.
     let toml = "[rules.export]\nlimits = [{ by = [\"tenant\"], algorithm = \"concurrency\", limit = 3, lease = \"30s\" }]\n";
     assert_eq!(Config::parse(toml, Format::Toml).unwrap().rules, c.rules);
     // Written back the way it was read (the `/v1/rules` listing shows this).
     let json = serde_json::to_value(&expected).unwrap();
     assert_eq!(
         json,
-        serde_json::json!({"by": ["tenant"], "algorithm": "concurrency", "limit": 3, "lease": "30s"})
+        serde_json::json!({"by": ["tenant"], "algorithm": "concurrency", "max_leases": 3, "lease": "30s"})
     );
     let line = |limit: &str| format!("rules:\n  export:\n    limits:\n      - {limit}\n");
     for (limit, field) in [
         ("{ by: [t], algorithm: concurrency, rate: 3/30s }", "rate"),
         ("{ by: [t], algorithm: concurrency, limit: 3 }", "lease"),
-        ("{ by: [t], algorithm: concurrency, lease: 30s }", "limit"),
         (
-            "{ by: [t], algorithm: concurrency, limit: 0, lease: 30s }",
-            "limit",
+            "{ by: [t], algorithm: concurrency, lease: 30s }",
+            "max_leases",
         ),
-        ("{ by: [t], rate: 3/30s, limit: 3 }", "limit"),
+        (
+            "{ by: [t], algorithm: concurrency, max_leases: 0, lease: 30s }",
+            "max_leases",
+        ),
+        ("{ by: [t], rate: 3/30s, max_leases: 3 }", "max_leases"),
         (
             "{ by: [t], algorithm: gcra, lease: 30s, rate: 1/1s }",
             "lease",
@@ -354,8 +358,8 @@ fn concurrency_limits_take_a_limit_and_a_lease_instead_of_a_rate() {
             "limits[0].burst",
         ),
         (
-            "{ by: [t], algorithm: concurrency, limit: 100001, lease: 30s }",
-            "limits[0].limit",
+            "{ by: [t], algorithm: concurrency, max_leases: 100001, lease: 30s }",
+            "limits[0].max_leases",
         ),
     ] {
         let e = yaml_error(&line(limit));

@@ -36,7 +36,7 @@ use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::{
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_server;
 use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
 use envoy_types::pb::google::protobuf::Duration as ProtoDuration;
-use sluice::limiter::Part;
+use sluice::limiter::RuleCheck;
 use sluice::model::{Decision, Rate, headers};
 use tonic::{Request, Response, Status};
 
@@ -131,9 +131,9 @@ pub async fn answer(
             cost,
         });
     }
-    let parts: Vec<Part<'_, [(&str, &str)]>> = matched
+    let parts: Vec<RuleCheck<'_, [(&str, &str)]>> = matched
         .iter()
-        .map(|m| Part {
+        .map(|m| RuleCheck {
             rule: m.rule,
             attrs: &m.attributes[..],
             cost: m.cost,

@@ -202,7 +202,7 @@ async fn list(
         for block in page.blocks {
             blocks.push(json!({
                 "rule": rule,
-                "limit": block.limit,
+                "limit": block.limit_id,
                 "identity": block.identity,
                 "blocked_until_ms": block.blocked_until_ms,
             }));

@@ -222,7 +222,7 @@ pub fn decision_response(
                 lease_until_ms: decision.lease_until_ms,
                 reservation: decision.reservation.as_deref(),
                 reservation_until_ms: decision.reservation_until_ms,
-                limit: decision.limit,
+                limit: decision.quota,
                 remaining: decision.remaining,
                 reset_after_ms: decision.reset_after_ms,
                 retry_after_ms: decision.retry_after_ms,

@@ -68,7 +68,7 @@ impl Tracker {
     }
 
     fn now(&self) -> u64 {
-        sluice::clock::millis(self.opened.elapsed())
+        millis(self.opened.elapsed())
     }
 
     /// Bytes arrived: with no request in progress, they start a head.

@@ -10,6 +10,16 @@
 //! scripts, which receive it as `'apply'`/`'peek'`.
 //! [`step`] combines the algorithms with [`block`] and [`penalty`] into one decision over all
 //! the limits of a request.
+//!
+//! # Layout
+//! - `mod.rs` (this file): [`Params`], [`Outcome`], [`Level`] (the buckets' draining level) and
+//!   [`AlgoState`], which dispatches to the algorithm of a limit;
+//! - one module per algorithm: [`sliding_log`], [`sliding_window`], [`fixed_window`],
+//!   [`token_bucket`], [`gcra`], [`leaky_bucket`], [`concurrency`] (leases);
+//! - [`block`]: block locks; [`penalty`]: violations, warnings and bans;
+//! - [`step`]: one decision over all the limits of a request ([`KeyState`], [`LimitStep`],
+//!   [`LimitOutcome`], [`Mode`]);
+//! - [`settle`]: a reservation charged at its actual cost.
 
 pub mod block;
 pub mod concurrency;

@@ -152,7 +152,7 @@ pub async fn admin_block_unblock_blocks_and_reset(h: Subject) {
     let blocks = all_blocks(&limiter, "login").await;
     assert_eq!(blocks.len(), 2);
     assert_eq!(blocks[0].identity, "ip=1.2.3.4");
-    assert_eq!(blocks[0].limit, "ip-gcra-1m");
+    assert_eq!(blocks[0].limit_id, "ip-gcra-1m");
     assert_eq!(blocks[0].blocked_until_ms, until);
     assert_eq!(blocks[1].identity, "ip=5.6.7.8");
     assert!(limiter.unblock("login", &a).await.unwrap());

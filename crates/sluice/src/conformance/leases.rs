@@ -32,7 +32,7 @@ pub async fn concurrency_holds_n_then_a_release_lets_the_next_in(h: Subject) {
     for i in 0..3 {
         let d = limiter.check("export", &T1).await.unwrap();
         assert!(d.allowed);
-        assert_eq!((d.limit, d.remaining), (3, 2 - i));
+        assert_eq!((d.quota, d.remaining), (3, 2 - i));
         assert_eq!(d.lease_until_ms, Some(h.now_us().as_millis() + 30_000));
         held.push(d);
         h.advance_us(S);

@@ -17,8 +17,9 @@ use crate::store::{BlocksCursor, LimitKey, Store};
 /// An active block, as the admin API lists it.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct BlockInfo {
-    /// The limit's id.
-    pub limit: String,
+    /// The limit's id (`"limit"` in the admin API's JSON).
+    #[serde(rename = "limit")]
+    pub limit_id: String,
     /// The (escaped) identity.
     pub identity: String,
     /// When it ends (epoch ms).
@@ -129,7 +130,7 @@ impl Limiter {
                 .entries
                 .into_iter()
                 .map(|b| BlockInfo {
-                    limit: b.key.limit_id.to_string(),
+                    limit_id: b.key.limit_id.to_string(),
                     identity: b.key.identity,
                     blocked_until_ms: b.until_us.as_millis_ceil(),
                 })

@@ -25,7 +25,7 @@ use std::sync::Arc;
 
 /// One part of a request decided by [`Limiter::check_all`].
 #[derive(Debug, Clone, Copy)]
-pub struct Part<'a, A: ?Sized> {
+pub struct RuleCheck<'a, A: ?Sized> {
     /// The rule.
     pub rule: &'a str,
     /// The identity values for that rule.
@@ -51,7 +51,7 @@ impl Limiter {
     ///
     /// ```
     /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
-    /// use sluice::limiter::Part;
+    /// use sluice::limiter::RuleCheck;
     /// use sluice::{Check, Limiter, MemoryStore, Rule, model::{Algorithm, Limit}};
     ///
     /// let limiter = Limiter::builder(MemoryStore::new())
@@ -61,8 +61,8 @@ impl Limiter {
     /// let ip = [("ip", "203.0.113.9")];
     /// let path = [("path", "/a")];
     /// let both = [
-    ///     Part { rule: "per_ip", attrs: &ip[..], cost: 1 },
-    ///     Part { rule: "per_path", attrs: &path[..], cost: 1 },
+    ///     RuleCheck { rule: "per_ip", attrs: &ip[..], cost: 1 },
+    ///     RuleCheck { rule: "per_path", attrs: &path[..], cost: 1 },
     /// ];
     /// assert!(limiter.check_all(&both).await?.iter().all(|d| d.allowed));
     /// let again = limiter.check_all(&both).await?;
@@ -75,7 +75,7 @@ impl Limiter {
     /// ```
     pub async fn check_all<A: Attributes + ?Sized>(
         &self,
-        parts: &[Part<'_, A>],
+        parts: &[RuleCheck<'_, A>],
     ) -> Result<Vec<Decision>, Error> {
         let mut resolved: Vec<Option<Resolved>> = Vec::with_capacity(parts.len());
         for part in parts {
@@ -157,7 +157,7 @@ impl Limiter {
     /// A part's store calls, or `None` when its rule is disabled.
     fn resolve<A: Attributes + ?Sized>(
         &self,
-        part: &Part<'_, A>,
+        part: &RuleCheck<'_, A>,
     ) -> Result<Option<Resolved>, Error> {
         let rule = self.rule(part.rule)?;
         if part.cost > MAX_COST {

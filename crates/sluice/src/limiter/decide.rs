@@ -298,16 +298,16 @@ pub(super) fn attach_lease(d: &mut Decision, calls: &[LimitCall], reply: Option<
 #[inline]
 pub(super) fn limit_decision(
     limit: &CompiledLimit,
-    identity: AttributeNames,
+    attributes: AttributeNames,
     step: &LimitStep,
     o: &LimitOutcome,
 ) -> LimitDecision {
     LimitDecision {
         id: limit.id.clone(),
-        identity,
+        attributes,
         algorithm: step.algorithm,
         allowed: o.allowed && step.cost <= step.params.capacity,
-        limit: step.params.capacity,
+        quota: step.params.capacity,
         window_ms: step.params.window_us.as_millis(),
         remaining: o.remaining,
         reset_after_ms: o.reset_after_us.as_millis_ceil(),
@@ -321,5 +321,5 @@ pub(super) fn limit_decision(
 }
 
 /// The `reason` of a decision answered by the denial cache.
-pub const CACHED: &str = "denied by the denial cache: the store denied this request and it \
+pub(crate) const CACHED: &str = "denied by the denial cache: the store denied this request and it \
 cannot pass yet; limits other than the denying one were not consulted";

@@ -183,7 +183,7 @@ pub(crate) fn identity_error(
     match error {
         IdentityError::Missing(attribute) => Error::MissingAttribute {
             rule: rule.name.to_string(),
-            limit: limit.id.to_string(),
+            limit_id: limit.id.to_string(),
             attribute,
         },
         IdentityError::TooLong { attribute, len } => Error::AttributeTooLong {

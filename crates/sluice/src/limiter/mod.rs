@@ -16,13 +16,20 @@
 //! - `decide`: the store call with deadline, breaker, fail policy, metrics, and the decision;
 //!   `at_once`: the same decision, allocation-free, for a one-limit rule on an in-process store;
 //! - `meters`: the per-decision metrics, kept as registered handles;
-//! - `admin`: reset, block, unblock, the blocks in force;
+//! - `batch`: [`Limiter::check_all`], several rules ([`RuleCheck`]s) decided as one request;
+//! - `admin`: reset, block, unblock, the blocks in force ([`BlockList`], [`BlockInfo`]);
+//! - `inspect`: [`Limiter::keys`] and (feature `redis`) [`Limiter::redis_command`], what a check
+//!   would touch, without making it;
 //! - `lease`: lease ids, [`Limiter::release`] and [`Limiter::renew`] (concurrency limits);
 //!   `lease_guard`: [`LeaseGuard`], a lease released on drop;
+//! - `reservation`: reserving a cost and [`Limiter::settle`];
 //! - `breaker`: skips a failing store for a while;
-//! - [`denial_cache`]: on a remote store, answers requests the store already denied until they
-//!   could pass; admin operations and rule changes clear it here at once and, through the
-//!   builder's [`invalidation_channel`](LimiterBuilder::invalidation_channel), on other nodes.
+//! - `denial_cache` ([`DenialCache`], [`DenialCacheOptions`]): on a remote store, answers
+//!   requests the store already denied until they could pass; admin operations and rule changes
+//!   clear it here at once and, through the builder's
+//!   [`invalidation_channel`](LimiterBuilder::invalidation_channel), on other nodes. Its
+//!   `requests` decides which limits of a rule it may answer; `cached_denial` is the decision
+//!   it answers a one-limit rule with.
 
 mod admin;
 mod at_once;
@@ -32,7 +39,8 @@ mod builder;
 mod cached_denial;
 mod compile;
 mod decide;
-pub mod denial_cache;
+pub(crate) mod denial_cache;
+mod inspect;
 mod keys;
 mod lease;
 mod lease_guard;
@@ -51,12 +59,11 @@ use crate::store::invalidation::{Invalidation, InvalidationChannel};
 use crate::store::memory::MemoryStore;
 use crate::store::{DynStore, LimitCall, LimitKey};
 pub use admin::{BlockInfo, BlockList};
-pub use batch::Part;
+pub use batch::RuleCheck;
 use breaker::Breaker;
 pub use builder::{IntoDynStore, LimiterBuilder};
 pub use compile::{CompiledRule, RuleBook};
-pub use decide::CACHED;
-use denial_cache::DenialCache;
+pub use denial_cache::{DenialCache, DenialCacheOptions};
 pub use keys::Attributes;
 pub use lease::MAX_LEASE_LEN;
 pub use lease_guard::LeaseGuard;
@@ -130,9 +137,8 @@ impl Limiter {
         self.decide(rule, attrs, check)
     }
 
-    /// The store calls a check would make, without making them (for debugging, and for
-    /// benchmarking a store's script on its own).
-    pub fn calls(
+    /// The store calls a check would make, without making them.
+    pub(crate) fn calls(
         &self,
         rule: &str,
         attrs: &(impl Attributes + ?Sized),
@@ -201,7 +207,7 @@ impl Limiter {
     }
 
     /// The message a rule gives denied requests, if it has one (the one lookup the middleware,
-    /// the service and `#[sluice::limit]` share).
+    /// the service and `#[sluice::limited]` share).
     pub fn message(&self, rule: &str) -> Option<String> {
         self.inner
             .rules

@@ -38,21 +38,24 @@
 //!   [`ActualCost`] (a response extension) settles it.
 //!
 //! # Layout
-//! - [`layer`]: [`SluiceLayer`] and [`SluiceService`];
-//! - [`leased_body`]: [`LeasedBody`], the response body that holds a lease until it is done;
-//! - [`extract`]: the [`Extract`] trait, closures and composites;
-//! - [`client_ip`]: [`PeerIp`], and [`ClientIp`] behind trusted proxies;
-//! - [`request`]: [`Header`], [`PathParam`], [`QueryParam`], [`Extension`];
+//! The modules are private; everything they offer is re-exported here.
+//! - `layer`: [`SluiceLayer`] and [`SluiceService`], [`Shaping`], [`ActualCost`],
+//!   [`RequestAttributes`];
+//! - `leased_body`: [`LeasedBody`], the response body that holds a lease until it is done;
+//! - `extract`: the [`Extract`] trait, [`AttributeList`], closures ([`from_fn`]) and composites;
+//! - `client_ip`: [`PeerIp`], and [`ClientIp`] behind trusted proxies;
+//! - `request`: [`Header`], [`PathParam`], [`QueryParam`], [`Extension`];
 //! - `forwarded`: parsing of `Forwarded` / `X-Forwarded-For` / `X-Real-IP`;
-//! - [`response`]: bodies and headers, and [`Limited`](crate::Limited) as an axum response.
+//! - `response`: bodies and headers ([`apply_headers`], [`insert_headers`]), and
+//!   [`Limited`](crate::Limited) as an axum response.
 
-pub mod client_ip;
-pub mod extract;
+mod client_ip;
+mod extract;
 mod forwarded;
-pub mod layer;
-pub mod leased_body;
-pub mod request;
-pub mod response;
+mod layer;
+mod leased_body;
+mod request;
+mod response;
 
 pub use client_ip::{ClientIp, DEFAULT_IPV6_PREFIX, ForwardingHeader, PeerIp, ip_identity};
 pub use extract::{AttributeList, Extract, ExtractError, ExtractErrorKind, FromFn, from_fn};

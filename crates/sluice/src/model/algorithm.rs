@@ -4,8 +4,9 @@
 //! The algorithms themselves live in `crate::algorithm` (pure Rust, module `<name>`) and beside
 //! the Redis store (Lua). Everything else derives from [`REGISTRY`]: [`Algorithm::ALL`], names in
 //! config files and keys, the wire codes the Redis store sends, the error listing the known
-//! names. The decision script's `LOOKS`/`RECORDS` tables must list the Lua functions in
-//! wire-code order; `tests/it/algorithm_registry.rs` fails when a Lua file, a function or a code is
+//! names. The registry is crate-private (wire codes and Lua files are the stores' business, not
+//! the API's). The decision script's `LOOKS`/`RECORDS` tables must list the Lua functions in
+//! wire-code order; the tests in `model/registry_tests.rs` fail when a Lua file, a function or a code is
 //! missing or out of step. See "Adding an algorithm" in the crate docs.
 
 use std::fmt;
@@ -16,7 +17,7 @@ use super::ModelError;
 
 /// One algorithm as every layer knows it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Entry {
+pub(crate) struct Entry {
     /// The variant.
     pub algorithm: Algorithm,
     /// Its name in config files and keys; also the Rust module `crate::algorithm::<name>` and
@@ -31,7 +32,7 @@ pub struct Entry {
 }
 
 /// Every algorithm, in declaration and wire-code order.
-pub const REGISTRY: [Entry; 7] = [
+pub(crate) const REGISTRY: [Entry; 7] = [
     Entry {
         algorithm: Algorithm::SlidingLog,
         name: "sliding_log",
@@ -118,7 +119,7 @@ impl Algorithm {
     };
 
     /// This algorithm's registry entry.
-    pub fn entry(self) -> &'static Entry {
+    pub(crate) fn entry(self) -> &'static Entry {
         // The registry lists the variants in declaration order (checked by a test below).
         &REGISTRY[self as usize]
     }
@@ -129,7 +130,7 @@ impl Algorithm {
     }
 
     /// The number the Redis decision script knows this algorithm by.
-    pub fn wire_code(self) -> u8 {
+    pub(crate) fn wire_code(self) -> u8 {
         self.entry().wire_code
     }
 

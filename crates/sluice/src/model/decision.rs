@@ -75,8 +75,10 @@ pub struct Decision {
     pub allowed: bool,
     /// The rule that was checked.
     pub rule: Name,
-    /// The quota of the most restrictive limit.
-    pub limit: u64,
+    /// The quota of the most restrictive limit: the most units it admits (its rate's count, or
+    /// its burst), as `X-RateLimit-Limit` and the service's JSON (`"limit"`) report it.
+    #[serde(rename = "limit", alias = "quota")]
+    pub quota: u64,
     /// Units left in the most restrictive limit after this decision.
     pub remaining: u64,
     /// Until the most restrictive limit is back to full.
@@ -125,14 +127,18 @@ pub struct Decision {
 pub struct LimitDecision {
     /// The limit's id (its name, or by-algorithm-window).
     pub id: Name,
-    /// The attributes that formed the identity (after fallback), e.g. `["session"]`.
-    pub identity: AttributeNames,
+    /// The attributes whose values formed the identity (after fallback), e.g. `["session"]`;
+    /// `"identity"` in the service's JSON.
+    #[serde(rename = "identity", alias = "attributes")]
+    pub attributes: AttributeNames,
     /// The algorithm.
     pub algorithm: Algorithm,
     /// Whether this limit allowed the request.
     pub allowed: bool,
-    /// The quota (the rate's count, or the burst for bucket algorithms).
-    pub limit: u64,
+    /// The quota (the rate's count, or the burst for bucket algorithms); `"limit"` in JSON and
+    /// `q` in `RateLimit-Policy`.
+    #[serde(rename = "limit", alias = "quota")]
+    pub quota: u64,
     /// The window length in milliseconds.
     pub window_ms: u64,
     /// Units left after this decision.
@@ -159,7 +165,7 @@ impl Decision {
         Decision {
             allowed: true,
             rule: rule.into(),
-            limit: 0,
+            quota: 0,
             remaining: 0,
             reset_after_ms: 0,
             retry_after_ms: None,
@@ -192,10 +198,10 @@ impl Decision {
         // returned value: a decision is a few hundred bytes, and each move of it costs as much as
         // a part of an in-memory check.
         let enforced_ok = limits.iter().all(|l| l.allowed || l.shadow);
-        let (limit, remaining, reset_after_ms, retry_after_ms) =
+        let (quota, remaining, reset_after_ms, retry_after_ms) =
             match Decision::most_restrictive(&limits) {
                 Some(top) => (
-                    top.limit,
+                    top.quota,
                     top.remaining,
                     top.reset_after_ms,
                     top.retry_after_ms.filter(|_| !enforced_ok),
@@ -205,7 +211,7 @@ impl Decision {
         Decision {
             allowed: shadow || enforced_ok,
             rule: rule.into(),
-            limit,
+            quota,
             remaining,
             reset_after_ms,
             retry_after_ms,
@@ -225,15 +231,15 @@ impl Decision {
     }
 
     /// [`Decision::of_limits`] for a rule of one limit: the same decision, built without
-    /// iterating (a one-limit check on an in-process store is a few hundred instructions, and
-    /// the general summary was a fifth of them).
+    /// iterating: on an in-process store the general summary was a sizeable part of a one-limit
+    /// check (the figures are in BENCHMARKS.md, "Bottlenecks found and fixed").
     #[inline]
     pub(crate) fn of_one(rule: Name, shadow: bool, limit: LimitDecision) -> Decision {
         let enforced_ok = limit.allowed || limit.shadow;
         Decision {
             allowed: shadow || enforced_ok,
             rule,
-            limit: limit.limit,
+            quota: limit.quota,
             remaining: limit.remaining,
             reset_after_ms: limit.reset_after_ms,
             retry_after_ms: limit.retry_after_ms.filter(|_| !enforced_ok),
@@ -274,10 +280,10 @@ mod tests {
     fn a_decision_of_one_limit_is_the_decision_of_a_list_of_it() {
         let allowed = LimitDecision {
             id: "l".into(),
-            identity: AttributeNames::one("ip".into()),
+            attributes: AttributeNames::one("ip".into()),
             algorithm: Algorithm::Gcra,
             allowed: true,
-            limit: 10,
+            quota: 10,
             window_ms: 1000,
             remaining: 3,
             reset_after_ms: 700,

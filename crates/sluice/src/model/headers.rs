@@ -85,7 +85,7 @@ pub fn write_headers(
         };
         write("RateLimit-Policy", &|out| {
             items(out, &|out, l| {
-                push_number(out, ";q=", l.limit);
+                push_number(out, ";q=", l.quota);
                 push_number(out, ";w=", secs_up(l.window_ms).max(1));
             });
         });
@@ -97,7 +97,7 @@ pub fn write_headers(
         });
     }
     if legacy && !d.limits.is_empty() {
-        write("X-RateLimit-Limit", &|out| push_number(out, "", d.limit));
+        write("X-RateLimit-Limit", &|out| push_number(out, "", d.quota));
         write("X-RateLimit-Remaining", &|out| {
             push_number(out, "", d.remaining);
         });
@@ -132,10 +132,10 @@ mod tests {
     fn decision(allowed: bool, retry_ms: Option<u64>) -> Decision {
         let limit = LimitDecision {
             id: "ip-gcra-1m".into(),
-            identity: ["ip".into()].into_iter().collect(),
+            attributes: ["ip".into()].into_iter().collect(),
             algorithm: Algorithm::Gcra,
             allowed,
-            limit: 5,
+            quota: 5,
             window_ms: 60_000,
             remaining: 3,
             reset_after_ms: 24_001,
@@ -170,7 +170,7 @@ mod tests {
         let mut other = one.clone();
         other.id = "user-gcra-1h".into();
         other.allowed = true;
-        other.limit = 100;
+        other.quota = 100;
         other.window_ms = 3_600_000;
         other.remaining = 99;
         other.reset_after_ms = 36_000;

@@ -5,7 +5,8 @@
 //! store keys); `burst`, `block` and `penalty` values are positive and consistent
 //! (`warn_after <= ban_after`); `count_denied` only on the counting algorithms; the products the
 //! algorithms form stay below [`MAX_EXACT`]. In rule files a limit is read through its file form
-//! (`rate`, or `limit` and `lease` for a concurrency limit).
+//! (`rate`, or `max_leases` and `lease` for a concurrency limit; `limit`, the former spelling of
+//! `max_leases`, is still read).
 
 use std::time::Duration;
 
@@ -22,9 +23,9 @@ use super::{Algorithm, By, ModelError, Penalty, Rate, format_duration, serde_tex
 /// ```
 ///
 /// A concurrency limit holds leases instead of counting a rate: in rule files it is written
-/// `{ by: [tenant], algorithm: concurrency, limit: 3, lease: 30s }` (at most 3 leases held at
+/// `{ by: [tenant], algorithm: concurrency, max_leases: 3, lease: 30s }` (at most 3 leases held at
 /// once per tenant, each expiring 30 s after it was taken or last renewed), and it keeps these
-/// two numbers in `rate` (`count` = `limit`, `window` = `lease`), so every layer below reads one
+/// two numbers in `rate` (`count` = `max_leases`, `window` = `lease`), so every layer below reads one
 /// shape:
 /// ```
 /// use std::time::Duration;
@@ -40,7 +41,7 @@ pub struct Limit {
     pub name: Option<String>,
     /// Identity dimensions; empty for one global counter.
     pub by: Vec<By>,
-    /// Units per window; for a concurrency limit, `limit` leases held at once per `lease`.
+    /// Units per window; for a concurrency limit, `max_leases` held at once, each for `lease`.
     pub rate: Rate,
     /// The algorithm.
     pub algorithm: Algorithm,
@@ -56,8 +57,8 @@ pub struct Limit {
     pub shadow: bool,
 }
 
-/// A limit as written in a rule file: `rate` for the rate algorithms, `limit` and `lease` for
-/// `concurrency`.
+/// A limit as written in a rule file: `rate` for the rate algorithms, `max_leases` and `lease`
+/// for `concurrency`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct LimitFields {
@@ -69,8 +70,9 @@ struct LimitFields {
     rate: Option<Rate>,
     #[serde(default)]
     algorithm: Algorithm,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    limit: Option<u64>,
+    // `limit` was this key's first spelling; "limit" now names only the `Limit` itself.
+    #[serde(default, alias = "limit", skip_serializing_if = "Option::is_none")]
+    max_leases: Option<u64>,
     #[serde(
         default,
         with = "serde_text::option",
@@ -100,31 +102,39 @@ impl TryFrom<LimitFields> for Limit {
             if f.rate.is_some() {
                 return Err(ModelError::new(
                     "rate",
-                    "a concurrency limit has no rate; write `limit: N` (leases held at once) \
+                    "a concurrency limit has no rate; write `max_leases: N` (held at once) \
                      and `lease: 30s` (how long an unreleased lease lasts)",
                 ));
             }
-            let (Some(count), Some(lease)) = (f.limit, f.lease) else {
+            let (Some(count), Some(lease)) = (f.max_leases, f.lease) else {
                 return Err(ModelError::new(
-                    if f.limit.is_none() { "limit" } else { "lease" },
-                    "a concurrency limit needs `limit` (leases held at once) and `lease` (how \
+                    if f.max_leases.is_none() {
+                        "max_leases"
+                    } else {
+                        "lease"
+                    },
+                    "a concurrency limit needs `max_leases` (held at once) and `lease` (how \
                      long an unreleased lease lasts, e.g. `30s`)",
                 ));
             };
             Rate::new(count, lease).map_err(|e| {
                 ModelError::new(
-                    "limit",
+                    "max_leases",
                     e.message
-                        .replace("the count", "the limit")
+                        .replace("the count", "max_leases")
                         .replace("the window", "the lease"),
                 )
             })?
         } else {
-            if f.limit.is_some() || f.lease.is_some() {
+            if f.max_leases.is_some() || f.lease.is_some() {
                 return Err(ModelError::new(
-                    if f.limit.is_some() { "limit" } else { "lease" },
+                    if f.max_leases.is_some() {
+                        "max_leases"
+                    } else {
+                        "lease"
+                    },
                     format!(
-                        "`limit` and `lease` belong to concurrency limits; {} takes a `rate`",
+                        "`max_leases` and `lease` belong to concurrency limits; {} takes a `rate`",
                         f.algorithm
                     ),
                 ));
@@ -154,7 +164,7 @@ impl From<Limit> for LimitFields {
             by: l.by,
             rate: (!leases).then_some(l.rate),
             algorithm: l.algorithm,
-            limit: leases.then_some(l.rate.count),
+            max_leases: leases.then_some(l.rate.count),
             lease: leases.then_some(l.rate.window),
             burst: l.burst,
             block: l.block,
@@ -184,13 +194,13 @@ impl Limit {
         }
     }
 
-    /// A concurrency limit: at most `limit` leases held at once per identity, each lasting
+    /// A concurrency limit: at most `max_leases` held at once per identity, each lasting
     /// `lease` unless released or renewed. An out-of-range number is an error at `build()`.
-    pub fn concurrency(by: &[&str], limit: u64, lease: Duration) -> Limit {
+    pub fn concurrency(by: &[&str], max_leases: u64, lease: Duration) -> Limit {
         Limit::new(
             by,
             Rate {
-                count: limit,
+                count: max_leases,
                 window: lease,
             },
             Algorithm::Concurrency,
@@ -260,7 +270,7 @@ impl Limit {
         Rate::new(self.rate.count, self.rate.window)?;
         if self.algorithm.holds_leases() && self.rate.count > MAX_LEASES {
             return Err(ModelError::new(
-                "limit",
+                "max_leases",
                 format!(
                     "{} leases is above the maximum of {MAX_LEASES} held at once",
                     self.rate.count

@@ -2,6 +2,18 @@
 //!
 //! Everything here is plain data with validation. A [`Rule`] that passed [`Rule::validate`] can
 //! be handed to the [`Limiter`](crate::Limiter) without further checks.
+//!
+//! # Layout
+//! - `rule`: [`Rule`], [`By`] (the attributes a limit counts per) and rule names;
+//! - `limit`: [`Limit`], one limit of a rule, in code and as rule files write it;
+//! - `rate`: [`Rate`] (`"100/1m"`); `duration`: durations as rule files write them;
+//! - `algorithm`: [`Algorithm`] and the crate-private registry every layer derives from
+//!   (`registry_tests` checks the Lua files against it);
+//! - `penalty`: [`Penalty`]; `fail_policy`: [`FailPolicy`];
+//! - `decision`: [`Decision`] and [`LimitDecision`], the answer to a check; `decision_json`: its
+//!   JSON as the service writes it; `headers`: the HTTP rate-limit headers it sets;
+//! - `micros`: [`Micros`], the one time type below the configuration;
+//! - `name`: [`Name`], interned names a decision carries without allocating.
 
 mod algorithm;
 mod decision;
@@ -13,9 +25,12 @@ mod micros;
 mod name;
 mod penalty;
 mod rate;
+#[cfg(test)]
+mod registry_tests;
 mod rule;
 
-pub use algorithm::{Algorithm, Entry, REGISTRY};
+pub use algorithm::Algorithm;
+pub(crate) use algorithm::REGISTRY;
 pub use decision::{AttributeNames, Decision, LimitDecision, LimitDecisions};
 pub(crate) use duration::serde_text;
 pub use duration::{format_duration, parse_duration};

@@ -84,7 +84,8 @@ impl Default for MemoryOptions {
 /// A shard's lock: taken with one locked instruction, released with a plain store. A waiter
 /// yields its thread between attempts, so a holder the OS has preempted gets the core back. The
 /// critical sections are short (one request's decision, or a sweep of one shard), and a parking
-/// mutex's release, a second locked instruction, is about a seventh of a decision on a hot key.
+/// mutex's release, a second locked instruction, is a measurable part of a decision on a hot key
+/// (BENCHMARKS.md, "Bottlenecks found and fixed").
 type ShardLock = SpinMutex<Shard, Yield>;
 
 /// A locked shard.

@@ -7,6 +7,16 @@
 //!
 //! An `Err` from a store is an infrastructure failure (the limiter's fail policy takes over), never
 //! a denial.
+//!
+//! # Layout
+//! - `mod.rs` (this file): the [`Store`] trait and what it is handed and answers ([`LimitKey`],
+//!   [`KeyRef`], [`LimitCall`], [`LeaseCall`], [`ReserveCall`], [`SettleCall`], [`StoreReply`],
+//!   [`BlocksCursor`], [`BlocksPage`], [`StoreError`]);
+//! - `dyn_store`: [`DynStore`], the object-safe form the limiter holds;
+//! - [`memory`]: [`MemoryStore`](memory::MemoryStore), state in this process (sharded, capped);
+//! - `redis` (feature `redis`): the Redis store, one server, Sentinel or Cluster;
+//! - [`invalidation`]: how a change on one node reaches every node's denial cache;
+//! - [`url`]: store URLs, recognised in one place.
 
 mod dyn_store;
 pub mod invalidation;

@@ -9,7 +9,7 @@ use crate::common;
 use std::sync::Arc;
 
 use common::{DownStore, Harness};
-use sluice::limiter::Part;
+use sluice::limiter::RuleCheck;
 use sluice::model::{Algorithm, FailPolicy, Limit};
 use sluice::{Check, Limiter, Rule};
 
@@ -38,8 +38,8 @@ fn part<'a>(
     rule: &'a str,
     attrs: &'a [(&'a str, &'a str)],
     cost: u64,
-) -> Part<'a, [(&'a str, &'a str)]> {
-    Part { rule, attrs, cost }
+) -> RuleCheck<'a, [(&'a str, &'a str)]> {
+    RuleCheck { rule, attrs, cost }
 }
 
 async fn remaining(limiter: &Limiter, rule: &str, attrs: &[(&str, &str)]) -> u64 {

@@ -79,9 +79,9 @@ async fn identity_fallback_says_which_attribute_counted() {
         .check("browse", &[("session", "s1"), ("ip", "1.2.3.4")])
         .await
         .unwrap();
-    assert_eq!(guest.limits[0].identity, ["session"]);
+    assert_eq!(guest.limits[0].attributes, ["session"]);
     let anonymous = limiter.check("browse", &[("ip", "1.2.3.4")]).await.unwrap();
-    assert_eq!(anonymous.limits[0].identity, ["ip"]);
+    assert_eq!(anonymous.limits[0].attributes, ["ip"]);
     assert_eq!(anonymous.remaining, 1, "the IP has its own counter");
     let err = limiter
         .check("browse", &[("user_agent", "x")])

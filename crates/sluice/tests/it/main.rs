@@ -3,7 +3,6 @@
 //!
 //! Run one subject with `cargo test -p sluice --all-features --test it <module>::`.
 
-mod algorithm_registry;
 mod algorithms_model;
 mod check_all;
 mod common;

@@ -85,10 +85,8 @@ async fn a_deterministic_error_is_answered_for_its_request_alone() {
         },
     );
     // A violations key of the wrong type: every decision for this identity fails in the script.
-    let calls = limiter
-        .calls("login", &[("ip", "bad")], sluice::Check::ONE)
-        .unwrap();
-    let violations = keys::key("sluice", &calls[0].key, keys::Part::Violations);
+    let calls = limiter.keys("login", &[("ip", "bad")]).unwrap();
+    let violations = keys::key("sluice", &calls[0], keys::Part::Violations);
     h.server().cli(&["HSET", &violations, "x", "1"]);
     for _ in 0..10 {
         let d = limiter.check("login", &[("ip", "bad")]).await.unwrap();
@@ -151,11 +149,9 @@ async fn sliding_log_work_does_not_grow_with_the_cost() {
     assert!(retry > 3_590_000 && retry <= 3_600_000, "{retry}");
     assert_eq!(slow, "0", "{}", server.cli(&["SLOWLOG", "GET", "10"]));
     // One member per recorded request, never one per unit.
-    let calls = limiter
-        .calls("counting", &[("ip", "0")], sluice::Check::ONE)
-        .unwrap();
+    let calls = limiter.keys("counting", &[("ip", "0")]).unwrap();
     let members: u64 = server
-        .cli(&["ZCARD", &keys::state_key("sluice", &calls[0].key)])
+        .cli(&["ZCARD", &keys::state_key("sluice", &calls[0])])
         .parse()
         .unwrap();
     assert!(members <= 3, "{members}");

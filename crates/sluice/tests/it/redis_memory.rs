@@ -54,11 +54,8 @@ async fn memory_usage_per_algorithm() {
             .build()
             .unwrap();
         let attrs = [("ip", "203.0.113.9")];
-        let call = limiter
-            .calls("login", &attrs, sluice::Check::ONE)
-            .unwrap()
-            .remove(0);
-        let key = sluice::store::redis::keys::state_key("sluice", &call.key);
+        let call = limiter.keys("login", &attrs).unwrap().remove(0);
+        let key = sluice::store::redis::keys::state_key("sluice", &call);
         let mut report = Vec::new();
         for (done, target) in [(0, 1), (1, 11), (11, 100), (100, 1000)] {
             for i in done..target {
@@ -81,8 +78,8 @@ async fn memory_usage_per_algorithm() {
                 "block marker: {} B, parked state: {} B, block: {} B, violations: {} B",
                 usage(&key),
                 usage(&format!("{key}:h")),
-                usage(&part_key("sluice", &call.key, Part::Block)),
-                usage(&part_key("sluice", &call.key, Part::Violations))
+                usage(&part_key("sluice", &call, Part::Block)),
+                usage(&part_key("sluice", &call, Part::Violations))
             );
         }
     }

@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use sluice::limiter::denial_cache::DenialCacheOptions;
+use sluice::limiter::DenialCacheOptions;
 use sluice::model::{Algorithm, Limit};
 use sluice::store::redis::{RedisOptions, RedisStore};
 use sluice::{FailPolicy, Limiter, Options, Rule};

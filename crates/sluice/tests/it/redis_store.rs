@@ -127,13 +127,11 @@ async fn every_key_expires_exactly_when_it_stops_mattering() {
     let window_us = Micros::from(window).get();
     // Which algorithm each state key belongs to (state keys are named by a hash of rule and limit).
     let mut algorithms = std::collections::HashMap::new();
-    for (name, _) in &rules {
+    for (name, rule) in &rules {
         for ip in ["1.1.1.1", "2.2.2.2"] {
-            for c in limiter
-                .calls(name, &[("ip", ip)], sluice::Check::ONE)
-                .unwrap()
-            {
-                algorithms.insert(keys::state_key("sluice", &c.key), c.step.algorithm);
+            let keys_of = limiter.keys(name, &[("ip", ip)]).unwrap();
+            for (c, limit) in keys_of.iter().zip(&rule.limits) {
+                algorithms.insert(keys::state_key("sluice", c), limit.algorithm);
             }
         }
     }
@@ -242,11 +240,8 @@ async fn every_key_expires_exactly_when_it_stops_mattering() {
     );
     let left = server.cli(&["--scan", "--pattern", "sluice:b-gcra:*:{ip=1.1.1.1}:*"]);
     assert_eq!(left, "");
-    for c in limiter
-        .calls("b-gcra", &[("ip", "1.1.1.1")], sluice::Check::ONE)
-        .unwrap()
-    {
-        let state = keys::state_key("sluice", &c.key);
+    for c in limiter.keys("b-gcra", &[("ip", "1.1.1.1")]).unwrap() {
+        let state = keys::state_key("sluice", &c);
         assert!(
             server.cli(&["GET", &state]).parse::<u64>().is_ok(),
             "{state}"
@@ -256,11 +251,8 @@ async fn every_key_expires_exactly_when_it_stops_mattering() {
     limiter.reset("b-gcra", &[("ip", "2.2.2.2")]).await.unwrap();
     let left = server.cli(&["--scan", "--pattern", "sluice:b-gcra:*:{ip=2.2.2.2}:*"]);
     assert_eq!(left, "");
-    for c in limiter
-        .calls("b-gcra", &[("ip", "2.2.2.2")], sluice::Check::ONE)
-        .unwrap()
-    {
-        let state = keys::state_key("sluice", &c.key);
+    for c in limiter.keys("b-gcra", &[("ip", "2.2.2.2")]).unwrap() {
+        let state = keys::state_key("sluice", &c);
         assert_eq!(server.cli(&["EXISTS", &state, &format!("{state}:h")]), "0");
     }
 }
@@ -730,10 +722,8 @@ async fn block_listings_page_through_redis_and_skip_bad_values() {
             .await
             .unwrap();
     }
-    let calls = limiter
-        .calls("login", &[("ip", "10.0.0.0")], sluice::Check::ONE)
-        .unwrap();
-    let bad = keys::key("sluice", &calls[0].key, keys::Part::Block).replace("10.0.0.0", "junk");
+    let calls = limiter.keys("login", &[("ip", "10.0.0.0")]).unwrap();
+    let bad = keys::key("sluice", &calls[0], keys::Part::Block).replace("10.0.0.0", "junk");
     h.server().cli(&["SET", &bad, "not a number", "EX", "600"]);
 
     let listing = sluice::conformance::list_blocks(&limiter, "login", 10).await;

@@ -66,7 +66,7 @@ use crate::store::invalidation::{Invalidation, InvalidationListener};
 
 mod requests;
 use crate::store::{KeyRef, LimitKey};
-pub use requests::cacheable_limits;
+pub(crate) use requests::cacheable_limits;
 
 /// Settings of the denial cache (the `denial_cache` section of a rule file).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -95,7 +95,7 @@ const SHARDS: usize = 16;
 
 /// Where a cached denial's validity is counted from: taken before the store call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Mark {
+pub(crate) struct Mark {
     generation: u64,
     started_us: Micros,
 }
@@ -152,7 +152,7 @@ pub struct DenialCache {
 
 impl DenialCache {
     /// An empty cache reading `clock`.
-    pub fn new(options: &DenialCacheOptions, clock: Arc<dyn Clock>) -> DenialCache {
+    pub(crate) fn new(options: &DenialCacheOptions, clock: Arc<dyn Clock>) -> DenialCache {
         DenialCache {
             shards: (0..SHARDS).map(|_| Mutex::new(Shard::default())).collect(),
             hasher: foldhash::fast::FixedState::with_seed(0x51u64),
@@ -191,7 +191,7 @@ impl DenialCache {
     }
 
     /// Taken just before a store call whose denials may be cached.
-    pub fn mark(&self) -> Mark {
+    pub(crate) fn mark(&self) -> Mark {
         Mark {
             generation: self.generation.load(Ordering::SeqCst),
             started_us: self.clock.now_us(),
@@ -204,7 +204,7 @@ impl DenialCache {
     }
 
     /// The cached answer for `key` at `cost`, if the store already said it cannot pass now.
-    pub fn lookup(&self, key: KeyRef<'_>, cost: u64) -> Option<LimitOutcome> {
+    pub(crate) fn lookup(&self, key: KeyRef<'_>, cost: u64) -> Option<LimitOutcome> {
         let hash = self.hash_of(key);
         let mut shard = self.shard(hash).lock();
         let entry = shard.table.find(hash, |e| KeyRef::from(&e.key) == key)?;
@@ -245,7 +245,7 @@ impl DenialCache {
 
     /// Records the store's denial of `step` for `key` (decided at the store's `store_now_us`),
     /// unless an invalidation was applied since `mark` was taken.
-    pub fn insert(
+    pub(crate) fn insert(
         &self,
         mark: Mark,
         key: &LimitKey,
@@ -327,7 +327,7 @@ impl DenialCache {
     }
 
     /// Forgets what `invalidation` names, at once.
-    pub fn invalidate(&self, invalidation: &Invalidation) {
+    pub(crate) fn invalidate(&self, invalidation: &Invalidation) {
         self.generation.fetch_add(1, Ordering::SeqCst);
         let kind = match invalidation {
             Invalidation::Keys(keys) => {

@@ -11,7 +11,7 @@ use crate::store::{LimitCall, StoreReply};
 /// a block or ban of its own is in force, which answers alone and changes nothing: one with
 /// neither a block nor a penalty never has one. Any other limit of the rule must leave no trace
 /// when the request is denied, and start no block.
-pub fn cacheable_limits(steps: &[LimitStep]) -> Vec<bool> {
+pub(crate) fn cacheable_limits(steps: &[LimitStep]) -> Vec<bool> {
     let quiet =
         |s: &LimitStep| !s.params.count_denied && s.penalty.is_none() && s.block_us.is_none();
     steps
@@ -31,7 +31,11 @@ impl DenialCache {
     /// The outcomes of a request answered from the cache, if one of its limits that may be
     /// cached (`cacheable[i]`, from [`cacheable_limits`]) is known to deny it now. Only that
     /// limit is consulted: the others are reported allowed, with nothing known to remain.
-    pub fn answer(&self, calls: &[LimitCall], cacheable: &[bool]) -> Option<Vec<LimitOutcome>> {
+    pub(crate) fn answer(
+        &self,
+        calls: &[LimitCall],
+        cacheable: &[bool],
+    ) -> Option<Vec<LimitOutcome>> {
         let (hit, outcome) = calls
             .iter()
             .zip(cacheable)
@@ -49,7 +53,13 @@ impl DenialCache {
     }
 
     /// Records the denials in a store's reply to `calls` (sent after `mark` was taken).
-    pub fn record(&self, mark: Mark, calls: &[LimitCall], cacheable: &[bool], reply: &StoreReply) {
+    pub(crate) fn record(
+        &self,
+        mark: Mark,
+        calls: &[LimitCall],
+        cacheable: &[bool],
+        reply: &StoreReply,
+    ) {
         for ((call, outcome), cacheable) in calls.iter().zip(&reply.outcomes).zip(cacheable) {
             if *cacheable && !outcome.allowed {
                 self.insert(mark, &call.key, &call.step, outcome, reply.now_us);

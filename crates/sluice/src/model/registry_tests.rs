@@ -1,10 +1,10 @@
-//! The algorithm registry (`sluice::model::REGISTRY`) against every place that restates it: the
+//! The algorithm registry ([`REGISTRY`]) against every place that restates it: the
 //! Rust modules (dispatch is an exhaustive match, so the compiler checks those), the Lua files,
 //! the decision script's `LOOKS`/`RECORDS` tables and the one-limit scripts the Redis store sends.
 
 use std::path::{Path, PathBuf};
 
-use sluice::model::{Algorithm, REGISTRY};
+use super::{Algorithm, REGISTRY};
 
 fn lua_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("src/store/redis/lua")
@@ -66,7 +66,7 @@ fn the_decision_script_lists_the_algorithms_in_wire_code_order() {
 #[cfg(feature = "redis")]
 #[test]
 fn the_redis_scripts_are_built_from_the_registry_files() {
-    use sluice::store::redis::script::{DECIDE, ONE};
+    use crate::store::redis::script::{DECIDE, ONE};
     let mut at = 0;
     for entry in REGISTRY {
         let text = read_lua(entry.lua_file);
