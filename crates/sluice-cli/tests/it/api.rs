@@ -191,7 +191,7 @@ async fn rules_health_readiness_and_metrics() {
     assert_eq!(rules.json["rules"]["login"]["limit_ids"][0], "per_ip");
     assert_eq!(rules.json["rules"]["off"]["enabled"], false);
     assert_eq!(rules.json["rules"].as_object().unwrap().len(), 7);
-    assert_eq!(rules.json["rules"]["jobs"]["limits"][0]["limit"], 2);
+    assert_eq!(rules.json["rules"]["jobs"]["limits"][0]["max_leases"], 2);
     assert_eq!(rules.json["rules"]["jobs"]["limits"][0]["lease"], "30s");
 
     let health = server.get("/healthz").await;

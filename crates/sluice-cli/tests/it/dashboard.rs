@@ -21,6 +21,9 @@ rules:
   api:
     limits:
       - { by: [key], rate: 100/1s, algorithm: gcra }
+  report:
+    limits:
+      - { by: [tenant], algorithm: concurrency, max_leases: 3, lease: 10m }
 ";
 
 /// Polls the text of the first element matching `css` until `done` accepts it (10 s at most).
@@ -125,6 +128,10 @@ async fn the_dashboard_shows_live_numbers_and_a_countdown_and_lifts_a_block_in_a
     text_when(&page, "#rules tr[data-rule=api] td.allowed", |t| t == "7").await;
     text_when(&page, "#rules tr[data-rule=login] td.limits", |t| {
         t.contains("3/1m") && t.contains("sliding_log")
+    })
+    .await;
+    text_when(&page, "#rules tr[data-rule=report] td.limits", |t| {
+        t.contains("3 at once") && t.contains("per tenant")
     })
     .await;
     text_when(&page, "#store", |t| t.contains("memory healthy")).await;

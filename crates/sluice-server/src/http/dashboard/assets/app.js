@@ -43,6 +43,9 @@ function cell(row, text, className) {
 
 function describeLimit(limit) {
   const by = (limit.by || []).join(", ") || "everyone";
+  if (limit.algorithm === "concurrency") {
+    return limit.max_leases + " at once (concurrency, leases of " + limit.lease + ") per " + by;
+  }
   const burst = limit.burst ? " burst " + limit.burst : "";
   const block = limit.block ? ", block " + limit.block : "";
   return limit.rate + " " + limit.algorithm + burst + " per " + by + block;
