@@ -55,7 +55,7 @@ fn state_key(rule: &str, limit: &str, identity: &str) -> String {
         limit_id: limit.into(),
         identity: identity.into(),
     };
-    sluice::store::redis::keys::state_key("sluice", &key)
+    sluice::store::redis::KeyNames::new("sluice", &key).state
 }
 
 /// The keys under `pattern` with their PTTL (ms), sorted.

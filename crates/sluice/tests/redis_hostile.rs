@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use common::{Harness, redis_store};
 use sluice::model::{Algorithm, Limit, Penalty, Rate};
-use sluice::store::redis::keys;
+use sluice::store::redis::KeyNames;
 use sluice::{FailPolicy, Limiter, Options, Rule};
 use sluice_test_support::RedisServer;
 
@@ -88,7 +88,7 @@ async fn a_deterministic_error_is_answered_for_its_request_alone() {
     let calls = limiter
         .calls("login", &[("ip", "bad")], sluice::Check::ONE)
         .unwrap();
-    let violations = keys::key("sluice", &calls[0].key, keys::Part::Violations);
+    let violations = KeyNames::new("sluice", &calls[0].key).violations;
     h.server().cli(&["HSET", &violations, "x", "1"]);
     for _ in 0..10 {
         let d = limiter.check("login", &[("ip", "bad")]).await.unwrap();
@@ -155,7 +155,7 @@ async fn sliding_log_work_does_not_grow_with_the_cost() {
         .calls("counting", &[("ip", "0")], sluice::Check::ONE)
         .unwrap();
     let members: u64 = server
-        .cli(&["ZCARD", &keys::state_key("sluice", &calls[0].key)])
+        .cli(&["ZCARD", &KeyNames::new("sluice", &calls[0].key).state])
         .parse()
         .unwrap();
     assert!(members <= 3, "{members}");
@@ -165,7 +165,7 @@ async fn sliding_log_work_does_not_grow_with_the_cost() {
 /// expiry); the store reports them, on a single server and on any primary of a Cluster.
 #[tokio::test]
 async fn eviction_policies_that_can_drop_live_counters_are_reported() {
-    use sluice::store::redis::eviction::RISKY;
+    use sluice::store::redis::RISKY_EVICTION_POLICIES as RISKY;
     let server = RedisServer::start();
     let store = redis_store(&server, None).await;
     for safe in [

@@ -58,7 +58,7 @@ async fn memory_usage_per_algorithm() {
             .calls("login", &attrs, sluice::Check::ONE)
             .unwrap()
             .remove(0);
-        let key = sluice::store::redis::keys::state_key("sluice", &call.key);
+        let key = sluice::store::redis::KeyNames::new("sluice", &call.key).state;
         let mut report = Vec::new();
         for (done, target) in [(0, 1), (1, 11), (11, 100), (100, 1000)] {
             for i in done..target {
@@ -76,13 +76,12 @@ async fn memory_usage_per_algorithm() {
         if algorithm == Algorithm::Gcra {
             // A denial records a violation and bans.
             limiter.check("login", &attrs).await.unwrap();
-            use sluice::store::redis::keys::{Part, key as part_key};
             println!(
                 "block marker: {} B, parked state: {} B, block: {} B, violations: {} B",
                 usage(&key),
                 usage(&format!("{key}:h")),
-                usage(&part_key("sluice", &call.key, Part::Block)),
-                usage(&part_key("sluice", &call.key, Part::Violations))
+                usage(&sluice::store::redis::KeyNames::new("sluice", &call.key).block),
+                usage(&sluice::store::redis::KeyNames::new("sluice", &call.key).violations)
             );
         }
     }

@@ -4,9 +4,8 @@
 //! library can pass it.
 
 use anyhow::{Context, bail};
-use sluice::algorithm::Mode;
+use sluice::Limiter;
 use sluice::store::redis::{RedisOptions, RedisStore};
-use sluice::{Check, Limiter};
 
 use super::BenchArgs;
 
@@ -25,8 +24,7 @@ pub(super) async fn ceiling(
     let store = RedisStore::connect(&args.store, RedisOptions::default()).await?;
     store.load_scripts().await?;
     // redis-benchmark replaces `__rand_int__` with a random number below `-r`.
-    let calls = limiter.calls("bench", &[("key", "k__rand_int__")], Check::ONE)?;
-    let command = store.decide_command(&calls, Mode::Apply)?;
+    let command = store.command_for(limiter, "bench", &[("key", "k__rand_int__")])?;
     let output = tokio::process::Command::new("redis-benchmark")
         .args(["-u", &args.store, "--csv"])
         .args(["-c", &args.concurrency.to_string()])

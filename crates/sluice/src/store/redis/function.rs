@@ -53,7 +53,7 @@ impl RedisStore {
         &self,
         keys: &[String],
         args: &[String],
-    ) -> Result<Vec<i64>, StoreError> {
+    ) -> Result<redis::Value, StoreError> {
         let mut conn = self.inner.conn.clone();
         if !self.inner.no_functions.load(Ordering::Relaxed) {
             let mut fcall = redis::cmd("FCALL");
