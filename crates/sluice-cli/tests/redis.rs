@@ -48,7 +48,7 @@ fn config() -> String {
     format!("store:\n  timeout: 50ms\n{CONFIG}{MORE_RULES}")
 }
 
-/// The name of a limit's state key in Redis (see `sluice::store::redis::keys`).
+/// The name of a limit's state key in Redis (see `sluice::store::redis::KeyNames`).
 fn state_key(rule: &str, limit: &str, identity: &str) -> String {
     let key = sluice::store::LimitKey {
         rule: rule.into(),

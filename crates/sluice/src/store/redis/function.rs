@@ -4,7 +4,7 @@
 //! FLUSH`). `FUNCTION LOAD` goes to every primary of a Cluster; replicas receive it from theirs.
 //!
 //! A server that refuses functions (before Redis 7, or an ACL without `FUNCTION`) gets the same
-//! code as the script `DECIDE` (`EVALSHA`), from then on: the store remembers the refusal.
+//! code as the script `Scripts::decide` (`EVALSHA`), from then on: the store remembers the refusal.
 
 use std::sync::atomic::Ordering;
 

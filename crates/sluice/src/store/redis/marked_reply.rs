@@ -1,7 +1,22 @@
 //! The reply of fixed windows admitted in their marked windows (`lua/fixed_window.lua#one`,
-//! `lua/fixed_window.lua#many_marked`): each key's value and its PTTL (for one limit, packed into one number:
-//! `packed_reply`), from which the store rebuilds the outcomes and Redis' time. The only reply
-//! decoded with the limits' own numbers and a local clock.
+//! `lua/fixed_window.lua#many_marked`): each key's value and its PTTL (for one limit, packed into
+//! one number: `packed_reply`), from which the store rebuilds the outcomes and Redis' time. The
+//! only reply decoded with the limits' own numbers and a local clock.
+//!
+//! # Marked windows
+//! On Redis `TIME`, a key holding a count expires at its window's end, rounded up to the
+//! millisecond (`PXAT`, from `TIME`, as every script writes it). When that end is a whole
+//! millisecond (a window of whole milliseconds) and nothing makes keys outlive their window
+//! (`min_ttl` 0), the key's expiry marks its window: a PTTL of at least 1 ms means Redis' clock
+//! is still before the window's end, and at or after its start, when the count was first written.
+//! An admission in such a window needs no `TIME`, which costs Redis more than the `DECRBY`.
+//!
+//! The store reads the count and the slot, finds the window from the slot and its own clock (any
+//! clock within a day of Redis' finds the same one), and Redis' time from the window's end and
+//! the PTTL, to the millisecond, raised within it to the latest time Redis reported to the store
+//! ([`parse_marked_reply`]). A PTTL longer than the window (a key written for a longer window) is
+//! not taken as a mark; a key written for a shorter one (a limit whose window was changed) counts
+//! as this window's until it ends, as if the change had been made then.
 
 use smallvec::{SmallVec, smallvec};
 

@@ -1,5 +1,5 @@
--- concurrency: the algorithm's one Lua source. Its sections (general) are the forms
--- the Redis store generates its scripts from, constants written in (store/redis/source.rs).
+-- concurrency: the algorithm's one Lua source. Its sections (general) are the forms the Redis store
+-- generates its scripts from (store/redis/source.rs).
 
 --@@general
 -- concurrency: restates algorithm/concurrency.rs as look and record; O(log n) commands per

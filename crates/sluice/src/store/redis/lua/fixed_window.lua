@@ -1,15 +1,14 @@
--- fixed_window: the algorithm's one Lua source. Its sections (general, one, many, many_marked, give_back) are the forms
--- the Redis store generates its scripts from, constants written in (store/redis/source.rs).
+-- fixed_window: the algorithm's one Lua source. Its sections (general, one, many, many_marked,
+-- give_back) are the forms the Redis store generates its scripts from (store/redis/source.rs).
 
 --@@general
 -- fixed_window: restates algorithm/fixed_window.rs as look and record. (A one-limit rule counts
 -- with one native DECRBY instead: see fixed_window.lua#one.)
 --
--- KEY: one negative integer, -(slot * 2^25 + count), so Redis keeps it in the key's object and
--- DECRBY adds to the count. `slot` is the window's index modulo 2^28 - 1, plus 1 (never 0: a
+-- KEY: one negative integer, -(slot * FW_M + count), so Redis keeps it in the key's object and
+-- DECRBY adds to the count. `slot` is the window's index modulo FW_SLOTS, plus 1 (never 0: a
 -- missing key decrements to a slot-0 value, read as another window); the count is capped at
--- COUNT_CAP < 2^25, so the whole stays below 2^53. A key outlives its window by at most 1 ms
--- (its expiry), so a slot is never mistaken for one 2^28 - 1 windows later.
+-- COUNT_CAP < FW_M, so the whole stays below 2^53. A key outlives its window by at most 1 ms.
 -- Flagged: slot * 2^25 + (2^25 - 1 - count), positive, which DECRBY counts up as well, holds the
 -- count of an identity whose penalty has violations (decide.lua flags its key when it counts one;
 -- a window starts flagged while they are remembered). An unflagged count of a penalized limit
@@ -108,24 +107,12 @@ end
 -- division by 2^25) are exact in doubles. Anything but a count in the key (a block marker,
 -- another algorithm's state) returns {} and the caller decides with the general script instead.
 --
--- Marked windows. On Redis TIME, a key holding a count expires at its window's end, rounded up to
--- the millisecond (PXAT, from TIME, as every script writes it). When that end is a whole
--- millisecond (a window of whole milliseconds) and nothing makes keys outlive their window (min_ttl
--- 0), the key's expiry marks its window: a PTTL of at least 1 ms means Redis' clock is still before
--- the window's end, and at or after its start, when the count was first written. An admission in
--- such a window needs no TIME, which costs Redis more than the DECRBY: the script is written with
--- `time_deferred` (one_script::one_text; now.lua then leaves TIME to it). It answers one number,
--- ((slot - 1) % packed_slots * (limit + 1) + count) * (window_ms + 1) + PTTL, below 2^53, `packed_slots` being
--- the slots' modulus that one_text writes in (packed_reply.rs: a table costs Redis more than the
--- Lua that packs it); or, when a penalty's violations key is there, { the key's count (as an
--- unflagged value), its PTTL in ms, the violations' count and end as read }. Nothing else answers
--- one integer, nor four values but a block (below).
--- The store reads the count and the slot, finds the window from the slot and its own clock (any
--- clock within a day of Redis' finds the same one), and Redis' time from the window's end and the
--- PTTL, to the millisecond, raised within it to the latest time Redis reported to the store
--- (marked_reply::parse_marked_reply). A PTTL longer than the window (a key written for a longer
--- window) is not taken as a mark; a key written for a shorter one (a limit whose window was
--- changed) counts as this window's until it ends, as if the change had been made then.
+-- Marked windows (see marked_reply.rs): on Redis TIME, with `time_deferred` written in
+-- (now.lua then leaves TIME to the script), an admission in a window that the key's expiry marks
+-- answers without TIME: one number, ((slot - 1) % packed_slots * (limit + 1) + count) *
+-- (window_ms + 1) + PTTL (packed_reply.rs); or, when a penalty's violations key is there,
+-- { the key's count (as an unflagged value), its PTTL in ms, the violations' count and end as
+-- read }. Nothing else answers one integer, nor four values but a block (below).
 -- A block marker that expires with its block (`B0`, see the prelude) is answered from its PTTL
 -- too, as one value: `<PTTL>B0<end>`, then with a penalty ` <count> <end>` of its violations (the
 -- marker's own copy, see the prelude, or the violations key's; each value of a table costs Redis
@@ -388,19 +375,18 @@ if count_@ > 0 then
 end
 
 --@@many_marked
--- fixed_window#many_marked: a fixed-window limit's count in its marked window, in a rule script whose limits
--- are all fixed windows that fixed_window.lua#one would mark, none with a block or a penalty (see
--- many_head.lua). On Redis TIME such a rule is decided first without the time, as
--- fixed_window.lua#one decides one limit: each limit in turn, while every one before it was
--- counted in its marked window or starts one and admits (`all`), counts with DECRBY. A count that
--- is this window's and admits reads its PTTL into ttl_@; a DECRBY that made the key (it answers
--- -cost: a stored count is never 0) starts a window, ttl_@ -1 and `fresh` set; ttl_@ stays 0
--- otherwise. When every limit's ttl is set, the new windows' keys are completed as
--- fixed_window.lua#one completes a window's first admission (the lines after the fresh marker,
--- once TIME is read: the slot added to the count, the key to expire at the window's end), and
--- the script answers { value, ttl } per limit, two values a limit, which no other answer has: a
--- new window's value and ttl are what its key now holds and its PTTL would say (the expiry less
--- Redis' millisecond).
+-- fixed_window#many_marked: a fixed-window limit's count in its marked window, in a rule script
+-- whose limits are all fixed windows that fixed_window.lua#one would mark, none with a block or a
+-- penalty (see many_head.lua). On Redis TIME such a rule is decided first without the time, as
+-- fixed_window.lua#one decides one limit: each limit in turn, while every one before it was counted
+-- in its marked window or starts one and admits (`all`), counts with DECRBY. A count that is this
+-- window's and admits reads its PTTL into ttl_@; a DECRBY that made the key (it answers -cost: a
+-- stored count is never 0) starts a window, ttl_@ -1 and `fresh` set; ttl_@ stays 0 otherwise. When
+-- every limit's ttl is set, the new windows' keys are completed as fixed_window.lua#one completes a
+-- window's first admission (the lines after the fresh marker, once TIME is read: the slot added to
+-- the count, the key to expire at the window's end), and the script answers { value, ttl } per
+-- limit, two values a limit, which no other answer has: a new window's value and ttl are what its
+-- key now holds and its PTTL would say (the expiry less Redis' millisecond).
 -- Otherwise each count made is undone (the lines after the undo marker: INCRBY, or DEL for a key
 -- the DECRBY made), TIME is read, and the rule is decided as many_head.lua says, on the keys as
 -- they were.

@@ -1,5 +1,5 @@
--- gcra: the algorithm's one Lua source. Its sections (general, one, many, give_back, settle) are the forms
--- the Redis store generates its scripts from, constants written in (store/redis/source.rs).
+-- gcra: the algorithm's one Lua source. Its sections (general, one, many, give_back, settle) are
+-- the forms the Redis store generates its scripts from (store/redis/source.rs).
 
 --@@general
 -- gcra: restates algorithm/gcra.rs as look (read once, decide, write nothing) and record.

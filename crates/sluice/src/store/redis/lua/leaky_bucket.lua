@@ -1,5 +1,5 @@
--- leaky_bucket: the algorithm's one Lua source. Its sections (general, give_back) are the forms
--- the Redis store generates its scripts from, constants written in (store/redis/source.rs).
+-- leaky_bucket: the algorithm's one Lua source. Its sections (general, give_back) are the forms the
+-- Redis store generates its scripts from (store/redis/source.rs).
 
 --@@general
 -- leaky_bucket: restates algorithm/leaky_bucket.rs as look and record, over token_bucket.lua's

@@ -26,6 +26,6 @@
 --
 -- ARGV: each limit's cost, then now in µs from the client's clock (none: Redis TIME).
 -- KEYS: each limit's state key, followed by its violations key if it has a penalty.
--- Returns: fixed_window.lua#many_marked's answer; or { now_us, then 4 per limit: allowed (0/1), remaining,
---   reset_after_us, retry_after_us (-1: none) }, or {}; when a limit is guarded, 6 per limit:
---   those and the violations and warning (0/1).
+-- Returns: fixed_window.lua#many_marked's answer; or { now_us, then 4 per limit: allowed
+--   (0/1), remaining, reset_after_us, retry_after_us (-1: none) }, or {}; when a limit is
+--   guarded, 6 per limit: those and the violations and warning (0/1).

@@ -1,6 +1,6 @@
--- one_head: the opening of every one-limit script (the `one` section of <algorithm>.lua), which follows it, after
--- now.lua: the request's cost, and a block or penalty. It holds only what every one of them
--- uses, since each line runs on every call.
+-- one_head: the opening of every one-limit script (<algorithm>.lua#one follows it), after
+-- now.lua: the request's cost, and a block or penalty. It holds only what every one of them uses,
+-- since each line runs on every call.
 --
 -- The script is written for one limit: the store puts the limit's constants before now.lua
 -- (one_script::one_text), as `local min_ttl, limit, window, capacity, count_denied, guarded,

@@ -1,5 +1,5 @@
--- sliding_log: the algorithm's one Lua source. Its sections (general, one, many, give_back) are the forms
--- the Redis store generates its scripts from, constants written in (store/redis/source.rs).
+-- sliding_log: the algorithm's one Lua source. Its sections (general, one, many, give_back) are the
+-- forms the Redis store generates its scripts from (store/redis/source.rs).
 
 --@@general
 -- sliding_log: restates algorithm/sliding_log.rs as look and record; O(log n) commands per

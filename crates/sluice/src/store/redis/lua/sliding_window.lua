@@ -1,5 +1,5 @@
--- sliding_window: the algorithm's one Lua source. Its sections (general, one, many, give_back) are the forms
--- the Redis store generates its scripts from, constants written in (store/redis/source.rs).
+-- sliding_window: the algorithm's one Lua source. Its sections (general, one, many, give_back) are
+-- the forms the Redis store generates its scripts from (store/redis/source.rs).
 
 --@@general
 -- sliding_window: restates algorithm/sliding_window.rs as look and record.

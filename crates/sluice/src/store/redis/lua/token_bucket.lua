@@ -1,5 +1,5 @@
--- token_bucket: the algorithm's one Lua source. Its sections (general, one, many, give_back, settle) are the forms
--- the Redis store generates its scripts from, constants written in (store/redis/source.rs).
+-- token_bucket: the algorithm's one Lua source. Its sections (general, one, many, give_back,
+-- settle) are the forms the Redis store generates its scripts from (store/redis/source.rs).
 
 --@@general
 -- token_bucket: restates algorithm/token_bucket.rs as look and record, over the draining level
