@@ -68,6 +68,11 @@ impl Shape {
     }
 }
 
+/// Where a one-limit script's text holds the slots' modulus of a fixed window's packed answer
+/// (`packed_reply`), or `false`: written in as a literal, since a local more in the constants
+/// would cost Redis on every call.
+const PACKED_SLOTS: &str = "${PACKED_SLOTS}";
+
 /// How every reply of a one-limit script ends but for a block in force.
 const GUARD_VALUES: &str = ", violations, warning }";
 
@@ -114,7 +119,7 @@ pub fn marked(shape: &Shape, min_ttl: Micros) -> bool {
 }
 
 /// How a one-limit script of `shape` learns the time: `time_deferred`, it reads `TIME` itself,
-/// only when it must; and `packed_slots`, the slots' modulus of a fixed window's packed answer
+/// only when it must; and the slots' modulus of a fixed window's packed answer ([`PACKED_SLOTS`])
 /// (`packed_reply`). The match names every algorithm, so that a new one says how its script
 /// reads the time.
 fn timing(shape: &Shape, min_ttl: Micros) -> (bool, Option<u64>) {
@@ -155,10 +160,11 @@ pub fn one_text(shape: &Shape, min_ttl: Micros) -> Option<String> {
     };
     let (time_deferred, packed_slots) = timing(shape, min_ttl);
     let packed_slots = packed_slots.map_or("false".to_string(), |s| s.to_string());
+    let body = body.replace(PACKED_SLOTS, &packed_slots);
     Some(format!(
         "local min_ttl, limit, window, capacity, count_denied, guarded, warn_after, \
-         time_deferred, packed_slots, now_at = {}, {}, {}, {}, {}, {}, {warn_after}, \
-         {time_deferred}, {packed_slots}, 2\n{NOW}{body}",
+         time_deferred, now_at = {}, {}, {}, {}, {}, {}, {warn_after}, {time_deferred}, 2\n\
+         {NOW}{body}",
         min_ttl.get(),
         shape.count,
         shape.window_us,

@@ -109,7 +109,7 @@ end
 --
 -- Marked windows (see marked_reply.rs): on Redis TIME, with `time_deferred` written in
 -- (now.lua then leaves TIME to the script), an admission in a window that the key's expiry marks
--- answers without TIME: one number, ((slot - 1) % packed_slots * (limit + 1) + count) *
+-- answers without TIME: one number, ((slot - 1) % ${PACKED_SLOTS} * (limit + 1) + count) *
 -- (window_ms + 1) + PTTL (packed_reply.rs); or, when a penalty's violations key is there,
 -- { the key's count (as an unflagged value), its PTTL in ms, the violations' count and end as
 -- read }. Nothing else answers one integer, nor four values but a block (below).
@@ -178,7 +178,7 @@ if not now then
       local ttl = redis.call('PTTL', key)
       if ttl > 0 and ttl * 1000 <= window then
         -- One number (packed_reply.rs): a table costs Redis more than the Lua that packs it.
-        return (((m - count) / M - 1) % packed_slots * (limit + 1) + count) * (window / 1000 + 1) + ttl
+        return (((m - count) / M - 1) % ${PACKED_SLOTS} * (limit + 1) + count) * (window / 1000 + 1) + ttl
       end
     end
   elseif counted and late then
@@ -195,7 +195,7 @@ if not now then
         if held_forget then
           return { -(s * M + count), ttl, held_violations, held_forget }
         end
-        return ((s - 1) % packed_slots * (limit + 1) + count) * (window / 1000 + 1) + ttl
+        return ((s - 1) % ${PACKED_SLOTS} * (limit + 1) + count) * (window / 1000 + 1) + ttl
       end
     end
   end
@@ -276,10 +276,10 @@ if count == 0 then
       end
       redis.call('SET', key, string.format('%d', value), px, string.format('%d', ms))
     end
-    if allowed and count > 0 and packed_slots and px == 'PXAT' and not held_forget then
+    if allowed and count > 0 and ${PACKED_SLOTS} and px == 'PXAT' and not held_forget then
       -- A window's first admission answers as the marked ones after it: the key's PTTL is its
       -- expiry less Redis' millisecond. One number costs Redis less than the table below.
-      return ((slot - 1) % packed_slots * (limit + 1) + count) * (window / 1000 + 1) + ms - floor(now / 1000)
+      return ((slot - 1) % ${PACKED_SLOTS} * (limit + 1) + count) * (window / 1000 + 1) + ms - floor(now / 1000)
     end
   else
     redis.call('DEL', key)
