@@ -34,24 +34,32 @@
 //!   time.
 //!
 //! # Adding an algorithm
-//! 1. Add the variant to [`Algorithm`] and its row to the registry, `model::REGISTRY` (name, wire code —
-//!    the next number —, Lua files), in the same position.
-//! 2. Write the pure algorithm in `algorithm/<name>.rs` (`decide(state, now, params, cost,
-//!    apply) -> Outcome`, with its state type) and its arm in `AlgoState` and
-//!    `AlgoState::decide` (`algorithm/mod.rs`; the match is exhaustive, so the compiler points
-//!    there, and at the denial cache's float margin).
-//! 3. Restate it in `store/redis/lua/<name>.lua` as `<name>_look` and `<name>_record`, include
-//!    the file in `script::DECIDE` and append both functions to `LOOKS` and `RECORDS` in
-//!    `decide.lua`, in wire-code order. A one-limit script `one_<name>.lua` is optional: it
-//!    runs after `one_head.lua` (the time and the limit's arguments); list it (or `None`) in
-//!    `script::ONE`.
-//! 4. Say in [`Algorithm::supports_burst`] / [`Algorithm::supports_count_denied`] whether it
-//!    takes those options.
+//! 1. Add the variant to [`Algorithm`] and its entry to the registry (`model::REGISTRY`), in the same
+//!    position: its name, its code (the next number), its Lua source (`<name>.lua`) and which
+//!    options it takes (`count_denied`, `burst`, leases, settling). Every list of algorithms,
+//!    every code the Redis store sends or writes into its Lua, and the options' checks derive
+//!    from the entry.
+//! 2. Write the pure algorithm in `algorithm/<name>.rs` (`decide(state, now, params, cost, mode)
+//!    -> Outcome`, with its state type). The compiler then points at each match that names every
+//!    algorithm: `AlgoState` and `AlgoState::decide` (`algorithm/mod.rs`), the denial cache's
+//!    float margin (`limiter/denial_cache`), how a one-limit Redis script learns the time
+//!    (`store/redis/one_script.rs`) and where the Redis store finds the Lua source
+//!    (`store/redis/source.rs`).
+//! 3. Write its Lua source, `store/redis/lua/<name>.lua`: a `--@@general` section restating the
+//!    Rust as `<name>_look` and `<name>_record` (the general decision lists them by code), and,
+//!    for a fast path, a `--@@one` section (its one-limit script, after `lua/one_head.lua`) with
+//!    a `--@@many` section (its part of a rule script: the look, `--@record`, the record). Where
+//!    it needs a shared constant or another algorithm's code, write `${NAME}` (see
+//!    `store/redis/source.rs`). Add its branch to `lua/give_back.lua` (unless it holds leases)
+//!    and, if it settles, to `lua/settle.lua`, matching `${CODE_<NAME>}`; give its state format a
+//!    row in `store/redis/keys.rs`.
+//! 4. Add its behaviour to the conformance suite ([`conformance`]).
 //!
-//! `model/registry_tests.rs` fails until the Lua files, the scripts' tables and the wire
-//! codes agree with the registry; the conformance suite ([`conformance`], run by
-//! `tests/it/conformance.rs`; add the algorithm's behaviour there) and the
-//! differential test (`tests/it/redis_differential.rs`) then run the new algorithm on every store.
+//! The Redis store's unit test `every_algorithm_is_in_every_place_the_registry_names` fails,
+//! naming each place the new algorithm is missing from (its sections, the give-back and settle
+//! scripts, the state formats, the conformance suite); `model/registry_tests.rs` checks the
+//! names and codes. The conformance suite (run by `tests/it/conformance.rs`) and the differential
+//! test (`tests/it/redis_differential.rs`) then run the new algorithm on every store.
 //!
 //! # Adding a store
 //! Implement [`Store`] with plain `async fn`s; a store outside this crate needs nothing else.

@@ -4,8 +4,8 @@
 //! library can pass it.
 
 use anyhow::{Context, bail};
+use sluice::Limiter;
 use sluice::store::redis::{RedisOptions, RedisStore};
-use sluice::{Check, Limiter};
 
 use super::BenchArgs;
 
@@ -24,8 +24,7 @@ pub(super) async fn ceiling(
     let store = RedisStore::connect(&args.store, RedisOptions::default()).await?;
     store.load_scripts().await?;
     // redis-benchmark replaces `__rand_int__` with a random number below `-r`.
-    let command =
-        limiter.redis_command(&store, "bench", &[("key", "k__rand_int__")], Check::ONE)?;
+    let command = store.command_for(limiter, "bench", &[("key", "k__rand_int__")])?;
     let output = tokio::process::Command::new("redis-benchmark")
         .args(["-u", &args.store, "--csv"])
         .args(["-c", &args.concurrency.to_string()])

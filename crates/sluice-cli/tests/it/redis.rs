@@ -48,14 +48,14 @@ fn config() -> String {
     format!("store:\n  timeout: 50ms\n{CONFIG}{MORE_RULES}")
 }
 
-/// The name of a limit's state key in Redis (see `sluice::store::redis::keys`).
+/// The name of a limit's state key in Redis (see `sluice::store::redis::KeyNames`).
 fn state_key(rule: &str, limit: &str, identity: &str) -> String {
     let key = sluice::store::LimitKey {
         rule: rule.into(),
         limit_id: limit.into(),
         identity: identity.into(),
     };
-    sluice::store::redis::keys::state_key("sluice", &key)
+    sluice::store::redis::KeyNames::new("sluice", &key).state
 }
 
 /// The keys under `pattern` with their PTTL (ms), sorted.

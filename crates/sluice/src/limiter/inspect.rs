@@ -1,7 +1,7 @@
-//! What a check would touch, without making it: the state keys of a rule for some attributes,
-//! and, on Redis, the command one decision sends.
+//! What a check would touch, without making it: the state keys of a rule for some attributes
+//! (on Redis, `RedisStore::command_for` gives the command one decision sends).
 //!
-//! Both resolve attributes exactly as a check does (same fallback, escaping and errors), so what
+//! Keys resolve attributes exactly as a check does (same fallback, escaping and errors), so what
 //! they name is what a check reads and writes.
 
 use crate::error::Error;
@@ -35,22 +35,5 @@ impl Limiter {
             .into_iter()
             .map(|call| call.key)
             .collect())
-    }
-
-    /// The Redis command, name first, that `store` sends to decide one check of `rule` alone
-    /// (`EVALSHA` of a script, or `FCALL`), for replaying a decision outside Sluice: the load
-    /// tool feeds it to `redis-benchmark` to measure what Redis itself can do with it.
-    ///
-    /// `Err` is bad input, as for a check, or a store error (its scripts are not loaded).
-    #[cfg(feature = "redis")]
-    pub fn redis_command(
-        &self,
-        store: &crate::store::redis::RedisStore,
-        rule: &str,
-        attrs: &(impl Attributes + ?Sized),
-        check: Check,
-    ) -> Result<Vec<String>, Error> {
-        let calls = self.calls(rule, attrs, check)?;
-        Ok(store.decide_command(&calls, check.mode())?)
     }
 }

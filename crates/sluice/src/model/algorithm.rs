@@ -1,13 +1,15 @@
 //! `Algorithm`: the algorithms a limit can use, what each one supports, and their registry —
 //! the one table that says, for each algorithm, its name, its wire code and its Lua files.
 //!
-//! The algorithms themselves live in `crate::algorithm` (pure Rust, module `<name>`) and beside
-//! the Redis store (Lua). Everything else derives from [`REGISTRY`]: [`Algorithm::ALL`], names in
-//! config files and keys, the wire codes the Redis store sends, the error listing the known
-//! names. The registry is crate-private (wire codes and Lua files are the stores' business, not
-//! the API's). The decision script's `LOOKS`/`RECORDS` tables must list the Lua functions in
-//! wire-code order; the tests in `model/registry_tests.rs` fail when a Lua file, a function or a code is
-//! missing or out of step. See "Adding an algorithm" in the crate docs.
+//! The algorithms themselves live in `crate::algorithm` (pure Rust, module `<name>`) and in one
+//! Lua source each beside the Redis store (`lua/<name>.lua`). Everything else derives from
+//! [`REGISTRY`]: [`Algorithm::ALL`], names in config files and keys, which options each takes,
+//! the codes the Redis store sends and writes into its Lua (the general decision's
+//! `LOOKS`/`RECORDS` tables, the give-back and settle scripts), the error listing the known
+//! names. The registry is crate-private (codes and Lua files are the stores' business, not the
+//! API's). Matches on [`Algorithm`] name every variant, so the compiler points at each one; the
+//! Redis store's tests name each place a new algorithm is missing from. See "Adding an
+//! algorithm" in the crate docs.
 
 use std::fmt;
 
@@ -25,10 +27,16 @@ pub(crate) struct Entry {
     pub name: &'static str,
     /// The number the Redis decision script receives (1-based index of its tables).
     pub wire_code: u8,
-    /// The Lua file restating the Rust module, in `src/store/redis/lua/`.
+    /// The Lua source restating the Rust module, in `src/store/redis/lua/`: `<name>.lua`.
     pub lua_file: &'static str,
-    /// The one-limit script written for this algorithm alone (`one_<name>.lua`), if it has one.
-    pub one_lua_file: Option<&'static str>,
+    /// Whether "a denied request counts too" has a meaning: the algorithm counts events.
+    pub count_denied: bool,
+    /// Whether the algorithm takes a `burst` (a capacity different from the rate's count).
+    pub burst: bool,
+    /// Whether the limit holds leases rather than a rate.
+    pub leases: bool,
+    /// Whether a reservation on it can be settled (see [`crate::algorithm::settle`]).
+    pub settles: bool,
 }
 
 /// Every algorithm, in declaration and wire-code order.
@@ -38,49 +46,70 @@ pub(crate) const REGISTRY: [Entry; 7] = [
         name: "sliding_log",
         wire_code: 1,
         lua_file: "sliding_log.lua",
-        one_lua_file: Some("one_sliding_log.lua"),
+        count_denied: true,
+        burst: false,
+        leases: false,
+        settles: false,
     },
     Entry {
         algorithm: Algorithm::SlidingWindow,
         name: "sliding_window",
         wire_code: 2,
         lua_file: "sliding_window.lua",
-        one_lua_file: Some("one_sliding_window.lua"),
+        count_denied: true,
+        burst: false,
+        leases: false,
+        settles: false,
     },
     Entry {
         algorithm: Algorithm::FixedWindow,
         name: "fixed_window",
         wire_code: 3,
         lua_file: "fixed_window.lua",
-        one_lua_file: Some("one_fixed_window.lua"),
+        count_denied: true,
+        burst: false,
+        leases: false,
+        settles: false,
     },
     Entry {
         algorithm: Algorithm::TokenBucket,
         name: "token_bucket",
         wire_code: 4,
         lua_file: "token_bucket.lua",
-        one_lua_file: Some("one_token_bucket.lua"),
+        count_denied: false,
+        burst: true,
+        leases: false,
+        settles: true,
     },
     Entry {
         algorithm: Algorithm::Gcra,
         name: "gcra",
         wire_code: 5,
         lua_file: "gcra.lua",
-        one_lua_file: Some("one_gcra.lua"),
+        count_denied: false,
+        burst: true,
+        leases: false,
+        settles: true,
     },
     Entry {
         algorithm: Algorithm::LeakyBucket,
         name: "leaky_bucket",
         wire_code: 6,
         lua_file: "leaky_bucket.lua",
-        one_lua_file: None,
+        count_denied: false,
+        burst: true,
+        leases: false,
+        settles: false,
     },
     Entry {
         algorithm: Algorithm::Concurrency,
         name: "concurrency",
         wire_code: 7,
         lua_file: "concurrency.lua",
-        one_lua_file: None,
+        count_denied: false,
+        burst: false,
+        leases: true,
+        settles: false,
     },
 ];
 
@@ -136,30 +165,24 @@ impl Algorithm {
 
     /// Whether "a denied request counts too" has a meaning: only for algorithms that count events.
     pub fn supports_count_denied(self) -> bool {
-        matches!(
-            self,
-            Algorithm::SlidingLog | Algorithm::SlidingWindow | Algorithm::FixedWindow
-        )
+        self.entry().count_denied
     }
 
     /// Whether the algorithm takes a `burst` (a capacity different from the rate's count).
     pub fn supports_burst(self) -> bool {
-        matches!(
-            self,
-            Algorithm::TokenBucket | Algorithm::Gcra | Algorithm::LeakyBucket
-        )
+        self.entry().burst
     }
 
     /// Whether the limit holds leases (`limit` and `lease` in rule files) rather than a rate.
     pub fn holds_leases(self) -> bool {
-        self == Algorithm::Concurrency
+        self.entry().leases
     }
 
     /// Whether a reservation on this algorithm can be settled (see
     /// [`crate::algorithm::settle`]): the draining meters, whose one level a settlement can
     /// lower or raise with the same effect whenever it comes.
     pub fn settles(self) -> bool {
-        matches!(self, Algorithm::TokenBucket | Algorithm::Gcra)
+        self.entry().settles
     }
 }
 
@@ -197,9 +220,6 @@ mod tests {
             assert_eq!(entry.algorithm as usize, i, "{}", entry.name);
             assert_eq!(usize::from(entry.wire_code), i + 1, "{}", entry.name);
             assert_eq!(entry.lua_file, format!("{}.lua", entry.name));
-            if let Some(one) = entry.one_lua_file {
-                assert_eq!(one, format!("one_{}.lua", entry.name));
-            }
             assert_eq!(entry.name.parse::<Algorithm>(), Ok(entry.algorithm));
             assert_eq!(
                 serde_json::to_string(&entry.algorithm).unwrap(),

@@ -11,7 +11,7 @@ use std::time::Duration;
 use parking_lot::Mutex;
 use sluice::store::LimitKey;
 use sluice::store::invalidation::{Invalidation, InvalidationChannel, InvalidationListener};
-use sluice::store::redis::channel::RedisChannel;
+use sluice::store::redis::RedisChannel;
 use sluice::store::redis::{RedisOptions, RedisStore};
 use sluice::{Clock, Micros, SystemClock};
 use sluice_test_support::RedisServer;

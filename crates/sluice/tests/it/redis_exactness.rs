@@ -159,7 +159,7 @@ fn two_limits_never_over_admit(url: &str, units: impl Fn(&str) -> u64) {
             let [member, ip] = pair_limits(algorithm).map(|l| l.id());
             // Every request costs one unit: one member each.
             let key = |limit: &str, identity: &str| {
-                sluice::store::redis::keys::state_key(
+                sluice::store::redis::KeyNames::new(
                     &prefix,
                     &sluice::store::LimitKey {
                         rule: "pair".into(),
@@ -167,6 +167,7 @@ fn two_limits_never_over_admit(url: &str, units: impl Fn(&str) -> u64) {
                         identity: identity.into(),
                     },
                 )
+                .state
             };
             assert_eq!(units(&key(&member, "member=m")), a + b, "member units");
             assert_eq!(units(&key(&ip, "ip=a")), a, "ip a units");
@@ -206,14 +207,15 @@ fn leases_never_exceed_the_limit(url: &str, held_at_end: impl Fn(&str) -> u64) {
         (PROCESSES * TASKS) as u64 * TURNS,
         "releases let every task in, in turn"
     );
-    let key = sluice::store::redis::keys::state_key(
+    let key = sluice::store::redis::KeyNames::new(
         &prefix,
         &sluice::store::LimitKey {
             rule: "leases".into(),
             limit_id: leases_limit().id().into(),
             identity: "*".into(),
         },
-    );
+    )
+    .state;
     assert_eq!(held_at_end(&key), 0, "every lease was released");
 }
 
@@ -227,14 +229,15 @@ fn reservations_stay_exact(url: &str, get: impl Fn(&str) -> String) {
         admitted > LIMIT / 10,
         "settling gave units back: {admitted} admitted"
     );
-    let key = sluice::store::redis::keys::state_key(
+    let key = sluice::store::redis::KeyNames::new(
         &prefix,
         &sluice::store::LimitKey {
             rule: "reserve".into(),
             limit_id: reserve_limit().id().into(),
             identity: "*".into(),
         },
-    );
+    )
+    .state;
     let state = get(&key);
     let level: f64 = state
         .strip_prefix('t')
@@ -412,16 +415,7 @@ async fn reserve_and_settle(limiter: &Limiter) {
 /// The `leases` worker: each admitted task counts itself in a shared Redis counter while it holds
 /// its lease, and prints the most it saw.
 async fn hold_and_release(limiter: &Limiter, url: &str, prefix: &str) {
-    use sluice::store::redis::RedisUrl;
-    use sluice::store::redis::connection::RedisConnection;
-    use sluice::store::redis::failover::Dial;
-    let dial = Dial {
-        certificates: None,
-        connect_timeout: Duration::from_secs(5),
-        response_timeout: Duration::from_secs(10),
-    };
-    let conn = RedisConnection::open(&RedisUrl::parse(url).expect("a valid URL"), dial)
-        .expect("a connection");
+    let conn = CounterConnection::open(url).await;
     let counter = format!("{prefix}:held");
     let mut tasks = tokio::task::JoinSet::new();
     for _ in 0..TASKS {
@@ -462,4 +456,75 @@ async fn hold_and_release(limiter: &Limiter, url: &str, prefix: &str) {
     }
     assert_eq!(degraded, 0, "every decision came from Redis");
     println!("admitted_a={admitted}\nadmitted_b=0\nmost_held={most}");
+}
+
+/// The shared counter's connection: to the server of `url`, its Cluster, or the primary its
+/// sentinels name.
+#[derive(Clone)]
+enum CounterConnection {
+    One(redis::aio::MultiplexedConnection),
+    Cluster(redis::cluster_async::ClusterConnection),
+}
+
+impl CounterConnection {
+    async fn open(url: &str) -> CounterConnection {
+        use sluice::store::redis::{RedisUrl, Topology};
+        let parsed = RedisUrl::parse(url).expect("a valid URL");
+        let nodes: Vec<String> = parsed
+            .nodes
+            .iter()
+            .map(|(host, port)| format!("redis://{host}:{port}"))
+            .collect();
+        let one = |url: String| async move {
+            let client = redis::Client::open(url).expect("a client");
+            let conn = client.get_multiplexed_async_connection().await;
+            conn.expect("a connection")
+        };
+        match parsed.topology {
+            Topology::Single => CounterConnection::One(one(url.to_string()).await),
+            Topology::Cluster => {
+                let client = redis::cluster::ClusterClient::new(nodes).expect("a client");
+                let conn = client.get_async_connection().await.expect("a connection");
+                CounterConnection::Cluster(conn)
+            }
+            Topology::Sentinel { master } => {
+                let mut sentinel = one(nodes[0].clone()).await;
+                let (host, port): (String, u16) = redis::cmd("SENTINEL")
+                    .arg("get-master-addr-by-name")
+                    .arg(&master)
+                    .query_async(&mut sentinel)
+                    .await
+                    .expect("the primary's address");
+                CounterConnection::One(one(format!("redis://{host}:{port}")).await)
+            }
+        }
+    }
+}
+
+impl redis::aio::ConnectionLike for CounterConnection {
+    fn req_packed_command<'a>(
+        &'a mut self,
+        cmd: &'a redis::Cmd,
+    ) -> redis::RedisFuture<'a, redis::Value> {
+        match self {
+            CounterConnection::One(c) => c.req_packed_command(cmd),
+            CounterConnection::Cluster(c) => c.req_packed_command(cmd),
+        }
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        cmd: &'a redis::Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> redis::RedisFuture<'a, Vec<redis::Value>> {
+        match self {
+            CounterConnection::One(c) => c.req_packed_commands(cmd, offset, count),
+            CounterConnection::Cluster(c) => c.req_packed_commands(cmd, offset, count),
+        }
+    }
+
+    fn get_db(&self) -> i64 {
+        0
+    }
 }

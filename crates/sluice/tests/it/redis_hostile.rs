@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use common::{Harness, redis_store};
 use sluice::model::{Algorithm, Limit, Penalty, Rate};
-use sluice::store::redis::keys;
+use sluice::store::redis::KeyNames;
 use sluice::{FailPolicy, Limiter, Options, Rule};
 use sluice_test_support::RedisServer;
 
@@ -86,7 +86,7 @@ async fn a_deterministic_error_is_answered_for_its_request_alone() {
     );
     // A violations key of the wrong type: every decision for this identity fails in the script.
     let calls = limiter.keys("login", &[("ip", "bad")]).unwrap();
-    let violations = keys::key("sluice", &calls[0], keys::Part::Violations);
+    let violations = KeyNames::new("sluice", &calls[0]).violations;
     h.server().cli(&["HSET", &violations, "x", "1"]);
     for _ in 0..10 {
         let d = limiter.check("login", &[("ip", "bad")]).await.unwrap();
@@ -151,7 +151,7 @@ async fn sliding_log_work_does_not_grow_with_the_cost() {
     // One member per recorded request, never one per unit.
     let calls = limiter.keys("counting", &[("ip", "0")]).unwrap();
     let members: u64 = server
-        .cli(&["ZCARD", &keys::state_key("sluice", &calls[0])])
+        .cli(&["ZCARD", &KeyNames::new("sluice", &calls[0]).state])
         .parse()
         .unwrap();
     assert!(members <= 3, "{members}");
@@ -161,7 +161,7 @@ async fn sliding_log_work_does_not_grow_with_the_cost() {
 /// expiry); the store reports them, on a single server and on any primary of a Cluster.
 #[tokio::test]
 async fn eviction_policies_that_can_drop_live_counters_are_reported() {
-    use sluice::store::redis::eviction::RISKY;
+    use sluice::store::redis::RISKY_EVICTION_POLICIES as RISKY;
     let server = RedisServer::start();
     let store = redis_store(&server, None).await;
     for safe in [

@@ -12,7 +12,7 @@ use sluice::Micros;
 use sluice::algorithm::{Mode, penalty};
 use sluice::model::Algorithm;
 use sluice::store::Store;
-use sluice::store::redis::keys;
+use sluice::store::redis::KeyNames;
 use sluice_test_support::RedisServer;
 
 /// A fixed window's key: -(slot * 2^25 + count), or flagged, slot * 2^25 + (2^25 - 1 - count).
@@ -53,7 +53,7 @@ async fn a_fixed_window_admits_in_its_marked_window_without_reading_time() {
     let first = decide().await;
     assert_eq!(first.outcomes[0].remaining, 4, "a new window");
     let end_us = first.now_us + first.outcomes[0].reset_after_us;
-    let state = keys::state_key("sluice", &c.key);
+    let state = KeyNames::new("sluice", &c.key).state;
     assert_eq!(expiry_ms(&server, &state) * 1000, end_us.get());
     let before = redis_ms();
     assert_eq!(server.cli(&["CONFIG", "RESETSTAT"]), "OK");
@@ -119,7 +119,7 @@ async fn a_penalized_fixed_window_reports_its_violations_from_its_marked_window(
         [2, 2, 0, 1],
         "a new window: the key, then the violations key, read; TIME"
     );
-    let state = keys::state_key("sluice", &c.key);
+    let state = KeyNames::new("sluice", &c.key).state;
     assert!(held_in(&server, &state) < 0, "no violations: not flagged");
     assert_eq!(server.cli(&["CONFIG", "RESETSTAT"]), "OK");
     let admitted = decide(1).await;
@@ -194,7 +194,7 @@ async fn a_rule_of_fixed_windows_admits_in_their_marked_windows_without_reading_
     ];
     assert_eq!(writes.map(calls), [4, 2, 1, 0, 0, 0, 0, 0]);
     assert_eq!(first.now_us.get() % 1000, 0, "Redis' time, to the ms");
-    let state = |i: usize| keys::state_key("sluice", &rule[i].key);
+    let state = |i: usize| KeyNames::new("sluice", &rule[i].key).state;
     for (i, o) in first.outcomes.iter().enumerate() {
         let end_us = first.now_us + o.reset_after_us;
         assert_eq!(

@@ -10,7 +10,7 @@ use common::{S, call, redis_now, redis_store, step};
 use sluice::Micros;
 use sluice::algorithm::penalty;
 use sluice::model::Algorithm;
-use sluice::store::redis::keys;
+use sluice::store::redis::KeyNames;
 use sluice_test_support::RedisServer;
 
 /// A block imposed on Redis TIME leaves a marker that expires with it; a one-limit fixed window
@@ -26,7 +26,7 @@ async fn a_block_whose_marker_expires_with_it_is_answered_without_reading_time()
     assert!(decide().await.outcomes[0].allowed);
     let banned = decide().await;
     let until = banned.outcomes[0].blocked_until_us.expect("banned");
-    let marker = server.cli(&["GET", &keys::state_key("sluice", &c.key)]);
+    let marker = server.cli(&["GET", &KeyNames::new("sluice", &c.key).state]);
     let forget = banned.now_us + 7200 * S;
     assert_eq!(
         marker,
@@ -82,7 +82,7 @@ async fn a_block_whose_marker_expires_with_it_is_answered_without_reading_time()
     let blocked = decide().await.outcomes[0]
         .blocked_until_us
         .expect("blocked");
-    let marker = server.cli(&["GET", &keys::state_key("sluice", &d.key)]);
+    let marker = server.cli(&["GET", &KeyNames::new("sluice", &d.key).state]);
     assert_eq!(marker, format!("B{}", blocked.get()));
     assert_eq!(server.cli(&["CONFIG", "RESETSTAT"]), "OK");
     assert_eq!(decide().await.outcomes[0].blocked_until_us, Some(blocked));
@@ -110,7 +110,7 @@ async fn a_blocked_gcra_limit_is_answered_without_reading_time() {
     let until = decide().await.outcomes[0]
         .blocked_until_us
         .expect("blocked");
-    let marker = server.cli(&["GET", &keys::state_key("sluice", &g.key)]);
+    let marker = server.cli(&["GET", &KeyNames::new("sluice", &g.key).state]);
     assert_eq!(marker, format!("B0{}", until.get()));
     assert_eq!(server.cli(&["CONFIG", "RESETSTAT"]), "OK");
     for _ in 0..3 {
@@ -166,7 +166,7 @@ async fn a_banned_gcra_limit_is_answered_without_reading_time() {
     let decide = || decide_one(&store, &h);
     assert!(decide().await.outcomes[0].allowed);
     assert!(!decide().await.outcomes[0].allowed);
-    server.cli(&["DEL", &keys::state_key("sluice", &h.key)]);
+    server.cli(&["DEL", &KeyNames::new("sluice", &h.key).state]);
     let admitted = decide().await.outcomes[0];
     assert!(admitted.allowed);
     assert_eq!((admitted.violations, admitted.warning), (1, true));

@@ -55,7 +55,7 @@ async fn memory_usage_per_algorithm() {
             .unwrap();
         let attrs = [("ip", "203.0.113.9")];
         let call = limiter.keys("login", &attrs).unwrap().remove(0);
-        let key = sluice::store::redis::keys::state_key("sluice", &call);
+        let key = sluice::store::redis::KeyNames::new("sluice", &call).state;
         let mut report = Vec::new();
         for (done, target) in [(0, 1), (1, 11), (11, 100), (100, 1000)] {
             for i in done..target {
@@ -73,13 +73,12 @@ async fn memory_usage_per_algorithm() {
         if algorithm == Algorithm::Gcra {
             // A denial records a violation and bans.
             limiter.check("login", &attrs).await.unwrap();
-            use sluice::store::redis::keys::{Part, key as part_key};
             println!(
                 "block marker: {} B, parked state: {} B, block: {} B, violations: {} B",
                 usage(&key),
                 usage(&format!("{key}:h")),
-                usage(&part_key("sluice", &call, Part::Block)),
-                usage(&part_key("sluice", &call, Part::Violations))
+                usage(&sluice::store::redis::KeyNames::new("sluice", &call).block),
+                usage(&sluice::store::redis::KeyNames::new("sluice", &call).violations)
             );
         }
     }

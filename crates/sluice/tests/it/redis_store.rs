@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use common::{Harness, S, call, redis_store, step};
 use sluice::algorithm::Mode;
 use sluice::model::{Algorithm, Limit, Penalty};
-use sluice::store::redis::{RedisOptions, RedisStore, keys};
+use sluice::store::redis::{KeyNames, RedisOptions, RedisStore};
 use sluice::{Clock, ManualClock, Micros, Rule, Store, SystemClock};
 use sluice_test_support::RedisServer;
 
@@ -43,7 +43,7 @@ async fn a_thousand_units_in_one_millisecond_are_a_thousand_members() {
     }
     assert_eq!(admitted, 1000, "all within the limit, at one instant");
     assert!(!h.one(&c).await.allowed, "the 1,001st is denied");
-    let zset = &keys::state_key("sluice", &c.key);
+    let zset = &KeyNames::new("sluice", &c.key).state;
     assert_eq!(h.server().cli(&["ZCARD", zset]), "1000");
     let scores = h.server().cli(&["ZRANGE", zset, "0", "-1", "WITHSCORES"]);
     let now = h.now_us().get().to_string();
@@ -131,7 +131,7 @@ async fn every_key_expires_exactly_when_it_stops_mattering() {
         for ip in ["1.1.1.1", "2.2.2.2"] {
             let keys_of = limiter.keys(name, &[("ip", ip)]).unwrap();
             for (c, limit) in keys_of.iter().zip(&rule.limits) {
-                algorithms.insert(keys::state_key("sluice", c), limit.algorithm);
+                algorithms.insert(KeyNames::new("sluice", c).state, limit.algorithm);
             }
         }
     }
@@ -241,7 +241,7 @@ async fn every_key_expires_exactly_when_it_stops_mattering() {
     let left = server.cli(&["--scan", "--pattern", "sluice:b-gcra:*:{ip=1.1.1.1}:*"]);
     assert_eq!(left, "");
     for c in limiter.keys("b-gcra", &[("ip", "1.1.1.1")]).unwrap() {
-        let state = keys::state_key("sluice", &c);
+        let state = KeyNames::new("sluice", &c).state;
         assert!(
             server.cli(&["GET", &state]).parse::<u64>().is_ok(),
             "{state}"
@@ -252,7 +252,7 @@ async fn every_key_expires_exactly_when_it_stops_mattering() {
     let left = server.cli(&["--scan", "--pattern", "sluice:b-gcra:*:{ip=2.2.2.2}:*"]);
     assert_eq!(left, "");
     for c in limiter.keys("b-gcra", &[("ip", "2.2.2.2")]).unwrap() {
-        let state = keys::state_key("sluice", &c);
+        let state = KeyNames::new("sluice", &c).state;
         assert_eq!(server.cli(&["EXISTS", &state, &format!("{state}:h")]), "0");
     }
 }
@@ -279,7 +279,7 @@ async fn expiries_are_whole_milliseconds_rounded_up() {
         .unwrap();
     let pttl: i64 = h
         .server()
-        .cli(&["PTTL", &keys::state_key("exact", &c.key)])
+        .cli(&["PTTL", &KeyNames::new("exact", &c.key).state])
         .parse()
         .unwrap();
     assert!((3000..=3334).contains(&pttl), "{pttl}");
@@ -320,8 +320,15 @@ async fn hostile_identities_cannot_break_their_key_or_collide() {
         values.len() * 3,
         "one block marker, one parked state and one block each"
     );
-    let hash = keys::limit_hash("login", "user-gcra-1h");
-    let state_head = format!("sluice:{}", std::str::from_utf8(&hash).unwrap());
+    let limit_keys = KeyNames::new(
+        "sluice",
+        &sluice::store::LimitKey {
+            rule: "login".into(),
+            limit_id: "user-gcra-1h".into(),
+            identity: String::new(),
+        },
+    );
+    let state_head = limit_keys.state.trim_end_matches("{}").to_string();
     for key in &names {
         assert!(key.len() < 120, "{key}");
         assert_eq!(key.matches('{').count(), 1, "{key}");
@@ -723,7 +730,9 @@ async fn block_listings_page_through_redis_and_skip_bad_values() {
             .unwrap();
     }
     let calls = limiter.keys("login", &[("ip", "10.0.0.0")]).unwrap();
-    let bad = keys::key("sluice", &calls[0], keys::Part::Block).replace("10.0.0.0", "junk");
+    let bad = KeyNames::new("sluice", &calls[0])
+        .block
+        .replace("10.0.0.0", "junk");
     h.server().cli(&["SET", &bad, "not a number", "EX", "600"]);
 
     let listing = sluice::conformance::list_blocks(&limiter, "login", 10).await;

@@ -380,13 +380,18 @@ impl InvalidationListener for DenialCache {
     }
 }
 
-/// How much earlier than its reported retry time a float algorithm may admit (invariant 2).
+/// How much earlier than its reported retry time a float algorithm may admit (invariant 2). The
+/// match names every algorithm: a new one says whether it computes in floats.
 fn float_margin_us(step: &LimitStep) -> Micros {
     match step.algorithm {
         Algorithm::TokenBucket | Algorithm::LeakyBucket => {
             step.params.time_to_drain(LEVEL_EPSILON) + Micros::new(2)
         }
-        _ => Micros::ZERO,
+        Algorithm::SlidingLog
+        | Algorithm::SlidingWindow
+        | Algorithm::FixedWindow
+        | Algorithm::Gcra
+        | Algorithm::Concurrency => Micros::ZERO,
     }
 }
 

@@ -37,25 +37,24 @@
 use std::collections::BTreeMap;
 
 use futures::future::join_all;
-use redis::Script;
 
 use super::keys::{self, Part};
 use super::script::prelude;
+use super::source;
 use super::{RedisStore, slot, store_error};
 use crate::algorithm::{LimitOutcome, Mode};
 use crate::model::Micros;
 use crate::store::{LeaseCall, LimitCall, StoreError, StoreReply};
 
-/// The give-back script: prelude, `lua/fixed_window.lua` (how a window's count is held) and
-/// `lua/give_back.lua`.
-pub const GIVE_BACK: &str = concat!(
-    prelude!(),
-    include_str!("lua/fixed_window.lua"),
-    include_str!("lua/give_back.lua")
-);
+/// The give-back script: the prelude, then `lua/give_back.lua` with each algorithm's
+/// `give_back` section (see `source::with_sections`).
+pub(super) fn give_back_text() -> String {
+    let driver = source::with_sections(include_str!("lua/give_back.lua"), source::GIVE_BACK);
+    format!("{}{driver}", prelude())
+}
 
 /// Values the give-back script reads per limit (`GIVE_BACK_ARGS` in `give_back.lua`).
-pub const GIVE_BACK_ARGS: usize = 5;
+pub(super) const GIVE_BACK_ARGS: usize = 5;
 
 /// The indices of `calls`, grouped by the slot of their keys, in ascending slot order.
 pub fn groups(prefix: &str, calls: &[LimitCall]) -> Vec<Vec<usize>> {
@@ -199,7 +198,7 @@ impl RedisStore {
         if took.is_empty() {
             return Ok(());
         }
-        let script = &self.inner.give_back;
+        let script = &self.inner.scripts.give_back;
         let mut invocation = script.prepare_invoke();
         invocation.arg(self.client_now_arg());
         invocation.arg(at.get());
@@ -232,17 +231,12 @@ fn returned(o: &mut LimitOutcome, call: &LimitCall) {
         .min(p.capacity.max(p.count));
 }
 
-/// The give-back script, hashed once.
-pub fn script() -> Script {
-    Script::new(GIVE_BACK)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn the_script_header_matches() {
-        assert!(GIVE_BACK.contains(&format!("local GIVE_BACK_ARGS = {GIVE_BACK_ARGS}")));
+        assert!(give_back_text().contains(&format!("local GIVE_BACK_ARGS = {GIVE_BACK_ARGS}\n")));
     }
 }

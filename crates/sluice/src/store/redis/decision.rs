@@ -1,28 +1,42 @@
 //! One decision on one server or slot: the one-limit or rule script when the request's shape
-//! allows it, and the general decision for everything else or for what that script left (`{}`); and
-//! the same call spelled out as a command ([`RedisStore::decide_command`]), for the load tool.
+//! allows it, and the general decision for everything else or for what that script left
+//! (declined); and the same call spelled out as a command ([`RedisStore::command_for`]), for
+//! measuring Redis' own ceiling and for debugging.
 
 use std::sync::atomic::Ordering;
 
-use redis::{Arg, Cmd, ErrorKind, FromRedisValue, Script, ServerErrorKind, Value};
+use redis::{Arg, Cmd, ErrorKind, Script, ServerErrorKind, Value};
 
 use super::keys::{self, Part};
-use super::{RedisStore, marked_reply, script, store_error, wire};
+use super::reply::{self, Kind};
+use super::{RedisStore, script, store_error, wire};
+use crate::Error;
 use crate::algorithm::Mode;
 use crate::clock::{Clock, SystemClock};
+use crate::limiter::{Attributes, Check, Limiter};
 use crate::model::Micros;
 use crate::store::{LimitCall, StoreError, StoreReply};
 
 impl RedisStore {
-    /// The command, name first, that decides `calls` as
-    /// [`Store::decide`](crate::store::Store::decide) sends it (`EVALSHA` of a one-limit or rule
-    /// script, or `FCALL` of the general decision). For running the decision on its own (the load tool
-    /// feeds it to `redis-benchmark` to measure Redis' ceiling for Sluice) and for debugging.
-    pub fn decide_command(
+    /// The Redis command, name first, that decides one unit of `rule` for `attributes` under
+    /// `limiter`'s rules as this store sends it for a request alone (`EVALSHA` of a one-limit or
+    /// rule script, or `FCALL` of the general decision), its keys named as this store names
+    /// them. For running the decision on its own — `redis-benchmark` fed this command measures
+    /// what Redis itself can do for Sluice — and for debugging. Load the scripts first
+    /// ([`RedisStore::load_scripts`]).
+    pub fn command_for(
         &self,
-        calls: &[LimitCall],
-        mode: Mode,
-    ) -> Result<Vec<String>, StoreError> {
+        limiter: &Limiter,
+        rule: &str,
+        attributes: &(impl Attributes + ?Sized),
+    ) -> Result<Vec<String>, Error> {
+        let calls = limiter.calls(rule, attributes, Check::ONE)?;
+        Ok(self.decide_command(&calls, Mode::Apply)?)
+    }
+
+    /// The command, name first, that decides `calls` as
+    /// [`Store::decide`](crate::store::Store::decide) sends it.
+    fn decide_command(&self, calls: &[LimitCall], mode: Mode) -> Result<Vec<String>, StoreError> {
         let scripts = &self.inner.scripts;
         if let Some(shaped) = scripts.shaped_for(calls, mode) {
             let cmd = self.shaped_command(&shaped.script, calls)?;
@@ -103,6 +117,12 @@ impl RedisStore {
         calls: &[LimitCall],
         mode: Mode,
     ) -> Result<StoreReply, StoreError> {
+        let latest_us = Micros::new(self.inner.latest_us.load(Ordering::Relaxed));
+        let reading = reply::Reading {
+            calls,
+            local_now_us: &|| SystemClock.now_us(),
+            latest_us,
+        };
         if let Some(shaped) = self.inner.scripts.shaped_for(calls, mode) {
             let reply = if self.inner.conn.is_cluster() {
                 let cmd = self.shaped_command(&shaped.script, calls)?;
@@ -110,31 +130,23 @@ impl RedisStore {
             } else {
                 self.decide_shared(&shaped, calls).await?
             };
-            let reply: Vec<i64> = match reply {
-                Value::BulkString(text) if text.first() == Some(&b'B') => {
-                    wire::parse_marker_text(&text)?
+            let marked = matches!(
+                reply::kind(&reply),
+                Some(Kind::Packed | Kind::MarkedKeys | Kind::MarkedBlock)
+            );
+            if let Some((now_us, outcomes)) = reply::decode(reply, &reading)? {
+                // A marked reply's time is known to the millisecond only: it is not kept.
+                if !marked {
+                    self.saw_time(now_us);
                 }
-                Value::BulkString(text) => marked_reply::text_values(&text)?,
-                Value::Int(packed) => vec![packed],
-                reply => Vec::from_redis_value(reply)
-                    .map_err(|e| StoreError::permanent("redis", e.to_string()))?,
-            };
-            if let Some((now_us, outcomes)) = marked_reply::parse_marked_reply(
-                &reply,
-                calls,
-                || SystemClock.now_us(),
-                Micros::new(self.inner.latest_us.load(Ordering::Relaxed)),
-            )? {
-                return Ok(StoreReply { now_us, outcomes });
-            }
-            if let Some((now_us, outcomes)) = wire::parse_shaped_reply(&reply, calls.len())? {
-                self.saw_time(now_us);
                 return Ok(StoreReply { now_us, outcomes });
             }
         }
         let (keys, args) = self.general_parts(calls, mode)?;
         let reply = self.call_general(&keys, &args).await?;
-        let (now_us, outcomes) = wire::parse_reply(&reply, calls.len())?;
+        let (now_us, outcomes) = reply::decode(reply, &reading)?.ok_or_else(|| {
+            StoreError::permanent("redis", "the general decision declined a request")
+        })?;
         self.saw_time(now_us);
         Ok(StoreReply { now_us, outcomes })
     }
@@ -159,7 +171,7 @@ impl RedisStore {
     }
 
     /// Keeps the latest time Redis reported to the µs, which a marked reply's, known only to the
-    /// millisecond, must not fall behind (see [`marked_reply::parse_marked_reply`]). Only on Redis
+    /// millisecond, must not fall behind (see `marked_reply::parse_marked_reply`). Only on Redis
     /// `TIME`: on a client's clock no reply is marked.
     fn saw_time(&self, now_us: Micros) {
         if self.inner.clock.is_none() {

@@ -13,10 +13,10 @@ use super::{RedisStore, store_error};
 use crate::store::StoreError;
 
 /// The policies under which Redis may evict a key that has not expired.
-pub const RISKY: [&str; 3] = ["allkeys-lru", "allkeys-lfu", "allkeys-random"];
+pub const RISKY_EVICTION_POLICIES: [&str; 3] = ["allkeys-lru", "allkeys-lfu", "allkeys-random"];
 
 impl RedisStore {
-    /// Redis' `maxmemory-policy` when it may evict live counters (see [`RISKY`]), on the server
+    /// Redis' `maxmemory-policy` when it may evict live counters (see [`RISKY_EVICTION_POLICIES`]), on the server
     /// or, on a Cluster, on any primary; `None` when no node may. An error when `CONFIG GET` is
     /// refused (managed services often rename or forbid it).
     pub async fn eviction_risk(&self) -> Result<Option<String>, StoreError> {
@@ -39,7 +39,7 @@ impl RedisStore {
                 .and_then(|v| redis::from_redis_value(v).map_err(Into::into))
                 .map_err(store_error)?;
             if let Some(policy) = config.get("maxmemory-policy")
-                && RISKY.contains(&policy.as_str())
+                && RISKY_EVICTION_POLICIES.contains(&policy.as_str())
             {
                 return Ok(Some(policy.clone()));
             }

@@ -4,7 +4,7 @@
 //! FLUSH`). `FUNCTION LOAD` goes to every primary of a Cluster; replicas receive it from theirs.
 //!
 //! A server that refuses functions (before Redis 7, or an ACL without `FUNCTION`) gets the same
-//! code as the script `DECIDE` (`EVALSHA`), from then on: the store remembers the refusal.
+//! code as the script `Scripts::decide` (`EVALSHA`), from then on: the store remembers the refusal.
 
 use std::sync::atomic::Ordering;
 
@@ -53,7 +53,7 @@ impl RedisStore {
         &self,
         keys: &[String],
         args: &[String],
-    ) -> Result<Vec<i64>, StoreError> {
+    ) -> Result<redis::Value, StoreError> {
         let mut conn = self.inner.conn.clone();
         if !self.inner.no_functions.load(Ordering::Relaxed) {
             let mut fcall = redis::cmd("FCALL");

@@ -22,10 +22,11 @@
 //! | --- | --- | --- |
 //! | `sliding_log` | one member `"<start, 16 digits>:<units>"` per recorded request, score = time; `start` counts the units recorded before it, so a count is one subtraction | ZSET |
 //! | `sliding_window` | field = bucket index, value = units; stale buckets deleted by the script (Redis 7.0 has no `HEXPIRE`) | HASH |
-//! | `fixed_window` | `-(slot × 2^25 + count)`, slot = window index mod (2^28 − 1) + 1: one integer, counted by `DECRBY`; flagged `slot × 2^25 + (2^25 − 1 − count)` while a penalty remembers violations | integer |
+//! | `fixed_window` | `-(slot × 2^25 + count)`, slot = window index mod (2^28 − 1) + 1 (`source::FIXED_WINDOW_M`, `FIXED_WINDOW_SLOTS`): one integer, counted by `DECRBY`; flagged `slot × 2^25 + (2^25 − 1 − count)` while a penalty remembers violations | integer |
 //! | `token_bucket` | `t<used level>:<last>` | string |
 //! | `gcra` | the tat (µs) | integer |
 //! | `leaky_bucket` | `l<queue level>:<last>` | string |
+//! | `concurrency` | one member per lease, its token scored by its end; `u<token>` scored -units for a lease of several units, `#` scored -(their extra units) | ZSET |
 //!
 //! Every key is written with a whole-millisecond expiry, rounded up (absolute, `PEXPIREAT` /
 //! `SET PXAT`, from the `TIME` the decision read; relative, `PEXPIRE` / `SET PX`, on a client's

@@ -5,7 +5,7 @@
 //! and runs each algorithm through generic look and record functions: for two limits it costs
 //! Redis about 3.5× one limit's script. A rule script is written for its limits instead
 //! ([`many_text`]): `lua/now.lua`, `lua/idiv.lua` (when a part divides) and `lua/many_head.lua`,
-//! then each limit's constants and the look of its `lua/many_<algorithm>.lua` part, then the
+//! then each limit's constants and the look of its `lua/<algorithm>.lua#many` part, then the
 //! records, made only once every enforcing limit passes, then the reply. A call carries the time and each limit's
 //! cost. Each part's locals carry the limit's number (the part's `@`), so a limit's look and its
 //! record share them.
@@ -24,29 +24,13 @@ use std::fmt::Write;
 
 use super::one_script::{self, Shape};
 use super::script::NOW;
-use crate::model::{Micros, REGISTRY};
+use super::source;
+use crate::model::Micros;
 
 /// Most limits a rule script decides (Lua allows a function 200 locals, and each limit's part
 /// keeps up to 20).
 pub const MAX_LIMITS: usize = 8;
 
-/// The parts of the rule scripts, in registry order ([`crate::model::REGISTRY`]: index = wire code
-/// - 1), each its look, then the line `--@record`, then its record.
-const MANY: [Option<&str>; REGISTRY.len()] = [
-    Some(include_str!("lua/many_sliding_log.lua")),
-    Some(include_str!("lua/many_sliding_window.lua")),
-    Some(include_str!("lua/many_fixed_window.lua")),
-    Some(include_str!("lua/many_token_bucket.lua")),
-    Some(include_str!("lua/many_gcra.lua")),
-    None,
-    None,
-];
-
-const RECORD: &str = "--@record\n";
-
-/// A fixed window's count in its marked window, then the line `--@fresh`, then the completing of
-/// a window's key that the count made, then the line `--@undo`, then its undoing.
-const MARKED: &str = include_str!("lua/many_marked.lua");
 const FRESH: &str = "--@fresh\n";
 const UNDO: &str = "--@undo\n";
 
@@ -59,24 +43,17 @@ fn part(shape: &Shape) -> Option<(&'static str, &'static str)> {
     if shape.count_denied {
         return None;
     }
-    let text = MANY
-        .get(usize::from(shape.code).checked_sub(1)?)
-        .copied()
-        .flatten()?;
-    text.split_once(RECORD)
+    let (look, record) = source::forms(shape.algorithm).many.as_ref()?;
+    Some((look, record))
 }
 
-/// The opening of a rule script whose limits are all marked fixed windows
-/// (`lua/many_marked.lua`): on Redis `TIME` it counts each of the `limits` limits in its marked
-/// window, completes the keys of the windows it starts and answers, or undoes what it counted
-/// and reads `TIME` for the decision that follows.
-fn marked_counts(limits: usize) -> String {
-    let (count, rest) = MARKED
-        .split_once(FRESH)
-        .expect("many_marked.lua has a fresh marker");
-    let (fresh, undo) = rest
-        .split_once(UNDO)
-        .expect("many_marked.lua has an undo marker");
+/// The opening of a rule script whose limits are all marked fixed windows, from `marked`, their
+/// `fixed_window.lua#many_marked`: on Redis `TIME` it counts each of the `limits` limits in its
+/// marked window, completes the keys of the windows it starts and answers, or undoes what it
+/// counted and reads `TIME` for the decision that follows.
+fn marked_counts(marked: &str, limits: usize) -> Option<String> {
+    let (count, rest) = marked.split_once(FRESH)?;
+    let (fresh, undo) = rest.split_once(UNDO)?;
     let each = |part: &str| {
         (1..=limits)
             .map(|n| part.replace('@', &n.to_string()))
@@ -86,7 +63,7 @@ fn marked_counts(limits: usize) -> String {
         .map(|n| format!("r_{n}, ttl_{n}"))
         .collect::<Vec<_>>()
         .join(", ");
-    format!(
+    Some(format!(
         "\n-- counted in marked windows, without the time\nif not now then\nlocal all, fresh = true, false\n{}\
          if all then\n  if fresh then\n    local t = redis.call('TIME')\n    now = t[1] * 1000000 + t[2]\n{}  end\n  \
          return {{ {values} }}\nend\n{}\
@@ -95,7 +72,7 @@ fn marked_counts(limits: usize) -> String {
         each(count),
         each(fresh),
         each(undo),
-    )
+    ))
 }
 
 /// The text of the rule script for limits of `shapes`, in order, on a store whose shortest
@@ -112,10 +89,13 @@ pub fn many_text(shapes: &[Shape], min_ttl: Micros) -> Option<String> {
         .any(|(look, record)| look.contains("idiv(") || record.contains("idiv("));
     let marked = shapes
         .iter()
-        .all(|s| !s.guarded && one_script::marked(s, min_ttl));
+        .all(|s| !s.guarded && one_script::marked(s, min_ttl))
+        .then(|| source::forms(shapes[0].algorithm).many_marked.as_deref())
+        .flatten();
     let mut text = format!(
-        "local min_ttl, marked, now_at = {}, {marked}, {}\n{NOW}{}{}",
+        "local min_ttl, time_deferred, now_at = {}, {}, {}\n{NOW}{}{}",
         min_ttl.get(),
+        marked.is_some(),
         shapes.len() + 1,
         if divides {
             include_str!("lua/idiv.lua")
@@ -139,8 +119,8 @@ pub fn many_text(shapes: &[Shape], min_ttl: Micros) -> Option<String> {
         violations_keys.push(key + 1);
         key += if shape.warn_after.is_some() { 2 } else { 1 };
     }
-    if marked {
-        text.push_str(&marked_counts(shapes.len()));
+    if let Some(marked) = marked {
+        text.push_str(&marked_counts(marked, shapes.len())?);
     }
     let mut records = String::new();
     let mut enforced = Vec::new();
@@ -198,19 +178,22 @@ mod tests {
     use crate::model::Algorithm;
 
     fn shape(algorithm: Algorithm, count: u64) -> Shape {
-        Shape::plain(algorithm.wire_code(), count)
+        Shape::plain(algorithm, count)
     }
 
     #[test]
     fn every_part_has_a_look_and_a_record_and_every_name_is_numbered() {
         for algorithm in Algorithm::ALL {
-            let Some(text) = MANY[usize::from(algorithm.wire_code()) - 1] else {
+            let Some((look, record)) = source::forms(algorithm).many.as_ref() else {
+                assert!(
+                    source::forms(algorithm).one.is_none(),
+                    "{algorithm}: a one-limit script without a rule part"
+                );
                 continue;
             };
-            let (look, record) = text.split_once(RECORD).expect("a look and a record");
             assert!(look.contains("local allowed_@") && look.contains("remaining_@"));
             assert!(record.contains("remaining_@ ="), "{}", algorithm.name());
-            assert!(!record.contains(RECORD));
+            assert!(!record.contains(source::RECORD));
         }
         let text = many_text(
             &[
@@ -222,7 +205,7 @@ mod tests {
         .expect("a rule script");
         assert!(!text.contains('@'), "every part's names are numbered");
         assert!(text.starts_with(&format!(
-            "local min_ttl, marked, now_at = 0, false, 3\n{NOW}"
+            "local min_ttl, time_deferred, now_at = 0, false, 3\n{NOW}"
         )));
         assert!(text.contains("local limit_2, window_2, capacity_2 = 100, 60000000, 100\n"));
         assert!(text.contains("if allowed_1 and allowed_2 then\n"));
@@ -243,7 +226,7 @@ mod tests {
         let window = shape(Algorithm::FixedWindow, 5);
         let text = many_text(&[window; 3], Micros::ZERO).expect("a rule script");
         assert!(!text.contains('@'), "every part's names are numbered");
-        assert!(text.starts_with("local min_ttl, marked, now_at = 0, true, 4\n"));
+        assert!(text.starts_with("local min_ttl, time_deferred, now_at = 0, true, 4\n"));
         let counts = text
             .find("if not now then\nlocal all, fresh = true, false\n")
             .expect("counts");

@@ -1,19 +1,34 @@
-//! The reply of fixed windows admitted in their marked windows (`lua/one_fixed_window.lua`,
-//! `lua/many_marked.lua`): each key's value and its PTTL (for one limit, packed into one number:
-//! `packed_reply`), from which the store rebuilds the outcomes and Redis' time. The only reply
-//! decoded with the limits' own numbers and a local clock.
+//! The reply of fixed windows admitted in their marked windows (`lua/fixed_window.lua#one`,
+//! `lua/fixed_window.lua#many_marked`): each key's value and its PTTL (for one limit, packed into
+//! one number: `packed_reply`), from which the store rebuilds the outcomes and Redis' time. The
+//! only reply decoded with the limits' own numbers and a local clock.
+//!
+//! # Marked windows
+//! On Redis `TIME`, a key holding a count expires at its window's end, rounded up to the
+//! millisecond (`PXAT`, from `TIME`, as every script writes it). When that end is a whole
+//! millisecond (a window of whole milliseconds) and nothing makes keys outlive their window
+//! (`min_ttl` 0), the key's expiry marks its window: a PTTL of at least 1 ms means Redis' clock
+//! is still before the window's end, and at or after its start, when the count was first written.
+//! An admission in such a window needs no `TIME`, which costs Redis more than the `DECRBY`.
+//!
+//! The store reads the count and the slot, finds the window from the slot and its own clock (any
+//! clock within a day of Redis' finds the same one), and Redis' time from the window's end and
+//! the PTTL, to the millisecond, raised within it to the latest time Redis reported to the store
+//! ([`parse_marked_reply`]). A PTTL longer than the window (a key written for a longer window) is
+//! not taken as a mark; a key written for a shorter one (a limit whose window was changed) counts
+//! as this window's until it ends, as if the change had been made then.
 
 use smallvec::{SmallVec, smallvec};
 
 use super::packed_reply::{self, Unpacked};
-use super::wire;
+use super::{source, wire};
 use crate::algorithm::LimitOutcome;
 use crate::model::Micros;
 use crate::store::{LimitCall, StoreError};
 
-/// How a fixed window's key holds its count: -(slot * 2^25 + count) (`lua/fixed_window.lua`).
-const FIXED_WINDOW_M: i64 = 1 << 25;
-const FIXED_WINDOW_SLOTS: i64 = 268_435_455;
+/// How a fixed window's key holds its count: -(slot * M + count) (`lua/fixed_window.lua`).
+const FIXED_WINDOW_M: i64 = source::FIXED_WINDOW_M as i64;
+const FIXED_WINDOW_SLOTS: i64 = source::FIXED_WINDOW_SLOTS as i64;
 
 /// What one key's value and PTTL tell: a count in its marked window, or a block in force; the
 /// end of either and the start of the millisecond Redis read the PTTL in, in µs.
@@ -106,7 +121,7 @@ fn in_window(
     })
 }
 
-/// A marked block's answer as one value (`lua/one_fixed_window.lua`, `lua/one_gcra.lua`):
+/// A marked block's answer as one value (`lua/fixed_window.lua#one`, `lua/gcra.lua#one`):
 /// `<PTTL>B0<end>`, then with a penalty's violations key ` <count> <end>`; as the values
 /// `[end, PTTL]` or `[end, PTTL, count, end]` that [`parse_marked_reply`] decodes.
 pub fn text_values(text: &[u8]) -> Result<Vec<i64>, StoreError> {
@@ -122,10 +137,10 @@ pub fn text_values(text: &[u8]) -> Result<Vec<i64>, StoreError> {
 }
 
 /// Decodes an answer from marked keys: `{ the key's value, its PTTL in ms }` per limit, from a
-/// one-limit fixed window (`lua/one_fixed_window.lua`: an admission in its marked window, or a
+/// one-limit fixed window (`lua/fixed_window.lua#one`: an admission in its marked window, or a
 /// block in force), then for a guarded one its violations key's count and end (an admission
 /// without them is one number, see `packed_reply`); or from a rule of such limits, unguarded, all
-/// admitted (`lua/many_marked.lua`). `None` for any other reply. Each
+/// admitted (`lua/fixed_window.lua#many_marked`). `None` for any other reply. Each
 /// window is found from its slot and `local_now_us`; Redis' time was each key's end less its TTL,
 /// to the millisecond (Redis 7 reads one time for a whole script; were the PTTLs read in
 /// different milliseconds, the time is kept where every window still runs).

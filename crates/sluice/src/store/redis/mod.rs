@@ -1,27 +1,57 @@
 //! The Redis store: every decision is one atomic script call, one round trip.
 //!
 //! # Layout
+//! Public: [`RedisStore`] (this file) and what a user gives or gets from it: [`RedisOptions`]
+//! (`options`), [`TlsOptions`] (`tls`), [`RedisUrl`], [`Topology`] and [`UrlError`] (`url`),
+//! [`RedisChannel`] (`channel`), [`KeyNames`] (`key_names`), [`LIST_BUDGET`] (`admin`),
+//! [`RISKY_EVICTION_POLICIES`] (`eviction`). Everything else is the store's own plumbing:
 //! - `mod.rs` (this file): [`RedisStore`], its connection and the [`Store`] operations;
-//! - `decision`: one decision on one server or slot, through a one-limit or rule script or the
-//!   general one; `shared_call`: concurrent decisions of one shape in one call, with the
-//!   script `shared_script` makes;
-//! - [`keys`]: key names and parsing them back;
-//! - [`script`]: the Lua scripts (`lua/*.lua`, joined at compile time), which one decides a
-//!   request; [`one_script`]: the one-limit scripts made for each limit, its constants written
-//!   in; `many_script`: the rule scripts made for each rule of several limits; `shape_scripts`:
-//!   those made so far; `wire`: their arguments and replies, as each script documents them
-//!   (`marked_reply`: a fixed window's admission in a marked window; `packed_reply`: one limit's,
-//!   as one number).
+//! - deciding: `decision` (one decision on one server or slot, and the command that makes it,
+//!   [`RedisStore::command_for`]); `shared_call` (concurrent decisions of one shape in one call)
+//!   with `shared_script` (the script run once per decision of such a call); `cross_slot` (a
+//!   request whose limits fall in different Cluster slots, and `lua/give_back.lua`); `function`
+//!   (the general decision as a Redis function, `FCALL`, or a script where functions are refused);
+//! - the scripts: `source` (each algorithm's one Lua source, split into its forms, shared
+//!   constants written in); `script` (every script a store loads, and which one decides a
+//!   request); `one_script` (the one-limit scripts, made per limit, its numbers written in);
+//!   `many_script` (the rule scripts, made per rule of several limits); `shape_scripts` (those
+//!   made so far, bounded);
+//! - the replies: `reply` (every reply's kind, decoded in one place); `wire` (the scripts'
+//!   arguments, and the outcome replies); `marked_reply` (fixed windows counted in marked
+//!   windows: values and PTTLs to outcomes and Redis' time); `packed_reply` (one such admission
+//!   as one number);
+//! - keys: `keys` (names, state formats, parsing block keys back), `key_names` (their public
+//!   view), `slot` (Cluster hash slots);
+//! - the other operations: `admin` (reset, block, unblock, block listings), `lease` (releasing
+//!   and renewing concurrency leases), `reservation` (reserving and settling), `channel` (the
+//!   invalidation channel on pub/sub), `eviction` (the start-up check of the eviction policy);
+//! - the connection: `connection` (one type behind one server, Cluster and Sentinel),
+//!   `failover` (following a Sentinel-managed primary), `url`, `tls`, `options`;
+//! - `lua/`: one source per algorithm (`<name>.lua`, sections `general`, `one`, `many`,
+//!   `many_marked`, referred to as `<name>.lua#<section>`), the frames they run in
+//!   (`one_head.lua`, `many_head.lua`, `many_violations.lua`, `now.lua`, `marker_answer.lua`,
+//!   `shared_call.lua`), the general decision (`idiv.lua`, `prelude.lua`, `blocked.lua`,
+//!   `decide.lua`), and the other operations' scripts (`block.lua`, `unblock.lua`,
+//!   `lease.lua`, `settle.lua`, `give_back.lua`).
+//!
+//! # Which script decides a request
+//! | request shape | script | reply (see `reply`) | fallback |
+//! | --- | --- | --- | --- |
+//! | one limit, applied, its algorithm has a `one` section | the one-limit script: the limit's numbers, `now.lua`, `one_head.lua`, `<algorithm>.lua#one` (`EVALSHA`) | outcomes (the time, 4 values; 6 with a block or penalty); a fixed window in its marked window: packed (one integer) or marked keys; a block in force: blocked text, or a marked block's text | declined (`{}`: a block marker it does not answer, another algorithm's state, a sliding log's denial, a guarded limit's denial) → the general decision |
+//! | 2 to 8 limits, applied, each with a `many` section, none `count_denied` | the rule script: `now.lua`, `many_head.lua`, each limit's `<algorithm>.lua#many` look, then the records (`EVALSHA`); all fixed windows counted in marked windows: `fixed_window.lua#many_marked` first | outcomes (4 or 6 values per limit); marked keys | declined (a block marker, a sliding log's denial, a guarded limit's denial) → the general decision |
+//! | the above under load, on one server or Sentinel | the shared script (`shared_call.lua` around the one-limit or rule script): one call for up to 64 decisions | an array of each decision's reply, as above | each declined decision → the general decision, alone |
+//! | anything else: a peek, `count_denied` among several limits, leaky bucket, concurrency, more than 8 limits, more than 1,024 shapes | the general decision: `blocked.lua`, `decide.lua` (`FCALL` of the library; the same as a script where functions are refused) | outcomes (8 values per limit); a one-limit request's block in force answered first | none: it decides every request |
+//! | limits in different Cluster slots | each slot's calls as above, in slot order; `give_back.lua` for what earlier slots consumed when a later one denies | as above | — |
 //!
 //! # One decision, one script call, at the floor
 //! Each decision is one call, or a part of one shared with others of its limit (a script reloaded
 //! on `NOSCRIPT`, a function reloaded when missing), chosen by the request's shape
-//! ([`script::Scripts::shaped_for`]):
-//! - one limit — the common case — runs `lua/one_<algorithm>.lua` (after `lua/one_head.lua`),
+//! (`script::Scripts::shaped_for`):
+//! - one limit — the common case — runs `lua/<algorithm>.lua#one` (after `lua/one_head.lua`),
 //!   written for that algorithm alone so that Redis does what the algorithm needs and no more:
 //!   `TIME`, one read and one write of one key (the fixed window: one `DECRBY`, and instead of
 //!   `TIME` the key's `PTTL` while its window lasts, since its expiry marks the window's end:
-//!   `lua/one_fixed_window.lua`), with the limit's numbers written into the script so that a call
+//!   `lua/fixed_window.lua#one`), with the limit's numbers written into the script so that a call
 //!   carries only the time and the cost. It answers only the case it expects; for anything else (a block marker, another algorithm's state, a
 //!   sliding log denial, whose retry time needs a search) it writes nothing and answers `{}`,
 //!   and the store sends the general decision. A limit with a block or a penalty adds a read of
@@ -39,7 +69,7 @@
 //!   beyond its Lua (on one server or Sentinel; a Cluster spreads identities over nodes);
 //! - anything else runs `lua/decide.lua` after the prelude (`lua/idiv.lua`, `lua/prelude.lua`)
 //!   and one file per algorithm, as the function of a library loaded once (`FCALL`, see
-//!   [`function`]), which restates [`crate::algorithm::step`]: block check, each algorithm's
+//!   `function`), which restates [`crate::algorithm::step`]: block check, each algorithm's
 //!   look (one read), the all-or-nothing records (one write each, only once every enforcing
 //!   limit passes), violations and penalty, block/ban. Only limits with a penalty read a
 //!   violations key; no decision reads a block key (see Keys).
@@ -55,24 +85,24 @@
 //! [`RedisOptions::clock`] set, the client's clock is sent instead (tests use a
 //! [`ManualClock`](crate::ManualClock) and never sleep). Every state records its own times, and
 //! a key expires only once its state stops mattering (on `TIME`, at an absolute instant: see
-//! [`keys`]), so expiry only frees memory.
+//! `keys`), so expiry only frees memory.
 //!
 //! # Keys
 //! The state of a limit for an identity is one short key, `{prefix}:{limit hash}{{identity}}`;
 //! blocks and violations keep readable names that admin listings scan. A block moves the state
 //! aside and leaves a marker in the state key, so decisions see it with the read they make
 //! anyway. The identity is a Redis Cluster hash tag: every key of one identity shares a slot.
-//! Names, state formats, expiries and memory per key: [`keys`].
+//! Names, state formats, expiries and memory per key: `keys` ([`KeyNames`] names them).
 //!
 //! # Deployments: one server, Sentinel, Cluster
 //! [`RedisStore::connect`] takes `redis://`, `redis+sentinel://` and `redis+cluster://` URLs
-//! (`rediss…` for TLS; see [`url`] and [`tls`]); [`connection`] holds the one connection type
-//! behind all three. On one server or a Sentinel-managed primary ([`failover`]), all the limits
+//! (`rediss…` for TLS; see [`RedisUrl`] and [`TlsOptions`]); `connection` holds the one connection type
+//! behind all three. On one server or a Sentinel-managed primary (`failover`), all the limits
 //! of a request are decided in one script call, whatever their identities, so all-or-nothing
-//! holds across limits. On a Cluster the keys of one limit and identity share a slot ([`slot`]),
+//! holds across limits. On a Cluster the keys of one limit and identity share a slot (`slot`),
 //! and limits counted by the same identity share one too: such a request is still one script
 //! call on one node. A request whose limits fall in different slots is decided by the
-//! [`cross_slot`] protocol, which never admits more than any limit allows and may briefly
+//! `cross_slot` protocol, which never admits more than any limit allows and may briefly
 //! under-admit. A global limit (`by: []`) is one key, so one slot on one primary: every decision
 //! of that limit goes to that primary, whose single core bounds it (see BENCHMARKS.md).
 //!
@@ -104,36 +134,47 @@
 //! the side of counting: limits stay safe, a client may lose a unit per timed-out call.
 
 mod admin;
-pub use admin::LIST_BUDGET;
-pub mod channel;
-pub mod connection;
-pub mod cross_slot;
+mod channel;
+mod connection;
+mod cross_slot;
 mod decision;
-pub mod eviction;
-pub mod failover;
+mod eviction;
+mod failover;
 mod function;
-pub mod keys;
+mod key_names;
+mod keys;
 mod lease;
 mod many_script;
 mod marked_reply;
-pub mod one_script;
+mod one_script;
 mod options;
 mod packed_reply;
+mod reply;
 mod reservation;
-pub mod script;
+mod script;
 mod shape_scripts;
 mod shared_call;
 mod shared_script;
-pub mod slot;
-pub mod tls;
-pub mod url;
+mod slot;
+mod source;
+mod tls;
+mod url;
 mod wire;
+
+pub use admin::LIST_BUDGET;
+pub use channel::RedisChannel;
+pub use eviction::RISKY_EVICTION_POLICIES;
+pub use key_names::KeyNames;
+pub use options::RedisOptions;
+pub use tls::TlsOptions;
+use url::redact;
+pub use url::{RedisUrl, Topology, UrlError};
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::time::Duration;
 
-use redis::{RedisError, RetryMethod, Script};
+use redis::{RedisError, RetryMethod};
 
 use super::{
     BlocksCursor, BlocksPage, LeaseCall, LimitCall, LimitKey, ReserveCall, SettleCall, Store,
@@ -145,10 +186,7 @@ use crate::model::Micros;
 use connection::RedisConnection;
 use failover::Dial;
 use keys::Part;
-pub use options::RedisOptions;
 use script::Scripts;
-pub use tls::TlsOptions;
-pub use url::{RedisUrl, Topology, redact};
 
 const NAME: &str = "redis";
 
@@ -166,12 +204,11 @@ struct Inner {
     min_ttl_us: Micros,
     list_budget: Duration,
     scripts: Scripts,
-    /// The server refused functions: the general decision runs as a script (see [`function`]).
+    /// The server refused functions: the general decision runs as a script (see `function`).
     no_functions: AtomicBool,
     /// The latest time Redis reported to the µs (see `RedisStore::saw_time`).
     latest_us: AtomicU64,
-    give_back: Script,
-    /// Where the invalidation channel subscribes (see [`channel`]), and how to dial it.
+    /// Where the invalidation channel subscribes (see `channel`), and how to dial it.
     subscribe_to: Vec<redis::ConnectionInfo>,
     dial: Dial,
 }
@@ -191,7 +228,7 @@ fn store_error(e: RedisError) -> StoreError {
 }
 
 impl RedisStore {
-    /// Opens a store on `url` (see [`url`] for the shapes). Returns promptly even when Redis is
+    /// Opens a store on `url` (see [`RedisUrl`] for the shapes). Returns promptly even when Redis is
     /// down: decisions then degrade per the fail policy until it answers.
     ///
     /// An invalid URL or unreadable certificate file is a permanent error; no error message
@@ -224,7 +261,6 @@ impl RedisStore {
                 scripts: Scripts::new(options.min_ttl.into()),
                 no_functions: AtomicBool::new(false),
                 latest_us: AtomicU64::new(0),
-                give_back: cross_slot::script(),
                 subscribe_to,
                 dial,
             }),
@@ -249,7 +285,7 @@ impl RedisStore {
         self.load_library().await?;
         let mut conn = self.inner.conn.clone();
         let s = &self.inner.scripts;
-        for script in s.all().chain([&self.inner.give_back]) {
+        for script in s.all() {
             script
                 .prepare_invoke()
                 .load_async(&mut conn)

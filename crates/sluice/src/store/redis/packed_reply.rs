@@ -1,5 +1,5 @@
 //! A one-limit fixed window's admission in its marked window as one number
-//! (`lua/one_fixed_window.lua`): the key's count, its window's slot and its PTTL, packed as
+//! (`lua/fixed_window.lua#one`): the key's count, its window's slot and its PTTL, packed as
 //!
 //! `x = ((slot − 1) mod S × (limit + 1) + count) × (window_ms + 1) + PTTL`.
 //!
@@ -91,9 +91,10 @@ pub fn unpack(x: i64, limit: u64, window_us: u64) -> Option<Unpacked> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::source::FIXED_WINDOW_SLOTS;
     use super::*;
 
-    /// As `lua/one_fixed_window.lua` packs it.
+    /// As `lua/fixed_window.lua#one` packs it.
     fn pack(slot: u64, count: u64, ttl_ms: u64, limit: u64, window_us: u64) -> i64 {
         let s = slots(limit, window_us).expect("packable");
         let x = ((slot - 1) % s * (limit + 1) + count) * (window_us / 1000 + 1) + ttl_ms;
@@ -110,14 +111,14 @@ mod tests {
             (10, 86_400_000_000),
         ] {
             let s = slots(limit, window_us).expect("packable");
-            assert_eq!(268_435_455 % s, 0);
-            assert!(DIVISORS.is_sorted() && DIVISORS[63] == 268_435_455);
+            assert_eq!(FIXED_WINDOW_SLOTS % s, 0);
+            assert!(DIVISORS.is_sorted() && DIVISORS[63] == FIXED_WINDOW_SLOTS);
             let window_ms = window_us / 1000;
             assert!(u128::from(s) * u128::from(limit + 1) * u128::from(window_ms + 1) <= 1 << 53);
             assert!(u128::from(s) * u128::from(window_ms) >= MIN_SPAN_MS);
             for (slot, count, ttl) in [
                 (1, 1, 1),
-                (268_435_455, limit, window_ms),
+                (FIXED_WINDOW_SLOTS, limit, window_ms),
                 (77, 1, window_ms.min(2)),
             ] {
                 let x = pack(slot, count, ttl, limit, window_us);
@@ -133,8 +134,8 @@ mod tests {
             }
         }
         // Small numbers keep every slot; larger ones the largest divisor of the period that fits.
-        assert_eq!(slots(10, 60_000_000), Some(268_435_455));
-        assert_eq!(slots(1000, 60_000_000), Some(268_435_455 / 3));
+        assert_eq!(slots(10, 60_000_000), Some(FIXED_WINDOW_SLOTS));
+        assert_eq!(slots(1000, 60_000_000), Some(FIXED_WINDOW_SLOTS / 3));
     }
 
     #[test]

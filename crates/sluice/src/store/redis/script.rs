@@ -1,7 +1,7 @@
 //! The Lua scripts, and which one decides a request.
 //!
 //! Which script decides a request depends on its shape ([`Scripts::shaped_for`]):
-//! - one limit, applied (the common case): `one_<algorithm>.lua`, a script written for that
+//! - one limit, applied (the common case): `<algorithm>.lua#one`, a script written for that
 //!   algorithm alone, at the floor of what Redis must do, and made for the limit itself (its
 //!   constants written into it, see `one_script`). It handles the state it expects and
 //!   answers `{}` for anything else (a block marker, another algorithm's state, for the sliding
@@ -14,8 +14,7 @@
 //!   leaves to the general script what a one-limit script leaves, a sliding log's denial and a
 //!   block marker.
 //! - anything else (a peek, `count_denied` among several limits, what a shaped script left):
-//!   `decide`, the
-//!   prelude, every algorithm and `lua/decide.lua`, which restates [`crate::algorithm::step`].
+//!   `decide`, the prelude, every algorithm's `general` section and `lua/decide.lua`, which restates [`crate::algorithm::step`].
 //!   Its first part, `lua/blocked.lua`, answers a one-limit request of a blocked identity before
 //!   anything else (a blocked identity costs Redis a read), and otherwise keeps its read for the
 //!   look.
@@ -23,7 +22,9 @@
 //! The general decision runs as a Redis function ([`Library`], `FCALL`): the prelude and the
 //! algorithms are defined once, when the library is loaded, where a script defines them again on
 //! every call (about 4.5 µs of Redis time, more than most decisions). The same code is kept as
-//! the script [`DECIDE`] for a server that refuses functions.
+//! the script [`Scripts::decide`] for a server that refuses functions.
+//!
+//! Every script is generated from the Lua sources when a store is made (see `source`).
 //!
 //! The layout of KEYS/ARGV/reply is documented in each script and mirrored by
 //! `store::redis::wire`, which must stay in step with them.
@@ -34,80 +35,46 @@ use redis::Script;
 
 use smallvec::SmallVec;
 
+use super::cross_slot;
 use super::many_script::MAX_LIMITS;
 use super::one_script::Shape;
 use super::shape_scripts::ShapeScripts;
 use super::shared_call::Shaped;
+use super::source::{self, render};
 use crate::algorithm::Mode;
-use crate::model::{Micros, REGISTRY};
+use crate::model::Micros;
 use crate::store::LimitCall;
 
-/// The shared part of every script but the one-limit ones, as one literal: `lua/idiv.lua` and
-/// `lua/prelude.lua` (a macro, so that `concat!` can join it to each script's own parts).
-macro_rules! prelude {
-    () => {
-        concat!(
-            include_str!("lua/idiv.lua"),
-            include_str!("lua/prelude.lua")
-        )
-    };
+/// The shared part of every script but the one-limit ones: `lua/idiv.lua` and
+/// `lua/prelude.lua`, rendered (see [`source`](super::source)).
+pub fn prelude() -> String {
+    render(concat!(
+        include_str!("lua/idiv.lua"),
+        include_str!("lua/prelude.lua")
+    ))
 }
-pub(crate) use prelude;
 
 /// The decision time, the first lines of every script made for a limit or a rule: `lua/now.lua`.
 pub const NOW: &str = include_str!("lua/now.lua");
 
-/// A one-limit script: `lua/one_head.lua` (the time and the cost), the parts it names
-/// (`idiv.lua` for the sliding window and GCRA), then `lua/one_<algorithm>.lua`. Redis runs it
-/// after the limit's constants and [`NOW`] ([`one_script::one_text`](super::one_script::one_text)).
-macro_rules! one {
-    ($($part:literal),+) => {
-        Some(concat!(include_str!("lua/one_head.lua"), $(include_str!(concat!("lua/", $part))),+))
-    };
+/// The general decision's driver: the blocked answer first, then `lua/decide.lua`.
+fn driver() -> String {
+    render(concat!(
+        include_str!("lua/blocked.lua"),
+        include_str!("lua/decide.lua")
+    ))
 }
 
-/// The one-limit scripts' text, in registry order ([`crate::model::REGISTRY`]: index = wire code - 1).
-pub const ONE: [Option<&str>; REGISTRY.len()] = [
-    one!("one_sliding_log.lua"),
-    one!("idiv.lua", "one_sliding_window.lua"),
-    one!("one_fixed_window.lua"),
-    one!("one_token_bucket.lua"),
-    one!("idiv.lua", "one_gcra.lua"),
-    None,
-    None,
-];
-
-/// The definitions the general decision uses, as one literal: the prelude and every algorithm,
-/// in registry order (a macro, so that [`DECIDE`] and [`DEFINITIONS`] share the one list).
-macro_rules! definitions {
-    () => {
-        concat!(
-            prelude!(),
-            include_str!("lua/sliding_log.lua"),
-            include_str!("lua/sliding_window.lua"),
-            include_str!("lua/fixed_window.lua"),
-            include_str!("lua/token_bucket.lua"),
-            include_str!("lua/gcra.lua"),
-            include_str!("lua/leaky_bucket.lua"),
-            include_str!("lua/concurrency.lua"),
-        )
-    };
+/// The definitions the general decision uses: the prelude and every algorithm's `general`
+/// section, in code order.
+fn definitions() -> String {
+    format!("{}{}", prelude(), source::general())
 }
 
-/// The general decision script: the definitions, then the driver (the blocked answer first).
-pub const DECIDE: &str = concat!(
-    definitions!(),
-    include_str!("lua/blocked.lua"),
-    include_str!("lua/decide.lua"),
-);
-
-/// The definitions the general decision uses (see [`definitions!`]).
-const DEFINITIONS: &str = definitions!();
-
-/// The general decision as a function library (`FUNCTION LOAD`): [`DEFINITIONS`] run once when
-/// it loads; the function runs `lua/blocked.lua` and `lua/decide.lua` with `KEYS` and `ARGV` as
-/// its parameters, so the driver's code is the script's, unchanged. The library and function
-/// names carry a hash of the code, so Sluice versions that differ never call each other's.
+/// The general decision as a function library (`FUNCTION LOAD`): the definitions run once when
+/// it loads; the function runs the driver with `KEYS` and `ARGV` as its parameters, so the
+/// driver's code is the script's, unchanged. The library and function names carry a hash of the
+/// code, so Sluice versions that differ never call each other's.
 #[derive(Debug, Clone)]
 pub struct Library {
     /// The source for `FUNCTION LOAD REPLACE`.
@@ -117,48 +84,47 @@ pub struct Library {
 }
 
 impl Library {
-    fn new() -> Library {
-        let driver = concat!(
-            include_str!("lua/blocked.lua"),
-            include_str!("lua/decide.lua")
-        );
-        let hash = Script::new(&format!("{DEFINITIONS}{driver}")).get_hash()[..12].to_string();
+    fn new(definitions: &str, driver: &str) -> Library {
+        let hash = Script::new(&format!("{definitions}{driver}")).get_hash()[..12].to_string();
         let function = format!("sluice_decide_{hash}");
         let source = format!(
-            "#!lua name=sluice_{hash}\n{DEFINITIONS}\nlocal function decide(KEYS, ARGV)\n{driver}\nend\n\
+            "#!lua name=sluice_{hash}\n{definitions}\nlocal function decide(KEYS, ARGV)\n{driver}\nend\n\
              redis.register_function('{function}', decide)\n"
         );
         Library { source, function }
     }
 }
 
-/// The admin block script.
-pub const BLOCK: &str = concat!(prelude!(), include_str!("lua/block.lua"));
+/// The settle script: the prelude, then `lua/settle.lua` with each settling algorithm's
+/// `settle` section (see `source::with_sections`).
+fn settle_text() -> String {
+    let driver = source::with_sections(include_str!("lua/settle.lua"), source::SETTLE);
+    format!("{}{driver}", prelude())
+}
 
-/// The admin unblock script.
-pub const UNBLOCK: &str = concat!(prelude!(), include_str!("lua/unblock.lua"));
-
-/// The release and renew script of concurrency limits' leases.
-pub const LEASE: &str = concat!(prelude!(), include_str!("lua/lease.lua"));
-
-/// The settle script of reservations.
-pub const SETTLE: &str = concat!(prelude!(), include_str!("lua/settle.lua"));
+/// A script of the prelude and the given parts, rendered.
+fn after_prelude(parts: &[&str]) -> String {
+    format!("{}{}", prelude(), render(&parts.concat()))
+}
 
 /// The scripts, hashed once.
 #[derive(Debug)]
 pub struct Scripts {
-    /// See [`ONE`] and `many_script`: made per limit or rule, when it first decides.
+    /// See `one_script` and `many_script`: made per limit or rule, when it first decides.
     pub shaped: ShapeScripts,
-    /// See [`DECIDE`].
+    /// The general decision as a script, for a server that refuses functions: the definitions,
+    /// then the driver.
     pub decide: Script,
-    /// See [`BLOCK`].
+    /// The admin block script (`lua/block.lua`).
     pub block: Script,
-    /// See [`UNBLOCK`].
+    /// The admin unblock script (`lua/unblock.lua`).
     pub unblock: Script,
-    /// See [`LEASE`].
+    /// The release and renew script of concurrency limits' leases (`lua/lease.lua`).
     pub lease: Script,
-    /// See [`SETTLE`].
+    /// The settle script of reservations (`lua/settle.lua`).
     pub settle: Script,
+    /// The give-back script of cross-slot requests (see `cross_slot`).
+    pub give_back: Script,
     /// See [`Library`].
     pub library: Library,
 }
@@ -166,14 +132,16 @@ pub struct Scripts {
 impl Scripts {
     /// Hashes the scripts, for a store whose shortest expiry to write is `min_ttl`.
     pub fn new(min_ttl: Micros) -> Scripts {
+        let (definitions, driver) = (definitions(), driver());
         Scripts {
             shaped: ShapeScripts::new(min_ttl),
-            decide: Script::new(DECIDE),
-            block: Script::new(BLOCK),
-            unblock: Script::new(UNBLOCK),
-            lease: Script::new(LEASE),
-            settle: Script::new(SETTLE),
-            library: Library::new(),
+            decide: Script::new(&format!("{definitions}{driver}")),
+            block: Script::new(&after_prelude(&[include_str!("lua/block.lua")])),
+            unblock: Script::new(&after_prelude(&[include_str!("lua/unblock.lua")])),
+            lease: Script::new(&after_prelude(&[include_str!("lua/lease.lua")])),
+            settle: Script::new(&settle_text()),
+            give_back: Script::new(&cross_slot::give_back_text()),
+            library: Library::new(&definitions, &driver),
         }
     }
 
@@ -186,6 +154,7 @@ impl Scripts {
             &self.unblock,
             &self.lease,
             &self.settle,
+            &self.give_back,
         ]
         .into_iter()
     }
@@ -205,27 +174,44 @@ pub fn guarded(call: &LimitCall) -> bool {
     call.step.block_us.is_some() || call.step.penalty.is_some()
 }
 
+/// Every script a store loads before its first decision, as text.
+#[cfg(test)]
+pub(super) fn texts() -> Vec<String> {
+    let (definitions, driver) = (definitions(), driver());
+    let mut texts = vec![
+        format!("{definitions}{driver}"),
+        Library::new(&definitions, &driver).source,
+        cross_slot::give_back_text(),
+    ];
+    for part in [
+        include_str!("lua/block.lua"),
+        include_str!("lua/unblock.lua"),
+        include_str!("lua/lease.lua"),
+    ] {
+        texts.push(after_prelude(&[part]));
+    }
+    texts.push(settle_text());
+    texts
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::wire::ARGS_PER_LIMIT;
     use super::*;
-    use crate::model::Algorithm;
 
     #[test]
-    fn every_script_starts_with_the_prelude_and_has_a_header() {
-        for s in [DECIDE, BLOCK, UNBLOCK, LEASE, SETTLE] {
-            assert!(s.starts_with(prelude!()));
+    fn every_script_starts_with_the_prelude_and_has_every_constant_written_in() {
+        let texts = texts();
+        for text in &texts {
+            assert!(
+                text.starts_with(&prelude()) || text.starts_with("#!lua name=sluice_"),
+                "{}",
+                &text[..80]
+            );
+            assert!(!text.contains("${"), "a constant left unwritten");
         }
-        let library = Library::new();
-        assert!(library.source.starts_with("#!lua name=sluice_"));
-        assert!(library.source.contains(DEFINITIONS));
-        assert!(DECIDE.contains(include_str!("lua/blocked.lua")));
-        assert!(DECIDE.contains(&format!("local ARGS_PER_LIMIT = {ARGS_PER_LIMIT}")));
-        for a in Algorithm::ALL {
-            if let Some(one) = ONE[usize::from(a.wire_code()) - 1] {
-                assert!(one.starts_with(include_str!("lua/one_head.lua")));
-                assert!(one.contains(&format!("\n-- one_{}: ", a.name())));
-            }
-        }
+        let library = &texts[1];
+        assert!(library.contains(&definitions()));
+        assert!(texts[0].contains(&format!("local ARGS_PER_LIMIT = {ARGS_PER_LIMIT}\n")));
     }
 }

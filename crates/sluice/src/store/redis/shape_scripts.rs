@@ -95,7 +95,7 @@ mod tests {
     #[test]
     fn each_shape_is_made_once_and_the_cache_is_bounded() {
         let scripts = ShapeScripts::new(Micros::ZERO);
-        let code = Algorithm::FixedWindow.wire_code();
+        let code = Algorithm::FixedWindow;
         let first = scripts.get(&[Shape::plain(code, 1)]).expect("made");
         let again = scripts.get(&[Shape::plain(code, 1)]).expect("kept");
         assert!(Arc::ptr_eq(&first, &again));

@@ -321,11 +321,8 @@ mod tests {
         let store = RedisStore::connect("redis://127.0.0.1:1", Default::default())
             .await
             .expect("a valid URL");
-        let text = one_text(
-            &Shape::plain(Algorithm::FixedWindow.wire_code(), 10),
-            Micros::ZERO,
-        )
-        .expect("a one-limit script");
+        let text = one_text(&Shape::plain(Algorithm::FixedWindow, 10), Micros::ZERO)
+            .expect("a one-limit script");
         let shaped = Arc::new(Shaped {
             script: Script::new(&text),
             shared: SharedCall::new(&text, 1, 1),

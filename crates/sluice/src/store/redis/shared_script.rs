@@ -56,11 +56,11 @@ mod tests {
 
     #[test]
     fn a_shared_script_runs_its_script_once_per_decision_at_its_offsets() {
-        let fixed = Shape::plain(Algorithm::FixedWindow.wire_code(), 10);
+        let fixed = Shape::plain(Algorithm::FixedWindow, 10);
         let penalized = Shape {
             guarded: true,
             warn_after: Some(2),
-            ..Shape::plain(Algorithm::Gcra.wire_code(), 5)
+            ..Shape::plain(Algorithm::Gcra, 5)
         };
         let one = one_text(&penalized, Micros::ZERO).expect("a one-limit script");
         let rule = many_text(&[penalized, fixed], Micros::ZERO).expect("a rule script");

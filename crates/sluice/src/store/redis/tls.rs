@@ -25,7 +25,7 @@ pub struct TlsOptions {
 
 impl TlsOptions {
     /// Reads the files. `None` when nothing is configured (system roots, no client certificate).
-    pub fn certificates(&self) -> Result<Option<TlsCertificates>, StoreError> {
+    pub(super) fn certificates(&self) -> Result<Option<TlsCertificates>, StoreError> {
         // Several providers may be compiled in by other crates; pick ring explicitly, once.
         let _ = rustls::crypto::ring::default_provider().install_default();
         let read = |what: &str, path: &PathBuf| {

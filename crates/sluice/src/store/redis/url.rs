@@ -31,7 +31,18 @@ pub enum Topology {
     },
 }
 
-/// A parsed Redis store URL.
+/// A parsed Redis store URL, one of:
+///
+/// | URL | deployment |
+/// | --- | --- |
+/// | `redis://[user:pass@]host[:port][/db]` | one server (or a replicated primary behind a name) |
+/// | `redis+cluster://[user:pass@]host:port[,host:port…]/` | Redis Cluster; the nodes are seeds |
+/// | `redis+sentinel://[user:pass@]host:port[,host:port…]/<master name>[/db]` | Sentinel |
+///
+/// `rediss…` instead of `redis…` turns TLS on (for sentinels and data nodes alike). User and
+/// password are percent-decoded and used for the data nodes; sentinels are asked without
+/// credentials. A Cluster has no databases: a path other than `/` or `/0` is refused. Ports
+/// default to 6379 (26379 for sentinels).
 #[derive(Clone, PartialEq, Eq)]
 pub struct RedisUrl {
     /// The deployment.
@@ -42,7 +53,7 @@ pub struct RedisUrl {
     pub nodes: Vec<(String, u16)>,
     /// ACL user name.
     pub username: Option<String>,
-    /// Password (never printed: see the `Debug` impl and [`redact`]).
+    /// Password (never printed: see the `Debug` impl and [`redact`](crate::store::url::redact)).
     pub password: Option<String>,
     /// Database number (always 0 on a Cluster).
     pub db: i64,

@@ -1,3 +1,7 @@
+-- concurrency: the algorithm's one Lua source. Its sections (general) are the forms the Redis store
+-- generates its scripts from (store/redis/source.rs).
+
+--@@general
 -- concurrency: restates algorithm/concurrency.rs as look and record; O(log n) commands per
 -- request (n: leases held), whatever its cost.
 --

@@ -12,19 +12,16 @@
 -- ARGV[3]: 'apply' or 'peek' (peek writes nothing).
 -- ARGV[4]: the token an admitted request's leases are taken under on its concurrency limits
 --   ('' when it takes none).
--- ARGV[5..]: 12 per limit: algorithm (1 sliding_log, 2 sliding_window, 3 fixed_window,
---   4 token_bucket, 5 gcra, 6 leaky_bucket, 7 concurrency), count, window_us, capacity, cost,
---   count_denied (0/1),
+-- ARGV[5..]: ARGS_PER_LIMIT per limit: algorithm (its code, model::REGISTRY), count, window_us,
+--   capacity, cost, count_denied (0/1),
 --   shadow (0/1), block_us ('': none), warn_after ('': no penalty), ban_after, ban_us,
 --   memory_us.
 -- Returns: { now_us, then 8 per limit: allowed (0/1), remaining, reset_after_us,
 --   retry_after_us (-1: none), delay_us, blocked_until_us (-1: none), violations, warning (0/1) }.
 
-local LOOKS = { sliding_log_look, sliding_window_look, fixed_window_look, token_bucket_look,
-                gcra_look, leaky_bucket_look, concurrency_look }
-local RECORDS = { sliding_log_record, sliding_window_record, fixed_window_record,
-                  token_bucket_record, gcra_record, leaky_bucket_record, concurrency_record }
-local ARGS_PER_LIMIT = 12
+local LOOKS = { ${LOOKS} }
+local RECORDS = { ${RECORDS} }
+local ARGS_PER_LIMIT = ${ARGS_PER_LIMIT}
 
 local now = read_now(ARGV[1])
 min_ttl_us = tonumber(ARGV[2])
@@ -111,7 +108,7 @@ if not peek then
           local violations = step.violations + 1
           local forget = now + step.penalty.memory
           put(step.violations_key, int(violations) .. ':' .. int(forget), step.penalty.memory)
-          if step.code == 3 then
+          if step.code == ${CODE_FIXED_WINDOW} then
             fixed_window_flag(step.state)
           end
           copy = int(violations) .. ' ' .. int(forget)

@@ -1,23 +1,26 @@
+-- fixed_window: the algorithm's one Lua source. Its sections (general, one, many, many_marked,
+-- give_back) are the forms the Redis store generates its scripts from (store/redis/source.rs).
+
+--@@general
 -- fixed_window: restates algorithm/fixed_window.rs as look and record. (A one-limit rule counts
--- with one native DECRBY instead: see one_fixed_window.lua.)
+-- with one native DECRBY instead: see fixed_window.lua#one.)
 --
--- KEY: one negative integer, -(slot * 2^25 + count), so Redis keeps it in the key's object and
--- DECRBY adds to the count. `slot` is the window's index modulo 2^28 - 1, plus 1 (never 0: a
+-- KEY: one negative integer, -(slot * FW_M + count), so Redis keeps it in the key's object and
+-- DECRBY adds to the count. `slot` is the window's index modulo FW_SLOTS, plus 1 (never 0: a
 -- missing key decrements to a slot-0 value, read as another window); the count is capped at
--- COUNT_CAP < 2^25, so the whole stays below 2^53. A key outlives its window by at most 1 ms
--- (its expiry), so a slot is never mistaken for one 2^28 - 1 windows later.
+-- COUNT_CAP < FW_M, so the whole stays below 2^53. A key outlives its window by at most 1 ms.
 -- Flagged: slot * 2^25 + (2^25 - 1 - count), positive, which DECRBY counts up as well, holds the
 -- count of an identity whose penalty has violations (decide.lua flags its key when it counts one;
 -- a window starts flagged while they are remembered). An unflagged count of a penalized limit
 -- thus tells that there are none, and a one-limit script need not read the violations key
--- (one_fixed_window.lua). Every script that reads a count reads both forms, and keeps the flag.
+-- (fixed_window.lua#one). Every script that reads a count reads both forms, and keeps the flag.
 -- A GCRA tat, which a named limit whose algorithm changed may leave, reads as a flagged value of
 -- some other window (the TIME path starts this window afresh); counted in a marked window
 -- without TIME, it passes only if its low 25 bits happen to read as a count within the limit
 -- (one chance in 2^25 / limit), and then only until that count passes the limit or the key expires.
 
-local FW_M = 33554432
-local FW_SLOTS = 268435455
+local FW_M = ${FIXED_WINDOW_M}
+local FW_SLOTS = ${FIXED_WINDOW_SLOTS}
 
 -- The slot and count of `raw` (a stored value; slot 0 for anything else), and whether it is
 -- flagged.
@@ -91,4 +94,363 @@ local function fixed_window_record(key, now, p, cost, o)
   fixed_window_fill(o, now, p)
   local flagged = o.flagged or (o.violations or 0) > 0
   redis.call('SET', key, fixed_window_value(o.slot, o.count, flagged), expiry(o.reset))
+end
+
+--@@one
+-- fixed_window#one: one fixed-window limit (see one_head.lua for a block or penalty), at the floor
+-- of what Redis must do: one DECRBY while the window lasts (plus TIME, the slot's DECRBY and a
+-- PEXPIREAT when a window starts). Restates fixed_window_look and fixed_window_record
+-- (fixed_window.lua, algorithm/fixed_window.rs), counting first and undoing a denied count,
+-- after one_head.lua, without the prelude: every function a script defines costs Redis time on
+-- every call, so it divides without idiv.lua: the window's index as idiv does (a quotient one ulp
+-- off its integer is corrected); the slot (idx % SLOTS, idx below 2^53) and a count's slot (a
+-- division by 2^25) are exact in doubles. Anything but a count in the key (a block marker,
+-- another algorithm's state) returns {} and the caller decides with the general script instead.
+--
+-- Marked windows (see marked_reply.rs): on Redis TIME, with `time_deferred` written in
+-- (now.lua then leaves TIME to the script), an admission in a window that the key's expiry marks
+-- answers without TIME: one number, ((slot - 1) % ${PACKED_SLOTS} * (limit + 1) + count) *
+-- (window_ms + 1) + PTTL (packed_reply.rs); or, when a penalty's violations key is there,
+-- { the key's count (as an unflagged value), its PTTL in ms, the violations' count and end as
+-- read }. Nothing else answers one integer, nor four values but a block (below).
+-- A block marker that expires with its block (`B0`, see the prelude) is answered from its PTTL
+-- too, as one value: `<PTTL>B0<end>`, then with a penalty ` <count> <end>` of its violations (the
+-- marker's own copy, see the prelude, or the violations key's; each value of a table costs Redis
+-- more than the text). A PTTL of 2 ms or more proves the block in force at Redis' time; at 1 ms
+-- it may just have ended, and TIME decides. Everything else reads TIME and decides below.
+-- A penalty's violations, in a marked script (`late`, see one_head.lua): the key is read first
+-- (GET, then DECRBY), and the violations key only when the key does not tell the violations: a
+-- count that is not flagged (see fixed_window.lua) has none, and a marker that holds their copy
+-- tells them. So an identity without violations is admitted with a GET, a DECRBY and a PTTL, and
+-- a blocked one answered with a GET and a PTTL, as without a penalty.
+--
+-- KEYS[1]: the state key, -(slot * 2^25 + count), or flagged (see fixed_window.lua).
+-- ARGV, the limit's constants (and the violations key): as one_head.lua says.
+-- Returns: as one_head.lua says, or the marked answer above.
+
+local key = KEYS[1]
+local held, r, b1, b2
+if guarded and (late or not warn_after or held_forget) then
+  -- A block without a penalty reads first: a refused DECRBY on a block marker costs Redis three
+  -- times a GET. So does a penalty's limit: its marker holds the violations (see the prelude),
+  -- and its count says whether the identity has any. On a client's clock (the head read the
+  -- violations), only an identity with violations, the one a penalty bans, reads first.
+  -- A GET refused on another type answers a table with `err` (a string has no such field). A
+  -- count has 17 characters at most, a penalty's marker more: late, string.byte, which costs
+  -- Redis a function call, reads only what may be a marker (a shorter one, which only an
+  -- administrative block leaves, has the DECRBY refused and is answered below).
+  held = redis.pcall('GET', key)
+  if held and not held.err and (not late or #held > 17) then
+    b1, b2 = string.byte(held, 1, 2)
+  end
+  if b1 ~= 66 then
+    r = redis.pcall('DECRBY', key, cost_text)
+  end
+else
+  r = redis.pcall('DECRBY', key, cost_text)
+  if guarded and type(r) ~= 'number' then
+    held = redis.pcall('GET', key)
+    if type(held) == 'string' then
+      b1, b2 = string.byte(held, 1, 2)
+    end
+  end
+end
+local counted = r and type(r) == 'number'
+local M, SLOTS, CAP = ${FIXED_WINDOW_M}, ${FIXED_WINDOW_SLOTS}, ${COUNT_CAP}
+if not now then
+  if b1 == 66 then
+    if b2 == 48 then
+      -- A marker that expires with its block (see the prelude): 2 ms or more left prove the
+      -- block in force, and tell Redis' time. A penalty's marker answers with the copy of its
+      -- violations, after `B0` and the end's 16 digits (one without, which an administrative
+      -- block leaves, reads TIME below).
+      local ttl = redis.call('PTTL', key)
+      if ttl > 1 and not (late and #held <= 18) then
+        -- string.format writes a number for about 1,100 instructions less than `..`.
+        return string.format('%d', ttl) .. held
+      end
+    end
+  elseif counted and r < 0 then
+    -- Marked: a count of this window (a slot, which a new key's -cost lacks) that admits.
+    local m = -r
+    local count = m % M
+    if m >= M and count > 0 and count <= limit then
+      local ttl = redis.call('PTTL', key)
+      if ttl > 0 and ttl * 1000 <= window then
+        -- One number (packed_reply.rs): a table costs Redis more than the Lua that packs it.
+        return (((m - count) / M - 1) % ${PACKED_SLOTS} * (limit + 1) + count) * (window / 1000 + 1) + ttl
+      end
+    end
+  elseif counted and late then
+    -- A flagged count of this window that admits: with the violations key's count and end.
+    local s = math.floor(r / M)
+    local count = M - 1 - (r - s * M)
+    if s > 0 and count > 0 and count <= limit then
+      local ttl = redis.call('PTTL', key)
+      if ttl > 0 and ttl * 1000 <= window then
+        local v = redis.call('GET', key .. ':v')
+        if v then
+          held_violations, held_forget = string.match(v, '^(%d+):(%d+)$')
+        end
+        if held_forget then
+          return { -(s * M + count), ttl, held_violations, held_forget }
+        end
+        return ((s - 1) % ${PACKED_SLOTS} * (limit + 1) + count) * (window / 1000 + 1) + ttl
+      end
+    end
+  end
+  if late then
+    -- The violations, which the key did not tell, as one_head.lua reads them.
+    local v = redis.call('GET', key .. ':v')
+    if v then
+      held_violations, held_forget = string.match(v, '^(%d+):(%d+)$')
+    end
+  end
+  local t = redis.call('TIME')
+  now = t[1] * 1000000 + t[2]
+  px, pexpire, expiry_from = 'PXAT', 'PEXPIREAT', now
+  -- Restates one_head.lua's count of the violations, which needed the time.
+  if held_forget and tonumber(held_forget) > now then
+    violations = tonumber(held_violations)
+    if violations > 0 and violations >= warn_after then
+      warning = 1
+    end
+  end
+end
+if not counted then
+  if guarded then
+    return from_marker(held)
+  end
+  return {}
+end
+
+local floor = math.floor
+local idx = floor(now / window)
+if idx * window > now then
+  idx = idx - 1
+elseif (idx + 1) * window <= now then
+  idx = idx + 1
+end
+local slot = idx % SLOTS + 1
+local left = (idx + 1) * window - now
+-- The count of this window, whether it is flagged (see fixed_window.lua).
+local count, flagged = 0, r > 0
+local s = floor(math.abs(r) / M)
+if s == slot then
+  count = math.abs(r) - s * M
+  if flagged then
+    count = M - 1 - count
+  end
+end
+local allowed
+if count == 0 then
+  -- A new window (or a key that was missing or held another algorithm's count).
+  allowed = cost <= limit
+  if not allowed and guarded then
+    -- Left to the general decision as it was: stored counts are never 0, so -cost was a miss.
+    if r == -cost then
+      redis.call('DEL', key)
+    else
+      redis.call('INCRBY', key, cost_text)
+    end
+    return {}
+  end
+  if allowed or count_denied then
+    count = math.min(cost, CAP)
+    local ms = math.ceil((expiry_from + math.max(left, min_ttl)) / 1000)
+    -- A window of an identity with violations is flagged (see fixed_window.lua).
+    local flag = violations > 0
+    if r == -count then
+      -- The DECRBY made the key (a stored count is never 0): its slot and an expiry complete
+      -- it, which costs Redis less than a SET with PXAT.
+      if flag then
+        redis.call('INCRBY', key, string.format('%d', slot * M + M - 1))
+      else
+        redis.call('DECRBY', key, string.format('%d', slot * M))
+      end
+      redis.call(pexpire, key, string.format('%d', ms))
+    else
+      local value = -(slot * M + count)
+      if flag then
+        value = slot * M + M - 1 - count
+      end
+      redis.call('SET', key, string.format('%d', value), px, string.format('%d', ms))
+    end
+    if allowed and count > 0 and ${PACKED_SLOTS} and px == 'PXAT' and not held_forget then
+      -- A window's first admission answers as the marked ones after it: the key's PTTL is its
+      -- expiry less Redis' millisecond. One number costs Redis less than the table below.
+      return ((slot - 1) % ${PACKED_SLOTS} * (limit + 1) + count) * (window / 1000 + 1) + ms - floor(now / 1000)
+    end
+  else
+    redis.call('DEL', key)
+  end
+else
+  allowed = count <= limit
+  if not allowed and guarded then
+    redis.call('INCRBY', key, cost_text)
+    return {}
+  end
+  if not allowed then
+    local keep = count - cost
+    if count_denied then
+      keep = math.min(count, CAP)
+    end
+    if keep ~= count then
+      redis.call('INCRBY', key, count - keep)
+    end
+    count = keep
+  end
+end
+local reset = 0
+if count > 0 then
+  reset = left
+end
+if allowed then
+  return { now, 1, math.max(limit - count, 0), reset, -1, violations, warning }
+end
+return { now, 0, math.max(limit - count, 0), reset, left, violations, warning }
+
+--@@many
+-- fixed_window#many: a fixed-window limit's part of a rule script (see many_head.lua): restates
+-- fixed_window_look and fixed_window_record (fixed_window.lua) as fixed_window.lua#one does, but
+-- reads first (GET), since nothing may be written before every limit has looked; it then counts
+-- with DECRBY while its window lasts, or writes the new window's count. It divides as
+-- fixed_window.lua#one does, without calling idiv.
+--
+-- KEY: -(slot * 2^25 + count), or flagged (see fixed_window.lua): a flag is kept, and a new
+-- window is flagged while the limit's violations are remembered.
+
+local raw_@ = redis.pcall('GET', key_@)
+local m_@ = tonumber(raw_@)
+if raw_@ and not m_@ then
+  return {}
+end
+local idx_@ = math.floor(now / window_@)
+if idx_@ * window_@ > now then
+  idx_@ = idx_@ - 1
+elseif (idx_@ + 1) * window_@ <= now then
+  idx_@ = idx_@ + 1
+end
+local slot_@ = idx_@ % ${FIXED_WINDOW_SLOTS} + 1
+local left_@ = (idx_@ + 1) * window_@ - now
+local count_@, flagged_@ = 0, false
+if m_@ and m_@ < 0 then
+  local s = math.floor(-m_@ / ${FIXED_WINDOW_M})
+  if s == slot_@ then
+    count_@ = -m_@ - s * ${FIXED_WINDOW_M}
+  end
+elseif m_@ then
+  local s = math.floor(m_@ / ${FIXED_WINDOW_M})
+  if s == slot_@ then
+    count_@, flagged_@ = (${FIXED_WINDOW_M} - 1) - (m_@ - s * ${FIXED_WINDOW_M}), true
+  end
+end
+local allowed_@ = count_@ + cost_@ <= limit_@
+local retry_@ = -1
+if not allowed_@ then
+  retry_@ = left_@
+end
+local remaining_@ = math.max(limit_@ - count_@, 0)
+local reset_@ = 0
+if count_@ > 0 then
+  reset_@ = left_@
+end
+--@record
+if count_@ == 0 or count_@ + cost_@ > ${COUNT_CAP} then
+  count_@ = math.min(count_@ + cost_@, ${COUNT_CAP})
+  local value = -(slot_@ * ${FIXED_WINDOW_M} + count_@)
+  if flagged_@ or violations_@ > 0 then
+    value = slot_@ * ${FIXED_WINDOW_M} + (${FIXED_WINDOW_M} - 1) - count_@
+  end
+  redis.call('SET', key_@, string.format('%d', value), px,
+    string.format('%d', math.ceil((expiry_from + math.max(left_@, min_ttl)) / 1000)))
+else
+  count_@ = count_@ + cost_@
+  redis.call('DECRBY', key_@, cost_text_@)
+end
+remaining_@ = math.max(limit_@ - count_@, 0)
+reset_@ = 0
+if count_@ > 0 then
+  reset_@ = left_@
+end
+
+--@@many_marked
+-- fixed_window#many_marked: a fixed-window limit's count in its marked window, in a rule script
+-- whose limits are all fixed windows that fixed_window.lua#one would mark, none with a block or a
+-- penalty (see many_head.lua). On Redis TIME such a rule is decided first without the time, as
+-- fixed_window.lua#one decides one limit: each limit in turn, while every one before it was counted
+-- in its marked window or starts one and admits (`all`), counts with DECRBY. A count that is this
+-- window's and admits reads its PTTL into ttl_@; a DECRBY that made the key (it answers -cost: a
+-- stored count is never 0) starts a window, ttl_@ -1 and `fresh` set; ttl_@ stays 0 otherwise. When
+-- every limit's ttl is set, the new windows' keys are completed as fixed_window.lua#one completes a
+-- window's first admission (the lines after the fresh marker, once TIME is read: the slot added to
+-- the count, the key to expire at the window's end), and the script answers { value, ttl } per
+-- limit, two values a limit, which no other answer has: a new window's value and ttl are what its
+-- key now holds and its PTTL would say (the expiry less Redis' millisecond).
+-- Otherwise each count made is undone (the lines after the undo marker: INCRBY, or DEL for a key
+-- the DECRBY made), TIME is read, and the rule is decided as many_head.lua says, on the keys as
+-- they were.
+
+local r_@, ttl_@ = nil, 0
+if all then
+  r_@ = redis.pcall('DECRBY', key_@, cost_text_@)
+  if type(r_@) == 'number' then
+    local m = -r_@
+    local count = m % ${FIXED_WINDOW_M}
+    if m >= ${FIXED_WINDOW_M} then
+      if count > 0 and count <= limit_@ then
+        ttl_@ = redis.call('PTTL', key_@)
+        if ttl_@ * 1000 > window_@ then
+          ttl_@ = 0
+        end
+      end
+    elseif m == cost_@ and m > 0 and m <= limit_@ then
+      ttl_@, fresh = -1, true
+    end
+  end
+  all = ttl_@ ~= 0
+end
+--@fresh
+if ttl_@ < 0 then
+  local idx = math.floor(now / window_@)
+  if idx * window_@ > now then
+    idx = idx - 1
+  elseif (idx + 1) * window_@ <= now then
+    idx = idx + 1
+  end
+  local ms = math.ceil((idx + 1) * window_@ / 1000)
+  local slot = (idx % ${FIXED_WINDOW_SLOTS} + 1) * ${FIXED_WINDOW_M}
+  if cost_@ <= ${COUNT_CAP} then
+    -- The DECRBY made the key: its slot and an expiry complete it, for less than a SET.
+    r_@ = r_@ - slot
+    redis.call('DECRBY', key_@, string.format('%d', slot))
+    redis.call('PEXPIREAT', key_@, string.format('%d', ms))
+  else
+    r_@ = -(slot + ${COUNT_CAP})
+    redis.call('SET', key_@, string.format('%d', r_@), 'PXAT', string.format('%d', ms))
+  end
+  ttl_@ = ms - math.floor(now / 1000)
+end
+--@undo
+if type(r_@) == 'number' then
+  if r_@ == -cost_@ then
+    redis.call('DEL', key_@)
+  else
+    redis.call('INCRBY', key_@, cost_text_@)
+  end
+end
+
+--@@give_back
+-- fixed_window#give_back: gives back one cross-slot admission's units (see lua/give_back.lua).
+local function fixed_window_give_back(key, kind, p, cost)
+  if kind ~= 'string' then
+    return
+  end
+  local idx = idiv(t0, p.window)
+  local slot = idx - idiv(idx, FW_SLOTS) * FW_SLOTS + 1
+  local s, count, flagged = fixed_window_held(redis.call('GET', key))
+  if s == slot then
+    local left = math.max(count - cost, 0)
+    set_or_del(key, fixed_window_value(slot, left, flagged), left > 0)
+  end
 end

@@ -1,3 +1,7 @@
+-- leaky_bucket: the algorithm's one Lua source. Its sections (general, give_back) are the forms the
+-- Redis store generates its scripts from (store/redis/source.rs).
+
+--@@general
 -- leaky_bucket: restates algorithm/leaky_bucket.rs as look and record, over token_bucket.lua's
 -- draining level (the queue, rather than the units used): the same meter, which also tells an
 -- admitted request how long to wait for the queue ahead of it.
@@ -21,3 +25,8 @@ local function leaky_bucket_record(key, now, p, cost, o)
   level_record(key, now, p, cost, o, 'l')
 end
 
+--@@give_back
+-- leaky_bucket#give_back: gives back one cross-slot admission's units (see lua/give_back.lua).
+local function leaky_bucket_give_back(key, kind, p, cost)
+  level_give_back(key, p, cost, 'l')
+end

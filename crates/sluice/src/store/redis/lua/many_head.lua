@@ -1,7 +1,7 @@
 -- many_head: the opening of every rule script, which decides the limits of one request together
 -- in one call when each of them has a one-limit script (many_script::many_text writes it, after
 -- now.lua and idiv.lua). A rule script is written for its rule's limits, in their order; each
--- limit's part comes from many_<algorithm>.lua, its names suffixed with the limit's number so
+-- limit's part comes from <algorithm>.lua#many, its names suffixed with the limit's number so
 -- that every limit keeps its own locals. It restates decide.lua for limits without
 -- count_denied (which take the general decision): every limit looks (one read, nothing
 -- written); only when every enforcing (non-shadow) limit passes does each admitted limit record;
@@ -9,9 +9,10 @@
 -- (guarded) is taken while it admits: a penalty's violations are read before its look
 -- (many_violations.lua), and its denial, which blocks or counts a violation, returns {}.
 --
--- The script opens with `local min_ttl, marked, now_at = <µs>, <marked>, <limits + 1>` (see
--- RedisOptions::min_ttl; now.lua; marked: every limit is a fixed window that one_fixed_window.lua
--- would mark, none guarded, and the rule is counted first as many_marked.lua says). Before the
+-- The script opens with `local min_ttl, time_deferred, now_at = <µs>, <bool>, <limits + 1>` (see
+-- RedisOptions::min_ttl; now.lua; time_deferred: every limit is a fixed window that its one-limit
+-- script would count in marked windows, none guarded, and the rule is counted first as
+-- fixed_window.lua's many_marked section says). Before the
 -- limits' parts (and that count) it sets, for limit number i:
 --   key_i, cost_text_i, cost_i = its state key, ARGV[i] and it read as a number (as
 --     one_head.lua reads it)
@@ -25,6 +26,6 @@
 --
 -- ARGV: each limit's cost, then now in µs from the client's clock (none: Redis TIME).
 -- KEYS: each limit's state key, followed by its violations key if it has a penalty.
--- Returns: many_marked.lua's answer; or { now_us, then 4 per limit: allowed (0/1), remaining,
---   reset_after_us, retry_after_us (-1: none) }, or {}; when a limit is guarded, 6 per limit:
---   those and the violations and warning (0/1).
+-- Returns: fixed_window.lua#many_marked's answer; or { now_us, then 4 per limit: allowed
+--   (0/1), remaining, reset_after_us, retry_after_us (-1: none) }, or {}; when a limit is
+--   guarded, 6 per limit: those and the violations and warning (0/1).

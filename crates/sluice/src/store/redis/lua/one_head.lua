@@ -1,14 +1,16 @@
--- one_head: the opening of every one-limit script (one_<algorithm>.lua), which follows it, after
--- now.lua: the request's cost, and a block or penalty. It holds only what every one of them
--- uses, since each line runs on every call.
+-- one_head: the opening of every one-limit script (<algorithm>.lua#one follows it), after
+-- now.lua: the request's cost, and a block or penalty. It holds only what every one of them uses,
+-- since each line runs on every call.
 --
 -- The script is written for one limit: the store puts the limit's constants before now.lua
 -- (one_script::one_text), as `local min_ttl, limit, window, capacity, count_denied, guarded,
--- warn_after, marked, now_at = ...`: the shortest expiry to write in µs (see
+-- warn_after, time_deferred, now_at = ...`: the shortest expiry to write in µs (see
 -- RedisOptions::min_ttl), count (units per window), window_us, capacity, count_denied, guarded
--- (the limit has a block or a penalty), the penalty's warn_after (nil: none), marked (false; or
--- the script reads TIME itself, when it must: see one_fixed_window.lua, where it is the modulus of
--- its packed answer, and one_gcra.lua) and now_at, 2 (see now.lua). Only
+-- (the limit has a block or a penalty), the penalty's warn_after (nil: none), time_deferred
+-- (true: the script reads TIME itself, only when it must: fixed_window.lua#one and gcra.lua#one)
+-- and now_at, 2 (see now.lua). The limit's ${PACKED_SLOTS} is written into the text itself, where
+-- it stands (a local more would cost Redis on every call): a fixed window counted in marked
+-- windows, the modulus of its packed answer (packed_reply.rs); else false. Only
 -- what changes from call to call is an argument: each one costs Redis about 1,000 instructions,
 -- more than most lines of Lua here.
 -- For the same reason, numbers given to a Redis command are written as text (the cost as
@@ -38,18 +40,18 @@ local cost_text = ARGV[1] or '1'
 local cost = cost_text == '1' and 1 or tonumber(cost_text)
 -- A guarded limit's penalty's violations, which every answer carries. The violations key's count
 -- and end (held_violations, held_forget) count once the time is known: a marked script
--- (one_fixed_window.lua) may answer without it.
+-- (fixed_window.lua#one) may answer without it.
 -- When the state key holds what the algorithm does not expect (each script reads the key its own
 -- way, and reads it again with GET only then), a script returns `from_marker` of what it read:
 -- one_script::one_text writes marker_answer.lua in that place, which answers the block in force,
 -- or {} (a block that is over, or anything else). A function would cost Redis about 1,500
 -- instructions on every call that defines it, used or not.
--- A marked fixed window (`marked`, its slots' modulus; GCRA's is true) with a penalty reads the
+-- A marked fixed window (its PACKED_SLOTS, the slots' modulus) with a penalty reads the
 -- violations key itself, after its own key, which tells them in most cases (`late`,
--- one_fixed_window.lua). A call of a Lua function (type()) costs Redis about 600 instructions.
+-- fixed_window.lua#one). A call of a Lua function (type()) costs Redis about 600 instructions.
 local violations, warning = 0, 0
 local held_violations, held_forget
-local late = warn_after and not now and marked ~= true and marked
+local late = warn_after and not now and ${PACKED_SLOTS}
 if guarded then
   if warn_after and not late then
     local v = redis.call('GET', KEYS[1] .. ':v')

@@ -25,7 +25,7 @@ local function float(x)
 end
 
 -- algorithm::LEVEL_EPSILON: float tolerance (units) of the token and leaky bucket comparisons.
-local LEVEL_EPSILON = 1e-6
+local LEVEL_EPSILON = ${LEVEL_EPSILON}
 
 -- Params::time_to_drain: time for `units` to drain at the rate, rounded up to whole µs.
 local function time_to_drain(units, p)
@@ -132,7 +132,7 @@ end
 -- the read it makes anyway: no extra key is read while an identity is not blocked. A marker that
 -- expires with its block, at its end rounded up to the millisecond (PXAT, on Redis TIME, when the
 -- parked state ends first), is written `B0<end µs>`: its PTTL then tells Redis' time, and a
--- one-limit fixed window answers it without TIME (one_fixed_window.lua). Either reads as its end.
+-- one-limit fixed window answers it without TIME (fixed_window.lua#one). Either reads as its end.
 -- A marker written when a penalty counted a violation is followed by ` <count> <forgotten at µs>`,
 -- a copy of its violations key: while the identity is blocked nothing counts a violation, so the
 -- copy stays true, and a one-limit script answers from the marker alone.
@@ -230,5 +230,5 @@ end
 
 -- Units counted per window or bucket stop growing here (algorithm::COUNT_CAP): above any limit,
 -- so every decision is the same, and far below 2^53.
-local COUNT_CAP = 16777216
+local COUNT_CAP = ${COUNT_CAP}
 

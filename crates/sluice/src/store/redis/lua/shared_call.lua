@@ -1,7 +1,7 @@
 -- shared_call: several decisions of one shape in one call (shared_call.rs), after the one-limit
 -- or rule script's constants (one_script::one_text, many_script::many_text), whose now_at is then
 -- after every decision's costs, and `local keys_per, costs_per = <KEYS>, <costs of a decision>`.
--- The script (now.lua, then one_head.lua and one_<algorithm>.lua, or many_head.lua and the rule's
+-- The script (now.lua, then one_head.lua and <algorithm>.lua#one, or many_head.lua and the rule's
 -- limits) is the body of `one`, reading decision i's KEYS and costs at its offsets (KEYS[k] is
 -- written KEYS[keys_at + k], ARGV[n] ARGV[costs_at + n]); each of its returns answers decision
 -- i. The decisions run in order, each seeing what the ones before it wrote, as calls of their own

@@ -236,7 +236,7 @@ fn a_block_answered_as_one_value_reads_as_its_values() {
 #[test]
 fn a_packed_admission_decodes_as_its_pair() {
     let held = |slot: i64, count: i64| -(slot * FIXED_WINDOW_M + count);
-    // As one_fixed_window.lua packs `{ value, PTTL }`.
+    // As fixed_window.lua#one packs `{ value, PTTL }`.
     let pack = |slot: i64, count: i64, ttl: i64, call: &LimitCall| {
         let (limit, window_us) = (call.step.params.count, call.step.params.window_us.get());
         let s = packed_reply::slots(limit, window_us).expect("packable") as i64;
