@@ -17,6 +17,69 @@
 //! ([`parse_marked_reply`]). A PTTL longer than the window (a key written for a longer window) is
 //! not taken as a mark; a key written for a shorter one (a limit whose window was changed) counts
 //! as this window's until it ends, as if the change had been made then.
+//!
+//! # Fixed window keys
+//! One negative integer, -(slot * FW_M + count), so Redis keeps it in the key's object and
+//! DECRBY adds to the count. `slot` is the window's index modulo FW_SLOTS, plus 1 (never 0: a
+//! missing key decrements to a slot-0 value, read as another window); the count is capped at
+//! COUNT_CAP < FW_M, so the whole stays below 2^53. A key outlives its window by at most 1 ms.
+//! Flagged: slot * 2^25 + (2^25 - 1 - count), positive, which DECRBY counts up as well, holds the
+//! count of an identity whose penalty has violations (decide.lua flags its key when it counts one;
+//! a window starts flagged while they are remembered). An unflagged count of a penalized limit
+//! thus tells that there are none, and a one-limit script need not read the violations key
+//! (fixed_window.lua#one). Every script that reads a count reads both forms, and keeps the flag.
+//! A GCRA tat, which a named limit whose algorithm changed may leave, reads as a flagged value of
+//! some other window (the TIME path starts this window afresh); counted in a marked window
+//! without TIME, it passes only if its low 25 bits happen to read as a count within the limit
+//! (one chance in 2^25 / limit), and then only until that count passes the limit or the key expires.
+//!
+//! # The one-limit script's answers
+//! On Redis TIME, with `time_deferred` written in
+//! (now.lua then leaves TIME to the script), an admission in a window that the key's expiry marks
+//! answers without TIME: one number, ((slot - 1) % ${PACKED_SLOTS} * (limit + 1) + count) *
+//! (window_ms + 1) + PTTL (packed_reply.rs); or, when a penalty's violations key is there,
+//! { the key's count (as an unflagged value), its PTTL in ms, the violations' count and end as
+//! read }. Nothing else answers one integer, nor four values but a block (below).
+//! A block marker that expires with its block (`B0`, see the prelude) is answered from its PTTL
+//! too, as one value: `<PTTL>B0<end>`, then with a penalty ` <count> <end>` of its violations (the
+//! marker's own copy, see the prelude, or the violations key's; each value of a table costs Redis
+//! more than the text). A PTTL of 2 ms or more proves the block in force at Redis' time; at 1 ms
+//! it may just have ended, and TIME decides. Everything else reads TIME and decides below.
+//! A penalty's violations, in a marked script (`late`, see one_head.lua): the key is read first
+//! (GET, then DECRBY), and the violations key only when the key does not tell the violations: a
+//! count that is not flagged (see fixed_window.lua) has none, and a marker that holds their copy
+//! tells them. So an identity without violations is admitted with a GET, a DECRBY and a PTTL, and
+//! a blocked one answered with a GET and a PTTL, as without a penalty.
+//!
+//!
+//! # A rule's fixed windows in their marked windows
+//! `lua/fixed_window.lua#many_marked`, a fixed-window limit's count in its marked window, in a rule script
+//! whose limits are all fixed windows that fixed_window.lua#one would mark, none with a block or a
+//! penalty (see many_head.lua). On Redis TIME such a rule is decided first without the time, as
+//! fixed_window.lua#one decides one limit: each limit in turn, while every one before it was counted
+//! in its marked window or starts one and admits (`all`), counts with DECRBY. A count that is this
+//! window's and admits reads its PTTL into ttl_@; a DECRBY that made the key (it answers -cost: a
+//! stored count is never 0) starts a window, ttl_@ -1 and `fresh` set; ttl_@ stays 0 otherwise. When
+//! every limit's ttl is set, the new windows' keys are completed as fixed_window.lua#one completes a
+//! window's first admission (the lines after the fresh marker, once TIME is read: the slot added to
+//! the count, the key to expire at the window's end), and the script answers { value, ttl } per
+//! limit, two values a limit, which no other answer has: a new window's value and ttl are what its
+//! key now holds and its PTTL would say (the expiry less Redis' millisecond).
+//! Otherwise each count made is undone (the lines after the undo marker: INCRBY, or DEL for a key
+//! the DECRBY made), TIME is read, and the rule is decided as many_head.lua says, on the keys as
+//! they were.
+//!
+//! # Reading first
+//! In `lua/fixed_window.lua#one`, a block without a penalty reads the key first: a refused
+//! `DECRBY` on a block marker costs Redis three times a `GET`. So does a penalty's limit: its
+//! marker holds the violations (see the prelude), and its count says whether the identity has
+//! any. On a client's clock (the head read the violations), only an identity with violations, the
+//! one a penalty bans, reads first. A `GET` refused on another type answers a table with `err` (a
+//! string has no such field). A count has 17 characters at most, a penalty's marker more: `late`,
+//! `string.byte`, which costs Redis a function call, reads only what may be a marker (a shorter
+//! one, which only an administrative block leaves, has the `DECRBY` refused and is answered
+//! below it). A marker that expires with its block answers with the copy of its violations, after
+//! `B0` and the end's 16 digits (one without, which an administrative block leaves, reads `TIME`).
 
 use smallvec::{SmallVec, smallvec};
 

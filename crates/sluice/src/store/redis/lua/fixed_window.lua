@@ -1,23 +1,11 @@
--- fixed_window: the algorithm's one Lua source. Its sections (general, one, many, many_marked,
--- give_back) are the forms the Redis store generates its scripts from (store/redis/source.rs).
-
+-- fixed_window: the algorithm's one Lua source; its sections are the forms of its scripts
+-- (general, one, many, many_marked, give_back: store/redis/source.rs).
 --@@general
 -- fixed_window: restates algorithm/fixed_window.rs as look and record. (A one-limit rule counts
 -- with one native DECRBY instead: see fixed_window.lua#one.)
 --
--- KEY: one negative integer, -(slot * FW_M + count), so Redis keeps it in the key's object and
--- DECRBY adds to the count. `slot` is the window's index modulo FW_SLOTS, plus 1 (never 0: a
--- missing key decrements to a slot-0 value, read as another window); the count is capped at
--- COUNT_CAP < FW_M, so the whole stays below 2^53. A key outlives its window by at most 1 ms.
--- Flagged: slot * 2^25 + (2^25 - 1 - count), positive, which DECRBY counts up as well, holds the
--- count of an identity whose penalty has violations (decide.lua flags its key when it counts one;
--- a window starts flagged while they are remembered). An unflagged count of a penalized limit
--- thus tells that there are none, and a one-limit script need not read the violations key
--- (fixed_window.lua#one). Every script that reads a count reads both forms, and keeps the flag.
--- A GCRA tat, which a named limit whose algorithm changed may leave, reads as a flagged value of
--- some other window (the TIME path starts this window afresh); counted in a marked window
--- without TIME, it passes only if its low 25 bits happen to read as a count within the limit
--- (one chance in 2^25 / limit), and then only until that count passes the limit or the key expires.
+-- KEY: one integer, -(slot * FW_M + count), or flagged while a penalty remembers violations: its
+-- format, and why every script reads both forms, in `# Fixed window keys` in marked_reply.rs.
 
 local FW_M = ${FIXED_WINDOW_M}
 local FW_SLOTS = ${FIXED_WINDOW_SLOTS}
@@ -99,46 +87,20 @@ end
 --@@one
 -- fixed_window#one: one fixed-window limit (see one_head.lua for a block or penalty), at the floor
 -- of what Redis must do: one DECRBY while the window lasts (plus TIME, the slot's DECRBY and a
--- PEXPIREAT when a window starts). Restates fixed_window_look and fixed_window_record
--- (fixed_window.lua, algorithm/fixed_window.rs), counting first and undoing a denied count,
--- after one_head.lua, without the prelude: every function a script defines costs Redis time on
--- every call, so it divides without idiv.lua: the window's index as idiv does (a quotient one ulp
--- off its integer is corrected); the slot (idx % SLOTS, idx below 2^53) and a count's slot (a
--- division by 2^25) are exact in doubles. Anything but a count in the key (a block marker,
--- another algorithm's state) returns {} and the caller decides with the general script instead.
---
--- Marked windows (see marked_reply.rs): on Redis TIME, with `time_deferred` written in
--- (now.lua then leaves TIME to the script), an admission in a window that the key's expiry marks
--- answers without TIME: one number, ((slot - 1) % ${PACKED_SLOTS} * (limit + 1) + count) *
--- (window_ms + 1) + PTTL (packed_reply.rs); or, when a penalty's violations key is there,
--- { the key's count (as an unflagged value), its PTTL in ms, the violations' count and end as
--- read }. Nothing else answers one integer, nor four values but a block (below).
--- A block marker that expires with its block (`B0`, see the prelude) is answered from its PTTL
--- too, as one value: `<PTTL>B0<end>`, then with a penalty ` <count> <end>` of its violations (the
--- marker's own copy, see the prelude, or the violations key's; each value of a table costs Redis
--- more than the text). A PTTL of 2 ms or more proves the block in force at Redis' time; at 1 ms
--- it may just have ended, and TIME decides. Everything else reads TIME and decides below.
--- A penalty's violations, in a marked script (`late`, see one_head.lua): the key is read first
--- (GET, then DECRBY), and the violations key only when the key does not tell the violations: a
--- count that is not flagged (see fixed_window.lua) has none, and a marker that holds their copy
--- tells them. So an identity without violations is admitted with a GET, a DECRBY and a PTTL, and
--- a blocked one answered with a GET and a PTTL, as without a penalty.
+-- PEXPIREAT when a window starts). Restates fixed_window_look and _record, counting first and
+-- undoing a denied count, without the prelude (every function a script defines costs Redis time
+-- on every call), so it divides as idiv does, in exact doubles. Anything but a count in the key
+-- returns {} and the caller decides with the general script instead. Marked windows, their
+-- answers and a penalty's violations: `# The one-limit script's answers` in marked_reply.rs.
 --
 -- KEYS[1]: the state key, -(slot * 2^25 + count), or flagged (see fixed_window.lua).
--- ARGV, the limit's constants (and the violations key): as one_head.lua says.
--- Returns: as one_head.lua says, or the marked answer above.
+-- ARGV and the reply: as one_head.lua says, or a marked answer (marked_reply.rs).
 
 local key = KEYS[1]
 local held, r, b1, b2
 if guarded and (late or not warn_after or held_forget) then
-  -- A block without a penalty reads first: a refused DECRBY on a block marker costs Redis three
-  -- times a GET. So does a penalty's limit: its marker holds the violations (see the prelude),
-  -- and its count says whether the identity has any. On a client's clock (the head read the
-  -- violations), only an identity with violations, the one a penalty bans, reads first.
-  -- A GET refused on another type answers a table with `err` (a string has no such field). A
-  -- count has 17 characters at most, a penalty's marker more: late, string.byte, which costs
-  -- Redis a function call, reads only what may be a marker (a shorter one, which only an
-  -- administrative block leaves, has the DECRBY refused and is answered below).
+  -- Read first (a refused DECRBY on a block marker costs three GETs; a penalty's marker holds
+  -- the violations): see `# Reading first` in marked_reply.rs.
   held = redis.pcall('GET', key)
   if held and not held.err and (not late or #held > 17) then
     b1, b2 = string.byte(held, 1, 2)
@@ -160,10 +122,8 @@ local M, SLOTS, CAP = ${FIXED_WINDOW_M}, ${FIXED_WINDOW_SLOTS}, ${COUNT_CAP}
 if not now then
   if b1 == 66 then
     if b2 == 48 then
-      -- A marker that expires with its block (see the prelude): 2 ms or more left prove the
-      -- block in force, and tell Redis' time. A penalty's marker answers with the copy of its
-      -- violations, after `B0` and the end's 16 digits (one without, which an administrative
-      -- block leaves, reads TIME below).
+      -- A marker that expires with its block: 2 ms or more left prove the block in force and
+      -- tell Redis' time (see `# The one-limit script's answers` in marked_reply.rs).
       local ttl = redis.call('PTTL', key)
       if ttl > 1 and not (late and #held <= 18) then
         -- string.format writes a number for about 1,100 instructions less than `..`.
@@ -311,14 +271,10 @@ end
 return { now, 0, math.max(limit - count, 0), reset, left, violations, warning }
 
 --@@many
--- fixed_window#many: a fixed-window limit's part of a rule script (see many_head.lua): restates
--- fixed_window_look and fixed_window_record (fixed_window.lua) as fixed_window.lua#one does, but
--- reads first (GET), since nothing may be written before every limit has looked; it then counts
--- with DECRBY while its window lasts, or writes the new window's count. It divides as
--- fixed_window.lua#one does, without calling idiv.
---
--- KEY: -(slot * 2^25 + count), or flagged (see fixed_window.lua): a flag is kept, and a new
--- window is flagged while the limit's violations are remembered.
+-- fixed_window#many: a fixed-window limit's part of a rule script (see many_head.lua), as
+-- fixed_window.lua#one, but reading first (GET): nothing may be written before every limit has
+-- looked. KEY: as the general form's, a flag kept and a new window flagged while the limit's
+-- violations are remembered.
 
 local raw_@ = redis.pcall('GET', key_@)
 local m_@ = tonumber(raw_@)
@@ -376,20 +332,8 @@ end
 
 --@@many_marked
 -- fixed_window#many_marked: a fixed-window limit's count in its marked window, in a rule script
--- whose limits are all fixed windows that fixed_window.lua#one would mark, none with a block or a
--- penalty (see many_head.lua). On Redis TIME such a rule is decided first without the time, as
--- fixed_window.lua#one decides one limit: each limit in turn, while every one before it was counted
--- in its marked window or starts one and admits (`all`), counts with DECRBY. A count that is this
--- window's and admits reads its PTTL into ttl_@; a DECRBY that made the key (it answers -cost: a
--- stored count is never 0) starts a window, ttl_@ -1 and `fresh` set; ttl_@ stays 0 otherwise. When
--- every limit's ttl is set, the new windows' keys are completed as fixed_window.lua#one completes a
--- window's first admission (the lines after the fresh marker, once TIME is read: the slot added to
--- the count, the key to expire at the window's end), and the script answers { value, ttl } per
--- limit, two values a limit, which no other answer has: a new window's value and ttl are what its
--- key now holds and its PTTL would say (the expiry less Redis' millisecond).
--- Otherwise each count made is undone (the lines after the undo marker: INCRBY, or DEL for a key
--- the DECRBY made), TIME is read, and the rule is decided as many_head.lua says, on the keys as
--- they were.
+-- whose limits are all fixed windows that fixed_window.lua#one would mark: see `# A rule's
+-- fixed windows in their marked windows` in marked_reply.rs.
 
 local r_@, ttl_@ = nil, 0
 if all then
