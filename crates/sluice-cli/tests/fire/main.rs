@@ -13,3 +13,15 @@ mod soak;
 /// One test at a time: the bounds are on the service's answers, and two loads at once on two
 /// cores measure the machine instead.
 static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// The service process' resident memory (kB) and open files.
+fn resources(pid: u32) -> (u64, usize) {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let rss = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0);
+    let fds = std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, Iterator::count);
+    (rss, fds)
+}

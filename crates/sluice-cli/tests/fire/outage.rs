@@ -72,18 +72,6 @@ struct Seen {
     rule: &'static str,
 }
 
-/// The service process' resident memory (kB) and open files.
-fn resources(pid: u32) -> (u64, usize) {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    let rss = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap_or(0);
-    let fds = std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, Iterator::count);
-    (rss, fds)
-}
-
 /// Steady load: each client asks `open`, `closed` and `counted` in turn until stopped.
 fn start_load(server: &Arc<Server>, stop: &Arc<AtomicBool>) -> Arc<Mutex<Vec<Seen>>> {
     let seen = Arc::new(Mutex::new(Vec::new()));
@@ -130,7 +118,7 @@ async fn outage_under_load(name: &str, store_url: &str, begin: impl FnOnce(), en
     while Instant::now() < warm_until {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    let (rss_before, fds_before) = resources(pid);
+    let (rss_before, fds_before) = crate::resources(pid);
 
     begin();
     let began = Instant::now();
@@ -138,7 +126,7 @@ async fn outage_under_load(name: &str, store_url: &str, begin: impl FnOnce(), en
     while began.elapsed() < outage() {
         // Sampling interval of the process' resources, not a wait for the limiter's time.
         tokio::time::sleep(Duration::from_millis(250)).await;
-        let (r, f) = resources(pid);
+        let (r, f) = crate::resources(pid);
         rss = (rss.0.min(r), rss.1.max(r));
         fds = (fds.0.min(f), fds.1.max(f));
     }

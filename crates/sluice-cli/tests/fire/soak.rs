@@ -71,17 +71,6 @@ struct Seen {
     admitted: HashMap<u64, u64>,
 }
 
-fn resources(pid: u32) -> (u64, usize) {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    let rss = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap_or(0);
-    let fds = std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, Iterator::count);
-    (rss, fds)
-}
-
 fn start_clients(server: &Arc<Server>, stop: &Arc<AtomicBool>, seen: &Arc<Mutex<Seen>>) {
     for client in 0..CLIENTS as u64 {
         let (server, stop, seen) = (server.clone(), stop.clone(), seen.clone());
@@ -141,7 +130,7 @@ async fn the_service_holds_under_mixed_traffic_and_recurring_faults() {
         second += 1;
         // The soak lasts real time: one sample a second, not a wait for a limiter's time.
         tokio::time::sleep_until((started + Duration::from_secs(second)).into()).await;
-        let (rss, fds) = resources(pid);
+        let (rss, fds) = crate::resources(pid);
         let (mut latencies, degraded, over) = {
             let mut seen = seen.lock().await;
             let over: u64 = seen
