@@ -24,12 +24,14 @@
 //! a behaviour that passes on one store and fails on another is a difference between stores.
 
 mod algorithms;
+mod batches;
 mod blocks;
 mod leases;
 mod requests;
 mod reservations;
 
 pub use algorithms::*;
+pub use batches::*;
 pub use blocks::*;
 pub use leases::*;
 pub use requests::*;
@@ -206,6 +208,9 @@ macro_rules! conformance_suite {
             reservations_give_back_or_charge_the_difference_once,
             reservations_settle_late_or_keep_their_estimate,
             reservations_refuse_rules_and_ids_they_cannot_settle,
+            batches_admit_the_limit_across_nodes,
+            batches_give_back_what_they_did_not_spend,
+            batches_keep_blocks_and_shadow,
         ]);
     };
     (@each $store:ident, $subject:expr, [$($behaviour:ident),* $(,)?]) => {

@@ -8,12 +8,13 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use super::denial_cache::cacheable_limits;
+use super::held::Holdings;
 use super::meters::RuleMeters;
 
 use crate::algorithm::concurrency::LeaseToken;
 use crate::algorithm::{LimitStep, Params, penalty};
 use crate::error::Error;
-use crate::model::{Algorithm, Micros, Name, Rule, validate_rule_name};
+use crate::model::{Algorithm, Limit, Micros, Name, Rule, validate_rule_name};
 
 /// A rule ready to decide: validated, with each limit's parameters computed.
 #[derive(Debug)]
@@ -29,6 +30,10 @@ pub struct CompiledRule {
     pub(crate) leases: bool,
     /// Its decisions' counters.
     pub(crate) meters: RuleMeters,
+    /// The batches of its limit, when it takes batches (hot keys, see `held`).
+    pub(crate) held: Option<Arc<Holdings>>,
+    /// Whether a check of its one limit may be decided on its own (no lease, no batches).
+    direct: bool,
 }
 
 /// One limit of a compiled rule.
@@ -93,7 +98,7 @@ impl CompiledRule {
         let [limit] = self.limits.as_slice() else {
             return None;
         };
-        (!self.leases && self.definition.enabled && units <= limit.capacity()).then_some(limit)
+        (self.direct && self.definition.enabled && units <= limit.capacity()).then_some(limit)
     }
 
     /// Validates and compiles a rule.
@@ -141,7 +146,24 @@ impl CompiledRule {
             super::lease::check_length(name, &limits).map_err(invalid)?;
         }
         let name = Name::interned(name);
+        let held = match (rule.limits.as_slice(), limits.as_slice()) {
+            (
+                [
+                    Limit {
+                        batch: Some(batches),
+                        ..
+                    },
+                ],
+                [limit],
+            ) => {
+                let (algorithm, params) = limit.meter();
+                Some(Arc::new(Holdings::new(&name, *batches, algorithm, params)))
+            }
+            _ => None,
+        };
         Ok(CompiledRule {
+            direct: !leases && held.is_none(),
+            held,
             meters: RuleMeters::new(name.clone()),
             name,
             definition: rule,

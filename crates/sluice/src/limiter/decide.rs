@@ -13,7 +13,7 @@ use std::sync::atomic::Ordering;
 use super::compile::{CompiledLimit, CompiledRule};
 use super::denial_cache::DenialCache;
 use super::options::{Check, MAX_COST};
-use super::{Attributes, Limiter, keys, lease, reservation};
+use super::{Attributes, Limiter, held, keys, lease, reservation};
 use crate::algorithm::{LimitOutcome, LimitStep, Mode};
 use crate::error::Error;
 use crate::model::{AttributeNames, Decision, FailPolicy, LimitDecision, LimitDecisions, Micros};
@@ -95,12 +95,25 @@ impl Limiter {
             rule.meters.decided(&d);
             return Ok(d);
         }
+        // Hot keys: a limit with batches decides from them when it can.
+        let mut failed = None;
+        if let Some(held) = &rule.held {
+            match self.decide_held(&rule, held, &calls, check).await {
+                held::Answer::Decided(d) => return Ok(d),
+                held::Answer::Exact => {}
+                held::Answer::Failed(error) => failed = Some(error),
+            }
+        }
         let mark = denials.map(DenialCache::mark);
         let policy = rule.definition.fail.unwrap_or(self.inner.options.fail);
         // Outcomes answered for shadow limits that cannot hold the cost did not come from the
         // store: such a reply is not cached.
         let all_fit = calls.iter().all(|c| c.step.cost <= c.step.params.capacity);
-        let (reply, degraded) = match self.call_store_fitting(&calls, check.mode()).await {
+        let stored = match failed {
+            Some(error) => Err(error),
+            None => self.call_store_fitting(&calls, check.mode()).await,
+        };
+        let (reply, degraded) = match stored {
             Ok(reply) => {
                 if let (Some(denials), Some(mark), true) = (denials, mark, all_fit) {
                     denials.record(mark, &calls, &rule.cacheable, &reply);
@@ -119,6 +132,9 @@ impl Limiter {
                 (reply, Some(error))
             }
         };
+        if let (Some(held), None) = (&rule.held, &degraded) {
+            held::observe(held, &calls, reply.as_ref());
+        }
         let fallback = policy == FailPolicy::Open;
         let mut d = decision(&rule, &calls, reply.as_ref(), fallback);
         if rule.leases && check.mode() == Mode::Apply {

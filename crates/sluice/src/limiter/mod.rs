@@ -23,6 +23,8 @@
 //! - `lease`: lease ids, [`Limiter::release`] and [`Limiter::renew`] (concurrency limits);
 //!   `lease_guard`: [`LeaseGuard`], a lease released on drop;
 //! - `reservation`: reserving a cost and [`Limiter::settle`];
+//! - `held`: hot keys, units taken from the store in batches and spent here
+//!   ([`Limiter::give_back_batches`], [`Limiter::held_units`]);
 //! - `breaker`: skips a failing store for a while;
 //! - `denial_cache` ([`DenialCache`], [`DenialCacheOptions`]): on a remote store, answers
 //!   requests the store already denied until they could pass; admin operations and rule changes
@@ -40,6 +42,7 @@ mod cached_denial;
 mod compile;
 mod decide;
 pub(crate) mod denial_cache;
+mod held;
 mod inspect;
 mod keys;
 mod lease;
@@ -64,6 +67,7 @@ use breaker::Breaker;
 pub use builder::{IntoDynStore, LimiterBuilder};
 pub use compile::{CompiledRule, RuleBook};
 pub use denial_cache::{DenialCache, DenialCacheOptions};
+pub use held::{HeldUnits, MAX_HELD_KEYS};
 pub use keys::Attributes;
 pub use lease::MAX_LEASE_LEN;
 pub use lease_guard::LeaseGuard;
@@ -102,6 +106,7 @@ struct Inner {
     enabled: AtomicBool,
     denials: Option<Arc<DenialCache>>,
     channel: Option<Arc<dyn InvalidationChannel>>,
+    clock: Arc<dyn crate::clock::Clock>,
 }
 
 impl Limiter {
@@ -153,9 +158,11 @@ impl Limiter {
     /// Cached denials of the rules that changed are forgotten at once, here and (through the
     /// invalidation channel, in the background) on the other nodes.
     pub fn set_rules(&self, rules: impl IntoIterator<Item = (String, Rule)>) -> Result<(), Error> {
-        let book = compile::compile(rules)?;
+        let mut book = compile::compile(rules)?;
+        held::carry_over(&self.inner.rules.load(), &mut book);
         let old = self.inner.rules.swap(Arc::new(book));
         let new = self.inner.rules.load();
+        self.give_back_dropped(&old, &new);
         let changed: Vec<String> = old
             .iter()
             .filter(|(name, rule)| {

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::{Algorithm, By, ModelError, Penalty, Rate, format_duration, serde_text};
+use super::{Algorithm, Batches, By, ModelError, Penalty, Rate, format_duration, serde_text};
 
 /// One limit of a rule: a rate over an identity, with an algorithm and optional extras.
 ///
@@ -55,6 +55,8 @@ pub struct Limit {
     pub count_denied: bool,
     /// Evaluate and report, but never deny.
     pub shadow: bool,
+    /// Take units from the store in batches and spend them in this process (hot keys).
+    pub batch: Option<Batches>,
 }
 
 /// A limit as written in a rule file: `rate` for the rate algorithms, `max_leases` and `lease`
@@ -93,6 +95,8 @@ struct LimitFields {
     count_denied: bool,
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     shadow: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    batch: Option<Batches>,
 }
 
 impl TryFrom<LimitFields> for Limit {
@@ -152,6 +156,7 @@ impl TryFrom<LimitFields> for Limit {
             penalty: f.penalty,
             count_denied: f.count_denied,
             shadow: f.shadow,
+            batch: f.batch,
         })
     }
 }
@@ -171,6 +176,7 @@ impl From<Limit> for LimitFields {
             penalty: l.penalty,
             count_denied: l.count_denied,
             shadow: l.shadow,
+            batch: l.batch,
         }
     }
 }
@@ -191,6 +197,7 @@ impl Limit {
             penalty: None,
             count_denied: false,
             shadow: false,
+            batch: None,
         }
     }
 
@@ -222,6 +229,12 @@ impl Limit {
     /// Sets `penalty`.
     pub fn with_penalty(mut self, penalty: Penalty) -> Limit {
         self.penalty = Some(penalty);
+        self
+    }
+
+    /// Sets `batch`: units taken from the store in batches (see [`Batches`]).
+    pub fn with_batches(mut self, batch: Batches) -> Limit {
+        self.batch = Some(batch);
         self
     }
 
@@ -343,6 +356,9 @@ impl Limit {
             }
             check_duration("penalty.ban", p.ban)?;
             check_duration("penalty.memory", p.memory)?;
+        }
+        if let Some(batch) = &self.batch {
+            batch.validate(self.algorithm, self.capacity(), self.count_denied)?;
         }
         Ok(())
     }

@@ -9,6 +9,7 @@
 //! - `rate`: [`Rate`] (`"100/1m"`); `duration`: durations as rule files write them;
 //! - `algorithm`: [`Algorithm`] and the crate-private registry every layer derives from
 //!   (`registry_tests` checks the Lua files against it);
+//! - `batch`: [`Batches`], a limit's opt-in to hot-key batches;
 //! - `penalty`: [`Penalty`]; `fail_policy`: [`FailPolicy`];
 //! - `decision`: [`Decision`] and [`LimitDecision`], the answer to a check; `decision_json`: its
 //!   JSON as the service writes it; `headers`: the HTTP rate-limit headers it sets;
@@ -16,6 +17,7 @@
 //! - `name`: [`Name`], interned names a decision carries without allocating.
 
 mod algorithm;
+mod batch;
 mod decision;
 mod duration;
 mod fail_policy;
@@ -31,6 +33,7 @@ mod rule;
 
 pub use algorithm::Algorithm;
 pub(crate) use algorithm::REGISTRY;
+pub use batch::{Batches, MAX_HOLD};
 pub use decision::{AttributeNames, Decision, LimitDecision, LimitDecisions};
 pub(crate) use duration::serde_text;
 pub use duration::{format_duration, parse_duration};

@@ -114,6 +114,15 @@ impl Rule {
                     ),
                 ));
             }
+            // Batches decide in memory what a multi-limit rule must decide all-or-nothing in the
+            // store: a batched limit is its rule's only limit.
+            if limit.batch.is_some() && self.limits.len() > 1 {
+                return Err(ModelError::new(
+                    format!("limits[{i}].batch"),
+                    "a limit with batches must be its rule's only limit; put the others in \
+                     another rule and check both (check_all)",
+                ));
+            }
         }
         Ok(())
     }

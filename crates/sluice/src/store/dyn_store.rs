@@ -8,8 +8,8 @@ use std::pin::Pin;
 use std::time::Duration;
 
 use super::{
-    BlocksCursor, BlocksPage, KeyRef, LeaseCall, LimitCall, LimitKey, ReserveCall, SettleCall,
-    Store, StoreError, StoreReply,
+    BlocksCursor, BlocksPage, GiveBackCall, KeyRef, LeaseCall, LimitCall, LimitKey, ReserveCall,
+    SettleCall, Store, StoreError, StoreReply,
 };
 use crate::algorithm::{LimitOutcome, LimitStep, Mode};
 use crate::model::Micros;
@@ -76,6 +76,8 @@ pub trait DynStore: Send + Sync + fmt::Debug + 'static {
         &'a self,
         settlements: &'a [SettleCall],
     ) -> BoxFuture<'a, Result<Vec<bool>, StoreError>>;
+    /// See [`Store::give_back`].
+    fn give_back<'a>(&'a self, calls: &'a [GiveBackCall]) -> BoxFuture<'a, Result<(), StoreError>>;
 }
 
 impl<S: Store> DynStore for S {
@@ -146,5 +148,8 @@ impl<S: Store> DynStore for S {
         settlements: &'a [SettleCall],
     ) -> BoxFuture<'a, Result<Vec<bool>, StoreError>> {
         Box::pin(Store::settle(self, settlements))
+    }
+    fn give_back<'a>(&'a self, calls: &'a [GiveBackCall]) -> BoxFuture<'a, Result<(), StoreError>> {
+        Box::pin(Store::give_back(self, calls))
     }
 }

@@ -33,6 +33,7 @@
 //! Refusals can start a little before `max_keys` keys in total, once the fullest shard is full.
 
 mod blocks;
+mod give_back;
 mod leases;
 mod packed_state;
 mod reservations;
@@ -48,8 +49,8 @@ use spin::mutex::{SpinMutex, SpinMutexGuard};
 use spin::relax::Yield;
 
 use super::{
-    BlocksCursor, BlocksPage, LeaseCall, LimitCall, LimitKey, ReserveCall, SettleCall, Store,
-    StoreError, StoreReply,
+    BlocksCursor, BlocksPage, GiveBackCall, LeaseCall, LimitCall, LimitKey, ReserveCall,
+    SettleCall, Store, StoreError, StoreReply,
 };
 use crate::algorithm::{KeyState, LimitOutcome, LimitStep, Mode, step};
 use crate::clock::{Clock, SystemClock};
@@ -360,6 +361,10 @@ impl Store for MemoryStore {
 
     async fn settle(&self, settlements: &[SettleCall]) -> Result<Vec<bool>, StoreError> {
         self.settle_now(settlements)
+    }
+
+    async fn give_back(&self, calls: &[GiveBackCall]) -> Result<(), StoreError> {
+        self.give_back_now(calls)
     }
 }
 

@@ -10,7 +10,7 @@
 //!
 //! # Layout
 //! - `mod.rs` (this file): the [`Store`] trait and what it is handed and answers ([`LimitKey`],
-//!   [`KeyRef`], [`LimitCall`], [`LeaseCall`], [`ReserveCall`], [`SettleCall`], [`StoreReply`],
+//!   [`KeyRef`], [`LimitCall`], [`LeaseCall`], [`ReserveCall`], [`SettleCall`], [`GiveBackCall`], [`StoreReply`],
 //!   [`BlocksCursor`], [`BlocksPage`], [`StoreError`]);
 //! - `dyn_store`: [`DynStore`], the object-safe form the limiter holds;
 //! - [`memory`]: [`MemoryStore`](memory::MemoryStore), state in this process (sharded, capped);
@@ -127,6 +127,26 @@ pub struct SettleCall {
     pub params: crate::algorithm::Params,
     /// What the request really cost.
     pub actual: u64,
+}
+
+/// Units a batch took on one limit and did not spend, to give back (see `limiter::held`).
+///
+/// The store removes `units` admitted at `at_us` from the limit's state, never by more than they
+/// still weigh on it: on a draining state (`token_bucket`, `gcra`) they weigh `units` minus what
+/// drained since `at_us`; on a `fixed_window` they weigh `units` while `at_us`'s window lasts and
+/// nothing after. Other algorithms are left alone.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GiveBackCall {
+    /// The limit's state for the identity the batch was taken for.
+    pub key: LimitKey,
+    /// The limit's algorithm.
+    pub algorithm: crate::model::Algorithm,
+    /// The limit's numbers.
+    pub params: crate::algorithm::Params,
+    /// The units to give back.
+    pub units: u64,
+    /// The store's time they are taken to have been admitted at (since the epoch).
+    pub at_us: Micros,
 }
 
 /// A store's answer: the time it decided at and each limit's outcome, in call order.
@@ -306,6 +326,21 @@ pub trait Store: Send + Sync + fmt::Debug + 'static {
         let (_, refused) = (settlements, no_reservations(Store::name(self)));
         async move { Err(refused) }
     }
+
+    /// Gives back units that batches took and did not spend (see [`GiveBackCall`]); each call
+    /// is its own atomic step. A store without batches may keep this default, which refuses (the
+    /// units then stay counted until the state drains or its window ends).
+    fn give_back(
+        &self,
+        calls: &[GiveBackCall],
+    ) -> impl Future<Output = Result<(), StoreError>> + Send {
+        let (_, refused) = (calls, no_give_back(Store::name(self)));
+        async move { Err(refused) }
+    }
+}
+
+fn no_give_back(store: &'static str) -> StoreError {
+    StoreError::permanent(store, "this store cannot give units back")
 }
 
 fn no_reservations(store: &'static str) -> StoreError {

@@ -32,7 +32,8 @@
 //!   (`one_head.lua`, `many_head.lua`, `many_violations.lua`, `now.lua`, `marker_answer.lua`,
 //!   `shared_call.lua`), the general decision (`idiv.lua`, `prelude.lua`, `blocked.lua`,
 //!   `decide.lua`), and the other operations' scripts (`block.lua`, `unblock.lua`,
-//!   `lease.lua`, `settle.lua`, `give_back.lua`).
+//!   `lease.lua`, `settle.lua`, `give_back.lua`); `give_back` (what a batch of a hot key did not
+//!   spend, through `give_back.lua`).
 //!
 //! # Which script decides a request
 //! | request shape | script | reply (see `reply`) | fallback |
@@ -141,6 +142,7 @@ mod decision;
 mod eviction;
 mod failover;
 mod function;
+mod give_back;
 mod key_names;
 mod keys;
 mod lease;
@@ -177,8 +179,8 @@ use std::time::Duration;
 use redis::{RedisError, RetryMethod};
 
 use super::{
-    BlocksCursor, BlocksPage, LeaseCall, LimitCall, LimitKey, ReserveCall, SettleCall, Store,
-    StoreError, StoreReply,
+    BlocksCursor, BlocksPage, GiveBackCall, LeaseCall, LimitCall, LimitKey, ReserveCall,
+    SettleCall, Store, StoreError, StoreReply,
 };
 use crate::algorithm::Mode;
 use crate::clock::Clock;
@@ -376,5 +378,9 @@ impl Store for RedisStore {
 
     async fn settle(&self, settlements: &[SettleCall]) -> Result<Vec<bool>, StoreError> {
         self.settle_all(settlements).await
+    }
+
+    async fn give_back(&self, calls: &[GiveBackCall]) -> Result<(), StoreError> {
+        self.give_back_all(calls).await
     }
 }

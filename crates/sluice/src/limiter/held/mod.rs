@@ -1,0 +1,363 @@
+//! Hot keys: units taken from the store in batches and spent in this process, for the limits
+//! that opt in ([`Batches`]).
+//!
+//! A key that every node asks about on every request costs the store one call per decision, all
+//! on the one shard that holds it. A limit with `batch` instead takes `k` units at once with the
+//! store's ordinary decision (the same scripts' maths, a cost of `k`, with the limit's block and
+//! penalty left out so that a refused batch changes nothing), admits the next requests from them
+//! here, and gives back what it did not spend (`Store::give_back`) when the batch's hold time
+//! ends, when the rule changes or is reloaded away, and when the node stops
+//! ([`Limiter::give_back_batches`](super::Limiter::give_back_batches)).
+//!
+//! Invariants:
+//! - a unit is counted in the store when its batch is granted, before it is spent: the node never
+//!   admits more than the store granted it, so the limit is never exceeded through held units;
+//!   what held units change is *when* they count (README, "Hot keys", states the bound);
+//! - a batch is spent only until its hold time has passed since it was asked for (and, on a
+//!   fixed window, until the window it was counted in ends), on this node's clock;
+//! - the size adapts: it doubles when a batch was spent before its end (demand), halves when one
+//!   ended unspent, never exceeds `max`, and never asks for more than half of what the store last
+//!   said was left, so near the limit every decision is the exact per-decision path;
+//! - every denial comes from the exact path (the store, with block, penalty, denial cache and
+//!   fail policy as for any limit): a request the held units cannot cover is decided there;
+//! - one batch is asked for at a time per key; requests arriving meanwhile take the exact path;
+//! - at most [`MAX_HELD_KEYS`] identities per rule hold units or sizes; beyond, the exact path.
+//!
+//! # Layout
+//! - `mod.rs` (this file): [`Holdings`], the batches of one rule, and their bookkeeping;
+//! - `decide`: the decision from a held batch, the batch taken, and the give-backs.
+
+mod decide;
+
+pub use decide::HeldUnits;
+pub(super) use decide::{Answer, observe};
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+use metrics::{Counter, Gauge};
+use parking_lot::Mutex;
+
+use crate::algorithm::Params;
+use crate::model::{Algorithm, Batches, Micros, Name};
+use crate::store::{GiveBackCall, LimitKey};
+
+/// The most identities of one rule whose batches (or batch sizes) a node keeps.
+pub const MAX_HELD_KEYS: usize = 10_000;
+
+/// The batches a node holds for one rule's limit, by identity.
+#[derive(Debug)]
+pub(crate) struct Holdings {
+    batches: Batches,
+    algorithm: Algorithm,
+    params: Params,
+    keys: Mutex<HashMap<LimitKey, Holding>>,
+    /// Units held now, over every identity.
+    held: AtomicU64,
+    /// Units given back since the start.
+    given_back: AtomicU64,
+    /// Units taken since the start.
+    taken: AtomicU64,
+    /// Whether the background task that gives back ended batches runs.
+    pub(super) sweeping: AtomicBool,
+    meters: HeldMeters,
+}
+
+#[derive(Debug)]
+struct HeldMeters {
+    held: Gauge,
+    taken: Counter,
+    given_back: Counter,
+    spent: Counter,
+    takes: Counter,
+    refused: Counter,
+}
+
+impl HeldMeters {
+    fn new(rule: &Name) -> HeldMeters {
+        let rule = rule.to_string();
+        HeldMeters {
+            held: metrics::gauge!("sluice_batch_units_held", "rule" => rule.clone()),
+            taken: metrics::counter!("sluice_batch_units_taken_total", "rule" => rule.clone()),
+            given_back: metrics::counter!("sluice_batch_units_given_back_total", "rule" => rule.clone()),
+            spent: metrics::counter!("sluice_batch_decisions_total", "rule" => rule.clone()),
+            takes: metrics::counter!("sluice_batch_takes_total", "rule" => rule.clone(), "result" => "granted"),
+            refused: metrics::counter!("sluice_batch_takes_total", "rule" => rule, "result" => "refused"),
+        }
+    }
+}
+
+/// One identity's batch and what the next one should be.
+#[derive(Debug, Clone, Copy)]
+struct Holding {
+    /// Units of the batch not spent yet.
+    units: u64,
+    /// Units the batch was taken for.
+    taken: u64,
+    /// The store's time of the take.
+    at_us: Micros,
+    /// This node's time after which the batch is not spent.
+    until_us: Micros,
+    /// The next batch's size, before the other caps.
+    size: u64,
+    /// What the store last said was left.
+    left: u64,
+    /// The store's last `reset_after`, for the decisions answered here.
+    reset_after_us: Micros,
+    /// A batch is being asked for.
+    taking: bool,
+}
+
+impl Holding {
+    fn new() -> Holding {
+        Holding {
+            units: 0,
+            taken: 0,
+            at_us: Micros::ZERO,
+            until_us: Micros::ZERO,
+            size: 2,
+            left: u64::MAX,
+            reset_after_us: Micros::ZERO,
+            taking: false,
+        }
+    }
+}
+
+/// What to do for a request the held units did not cover.
+#[derive(Debug)]
+pub(super) struct Refill {
+    /// Units of an ended batch to give back first.
+    pub give_back: Option<GiveBackCall>,
+    /// The batch to ask for, or `None` to take the exact path.
+    pub take: Option<u64>,
+}
+
+/// A request answered from a held batch: what the decision reports.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Spent {
+    pub remaining: u64,
+    pub reset_after_us: Micros,
+}
+
+impl Holdings {
+    pub(crate) fn new(rule: &Name, batches: Batches, algorithm: Algorithm, params: Params) -> Self {
+        Holdings {
+            batches,
+            algorithm,
+            params,
+            keys: Mutex::new(HashMap::new()),
+            held: AtomicU64::new(0),
+            given_back: AtomicU64::new(0),
+            taken: AtomicU64::new(0),
+            sweeping: AtomicBool::new(false),
+            meters: HeldMeters::new(rule),
+        }
+    }
+
+    /// The hold time, µs.
+    pub(super) fn hold_us(&self) -> Micros {
+        Micros::from(self.batches.hold)
+    }
+
+    /// Units held now, units given back and units taken since the start.
+    pub(crate) fn totals(&self) -> (u64, u64, u64) {
+        (
+            self.held.load(Ordering::Relaxed),
+            self.given_back.load(Ordering::Relaxed),
+            self.taken.load(Ordering::Relaxed),
+        )
+    }
+
+    /// Spends `cost` units of `key`'s batch at `now` if it holds them and has not ended; else says
+    /// what to do instead.
+    pub(super) fn spend(&self, key: &LimitKey, cost: u64, now: Micros) -> Result<Spent, Refill> {
+        let mut keys = self.keys.lock();
+        let Some(h) = keys.get_mut(key) else {
+            if keys.len() >= MAX_HELD_KEYS {
+                keys.retain(|_, h| h.units > 0 || h.taking);
+                if keys.len() >= MAX_HELD_KEYS {
+                    return Err(Refill {
+                        give_back: None,
+                        take: None,
+                    });
+                }
+            }
+            let h = keys.entry(key.clone()).or_insert_with(Holding::new);
+            return Err(self.refill(key, h, cost));
+        };
+        if h.units >= cost && now < h.until_us {
+            h.units -= cost;
+            self.held.fetch_sub(cost, Ordering::Relaxed);
+            self.meters.held.decrement(cost as f64);
+            self.meters.spent.increment(1);
+            return Ok(Spent {
+                remaining: h.left.saturating_add(h.units),
+                reset_after_us: h.reset_after_us,
+            });
+        }
+        Err(self.refill(key, h, cost))
+    }
+
+    /// Ends `h`'s batch if it cannot serve `cost` now, and sizes the next one.
+    fn refill(&self, key: &LimitKey, h: &mut Holding, cost: u64) -> Refill {
+        if h.taking {
+            return Refill {
+                give_back: None,
+                take: None,
+            };
+        }
+        let give_back = self.end(key, h);
+        if h.taken > 0 {
+            // A batch spent before its end asks for a bigger one; one that ended unspent, smaller.
+            h.size = if give_back.is_some() {
+                (h.size / 2).max(1)
+            } else {
+                h.size.saturating_mul(2)
+            }
+            .min(self.batches.max);
+            h.taken = 0;
+        }
+        let k = h.size.min(self.batches.max).min(h.left / 2);
+        let take = (k > cost).then_some(k);
+        h.taking = take.is_some();
+        Refill { give_back, take }
+    }
+
+    /// Ends `h`'s batch, returning the give-back of its unspent units (if any).
+    fn end(&self, key: &LimitKey, h: &mut Holding) -> Option<GiveBackCall> {
+        if h.units == 0 {
+            return None;
+        }
+        let units = std::mem::take(&mut h.units);
+        self.held.fetch_sub(units, Ordering::Relaxed);
+        self.meters.held.decrement(units as f64);
+        Some(self.give_back_call(key, h.at_us, h.taken - units, units))
+    }
+
+    /// The give-back of `units` of a batch taken at `at_us` of which `spent` were spent.
+    ///
+    /// A draining state weighs the batch as `taken − drained`: it is given back as `units`
+    /// admitted when the spent ones have drained (`at_us` + their time at the rate, rounded
+    /// down so as to give back no more than is due), which takes off what a settlement of the
+    /// batch at its spent units would. A window gets the units back while the window lasts.
+    fn give_back_call(
+        &self,
+        key: &LimitKey,
+        at_us: Micros,
+        spent: u64,
+        units: u64,
+    ) -> GiveBackCall {
+        let at_us = match self.algorithm {
+            Algorithm::FixedWindow => at_us,
+            _ => {
+                let p = &self.params;
+                let drain = u128::from(spent) * u128::from(p.window_us.get()) / u128::from(p.count);
+                at_us.saturating_add(Micros::new(u64::try_from(drain).unwrap_or(u64::MAX)))
+            }
+        };
+        GiveBackCall {
+            key: key.clone(),
+            algorithm: self.algorithm,
+            params: self.params,
+            units,
+            at_us,
+        }
+    }
+
+    /// Records the batch taken for `key`: `k` units at the store's `at_us`, `cost` of them spent
+    /// at once, spendable until `until_us` (this node's clock); `left` and `reset_after_us` are
+    /// the store's answer.
+    pub(super) fn taken(&self, key: &LimitKey, took: Took) {
+        self.taken.fetch_add(took.k, Ordering::Relaxed);
+        self.meters.taken.increment(took.k);
+        self.meters.takes.increment(1);
+        let units = took.k - took.cost;
+        self.held.fetch_add(units, Ordering::Relaxed);
+        self.meters.held.increment(units as f64);
+        let mut keys = self.keys.lock();
+        let h = keys.entry(key.clone()).or_insert_with(Holding::new);
+        *h = Holding {
+            units,
+            taken: took.k,
+            at_us: took.at_us,
+            until_us: took.until_us,
+            size: h.size,
+            left: took.left,
+            reset_after_us: took.reset_after_us,
+            taking: false,
+        };
+    }
+
+    /// Records a batch the store refused (or could not be asked for): `left` is what the store
+    /// said was left, if it answered.
+    pub(super) fn refused(&self, key: &LimitKey, left: Option<u64>) {
+        self.meters.refused.increment(1);
+        let mut keys = self.keys.lock();
+        if let Some(h) = keys.get_mut(key) {
+            h.taking = false;
+            h.size = (h.size / 2).max(1);
+            if let Some(left) = left {
+                h.left = left;
+            }
+        }
+    }
+
+    /// Records what an exact decision said was left.
+    pub(super) fn observe(&self, key: &LimitKey, left: u64) {
+        if let Some(h) = self.keys.lock().get_mut(key) {
+            h.left = left;
+        }
+    }
+
+    /// Ends every batch whose hold time has passed at `now` (or every batch, with `all`),
+    /// returning their give-backs, and forgets identities idle for long.
+    pub(super) fn end_batches(&self, now: Micros, all: bool) -> Vec<GiveBackCall> {
+        let mut keys = self.keys.lock();
+        let mut calls = Vec::new();
+        let idle = self.hold_us().saturating_mul(16);
+        keys.retain(|key, h| {
+            if all || now >= h.until_us {
+                calls.extend(self.end(key, h));
+            }
+            h.taking || h.units > 0 || now < h.until_us.saturating_add(idle)
+        });
+        calls
+    }
+
+    /// Counts units given back.
+    pub(super) fn gave_back(&self, units: u64) {
+        self.given_back.fetch_add(units, Ordering::Relaxed);
+        self.meters.given_back.increment(units);
+    }
+}
+
+/// A batch the store granted.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Took {
+    pub k: u64,
+    pub cost: u64,
+    pub at_us: Micros,
+    pub until_us: Micros,
+    pub left: u64,
+    pub reset_after_us: Micros,
+}
+
+/// Carries the batches of rules whose definition did not change into the new book, so that a
+/// reload that leaves a rule alone does not end its batches.
+pub(crate) fn carry_over(old: &super::RuleBook, new: &mut super::RuleBook) {
+    for (name, rule) in new.iter_mut() {
+        let Some(before) = old.get(name) else {
+            continue;
+        };
+        if before.definition != rule.definition {
+            continue;
+        }
+        if let (Some(held), Some(rule)) = (&before.held, Arc::get_mut(rule)) {
+            rule.held = Some(Arc::clone(held));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;
