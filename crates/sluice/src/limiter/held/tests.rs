@@ -1,1 +1,202 @@
+//! The batches' bookkeeping, and the mode on a store in another process: one store call per
+//! batch, fail policies, and held units spent while the store is down.
 
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
+
+use super::*;
+use crate::algorithm::{Mode, S};
+use crate::clock::ManualClock;
+use crate::model::{FailPolicy, Limit, Rule};
+use crate::store::{BlocksCursor, BlocksPage, LimitCall, StoreError, StoreReply};
+use crate::{Limiter, MemoryStore, Store};
+
+/// A global limit has no attributes.
+const NONE: &[(&str, &str)] = &[];
+
+fn key(identity: &str) -> LimitKey {
+    LimitKey {
+        rule: "hot".into(),
+        limit_id: "global-gcra-1s".into(),
+        identity: identity.into(),
+    }
+}
+
+fn holdings(max: u64) -> Holdings {
+    Holdings::new(
+        &Name::interned("hot"),
+        Batches::new(max, Duration::from_secs(1)),
+        Algorithm::Gcra,
+        Params::new(1000, S, 1000),
+    )
+}
+
+fn took(k: u64, left: u64) -> Took {
+    Took {
+        k,
+        cost: 1,
+        at_us: S,
+        until_us: 2 * S,
+        left,
+        reset_after_us: Micros::ZERO,
+    }
+}
+
+#[test]
+fn the_size_grows_with_demand_and_shrinks_near_the_limit() {
+    let h = holdings(64);
+    let k = key("*");
+    let mut sizes = Vec::new();
+    let mut left = 1000;
+    for _ in 0..6 {
+        let refill = h.spend(&k, 1, S).expect_err("nothing held");
+        let size = refill.take.expect("a batch");
+        sizes.push(size);
+        left -= size;
+        h.taken(&k, took(size, left));
+        for _ in 1..size {
+            h.spend(&k, 1, S).expect("held");
+        }
+    }
+    assert_eq!(sizes, [2, 4, 8, 16, 32, 64], "doubling up to max");
+    // Near the limit: never more than half of what is left, then the exact path.
+    h.observe(&k, 10);
+    assert_eq!(h.spend(&k, 1, S).unwrap_err().take, Some(5));
+    h.refused(&k, Some(2));
+    assert_eq!(h.spend(&k, 1, S).unwrap_err().take, None, "2 left: exact");
+}
+
+#[test]
+fn a_batch_that_ends_unspent_is_given_back_and_the_next_is_smaller() {
+    let h = holdings(64);
+    let k = key("*");
+    h.spend(&k, 1, S).unwrap_err();
+    h.taken(&k, took(8, 900));
+    h.spend(&k, 1, S).unwrap();
+    assert_eq!(h.totals(), (6, 0, 8));
+    // Past its end (2 s): 2 of 8 spent, 6 back as admitted when the 2 spent have drained.
+    let refill = h.spend(&k, 1, 3 * S).unwrap_err();
+    let back = refill.give_back.expect("the unspent units");
+    assert_eq!((back.units, back.at_us), (6, S + Micros::new(2000)));
+    assert_eq!(
+        refill.take, None,
+        "the next batch is halved to 1 unit: the exact path"
+    );
+    assert_eq!(h.totals().0, 0);
+}
+
+#[test]
+fn the_held_identities_are_bounded() {
+    let h = holdings(64);
+    for i in 0..MAX_HELD_KEYS {
+        // Each identity is asked a batch for (and keeps its place while it is being taken).
+        assert!(
+            h.spend(&key(&i.to_string()), 1, S)
+                .unwrap_err()
+                .take
+                .is_some()
+        );
+    }
+    let refill = h.spend(&key("one more"), 1, S).unwrap_err();
+    assert!(refill.take.is_none(), "beyond the bound: the exact path");
+    let ended = h.end_batches(100 * S, false);
+    assert!(ended.is_empty());
+}
+
+/// The memory store as if it ran in another process, which can be switched off, counting the
+/// decisions asked of it.
+#[derive(Debug, Default)]
+struct Remote {
+    store: MemoryStore,
+    down: AtomicBool,
+    calls: AtomicU64,
+}
+
+impl Remote {
+    fn check(&self) -> Result<(), StoreError> {
+        match self.down.load(Ordering::SeqCst) {
+            true => Err(StoreError::transient("remote", "connection refused")),
+            false => Ok(()),
+        }
+    }
+}
+
+impl Store for std::sync::Arc<Remote> {
+    fn name(&self) -> &'static str {
+        "remote"
+    }
+    async fn decide(&self, calls: &[LimitCall], mode: Mode) -> Result<StoreReply, StoreError> {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        self.check()?;
+        self.store.decide(calls, mode).await
+    }
+    async fn reset(&self, keys: &[LimitKey]) -> Result<(), StoreError> {
+        self.store.reset(keys).await
+    }
+    async fn block(&self, key: &LimitKey, duration: Duration) -> Result<Micros, StoreError> {
+        self.store.block(key, duration).await
+    }
+    async fn unblock(&self, key: &LimitKey) -> Result<bool, StoreError> {
+        self.store.unblock(key).await
+    }
+    async fn blocks(&self, rule: &str, cursor: &BlocksCursor) -> Result<BlocksPage, StoreError> {
+        self.store.blocks(rule, cursor).await
+    }
+    async fn ping(&self) -> Result<(), StoreError> {
+        self.check()
+    }
+    async fn give_back(&self, calls: &[GiveBackCall]) -> Result<(), StoreError> {
+        self.check()?;
+        self.store.give_back(calls).await
+    }
+}
+
+fn remote_with(fail: FailPolicy) -> (std::sync::Arc<Remote>, Limiter) {
+    let clock = ManualClock::at_2026();
+    let remote = std::sync::Arc::new(Remote {
+        store: MemoryStore::with_clock(std::sync::Arc::new(clock.clone())),
+        ..Remote::default()
+    });
+    let limit = Limit::new(&[], "100000/1s".parse().unwrap(), Algorithm::Gcra)
+        .with_batches(Batches::new(100, Duration::from_secs(1)));
+    let mut rule = Rule::new(vec![limit]);
+    rule.fail = Some(fail);
+    let limiter = Limiter::builder(remote.clone())
+        .clock(std::sync::Arc::new(clock))
+        .rule("hot", rule)
+        .build()
+        .unwrap();
+    (remote, limiter)
+}
+
+#[tokio::test]
+async fn a_key_far_from_its_limit_costs_one_store_call_per_batch() {
+    let (remote, limiter) = remote_with(FailPolicy::Open);
+    for _ in 0..1000 {
+        assert!(limiter.check("hot", NONE).await.unwrap().allowed);
+    }
+    // Batches of 2, 4, …, 64, then 100 at a time: 6 + 9 calls for 1000 decisions.
+    assert_eq!(remote.calls.load(Ordering::SeqCst), 15);
+}
+
+#[tokio::test]
+async fn held_units_are_spent_while_the_store_is_down_then_the_fail_policy_answers() {
+    let (remote, limiter) = remote_with(FailPolicy::Closed);
+    for _ in 0..3 {
+        limiter.check("hot", NONE).await.unwrap();
+    }
+    // Batches of 2 and 4: 3 units left.
+    remote.down.store(true, Ordering::SeqCst);
+    for _ in 0..3 {
+        let d = limiter.check("hot", NONE).await.unwrap();
+        assert!(d.allowed && !d.degraded, "answered from the batch");
+    }
+    let d = limiter.check("hot", NONE).await.unwrap();
+    assert!(!d.allowed && d.degraded, "fail closed: {d:?}");
+
+    let (remote, limiter) = remote_with(FailPolicy::Open);
+    remote.down.store(true, Ordering::SeqCst);
+    let d = limiter.check("hot", NONE).await.unwrap();
+    assert!(d.allowed && d.degraded, "fail open: {d:?}");
+    assert_eq!(limiter.held_units()[0].held, 0, "nothing taken");
+}
