@@ -141,7 +141,12 @@ pub async fn run(args: ServeOptions) -> Result<(), ServeError> {
     let _watch = reload::watch(state.clone())?;
     spawn_upkeep(store.memory.clone(), prometheus);
     let _grpc = spawn_grpc(args.grpc_listen, &state).await?;
-    serve(listener, state, shutdown_signal()).await?;
+    serve(listener, state.clone(), shutdown_signal()).await?;
+    // Units this node took in batches and did not spend are the fleet's again.
+    let given = state.limiter.give_back_batches().await;
+    if given > 0 {
+        tracing::info!(units = given, "gave back the units held in batches");
+    }
     Ok(())
 }
 

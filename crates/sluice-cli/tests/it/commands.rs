@@ -16,7 +16,7 @@ fn validate_accepts_the_example_and_summarises() {
     let out = sluice().arg("validate").arg(example()).output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{out:?}");
-    assert!(stdout.contains(": ok: 14 rules (api, "), "{stdout}");
+    assert!(stdout.contains(": ok: 15 rules (api, "), "{stdout}");
     assert!(stdout.contains("store memory://"), "{stdout}");
 }
 
@@ -54,6 +54,21 @@ fn validate_names_file_line_rule_and_field() {
         (
             "rules:\n  x:\n    limits: [\n".to_string(),
             "sluice.yaml:3: rule `x`",
+        ),
+        (
+            CONFIG.replace(
+                "rate: 5/10s, algorithm: sliding_log",
+                "rate: 5/10s, algorithm: sliding_log, batch: { max: 2 }",
+            ),
+            "rule `employee`: field `limits[0].batch`: sliding_log cannot take batches: it \
+             records when each request happened",
+        ),
+        (
+            CONFIG.replace(
+                "rate: 2/120s, algorithm: sliding_log }",
+                "rate: 2/120s, algorithm: gcra, batch: { max: 2 } }",
+            ),
+            "rule `pair`: field `limits[0].batch`: a limit with batches must be its rule's only limit",
         ),
     ];
     for (text, expected) in cases {

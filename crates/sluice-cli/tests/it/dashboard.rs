@@ -24,6 +24,9 @@ rules:
   report:
     limits:
       - { by: [tenant], algorithm: concurrency, max_leases: 3, lease: 10m }
+  payments:
+    limits:
+      - { by: [], rate: 1000/1s, algorithm: gcra, batch: { max: 100, hold: 1h } }
 ";
 
 /// Polls the text of the first element matching `css` until `done` accepts it (10 s at most).
@@ -90,6 +93,11 @@ async fn the_dashboard_shows_live_numbers_and_a_countdown_and_lifts_a_block_in_a
         assert_eq!(answer.status, 200);
     }
 
+    // Batches of 2 and 4 units: 3 spent, 3 held.
+    for _ in 0..3 {
+        assert_eq!(server.check("payments", json!({})).await.status, 200);
+    }
+
     let browser = Browser::start();
     let page = browser.session().await;
     page.goto(&server.url("/ui")).await.unwrap();
@@ -126,6 +134,12 @@ async fn the_dashboard_shows_live_numbers_and_a_countdown_and_lifts_a_block_in_a
     text_when(&page, "#rules tr[data-rule=login] td.allowed", |t| t == "3").await;
     text_when(&page, "#rules tr[data-rule=login] td.denied", |t| t == "2").await;
     text_when(&page, "#rules tr[data-rule=api] td.allowed", |t| t == "7").await;
+    text_when(&page, "#rules tr[data-rule=payments] td.held", |t| t == "3").await;
+    text_when(&page, "#rules tr[data-rule=payments] td.given-back", |t| {
+        t == "0"
+    })
+    .await;
+    text_when(&page, "#rules tr[data-rule=api] td.held", |t| t == "–").await;
     text_when(&page, "#rules tr[data-rule=login] td.limits", |t| {
         t.contains("3/1m") && t.contains("sliding_log")
     })

@@ -4,7 +4,9 @@
 //! Decision counts are this process's own `sluice_decisions_total` and
 //! `sluice_degraded_decisions_total` counters (read from the metrics recorder, so every way a
 //! decision is made, HTTP, gateway or gRPC, is counted once), totals since the start; the page
-//! turns them into rates. Each node of a fleet reports its own decisions.
+//! turns them into rates. Each node of a fleet reports its own decisions. A rule whose limit
+//! takes batches (hot keys) also has `batch`: the units this process holds now, and those it
+//! took and gave back since it started.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -102,6 +104,7 @@ fn sample(line: &str) -> Option<Sample<'_>> {
 pub(super) async fn stats(State(state): State<Arc<AppState>>) -> Json<Value> {
     let counts = counts(&metrics::render());
     let live = state.live.load();
+    let held = state.limiter.held_units();
     let rules: serde_json::Map<String, Value> = state
         .limiter
         .rules()
@@ -117,6 +120,16 @@ pub(super) async fn stats(State(state): State<Arc<AppState>>) -> Json<Value> {
             let mut entry = serde_json::to_value(c).unwrap_or(Value::Null);
             if let Value::Object(fields) = &mut entry {
                 fields.insert("top_denied".into(), Value::Array(top));
+                if let Some(units) = held.iter().find(|u| &u.rule == rule) {
+                    fields.insert(
+                        "batch".into(),
+                        json!({
+                            "held": units.held,
+                            "given_back": units.given_back,
+                            "taken": units.taken,
+                        }),
+                    );
+                }
             }
             (rule.clone(), entry)
         })

@@ -70,6 +70,9 @@ function renderRules(rules, stats) {
     cell(row, String(counts.denied || 0), "num denied" + (counts.denied ? " hot" : ""));
     cell(row, String(counts.shadow_denied || 0), "num shadow-denied");
     cell(row, String(counts.degraded || 0), "num degraded");
+    const batch = counts.batch;
+    cell(row, batch ? String(batch.held) : "–", "num held");
+    cell(row, batch ? String(batch.given_back) : "–", "num given-back");
   }
   const top = $("#top tbody");
   top.replaceChildren();
