@@ -13,6 +13,7 @@ mod denial_cache;
 mod envoy;
 mod forward_auth;
 mod fuzz_http;
+mod hot_keys;
 mod leases;
 mod nginx;
 mod redis;
