@@ -11,6 +11,7 @@
 //! - [`event`]: a request and the identity table; [`traffic`]: the patterns; [`trace`]: CSV and
 //!   JSON-lines traces;
 //! - [`replay`]: subjects and the run; [`outage`]: the failing store and the fleets per policy;
+//!   [`batches`]: the rules replayed again with hot-key batches across nodes;
 //! - [`window`]: trailing-window sums; [`reference`]: the exact sliding log; [`tally`]: what one
 //!   limit did; [`series`]: counts over time;
 //! - [`report`]: text, `report.md`, `report.json`; [`plot`]: SVG and PNG charts; [`output`]: the
@@ -25,6 +26,7 @@ macro_rules! bail {
     };
 }
 
+pub mod batches;
 mod error;
 pub mod event;
 pub mod outage;
@@ -80,13 +82,30 @@ pub struct SimulateArgs {
     /// Write report.md, report.json and the plots (SVG and PNG) into this directory.
     #[arg(long)]
     pub out: Option<PathBuf>,
-    /// Nodes sharing the store during `--store-down`.
+    /// Nodes sharing the store during `--store-down`, and taking batches with `--batches`.
     #[arg(long, default_value_t = 3)]
     pub nodes: usize,
     /// Take the store down from FROM to TO (`10m..20m`, from the start) and compare what the
     /// fail policies `open`, `closed` and `local` admit across `--nodes` nodes meanwhile.
     #[arg(long, value_parser = parse_span)]
     pub store_down: Option<(Duration, Duration)>,
+    /// Also replay each rule whose limit can take batches (token_bucket, gcra, fixed_window)
+    /// across `--nodes` nodes taking batches of up to this many units, beside the exact path (rows
+    /// `<rule>+batches`).
+    #[arg(long)]
+    pub batches: Option<u64>,
+    /// How long a node may spend a batch, with `--batches`.
+    #[arg(long, default_value = "1s", value_parser = parse_hold)]
+    pub batch_hold: Duration,
+}
+
+/// Parses `--batch-hold` (a duration, 1ms to 1h).
+fn parse_hold(text: &str) -> Result<Duration, String> {
+    let hold = sluice::model::parse_duration(text).map_err(|e| e.message)?;
+    if hold < Duration::from_millis(1) || hold > sluice::model::MAX_HOLD {
+        return Err(format!("`{text}`: between 1ms and 1h"));
+    }
+    Ok(hold)
 }
 
 /// Parses `FROM..TO` (two durations, FROM before TO).
@@ -218,6 +237,22 @@ pub async fn simulate(
             Subject::new(name.clone(), name, rule, nodes, bucket_us, attack, None)
         })
         .collect();
+    if let Some(max) = args.batches {
+        let rules = batches::rules(&plan.rules, max, args.batch_hold);
+        let fleet = batches::fleet(&rules, args.nodes, &clock)?;
+        for (name, rule) in &rules {
+            subjects.push(Subject::new(
+                batches::label(name),
+                name,
+                rule,
+                fleet.clone(),
+                bucket_us,
+                attack,
+                None,
+            ));
+        }
+    }
+    let main_count = subjects.len();
     // Offsets from the start of the run, as the report shows them.
     let outage = args
         .store_down
@@ -243,7 +278,6 @@ pub async fn simulate(
     let totals =
         replay::replay(traffic.as_mut(), &mut subjects, &clock, base_us(), progress).await?;
     progress.finish_and_clear();
-    let main_count = plan.rules.len();
     let mut all = replay::finish(subjects);
     let outage_rows: Vec<Measured> = all
         .split_off(main_count)

@@ -273,3 +273,61 @@ fn traces_in_csv_and_json_lines_give_the_same_report_and_files_are_well_formed()
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("line 3: time goes backwards"), "{stderr}");
 }
+
+#[tokio::test]
+async fn batches_across_nodes_stay_within_the_stated_bounds_beside_the_exact_path() {
+    // One hot key at 3× a limit of 100/s for a minute, 4 nodes, batches of up to 20 held 1 s.
+    let sim = run(&[
+        "--rate",
+        "100/1s",
+        "--algorithms",
+        "gcra,token_bucket,fixed_window,sliding_log",
+        "--pattern",
+        "steady",
+        "--identities",
+        "1",
+        "--rps",
+        "300",
+        "--duration",
+        "60s",
+        "--batches",
+        "20",
+        "--nodes",
+        "4",
+    ])
+    .await;
+    assert!(
+        !sim.report
+            .limits
+            .iter()
+            .any(|s| s.subject == "sliding_log+batches"),
+        "sliding_log takes no batches"
+    );
+    let (rate, burst, hold_s, nodes, max) = (100, 100, 1, 4, 20);
+    for algorithm in ["gcra", "token_bucket"] {
+        let exact = limit(&sim, algorithm);
+        let batched = limit(&sim, &format!("{algorithm}+batches"));
+        // b + r·T exactly, plus at most min(r·H, N·K).
+        let bound = burst + rate * 60 + (rate * hold_s).min(nodes * max);
+        assert!(batched.admitted <= bound, "{algorithm}: {batched:?}");
+        assert!(
+            exact.admitted <= burst + rate * 60,
+            "{algorithm}: {exact:?}"
+        );
+        assert!(
+            batched.admitted + nodes * max >= exact.admitted,
+            "{algorithm}: under by at most N·K: {} vs {}",
+            batched.admitted,
+            exact.admitted
+        );
+    }
+    let exact = limit(&sim, "fixed_window");
+    let batched = limit(&sim, "fixed_window+batches");
+    assert!(
+        batched.admitted <= exact.admitted,
+        "never more than L per window: {} vs {}",
+        batched.admitted,
+        exact.admitted
+    );
+    assert!(batched.admitted + nodes * max * 60 >= exact.admitted);
+}

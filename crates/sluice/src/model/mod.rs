@@ -33,7 +33,7 @@ mod rule;
 
 pub use algorithm::Algorithm;
 pub(crate) use algorithm::REGISTRY;
-pub use batch::{Batches, MAX_HOLD};
+pub use batch::{Batches, MAX_HOLD, refusal as batch_refusal};
 pub use decision::{AttributeNames, Decision, LimitDecision, LimitDecisions};
 pub(crate) use duration::serde_text;
 pub use duration::{format_duration, parse_duration};
