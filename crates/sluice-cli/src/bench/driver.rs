@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use sluice::limiter::DenialCacheOptions;
-use sluice::model::{Limit, Penalty, Rule};
+use sluice::model::{Batches, Limit, Penalty, Rule};
 use sluice::{Limiter, Options};
 use sluice_server::config::StoreConfig;
 use sluice_server::store_url;
@@ -30,6 +30,9 @@ impl Driver {
         if args.limits == 0 {
             bail!("--limits must be at least 1");
         }
+        if args.batch.is_some() && args.limits > 1 {
+            bail!("--batch takes one limit (--limits 1)");
+        }
         let limits = (0..args.limits)
             .map(|i| {
                 let mut rate = args.limit;
@@ -42,6 +45,7 @@ impl Driver {
                     ban: Duration::from_secs(3600),
                     memory: Duration::from_secs(3600),
                 });
+                limit.batch = args.batch.map(|max| Batches::new(max, args.batch_hold));
                 limit
             })
             .collect();

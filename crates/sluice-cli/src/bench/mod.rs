@@ -104,6 +104,14 @@ pub struct BenchArgs {
     /// leave every key denied: the all-denied shape).
     #[arg(long, default_value_t = 0)]
     pub warm_up: u32,
+    /// Take the benchmark limit's units from the store in batches of up to this many and spend
+    /// them in this process (hot keys; with `--limits 1`). The units still held at the end are
+    /// given back.
+    #[arg(long)]
+    pub batch: Option<u64>,
+    /// How long a batch may be spent, with `--batch`.
+    #[arg(long, default_value = "1s", value_parser = parse_duration_arg)]
+    pub batch_hold: Duration,
 }
 
 fn parse_algorithm(text: &str) -> Result<Algorithm, String> {
@@ -158,6 +166,18 @@ pub struct Report {
     /// With --ceiling: `decisions_per_sec / ceiling_per_sec`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ratio_to_ceiling: Option<f64>,
+    /// With --batch: units taken in batches, and given back (at the end included).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub batches: Option<BatchTotals>,
+}
+
+/// Units a run took in batches and gave back.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct BatchTotals {
+    /// Units taken.
+    pub taken: u64,
+    /// Units given back unspent.
+    pub given_back: u64,
 }
 
 /// One task's tallies.
@@ -312,6 +332,16 @@ pub async fn measure(args: &BenchArgs) -> anyhow::Result<Report> {
     progress.finish_and_clear();
     let h = &total.histogram;
     let decisions_per_sec = h.len() as f64 / elapsed;
+    let batches = match &driver {
+        Driver::Library(limiter) if args.batch.is_some() => {
+            limiter.give_back_batches().await;
+            limiter.held_units().first().map(|u| BatchTotals {
+                taken: u.taken,
+                given_back: u.given_back,
+            })
+        }
+        _ => None,
+    };
     let ceiling_per_sec = match (&driver, args.ceiling) {
         (Driver::Library(limiter), true) => Some(ceiling(args, limiter, h.len()).await?),
         (Driver::Http { .. }, true) => bail!("--ceiling measures a Redis store: not with --via"),
@@ -322,6 +352,7 @@ pub async fn measure(args: &BenchArgs) -> anyhow::Result<Report> {
         offered_per_sec: args.rate,
         ceiling_per_sec,
         ratio_to_ceiling: ceiling_per_sec.map(|c| decisions_per_sec / c),
+        batches,
         p50_us: h.value_at_quantile(0.5) as f64 / 1_000.0,
         p99_us: h.value_at_quantile(0.99) as f64 / 1_000.0,
         p999_us: h.value_at_quantile(0.999) as f64 / 1_000.0,

@@ -58,32 +58,48 @@ impl Limiter {
         }
         let cost = call.step.cost;
         let now = self.inner.clock.now_us();
-        let refill = match held.spend(&call.key, cost, now) {
-            Ok(spent) => {
-                let outcome = LimitOutcome {
-                    remaining: spent.remaining,
-                    reset_after_us: spent.reset_after_us,
-                    ..LimitOutcome::unanswered(true)
-                };
-                return Answer::Decided(counted(rule, calls, now, outcome));
-            }
-            Err(refill) => refill,
-        };
+        let step = held.spend(&call.key, cost, now);
         self.sweep(held);
-        if let Some(back) = refill.give_back {
-            give_back(
-                &*self.inner.store,
-                held,
-                vec![back],
-                self.inner.options.timeout,
-            )
-            .await;
+        if !step.give_back.is_empty() {
+            let timeout = self.inner.options.timeout;
+            give_back(&*self.inner.store, held, step.give_back, timeout).await;
         }
-        let Some(k) = refill.take else {
+        if let Some(spent) = step.spent {
+            let outcome = LimitOutcome {
+                remaining: spent.remaining,
+                reset_after_us: spent.reset_after_us,
+                ..LimitOutcome::unanswered(true)
+            };
+            let d = counted(rule, calls, now, outcome);
+            // The batch being spent runs low: the next one is asked for now, once per batch.
+            if let Some(k) = step.take {
+                let _ = self.take(held, call, k, 0, now).await;
+            }
+            return Answer::Decided(d);
+        }
+        let Some(k) = step.take else {
             return Answer::Exact;
         };
-        // The batch changes nothing when refused: no block, no violation (count_denied is refused
-        // with batches). The exact path then decides the request with them.
+        match self.take(held, call, k, cost, now).await {
+            Ok(Some(o)) => Answer::Decided(counted(rule, calls, o.1, o.0)),
+            Ok(None) => Answer::Exact,
+            Err(error) => Answer::Failed(error),
+        }
+    }
+
+    /// Asks the store for a batch of `k` units for `call`'s key, `cost` of them spent at once by
+    /// the request asking. Returns that request's outcome and the store's time when granted,
+    /// `None` when refused.
+    async fn take(
+        &self,
+        held: &Holdings,
+        call: &LimitCall,
+        k: u64,
+        cost: u64,
+        now: Micros,
+    ) -> Result<Option<(LimitOutcome, Micros)>, StoreError> {
+        // The batch changes nothing when refused: no block, no violation (count_denied is
+        // refused with batches). The exact path then decides the request with them.
         let mut take = call.clone();
         take.step.cost = k;
         take.step.block_us = None;
@@ -95,12 +111,12 @@ impl Limiter {
             Ok(reply) => reply,
             Err(error) => {
                 held.refused(&call.key, None);
-                return Answer::Failed(error);
+                return Err(error);
             }
         };
         let Some(o) = reply.outcomes.first().filter(|o| o.allowed) else {
             held.refused(&call.key, reply.outcomes.first().map(|o| o.remaining));
-            return Answer::Exact;
+            return Ok(None);
         };
         // Counted from when the batch was asked for: the store counted it later than that, so a
         // unit is never spent more than `hold` after the store counted it.
@@ -123,7 +139,7 @@ impl Limiter {
             remaining: o.remaining.saturating_add(k - cost),
             ..o.clone()
         };
-        Answer::Decided(counted(rule, calls, reply.now_us, outcome))
+        Ok(Some((outcome, reply.now_us)))
     }
 
     /// Starts the task that gives back batches whose hold time has passed, once per rule (on

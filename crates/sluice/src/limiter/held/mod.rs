@@ -20,7 +20,10 @@
 //!   said was left, so near the limit every decision is the exact per-decision path;
 //! - every denial comes from the exact path (the store, with block, penalty, denial cache and
 //!   fail policy as for any limit): a request the held units cannot cover is decided there;
-//! - one batch is asked for at a time per key; requests arriving meanwhile take the exact path;
+//! - one batch is asked for at a time per key: the next one once the batch being spent is down
+//!   to a quarter (so requests rarely find nothing held), by the request that noticed, after it
+//!   was decided; each batch keeps its own end; a request that finds nothing held while a batch
+//!   is being asked for takes the exact path;
 //! - at most [`MAX_HELD_KEYS`] identities per rule hold units or sizes; beyond, the exact path.
 //!
 //! # Layout
@@ -88,10 +91,10 @@ impl HeldMeters {
     }
 }
 
-/// One identity's batch and what the next one should be.
-#[derive(Debug, Clone, Copy)]
-struct Holding {
-    /// Units of the batch not spent yet.
+/// One batch: units the store granted at once.
+#[derive(Debug, Clone, Copy, Default)]
+struct Batch {
+    /// Units not spent yet.
     units: u64,
     /// Units the batch was taken for.
     taken: u64,
@@ -99,6 +102,15 @@ struct Holding {
     at_us: Micros,
     /// This node's time after which the batch is not spent.
     until_us: Micros,
+}
+
+/// One identity's batches and what the next one should be.
+#[derive(Debug, Clone, Copy)]
+struct Holding {
+    /// The batch being spent.
+    current: Batch,
+    /// A batch taken before the current one ran out, spent once it has.
+    next: Option<Batch>,
     /// The next batch's size, before the other caps.
     size: u64,
     /// What the store last said was left.
@@ -112,24 +124,29 @@ struct Holding {
 impl Holding {
     fn new() -> Holding {
         Holding {
-            units: 0,
-            taken: 0,
-            at_us: Micros::ZERO,
-            until_us: Micros::ZERO,
+            current: Batch::default(),
+            next: None,
             size: 2,
             left: u64::MAX,
             reset_after_us: Micros::ZERO,
             taking: false,
         }
     }
+
+    fn units(&self) -> u64 {
+        self.current.units + self.next.map_or(0, |b| b.units)
+    }
 }
 
-/// What to do for a request the held units did not cover.
-#[derive(Debug)]
-pub(super) struct Refill {
-    /// Units of an ended batch to give back first.
-    pub give_back: Option<GiveBackCall>,
-    /// The batch to ask for, or `None` to take the exact path.
+/// What a request gets from the held batches, and what to do about them.
+#[derive(Debug, Default)]
+pub(super) struct Step {
+    /// The request was admitted from a batch.
+    pub spent: Option<Spent>,
+    /// Units of ended batches to give back.
+    pub give_back: Vec<GiveBackCall>,
+    /// A batch to ask for: before the request is decided when it was not admitted (`None`
+    /// then means the exact path), after it when the current batch runs low.
     pub take: Option<u64>,
 }
 
@@ -169,70 +186,70 @@ impl Holdings {
         )
     }
 
-    /// Spends `cost` units of `key`'s batch at `now` if it holds them and has not ended; else says
-    /// what to do instead.
-    pub(super) fn spend(&self, key: &LimitKey, cost: u64, now: Micros) -> Result<Spent, Refill> {
+    /// Spends `cost` units of `key`'s batches at `now` if they hold them; ends the batches that
+    /// cannot serve any more, and says whether to ask for a batch.
+    pub(super) fn spend(&self, key: &LimitKey, cost: u64, now: Micros) -> Step {
         let mut keys = self.keys.lock();
-        let Some(h) = keys.get_mut(key) else {
+        if !keys.contains_key(key) && keys.len() >= MAX_HELD_KEYS {
+            keys.retain(|_, h| h.units() > 0 || h.taking);
             if keys.len() >= MAX_HELD_KEYS {
-                keys.retain(|_, h| h.units > 0 || h.taking);
-                if keys.len() >= MAX_HELD_KEYS {
-                    return Err(Refill {
-                        give_back: None,
-                        take: None,
-                    });
+                return Step::default();
+            }
+        }
+        let h = keys.entry(key.clone()).or_insert_with(Holding::new);
+        let mut step = Step::default();
+        loop {
+            let b = &mut h.current;
+            if b.units >= cost && now < b.until_us {
+                b.units -= cost;
+                self.held.fetch_sub(cost, Ordering::Relaxed);
+                self.meters.held.decrement(cost as f64);
+                self.meters.spent.increment(1);
+                step.spent = Some(Spent {
+                    remaining: h.left.saturating_add(h.units()),
+                    reset_after_us: h.reset_after_us,
+                });
+                break;
+            }
+            if b.taken > 0 {
+                // A batch spent before its end asks for a bigger one; one that ended unspent,
+                // smaller.
+                let back = self.end(key, b);
+                h.size = match back {
+                    Some(_) => h.size / 2,
+                    None => h.size.saturating_mul(2),
                 }
+                .clamp(1, self.batches.max);
+                step.give_back.extend(back);
             }
-            let h = keys.entry(key.clone()).or_insert_with(Holding::new);
-            return Err(self.refill(key, h, cost));
-        };
-        if h.units >= cost && now < h.until_us {
-            h.units -= cost;
-            self.held.fetch_sub(cost, Ordering::Relaxed);
-            self.meters.held.decrement(cost as f64);
-            self.meters.spent.increment(1);
-            return Ok(Spent {
-                remaining: h.left.saturating_add(h.units),
-                reset_after_us: h.reset_after_us,
-            });
+            h.current = Batch::default();
+            match h.next.take() {
+                Some(next) => h.current = next,
+                None => break,
+            }
         }
-        Err(self.refill(key, h, cost))
+        // Asked for while nothing is held (the request then waits for it), or ahead, once the
+        // batch being spent is down to a quarter, so that requests rarely find it empty.
+        let low = h.next.is_none() && h.current.units <= h.current.taken / 4;
+        if !h.taking && (step.spent.is_none() || low) {
+            let k = h.size.min(self.batches.max).min(h.left / 2);
+            if k > cost {
+                h.taking = true;
+                step.take = Some(k);
+            }
+        }
+        step
     }
 
-    /// Ends `h`'s batch if it cannot serve `cost` now, and sizes the next one.
-    fn refill(&self, key: &LimitKey, h: &mut Holding, cost: u64) -> Refill {
-        if h.taking {
-            return Refill {
-                give_back: None,
-                take: None,
-            };
-        }
-        let give_back = self.end(key, h);
-        if h.taken > 0 {
-            // A batch spent before its end asks for a bigger one; one that ended unspent, smaller.
-            h.size = if give_back.is_some() {
-                (h.size / 2).max(1)
-            } else {
-                h.size.saturating_mul(2)
-            }
-            .min(self.batches.max);
-            h.taken = 0;
-        }
-        let k = h.size.min(self.batches.max).min(h.left / 2);
-        let take = (k > cost).then_some(k);
-        h.taking = take.is_some();
-        Refill { give_back, take }
-    }
-
-    /// Ends `h`'s batch, returning the give-back of its unspent units (if any).
-    fn end(&self, key: &LimitKey, h: &mut Holding) -> Option<GiveBackCall> {
-        if h.units == 0 {
+    /// Ends a batch, returning the give-back of its unspent units (if any).
+    fn end(&self, key: &LimitKey, b: &mut Batch) -> Option<GiveBackCall> {
+        if b.units == 0 {
             return None;
         }
-        let units = std::mem::take(&mut h.units);
+        let units = std::mem::take(&mut b.units);
         self.held.fetch_sub(units, Ordering::Relaxed);
         self.meters.held.decrement(units as f64);
-        Some(self.give_back_call(key, h.at_us, h.taken - units, units))
+        Some(self.give_back_call(key, b.at_us, b.taken - units, units))
     }
 
     /// The give-back of `units` of a batch taken at `at_us` of which `spent` were spent.
@@ -265,9 +282,7 @@ impl Holdings {
         }
     }
 
-    /// Records the batch taken for `key`: `k` units at the store's `at_us`, `cost` of them spent
-    /// at once, spendable until `until_us` (this node's clock); `left` and `reset_after_us` are
-    /// the store's answer.
+    /// Records a batch taken for `key`: spent next, or after the one being spent.
     pub(super) fn taken(&self, key: &LimitKey, took: Took) {
         self.taken.fetch_add(took.k, Ordering::Relaxed);
         self.meters.taken.increment(took.k);
@@ -277,16 +292,26 @@ impl Holdings {
         self.meters.held.increment(units as f64);
         let mut keys = self.keys.lock();
         let h = keys.entry(key.clone()).or_insert_with(Holding::new);
-        *h = Holding {
+        let batch = Batch {
             units,
             taken: took.k,
             at_us: took.at_us,
             until_us: took.until_us,
-            size: h.size,
-            left: took.left,
-            reset_after_us: took.reset_after_us,
-            taking: false,
         };
+        // Each batch keeps its own end: a unit is never spent later than `hold` after its own
+        // batch was asked for.
+        if h.current.units > 0 {
+            h.next = Some(batch);
+        } else {
+            if h.current.taken > 0 {
+                // The batch it replaces was spent: demand.
+                h.size = h.size.saturating_mul(2).clamp(1, self.batches.max);
+            }
+            h.current = batch;
+        }
+        h.left = took.left;
+        h.reset_after_us = took.reset_after_us;
+        h.taking = false;
     }
 
     /// Records a batch the store refused (or could not be asked for): `left` is what the store
@@ -317,10 +342,13 @@ impl Holdings {
         let mut calls = Vec::new();
         let idle = self.hold_us().saturating_mul(16);
         keys.retain(|key, h| {
-            if all || now >= h.until_us {
-                calls.extend(self.end(key, h));
+            for b in std::iter::once(&mut h.current).chain(h.next.as_mut()) {
+                if all || now >= b.until_us {
+                    calls.extend(self.end(key, b));
+                }
             }
-            h.taking || h.units > 0 || now < h.until_us.saturating_add(idle)
+            let last = h.next.map_or(h.current.until_us, |b| b.until_us);
+            h.taking || h.units() > 0 || now < last.saturating_add(idle)
         });
         calls
     }
