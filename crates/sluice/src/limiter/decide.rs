@@ -99,7 +99,7 @@ impl Limiter {
         let mut failed = None;
         if let Some(held) = &rule.held {
             match self.decide_held(&rule, held, &calls, check).await {
-                held::Answer::Decided(d) => return Ok(d),
+                held::Answer::Decided(d) => return Ok(*d),
                 held::Answer::Exact => {}
                 held::Answer::Failed(error) => failed = Some(error),
             }

@@ -20,8 +20,8 @@ use crate::store::{DynStore, GiveBackCall, LimitCall, StoreError, StoreReply};
 /// What the batch mode made of a request.
 #[derive(Debug)]
 pub(in crate::limiter) enum Answer {
-    /// Decided (and counted in the rule's metrics).
-    Decided(Decision),
+    /// Decided (and counted in the rule's metrics); boxed, as the other answers are small.
+    Decided(Box<Decision>),
     /// To be decided by the exact path.
     Exact,
     /// The store could not be asked: the exact path's fail policy answers with this error.
@@ -75,13 +75,13 @@ impl Limiter {
             if let Some(k) = step.take {
                 let _ = self.take(held, call, k, 0, now).await;
             }
-            return Answer::Decided(d);
+            return Answer::Decided(Box::new(d));
         }
         let Some(k) = step.take else {
             return Answer::Exact;
         };
         match self.take(held, call, k, cost, now).await {
-            Ok(Some(o)) => Answer::Decided(counted(rule, calls, o.1, o.0)),
+            Ok(Some(o)) => Answer::Decided(Box::new(counted(rule, calls, o.1, o.0))),
             Ok(None) => Answer::Exact,
             Err(error) => Answer::Failed(error),
         }
@@ -137,7 +137,7 @@ impl Limiter {
         );
         let outcome = LimitOutcome {
             remaining: o.remaining.saturating_add(k - cost),
-            ..o.clone()
+            ..*o
         };
         Ok(Some((outcome, reply.now_us)))
     }
