@@ -71,7 +71,9 @@
 //! URL, add its scheme to [`store::url::StoreUrl`], the one place URLs are recognised. Then run
 //! the conformance suite against it: with feature `conformance`, one line in a test file,
 //! `sluice::conformance_suite!(my_store, async { Subject::new(store, clock) })`, runs every
-//! behaviour every store of this crate passes (see [`conformance`]). A store that lives in this
+//! behaviour every store of this crate passes (see [`conformance`]). Limits that take units in
+//! batches (hot keys) give back what a node did not spend through [`Store::give_back`]; a store
+//! that keeps its default refuses, and those units then stay counted until they drain. A store that lives in this
 //! process can also answer a one-limit request synchronously in [`Store::decide_one_now`]: the
 //! limiter then checks without a future and without allocating.
 #![warn(missing_docs)]

@@ -76,6 +76,16 @@ async fn a_node_killed_holding_batches_loses_only_what_it_held_and_never_exceeds
         assert_eq!(admit(&survivor, rule, 5).await, 5, "{rule}");
         before.push((held(&doomed, rule).await, held(&survivor, rule).await));
     }
+    // /metrics shows the same units held, and the units taken.
+    for (rule, (lost, _)) in RULES.into_iter().zip(&before) {
+        let series = |name: &str| format!("{name}{{rule=\"{rule}\"}}");
+        let gauge = doomed.metric(&series("sluice_batch_units_held")).await;
+        assert_eq!(gauge, *lost as f64, "{rule}");
+        let taken = doomed
+            .metric(&series("sluice_batch_units_taken_total"))
+            .await;
+        assert_eq!(taken, (20 + lost) as f64, "{rule}");
+    }
     doomed.signal("KILL");
     assert!(!doomed.wait_exit(Duration::from_secs(10)).success());
     for (rule, (lost, kept)) in RULES.into_iter().zip(before) {
