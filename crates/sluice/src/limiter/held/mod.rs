@@ -16,8 +16,9 @@
 //! - a batch is spent only until its hold time has passed since it was asked for (and, on a
 //!   fixed window, until the window it was counted in ends), on this node's clock;
 //! - the size adapts: it doubles when a batch was spent before its end (demand), halves when one
-//!   ended unspent, never exceeds `max`, and never asks for more than half of what the store last
-//!   said was left, so near the limit every decision is the exact per-decision path;
+//!   ended unspent, never takes a node's held units (both batches) above `max`, and never asks for
+//!   more than half of what the store last said was left, so near the limit every decision is the
+//!   exact per-decision path;
 //! - every denial comes from the exact path (the store, with block, penalty, denial cache and
 //!   fail policy as for any limit): a request the held units cannot cover is decided there;
 //! - one batch is asked for at a time per key: the next one once the batch being spent is down
@@ -232,7 +233,8 @@ impl Holdings {
         // batch being spent is down to a quarter, so that requests rarely find it empty.
         let low = h.next.is_none() && h.current.units <= h.current.taken / 4;
         if !h.taking && (step.spent.is_none() || low) {
-            let k = h.size.min(self.batches.max).min(h.left / 2);
+            // Never more than `max` held at once, the batch being spent included.
+            let k = h.size.min(self.batches.max - h.units()).min(h.left / 2);
             if k > cost {
                 h.taking = true;
                 step.take = Some(k);
