@@ -14,7 +14,7 @@ use super::meters::RuleMeters;
 use crate::algorithm::concurrency::LeaseToken;
 use crate::algorithm::{LimitStep, Params, penalty};
 use crate::error::Error;
-use crate::model::{Algorithm, Limit, Micros, Name, Rule, validate_rule_name};
+use crate::model::{Algorithm, Micros, Name, Rule, validate_rule_name};
 
 /// A rule ready to decide: validated, with each limit's parameters computed.
 #[derive(Debug)]
@@ -146,19 +146,12 @@ impl CompiledRule {
             super::lease::check_length(name, &limits).map_err(invalid)?;
         }
         let name = Name::interned(name);
+        // Hot keys: a batched limit is its rule's only one (`Rule::validate`).
         let held = match (rule.limits.as_slice(), limits.as_slice()) {
-            (
-                [
-                    Limit {
-                        batch: Some(batches),
-                        ..
-                    },
-                ],
-                [limit],
-            ) => {
+            ([defined], [limit]) => defined.batch.map(|batches| {
                 let (algorithm, params) = limit.meter();
-                Some(Arc::new(Holdings::new(&name, *batches, algorithm, params)))
-            }
+                Arc::new(Holdings::new(&name, batches, algorithm, params))
+            }),
             _ => None,
         };
         Ok(CompiledRule {
