@@ -10,6 +10,7 @@ use std::time::Duration;
 use arc_swap::ArcSwap;
 
 use super::breaker::Breaker;
+use super::in_flight::InFlight;
 use super::compile::compile;
 use super::denial_cache::DenialCache;
 use super::meters::StoreLatency;
@@ -150,6 +151,7 @@ impl LimiterBuilder {
                 store: self.store,
                 local: MemoryStore::with_clock(self.clock.clone()),
                 breaker: Breaker::new(self.clock, self.options.timeout),
+                in_flight: InFlight::new(self.options.in_flight),
                 options: self.options,
                 enabled: AtomicBool::new(true),
                 denials,
