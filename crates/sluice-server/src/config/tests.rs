@@ -273,8 +273,11 @@ fn server_limits_have_defaults_and_are_checked() {
 fn the_store_in_flight_bound_is_a_number_or_a_word() {
     use sluice::limiter::InFlightLimit;
     let in_flight = |text: &str| {
-        Config::parse(&format!("store:\n  in_flight: {text}\nrules: {{}}\n"), Format::Yaml)
-            .map(|c| c.limiter_options().in_flight)
+        Config::parse(
+            &format!("store:\n  in_flight: {text}\nrules: {{}}\n"),
+            Format::Yaml,
+        )
+        .map(|c| c.limiter_options().in_flight)
     };
     let c = Config::parse("rules: {}\n", Format::Yaml).unwrap();
     assert_eq!(c.limiter_options().in_flight, InFlightLimit::DEFAULT);
@@ -283,7 +286,10 @@ fn the_store_in_flight_bound_is_a_number_or_a_word() {
     assert_eq!(in_flight("unbounded").unwrap(), InFlightLimit::Unbounded);
     for bad in ["0", "-1", "lots", "99999999999"] {
         let e = in_flight(bad).unwrap_err();
-        assert!(e.field.ends_with("in_flight") && e.line == Some(2), "{bad}: {e:?}");
+        assert!(
+            e.field.ends_with("in_flight") && e.line == Some(2),
+            "{bad}: {e:?}"
+        );
     }
     let toml = Config::parse("[store]\nin_flight = 32\n[rules]\n", Format::Toml).unwrap();
     assert_eq!(toml.limiter_options().in_flight, InFlightLimit::Fixed(32));

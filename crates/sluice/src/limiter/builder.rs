@@ -10,9 +10,9 @@ use std::time::Duration;
 use arc_swap::ArcSwap;
 
 use super::breaker::Breaker;
-use super::in_flight::InFlight;
 use super::compile::compile;
 use super::denial_cache::DenialCache;
+use super::in_flight::InFlight;
 use super::meters::StoreLatency;
 use super::{Inner, Limiter, Options};
 use crate::clock::{Clock, SystemClock};

@@ -133,7 +133,12 @@ mod tests {
     #[test]
     fn the_bound_stays_in_its_range_on_any_samples() {
         let mut g = Gradient::new(5, 50);
-        for (i, rtt) in [0.0, 1.0, f64::MAX, 1e-9, 3e9, 7.0].iter().cycle().take(600).enumerate() {
+        for (i, rtt) in [0.0, 1.0, f64::MAX, 1e-9, 3e9, 7.0]
+            .iter()
+            .cycle()
+            .take(600)
+            .enumerate()
+        {
             let bound = g.sample(*rtt, (i % 80) as u32);
             assert!((5..=50).contains(&bound), "{bound} after {rtt}");
         }

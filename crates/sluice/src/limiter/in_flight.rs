@@ -184,7 +184,9 @@ mod tests {
         let in_flight = InFlight::new(InFlightLimit::Adaptive { min: 4, max: 256 });
         let feed = |rtt_ns: u64, rounds: usize| {
             for _ in 0..rounds {
-                let permits: Vec<_> = (0..in_flight.bound()).filter_map(|_| in_flight.enter()).collect();
+                let permits: Vec<_> = (0..in_flight.bound())
+                    .filter_map(|_| in_flight.enter())
+                    .collect();
                 permits.into_iter().for_each(|p| p.done(rtt_ns));
             }
         };

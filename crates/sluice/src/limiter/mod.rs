@@ -41,9 +41,9 @@ mod builder;
 mod cached_denial;
 mod compile;
 mod decide;
+pub(crate) mod denial_cache;
 mod gradient;
 mod in_flight;
-pub(crate) mod denial_cache;
 mod inspect;
 mod keys;
 mod lease;
@@ -65,15 +65,15 @@ use crate::store::{DynStore, LimitCall, LimitKey};
 pub use admin::{BlockInfo, BlockList};
 pub use batch::RuleCheck;
 use breaker::Breaker;
-use in_flight::InFlight;
 pub use builder::{IntoDynStore, LimiterBuilder};
 pub use compile::{CompiledRule, RuleBook};
 pub use denial_cache::{DenialCache, DenialCacheOptions};
+use in_flight::InFlight;
+pub use in_flight::InFlightLimit;
 pub use keys::Attributes;
 pub use lease::MAX_LEASE_LEN;
 pub use lease_guard::LeaseGuard;
 use meters::StoreLatency;
-pub use in_flight::InFlightLimit;
 pub use options::{Check, MAX_COST, Options};
 
 /// Decides requests against named rules. Cheap to clone; clones share everything.
