@@ -52,6 +52,7 @@ impl Driver {
                     enabled: !args.no_denial_cache,
                     ..DenialCacheOptions::default()
                 },
+                in_flight: args.in_flight,
                 ..Options::default()
             })
             .rule("bench", Rule::new(limits));

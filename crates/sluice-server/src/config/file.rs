@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use super::duration_text as serde_text;
 use super::gateway::{EnvoyDomains, ForwardAuthConfig};
-use sluice::limiter::DenialCacheOptions;
+use sluice::limiter::{DenialCacheOptions, InFlightLimit};
 use sluice::model::{FailPolicy, HeaderStyle, Rule};
 
 /// Where a store reads the time from.
@@ -51,6 +51,40 @@ pub struct StoreConfig {
     /// Certificate files for `rediss…` URLs.
     #[serde(default)]
     pub tls: StoreTls,
+    /// Remote stores: how many decisions may wait for the store at once — a number,
+    /// `adaptive` (follows the store's latency) or `unbounded`. Past it, the fail policy answers
+    /// at once, marked degraded.
+    #[serde(default, with = "in_flight_text")]
+    pub in_flight: InFlightLimit,
+}
+
+/// `in_flight` written as a number or a word.
+mod in_flight_text {
+    use serde::{Deserialize, Deserializer, Serializer};
+    use sluice::limiter::InFlightLimit;
+
+    pub fn serialize<S: Serializer>(limit: &InFlightLimit, s: S) -> Result<S::Ok, S::Error> {
+        match limit {
+            InFlightLimit::Fixed(n) => s.serialize_u32(*n),
+            InFlightLimit::Adaptive { .. } => s.serialize_str("adaptive"),
+            InFlightLimit::Unbounded => s.serialize_str("unbounded"),
+        }
+    }
+
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Text {
+        Number(u64),
+        Word(String),
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<InFlightLimit, D::Error> {
+        let text = match Text::deserialize(d)? {
+            Text::Number(n) => n.to_string(),
+            Text::Word(word) => word,
+        };
+        text.parse().map_err(serde::de::Error::custom)
+    }
 }
 
 /// The `store.tls` section: PEM files for TLS to Redis. Without `ca_file` the system's roots are
@@ -78,6 +112,7 @@ impl Default for StoreConfig {
             prefix: default_prefix(),
             max_keys: default_max_keys(),
             tls: StoreTls::default(),
+            in_flight: InFlightLimit::DEFAULT,
         }
     }
 }

@@ -223,6 +223,7 @@ impl Config {
             timeout: self.store.timeout,
             fail: self.fail,
             denial_cache: self.denial_cache.into(),
+            in_flight: self.store.in_flight,
             ..Options::default()
         }
     }

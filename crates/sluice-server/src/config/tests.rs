@@ -270,6 +270,32 @@ fn server_limits_have_defaults_and_are_checked() {
 }
 
 #[test]
+fn the_store_in_flight_bound_is_a_number_or_a_word() {
+    use sluice::limiter::InFlightLimit;
+    let in_flight = |text: &str| {
+        Config::parse(
+            &format!("store:\n  in_flight: {text}\nrules: {{}}\n"),
+            Format::Yaml,
+        )
+        .map(|c| c.limiter_options().in_flight)
+    };
+    let c = Config::parse("rules: {}\n", Format::Yaml).unwrap();
+    assert_eq!(c.limiter_options().in_flight, InFlightLimit::DEFAULT);
+    assert_eq!(in_flight("64").unwrap(), InFlightLimit::Fixed(64));
+    assert_eq!(in_flight("adaptive").unwrap(), InFlightLimit::ADAPTIVE);
+    assert_eq!(in_flight("unbounded").unwrap(), InFlightLimit::Unbounded);
+    for bad in ["0", "-1", "lots", "99999999999"] {
+        let e = in_flight(bad).unwrap_err();
+        assert!(
+            e.field.ends_with("in_flight") && e.line == Some(2),
+            "{bad}: {e:?}"
+        );
+    }
+    let toml = Config::parse("[store]\nin_flight = 32\n[rules]\n", Format::Toml).unwrap();
+    assert_eq!(toml.limiter_options().in_flight, InFlightLimit::Fixed(32));
+}
+
+#[test]
 fn the_memory_store_key_cap_has_a_default_and_a_floor() {
     let c = Config::parse("rules: {}\n", Format::Yaml).unwrap();
     assert_eq!(c.store.max_keys, sluice::store::memory::DEFAULT_MAX_KEYS);

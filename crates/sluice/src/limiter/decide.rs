@@ -191,6 +191,14 @@ impl Limiter {
                 "skipped after repeated failures",
             ));
         }
+        let Some(permit) = inner.in_flight.enter() else {
+            metrics::counter!("sluice_shed_decisions_total", "store" => inner.store.name())
+                .increment(1);
+            return Err(StoreError::transient(
+                inner.store.name(),
+                format!("shed: {} calls already waiting", inner.in_flight.bound()),
+            ));
+        };
         let started = inner.latency.start();
         let result = match tokio::time::timeout(
             inner.options.timeout,
@@ -204,7 +212,7 @@ impl Limiter {
                 format!("no answer within {:?}", inner.options.timeout),
             )),
         };
-        inner.latency.record(started);
+        permit.done(inner.latency.record(started));
         match &result {
             Ok(_) => {
                 if inner.breaker.success() {

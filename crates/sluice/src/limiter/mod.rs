@@ -24,6 +24,8 @@
 //!   `lease_guard`: [`LeaseGuard`], a lease released on drop;
 //! - `reservation`: reserving a cost and [`Limiter::settle`];
 //! - `breaker`: skips a failing store for a while;
+//! - `in_flight` ([`InFlightLimit`]): bounds the decisions waiting for a remote store at once,
+//!   fixed or adapted to its latency by `gradient`; the excess is shed to the fail policy;
 //! - `denial_cache` ([`DenialCache`], [`DenialCacheOptions`]): on a remote store, answers
 //!   requests the store already denied until they could pass; admin operations and rule changes
 //!   clear it here at once and, through the builder's
@@ -40,6 +42,8 @@ mod cached_denial;
 mod compile;
 mod decide;
 pub(crate) mod denial_cache;
+mod gradient;
+mod in_flight;
 mod inspect;
 mod keys;
 mod lease;
@@ -64,6 +68,8 @@ use breaker::Breaker;
 pub use builder::{IntoDynStore, LimiterBuilder};
 pub use compile::{CompiledRule, RuleBook};
 pub use denial_cache::{DenialCache, DenialCacheOptions};
+use in_flight::InFlight;
+pub use in_flight::InFlightLimit;
 pub use keys::Attributes;
 pub use lease::MAX_LEASE_LEN;
 pub use lease_guard::LeaseGuard;
@@ -98,6 +104,7 @@ struct Inner {
     latency: StoreLatency,
     local: MemoryStore,
     breaker: Breaker,
+    in_flight: InFlight,
     options: Options,
     enabled: AtomicBool,
     denials: Option<Arc<DenialCache>>,
@@ -234,6 +241,12 @@ impl Limiter {
     /// Whether the store is currently being skipped after repeated failures.
     pub fn store_skipped(&self) -> bool {
         self.inner.breaker.is_open()
+    }
+
+    /// Decisions waiting for the store now, and how many may ([`Options::in_flight`]; an
+    /// adaptive bound as it stands). Zero waiting on an in-process store, which nothing waits for.
+    pub fn store_in_flight(&self) -> (u32, u32) {
+        (self.inner.in_flight.count(), self.inner.in_flight.bound())
     }
 
     fn rule(&self, name: &str) -> Result<Arc<CompiledRule>, Error> {

@@ -27,6 +27,7 @@ mod redis_exactness;
 mod redis_fault_proxy;
 mod redis_faults;
 mod redis_hostile;
+mod redis_in_flight;
 mod redis_marked;
 mod redis_marked_blocks;
 mod redis_memory;
