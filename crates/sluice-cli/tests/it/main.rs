@@ -1,7 +1,7 @@
 //! The `sluice` binary's tests, in one binary: each module runs the real command line
 //! (`CARGO_BIN_EXE_sluice`) on one subject; `common` starts servers and waits for them.
 //!
-//! Run one subject with `cargo test -p sluice-cli --test it <module>::`.
+//! Run one subject with `cargo test -p sluice-ratelimit-cli --test it <module>::`.
 
 mod admin;
 mod api;
