@@ -51,5 +51,7 @@ pub mod store_url;
 pub mod topk;
 
 pub use error::ServeError;
-pub use serve::{DEFAULT_LISTEN, ServeOptions, router, run, serve, shutdown_signal};
+pub use serve::{
+    DEFAULT_LISTEN, ServeOptions, Settings, router, run, serve, serve_with_grace, shutdown_signal,
+};
 pub use state::{AppState, Live};

@@ -48,6 +48,17 @@ impl Drop for TempDir {
     }
 }
 
+/// The variables `sluice serve` reads (besides the file's `admin_token_env`): a test sets the ones
+/// it means, none leaks in from the caller's environment.
+pub const SERVE_VARIABLES: [&str; 6] = [
+    "SLUICE_CONFIG",
+    "SLUICE_LISTEN",
+    "SLUICE_GRPC_LISTEN",
+    "SLUICE_STORE",
+    "SLUICE_SHUTDOWN_TIMEOUT",
+    "SLUICE_LOG_FORMAT",
+];
+
 /// The binary under test.
 pub fn sluice() -> Command {
     Command::new(env!("CARGO_BIN_EXE_sluice"))
@@ -62,6 +73,12 @@ pub struct Options<'a> {
     /// A file in the config's directory that also gets every log line, as `2>> dir/sluice.log`
     /// would (the watcher sees each write).
     pub log_file: Option<&'a str>,
+    /// `--listen`, when set (without it the environment or the file says).
+    pub listen: Option<&'a str>,
+    /// More arguments after `serve`'s own.
+    pub args: &'a [&'a str],
+    /// Environment variables to set; the service's own (`SLUICE_*`) are otherwise removed.
+    pub env: &'a [(&'a str, &'a str)],
 }
 
 impl Default for Options<'_> {
@@ -70,6 +87,9 @@ impl Default for Options<'_> {
             store: None,
             admin_token: Some(ADMIN_TOKEN),
             log_file: None,
+            listen: Some("127.0.0.1:0"),
+            args: &[],
+            env: &[],
         }
     }
 }
@@ -107,22 +127,23 @@ impl Server {
         let path = dir.write(file_name, config);
         let mut command = sluice();
         command
-            .args([
-                "serve",
-                "--listen",
-                "127.0.0.1:0",
-                "--log-level",
-                "info",
-                "--config",
-            ])
+            .args(["serve", "--log-level", "info", "--config"])
             .arg(&path)
+            .args(options.args)
             .env_remove("RUST_LOG")
             .env_remove("SLUICE_ADMIN_TOKEN")
             .stdout(Stdio::null())
             .stderr(Stdio::piped());
+        if let Some(listen) = options.listen {
+            command.args(["--listen", listen]);
+        }
         if let Some(store) = options.store {
             command.args(["--store", store]);
         }
+        for var in SERVE_VARIABLES {
+            command.env_remove(var);
+        }
+        command.envs(options.env.iter().copied());
         if let Some(token) = options.admin_token {
             command.env("SLUICE_ADMIN_TOKEN", token);
         }
