@@ -101,6 +101,7 @@ async fn store(url: Option<&str>) -> anyhow::Result<Arc<dyn DynStore>> {
                 .await
                 .with_context(|| format!("connecting to {}", redact(url.url)))?,
         ),
+        kind => anyhow::bail!("this app cannot open a store of kind {kind:?}"),
     })
 }
 
