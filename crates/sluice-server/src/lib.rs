@@ -38,6 +38,11 @@
 #![warn(missing_docs)]
 #![forbid(unsafe_code)]
 
+/// The crate's README (its page on the registry): its example is compiled as a doctest.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
+
 pub mod config;
 pub mod decision_json;
 mod error;
