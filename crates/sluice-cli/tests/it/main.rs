@@ -11,6 +11,7 @@ mod completions;
 mod config_limits;
 mod dashboard;
 mod denial_cache;
+mod deploy;
 mod environment;
 mod envoy;
 mod forward_auth;

@@ -75,6 +75,8 @@ pub struct Options<'a> {
     pub log_file: Option<&'a str>,
     /// `--listen`, when set (without it the environment or the file says).
     pub listen: Option<&'a str>,
+    /// Whether `--config` names the file written (else `SLUICE_CONFIG` in `env` names one).
+    pub config_flag: bool,
     /// More arguments after `serve`'s own.
     pub args: &'a [&'a str],
     /// Environment variables to set; the service's own (`SLUICE_*`) are otherwise removed.
@@ -88,6 +90,7 @@ impl Default for Options<'_> {
             admin_token: Some(ADMIN_TOKEN),
             log_file: None,
             listen: Some("127.0.0.1:0"),
+            config_flag: true,
             args: &[],
             env: &[],
         }
@@ -127,13 +130,15 @@ impl Server {
         let path = dir.write(file_name, config);
         let mut command = sluice();
         command
-            .args(["serve", "--log-level", "info", "--config"])
-            .arg(&path)
+            .args(["serve", "--log-level", "info"])
             .args(options.args)
             .env_remove("RUST_LOG")
             .env_remove("SLUICE_ADMIN_TOKEN")
             .stdout(Stdio::null())
             .stderr(Stdio::piped());
+        if options.config_flag {
+            command.arg("--config").arg(&path);
+        }
         if let Some(listen) = options.listen {
             command.args(["--listen", listen]);
         }
@@ -161,8 +166,9 @@ impl Server {
                     let _ = writeln!(file, "{line}");
                 }
                 if let Some(rest) = line.split("listening on http://").nth(1) {
+                    // Text or JSON lines: the address ends at a space or a quote.
                     let addr = rest
-                        .split_whitespace()
+                        .split(|c: char| c.is_whitespace() || c == '"')
                         .next()
                         .unwrap_or_default()
                         .to_string();
