@@ -17,6 +17,7 @@ use crate::model::Decision;
 
 /// Why a rate-limited function did not run.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum Limited {
     /// The rule denied the call; the decision says when to retry.
     #[error("{}", denial_text(decision, message.as_deref()))]

@@ -1,15 +1,18 @@
 //! The `sluice` binary's tests, in one binary: each module runs the real command line
 //! (`CARGO_BIN_EXE_sluice`) on one subject; `common` starts servers and waits for them.
 //!
-//! Run one subject with `cargo test -p sluice-cli --test it <module>::`.
+//! Run one subject with `cargo test -p sluice-ratelimit-cli --test it <module>::`.
 
 mod admin;
 mod api;
 mod commands;
 mod common;
+mod completions;
 mod config_limits;
 mod dashboard;
 mod denial_cache;
+mod deploy;
+mod environment;
 mod envoy;
 mod forward_auth;
 mod fuzz_http;
@@ -19,4 +22,5 @@ mod redis;
 mod redis_ha;
 mod reload;
 mod reservations;
+mod shutdown;
 mod simulate;

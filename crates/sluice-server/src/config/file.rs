@@ -150,6 +150,10 @@ pub struct ServerConfig {
     /// file-descriptor limit.
     #[serde(default = "default_max_connections")]
     pub max_connections: usize,
+    /// On SIGTERM or Ctrl-C, how long the requests in flight get to finish once the listener has
+    /// closed; connections still open after it are cut and the process exits all the same.
+    #[serde(default = "default_shutdown_timeout", with = "serde_text")]
+    pub shutdown_timeout: Duration,
 }
 
 impl Default for ServerConfig {
@@ -159,6 +163,7 @@ impl Default for ServerConfig {
             request_timeout: default_request_timeout(),
             keep_alive_timeout: default_keep_alive_timeout(),
             max_connections: default_max_connections(),
+            shutdown_timeout: default_shutdown_timeout(),
         }
     }
 }
@@ -177,6 +182,11 @@ fn default_keep_alive_timeout() -> Duration {
 
 fn default_max_connections() -> usize {
     4096
+}
+
+/// Under Kubernetes' default grace period of 30 s, with room for the pre-stop pause.
+fn default_shutdown_timeout() -> Duration {
+    Duration::from_secs(10)
 }
 
 /// How `/metrics` shows the identities of its top-denied series.

@@ -335,6 +335,7 @@ fn check_server(server: &ServerConfig, text: &str) -> Result<(), ConfigError> {
         ("header_read_timeout", server.header_read_timeout),
         ("request_timeout", server.request_timeout),
         ("keep_alive_timeout", server.keep_alive_timeout),
+        ("shutdown_timeout", server.shutdown_timeout),
     ];
     for (key, value) in positive {
         if value.is_zero() || value > sluice::model::MAX_WINDOW {

@@ -70,6 +70,7 @@ impl<K: AsRef<str>, V: AsRef<str>> Attributes for Vec<(K, V)> {
 
 /// Why an identity could not be built.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum IdentityError {
     /// None of a `by` entry's alternatives is present (non-empty).
     Missing(String),

@@ -1,7 +1,7 @@
 //! The library's integration tests, in one binary: linking one test binary per file cost more
 //! than running them. Each module is one subject; `common` holds the shared harnesses.
 //!
-//! Run one subject with `cargo test -p sluice --all-features --test it <module>::`.
+//! Run one subject with `cargo test -p sluice-ratelimit --all-features --test it <module>::`.
 
 mod algorithms_model;
 mod check_all;
