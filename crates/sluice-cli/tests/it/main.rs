@@ -20,3 +20,4 @@ mod redis_ha;
 mod reload;
 mod reservations;
 mod simulate;
+mod tiers;

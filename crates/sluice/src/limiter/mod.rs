@@ -64,6 +64,7 @@ pub use admin::{BlockInfo, BlockList};
 pub use batch::RuleCheck;
 use breaker::Breaker;
 pub use builder::{IntoDynStore, LimiterBuilder};
+pub(crate) use choice::denial_message as denied_by_override;
 pub use compile::{CompiledRule, RuleBook};
 pub use denial_cache::{DenialCache, DenialCacheOptions};
 pub use keys::Attributes;

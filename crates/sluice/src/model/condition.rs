@@ -267,7 +267,7 @@ impl<'de> Visitor<'de> for MatcherVisitor {
                 let nets = texts
                     .0
                     .iter()
-                    .map(|t| parse_network(t).map_err(de::Error::custom))
+                    .map(|t| parse_network(t).map_err(|e| de::Error::custom(format!("cidr: {e}"))))
                     .collect::<Result<Vec<IpNet>, A::Error>>()?;
                 Matcher::Cidr(nets)
             }

@@ -77,14 +77,14 @@ impl TryFrom<OverrideFields> for Override {
             (false, false, Some(message)) => OverrideOutcome::Deny(message),
             (false, false, None) => {
                 return Err(ModelError::new(
-                    "",
+                    "override",
                     "an override needs an outcome: `rate`/`burst`/`max_leases`, \
                      `unlimited: true` or `deny: \"message\"`",
                 ));
             }
             _ => {
                 return Err(ModelError::new(
-                    "",
+                    "override",
                     "an override has one outcome: numbers, `unlimited` or `deny`, not several",
                 ));
             }
