@@ -11,6 +11,7 @@ mod config_limits;
 mod dashboard;
 mod denial_cache;
 mod envoy;
+mod envoy_tiers;
 mod forward_auth;
 mod fuzz_http;
 mod leases;
