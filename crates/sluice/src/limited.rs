@@ -91,9 +91,10 @@ pub async fn check_call(
     if decision.allowed {
         Ok(decision)
     } else {
+        let message = limiter.denial_message(&decision);
         Err(Limited::Denied {
             decision: Box::new(decision),
-            message: limiter.message(rule),
+            message,
         })
     }
 }

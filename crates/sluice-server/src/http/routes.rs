@@ -157,7 +157,7 @@ async fn answer(
         StatusCode::OK
     };
     let message = denied
-        .then(|| state.limiter.message(&decision.rule))
+        .then(|| state.limiter.denial_message(&decision))
         .flatten();
     Ok(decision_response(
         status,

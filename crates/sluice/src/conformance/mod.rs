@@ -28,12 +28,14 @@ mod blocks;
 mod leases;
 mod requests;
 mod reservations;
+mod tiers;
 
 pub use algorithms::*;
 pub use blocks::*;
 pub use leases::*;
 pub use requests::*;
 pub use reservations::*;
+pub use tiers::*;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -206,6 +208,9 @@ macro_rules! conformance_suite {
             reservations_give_back_or_charge_the_difference_once,
             reservations_settle_late_or_keep_their_estimate,
             reservations_refuse_rules_and_ids_they_cannot_settle,
+            overrides_pick_numbers_and_keep_the_counter,
+            unlimited_deny_and_conditions_count_only_what_they_should,
+            addresses_are_counted_by_network,
         ]);
     };
     (@each $store:ident, $subject:expr, [$($behaviour:ident),* $(,)?]) => {

@@ -12,6 +12,7 @@
 //! - `options`: [`Options`] (the limiter's settings) and [`Check`] (one check's cost and mode);
 //! - `builder`: [`LimiterBuilder`], the one way to make a limiter;
 //! - `compile`: [`CompiledRule`], a rule turned into per-limit algorithm parameters;
+//!   `choice`: which limits apply to a request and with which numbers (`when`, `overrides`);
 //! - `keys`: attributes → escaped identities → store keys and calls;
 //! - `decide`: the store call with deadline, breaker, fail policy, metrics, and the decision;
 //!   `at_once`: the same decision, allocation-free, for a one-limit rule on an in-process store;
@@ -39,6 +40,7 @@ mod batch;
 mod breaker;
 mod builder;
 mod cached_denial;
+mod choice;
 mod compile;
 mod decide;
 pub(crate) mod denial_cache;
@@ -66,6 +68,7 @@ pub use admin::{BlockInfo, BlockList};
 pub use batch::RuleCheck;
 use breaker::Breaker;
 pub use builder::{IntoDynStore, LimiterBuilder};
+pub(crate) use choice::denial_message as denied_by_override;
 pub use compile::{CompiledRule, RuleBook};
 pub use denial_cache::{DenialCache, DenialCacheOptions};
 use in_flight::InFlight;
@@ -152,7 +155,18 @@ impl Limiter {
         check: Check,
     ) -> Result<Vec<LimitCall>, Error> {
         let rule = self.rule(rule)?;
-        keys::calls(&rule, attrs, check, self.inner.options.max_attribute_len)
+        let picks = match rule.choice.as_deref().map(|c| c.select(&rule, attrs)) {
+            Some(choice::Selection::Answer(_)) => return Ok(Vec::new()),
+            Some(choice::Selection::Limits(picks)) => Some(picks),
+            None => None,
+        };
+        keys::calls(
+            &rule,
+            picks.as_ref(),
+            attrs,
+            check,
+            self.inner.options.max_attribute_len,
+        )
     }
 
     /// Replaces the rules atomically. Invalid rules are refused and the old ones stay.
@@ -226,6 +240,14 @@ impl Limiter {
     /// Turns the whole limiter on or off; off allows everything without asking the store.
     pub fn set_enabled(&self, enabled: bool) {
         self.inner.enabled.store(enabled, Ordering::Relaxed);
+    }
+
+    /// The message a denied decision gives: a `deny` override's own, else the rule's `message`.
+    pub fn denial_message(&self, d: &Decision) -> Option<String> {
+        match choice::denial_message(d) {
+            Some(message) => Some(message.to_string()),
+            None => self.message(&d.rule),
+        }
     }
 
     /// The limiter's options.

@@ -8,11 +8,15 @@
 //! (`rate`, or `max_leases` and `lease` for a concurrency limit; `limit`, the former spelling of
 //! `max_leases`, is still read).
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::{Algorithm, By, ModelError, Penalty, Rate, format_duration, serde_text};
+use super::{
+    AddressGroup, Algorithm, By, Condition, ModelError, Override, Penalty, Rate, format_duration,
+    serde_text,
+};
 
 /// One limit of a rule: a rate over an identity, with an algorithm and optional extras.
 ///
@@ -55,6 +59,13 @@ pub struct Limit {
     pub count_denied: bool,
     /// Evaluate and report, but never deny.
     pub shadow: bool,
+    /// The limit applies only to requests for which this holds.
+    pub when: Option<Condition>,
+    /// Other outcomes for the requests a condition picks out; the first that holds decides.
+    pub overrides: Vec<Override>,
+    /// Address-valued attributes of `by` counted by network; `ip` is grouped by
+    /// [`AddressGroup::DEFAULT`] unless named here.
+    pub group: BTreeMap<String, AddressGroup>,
 }
 
 /// A limit as written in a rule file: `rate` for the rate algorithms, `max_leases` and `lease`
@@ -93,6 +104,12 @@ struct LimitFields {
     count_denied: bool,
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     shadow: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    when: Option<Condition>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    overrides: Vec<Override>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    group: BTreeMap<String, AddressGroup>,
 }
 
 impl TryFrom<LimitFields> for Limit {
@@ -152,6 +169,9 @@ impl TryFrom<LimitFields> for Limit {
             penalty: f.penalty,
             count_denied: f.count_denied,
             shadow: f.shadow,
+            when: f.when,
+            overrides: f.overrides,
+            group: f.group,
         })
     }
 }
@@ -171,6 +191,9 @@ impl From<Limit> for LimitFields {
             penalty: l.penalty,
             count_denied: l.count_denied,
             shadow: l.shadow,
+            when: l.when,
+            overrides: l.overrides,
+            group: l.group,
         }
     }
 }
@@ -191,6 +214,9 @@ impl Limit {
             penalty: None,
             count_denied: false,
             shadow: false,
+            when: None,
+            overrides: Vec::new(),
+            group: BTreeMap::new(),
         }
     }
 
@@ -328,6 +354,7 @@ impl Limit {
         if let Some(block) = self.block {
             check_duration("block", block)?;
         }
+        self.validate_choices()?;
         if let Some(p) = &self.penalty {
             if p.ban_after == 0 {
                 return Err(ModelError::new("penalty.ban_after", "must be at least 1"));
