@@ -93,10 +93,13 @@ fn warnings(config: &Config) -> Vec<String> {
 pub fn summary(file: &str, config: &Config) -> String {
     let names: Vec<&str> = config.rules.iter().map(|(n, _)| n.as_str()).collect();
     let limits: usize = config.rules.iter().map(|(_, r)| r.limits.len()).sum();
+    let listed = match names.is_empty() {
+        true => String::new(),
+        false => format!(" ({})", names.join(", ")),
+    };
     format!(
-        "{file}: ok: {} ({}), {}, store {}, version {}",
+        "{file}: ok: {}{listed}, {}, store {}, version {}",
         counted(names.len(), "rule", "rules"),
-        names.join(", "),
         counted(limits, "limit", "limits"),
         redact(&config.store.url),
         &config.version[..12]

@@ -232,3 +232,19 @@ envoy:
     assert_eq!(found.len(), 1, "{found:#?}");
     assert_eq!(found[0].suggestion.as_deref(), Some("login"));
 }
+
+#[test]
+fn the_mistakes_reported_are_bounded() {
+    let mut text = String::from("rules:\n");
+    for i in 0..300 {
+        text.push_str(&format!(
+            "  r{i}:\n    limits:\n      - {{ by: [ip], rate: 5/1m, algorithm: gcar }}\n"
+        ));
+    }
+    let found = errors(&text, Format::Yaml);
+    assert_eq!(found.len(), MAX_REPORTED_ERRORS + 1);
+    assert_eq!(
+        found[MAX_REPORTED_ERRORS].message,
+        "and 100 more mistakes not shown"
+    );
+}

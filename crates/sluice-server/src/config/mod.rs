@@ -57,6 +57,9 @@ use sluice::limiter::Options;
 use sluice::model::{FailPolicy, HeaderStyle, Rule, validate_rule_name};
 use sluice::store::url::StoreUrl;
 
+/// The most mistakes [`Config::check`] reports of one file; past them it says how many more.
+pub const MAX_REPORTED_ERRORS: usize = 200;
+
 /// Rule files larger than this are refused: a real one is a few kilobytes.
 pub const MAX_FILE_BYTES: u64 = 4 * 1024 * 1024;
 
@@ -215,6 +218,14 @@ impl Config {
         if !errors.is_empty() {
             errors.sort_by_key(|e| (e.line.is_some(), e.line, e.column));
             errors.dedup();
+            if errors.len() > MAX_REPORTED_ERRORS {
+                let more = errors.len() - MAX_REPORTED_ERRORS;
+                errors.truncate(MAX_REPORTED_ERRORS);
+                errors.push(ConfigError::new(
+                    "",
+                    format!("and {more} more mistakes not shown"),
+                ));
+            }
             return Err(errors);
         }
         Ok(Config {
