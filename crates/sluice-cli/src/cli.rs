@@ -26,9 +26,11 @@ pub struct Cli {
 pub enum Command {
     /// Run the HTTP decision service.
     Serve(ServeArgs),
-    /// Check a rule file; exit 0 when valid, 1 with the errors when not.
+    /// Check a rule file; exit 0 when valid, 1 with every error of the file when not.
     Validate(ValidateArgs),
-    /// Decide one request and print the decision as JSON; exit 0 when allowed, 1 when denied.
+    /// Decide one request and print the decision as JSON; exit 0 when allowed, 1 when denied,
+    /// 2 on an error, 3 when the store did not answer and the rule's fail policy decided.
+    #[command(after_help = CHECK_EXIT_STATUS)]
     Check(CheckArgs),
     /// Load tool: drive a store (or a running service) and report decisions/s and latency.
     Bench(crate::bench::BenchArgs),
@@ -105,7 +107,30 @@ pub struct ManArgs {
 pub struct ValidateArgs {
     /// The rule file.
     pub file: PathBuf,
+    /// How to report: text (errors on standard error) or one JSON object on standard output,
+    /// for CI.
+    #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
+    pub format: OutputFormat,
 }
+
+/// How `validate` reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum OutputFormat {
+    /// A summary, or one line per error.
+    Text,
+    /// One JSON object: `valid`, `errors` (each with line, column, rule, field, message,
+    /// suggestion), `warnings`.
+    Json,
+}
+
+/// The exit status of `sluice check`, shown under its `--help`.
+const CHECK_EXIT_STATUS: &str = "Exit status:
+  0  allowed (a lease, reservation or settlement: it was held)
+  1  denied (or the lease or reservation was not held)
+  2  an error: the file is invalid, the rule unknown, an attribute missing, the store unreachable
+     at start
+  3  degraded: the store did not answer in time, so the rule's fail policy (`fail: open`,
+     `closed` or `local`) decided; the JSON shows that decision with \"degraded\": true";
 
 /// `sluice check`.
 #[derive(Debug, Clone, Args)]

@@ -2,7 +2,11 @@
 //! one-off decisions (`check`), the load tool (`bench`), and the simulator (`simulate`).
 //!
 //! Exit codes: 0 success (valid file, allowed request), 1 a negative answer (invalid file,
-//! denied request), 2 an error (unreadable file, store unreachable, port in use).
+//! denied request), 2 an error (unreadable file, store unreachable, port in use), 3 a decision
+//! the fail policy made because the store did not answer (`check`).
+//!
+//! An error is reported once: `serve` logs it (its logs may be JSON read by a collector), the
+//! one-shot commands print it on standard error.
 //!
 //! # Layout
 //! - [`cli`]: the command line (clap);
@@ -74,6 +78,7 @@ pub fn run(cli: Cli) -> ExitCode {
             return ExitCode::from(EXIT_ERROR);
         }
     };
+    let serving = matches!(cli.command, Command::Serve(_));
     let result = runtime.block_on(async move {
         match cli.command {
             Command::Serve(args) => sluice_server::run(args.into())
@@ -93,8 +98,11 @@ pub fn run(cli: Cli) -> ExitCode {
     match result {
         Ok(code) => code,
         Err(error) => {
-            tracing::error!("{error:#}");
-            eprintln!("error: {error:#}");
+            if serving {
+                tracing::error!("{error:#}");
+            } else {
+                eprintln!("error: {error:#}");
+            }
             ExitCode::from(EXIT_ERROR)
         }
     }

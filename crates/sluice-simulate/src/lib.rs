@@ -377,7 +377,8 @@ pub async fn run(args: SimulateArgs) -> Result<(), SimulateError> {
     );
     if let Some(dir) = &args.out {
         let files = output::write(&simulation, dir)?;
-        println!("wrote {} files to {}", files.len(), dir.display());
+        let noun = if files.len() == 1 { "file" } else { "files" };
+        println!("wrote {} {noun} to {}", files.len(), dir.display());
     }
     Ok(())
 }

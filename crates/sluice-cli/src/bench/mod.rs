@@ -226,8 +226,12 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
         println!("{}", serde_json::to_string(&report)?);
     } else {
         println!(
-            "{} on {}: {} tasks, {} keys, {:.1} s",
-            report.algorithm, report.target, report.concurrency, report.keys, report.duration_s
+            "{} on {}: {}, {}, {:.1} s",
+            report.algorithm,
+            report.target,
+            crate::validate::counted(report.concurrency, "task", "tasks"),
+            crate::validate::counted(report.keys, "key", "keys"),
+            report.duration_s
         );
         match report.offered_per_sec {
             Some(offered) => println!(

@@ -392,56 +392,6 @@ async fn without_grpc_listen_there_is_no_grpc_listener() {
     );
 }
 
-#[tokio::test]
-async fn the_example_mapping_answers_the_descriptors_of_the_example_envoy_yaml() {
-    let example = include_str!("../../../../examples/envoy/sluice.yaml")
-        .replace("grpc_listen: 127.0.0.1:8081", "grpc_listen: 127.0.0.1:0");
-    let server = Server::start(&example);
-    let mut client = grpc_client(&server).await;
-    // What envoy.yaml sends for GET /api/orders with x-user-id: m1.
-    let api = || {
-        request(
-            "edge",
-            vec![
-                descriptor(&[("remote_address", "203.0.113.9")]),
-                descriptor(&[
-                    ("generic_key", "api"),
-                    ("user", "m1"),
-                    ("path", "/api/orders"),
-                ]),
-            ],
-        )
-    };
-    let answer = ask(&mut client, api()).await;
-    assert_eq!(answer.overall_code(), Code::Ok);
-    let names: Vec<&str> = answer
-        .statuses
-        .iter()
-        .map(|s| s.current_limit.as_ref().unwrap().name.as_str())
-        .collect();
-    assert!(
-        names[0].starts_with("per_client.") && names[1].starts_with("api_per_user."),
-        "{names:?}"
-    );
-    // /login: five a minute per address, then blocked.
-    let login = || {
-        request(
-            "edge",
-            vec![
-                descriptor(&[("remote_address", "198.51.100.3")]),
-                descriptor(&[("generic_key", "login"), ("remote_address", "198.51.100.3")]),
-            ],
-        )
-    };
-    for _ in 0..5 {
-        assert_eq!(ask(&mut client, login()).await.overall_code(), Code::Ok);
-    }
-    let blocked = ask(&mut client, login()).await;
-    assert_eq!(blocked.overall_code(), Code::OverLimit);
-    assert_eq!(blocked.statuses[0].code(), Code::Ok);
-    assert_eq!(blocked.statuses[1].code(), Code::OverLimit);
-}
-
 #[test]
 fn validate_names_the_field_of_a_bad_mapping() {
     let dir = common::TempDir::new();
