@@ -78,10 +78,10 @@ impl Format {
         match path.extension().and_then(|e| e.to_str()) {
             Some("yaml" | "yml") => Ok(Format::Yaml),
             Some("toml") => Ok(Format::Toml),
-            _ => Err(ConfigError {
-                path: Some(path.to_path_buf()),
-                ..ConfigError::new("", "unknown file type; name the file .yaml, .yml or .toml")
-            }),
+            _ => Err(
+                ConfigError::new("", "unknown file type; name the file .yaml, .yml or .toml")
+                    .in_file(path),
+            ),
         }
     }
 }
@@ -139,15 +139,8 @@ impl Config {
     pub fn check_file(path: &Path) -> Result<Config, Vec<ConfigError>> {
         let text = read_text(path).map_err(|e| vec![e])?;
         let format = Format::from_path(path).map_err(|e| vec![e])?;
-        Config::check(&text, format).map_err(|errors| {
-            errors
-                .into_iter()
-                .map(|e| ConfigError {
-                    path: Some(path.to_path_buf()),
-                    ..e
-                })
-                .collect()
-        })
+        Config::check(&text, format)
+            .map_err(|errors| errors.into_iter().map(|e| e.in_file(path)).collect())
     }
 
     /// Parses and validates a file's text, reporting every mistake (at least one), each once,
@@ -273,10 +266,7 @@ impl Config {
 
 /// A file's text, read with a bound on its size.
 fn read_text(path: &Path) -> Result<String, ConfigError> {
-    let with_path = |e: ConfigError| ConfigError {
-        path: Some(path.to_path_buf()),
-        ..e
-    };
+    let with_path = |e: ConfigError| e.in_file(path);
     Format::from_path(path)?;
     let unreadable =
         |e: std::io::Error| with_path(ConfigError::new("", format!("cannot read: {e}")));

@@ -55,7 +55,7 @@ pub(super) fn read(text: &str) -> Read {
         _ => Read {
             file: None,
             rules_missing: true,
-            errors: vec![whole_file_error(first, text)],
+            errors: vec![whole_file_error(&first, text)],
         },
     }
 }
@@ -93,7 +93,7 @@ impl Failure {
     }
 }
 
-fn deserialize<T: DeserializeOwned>(piece: Piece<'_>, options: Options) -> Result<T, Failure> {
+fn deserialize<T: DeserializeOwned>(piece: Piece<'_>, options: Options) -> Result<T, Box<Failure>> {
     let padded;
     let text = if piece.pad() > 0 {
         padded = format!("{}{}", " ".repeat(piece.pad()), piece.text);
@@ -108,7 +108,7 @@ fn deserialize<T: DeserializeOwned>(piece: Piece<'_>, options: Options) -> Resul
             e.into_inner()
         })
     })
-    .map_err(|error| Failure { error, path })
+    .map_err(|error| Box::new(Failure { error, path }))
 }
 
 /// One `key: value` of a mapping, located in the file.
@@ -336,7 +336,7 @@ fn every_error<T: DeserializeOwned>(
             return None;
         }
         let location = failure.error.location();
-        let error = located(failure, piece, text, rule);
+        let error = located(&failure, piece, text, rule);
         let later = |last: &ConfigError| (error.line, error.column) > (last.line, last.column);
         if errors.last().is_some_and(|last| !later(last)) {
             return Some(Err(errors));
@@ -445,7 +445,7 @@ fn repeated(entry: &Entry, first_line: u64, rule: Option<&str>) -> ConfigError {
 }
 
 /// A failure of the first, whole-file pass: the rule is the one whose block holds the line.
-fn whole_file_error(failure: Failure, text: &str) -> ConfigError {
+fn whole_file_error(failure: &Failure, text: &str) -> ConfigError {
     let whole = Piece {
         text,
         start: 0,
@@ -454,7 +454,7 @@ fn whole_file_error(failure: Failure, text: &str) -> ConfigError {
     };
     let mut error = located(failure, whole, text, None);
     if let Some(line) = error.line
-        && let Some(rule) = SourceMap::new(text, super::Format::Yaml).rule_at(line)
+        && let Some(rule) = SourceMap::new(text, super::Format::Yaml).rule_at(u64::from(line))
     {
         let prefix = format!("rules.{rule}");
         error.field = match error.field.strip_prefix(&prefix) {
@@ -467,7 +467,7 @@ fn whole_file_error(failure: Failure, text: &str) -> ConfigError {
 }
 
 /// A failure as a [`ConfigError`], at its place in the file.
-fn located(failure: Failure, piece: Piece<'_>, text: &str, rule: Option<&str>) -> ConfigError {
+fn located(failure: &Failure, piece: Piece<'_>, text: &str, rule: Option<&str>) -> ConfigError {
     let location = failure.error.location();
     let line = location.map(|l| piece.line + l.line() - 1);
     let column = location.map(|l| l.column());
