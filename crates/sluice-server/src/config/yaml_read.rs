@@ -7,7 +7,7 @@
 //! field path (serde_path_to_error) and suggestion comes from the types themselves, for any field
 //! serde knows about.
 //!
-//! Invariants: a piece is cut only where the layout is block style (top-level keys at column 1,
+//! Invariants: files over [`MAX_SPLIT_BYTES`] are not cut; a piece is cut only where the layout is block style (top-level keys at column 1,
 //! one rule key per line at the same column); anything else (flow style at the top, aliases to an
 //! anchor in another piece) is not cut, and the first pass's single error is reported instead.
 //! The sections and rules that parsed are put together again, so the checks that follow parsing
@@ -50,7 +50,10 @@ pub(super) fn read(text: &str) -> Read {
         }
         Err(failure) => failure,
     };
-    match piecewise(text) {
+    let split = (text.len() <= MAX_SPLIT_BYTES)
+        .then(|| piecewise(text))
+        .flatten();
+    match split {
         Some(read) if !read.errors.is_empty() => read,
         _ => Read {
             file: None,
@@ -59,6 +62,10 @@ pub(super) fn read(text: &str) -> Read {
         },
     }
 }
+
+/// Files larger than this (a real one is a few KiB) report only the first pass's error: reading
+/// in pieces parses the text a few more times, and a hostile file should cost one parse.
+pub(super) const MAX_SPLIT_BYTES: usize = 256 * 1024;
 
 /// A slice of the file's text and where it starts in the file.
 #[derive(Clone, Copy)]
