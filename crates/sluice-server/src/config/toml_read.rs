@@ -145,7 +145,7 @@ fn located(
     let value = line
         .zip(column)
         .and_then(|(line, column)| suggest::scalar_at(text, line, column));
-    let (field, message) = super::field_and_message(&path, message);
+    let (field, message) = suggest::field_and_message(&path, message);
     ConfigError::new(field, suggest::reworded(&message, value))
         .at_line(line)
         .at_column(column)
