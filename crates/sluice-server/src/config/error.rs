@@ -7,17 +7,18 @@
 //! JSON for `sluice validate --format json`.
 
 use std::fmt;
-use std::path::PathBuf;
+use std::path::Path;
 
 /// A rule file that cannot be used, and where.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct ConfigError {
-    /// The file, when the text came from one.
-    pub path: Option<PathBuf>,
+    /// The file, when the text came from one. (Boxed, as the suggestion: an error is made once
+    /// per file read, and a smaller one keeps every `Result` holding it small.)
+    pub path: Option<Box<Path>>,
     /// 1-based line of the mistake (for a rule's semantic error: the line of the rule's key).
-    pub line: Option<u64>,
+    pub line: Option<u32>,
     /// 1-based column (in characters) of the mistake, when the parser located it exactly.
-    pub column: Option<u64>,
+    pub column: Option<u32>,
     /// The rule the mistake is in, if it is in one.
     pub rule: Option<String>,
     /// The field, as a path when nested (`limits[1].rate`); empty when the file as a whole is
@@ -26,7 +27,7 @@ pub struct ConfigError {
     /// What is wrong.
     pub message: String,
     /// The name most likely meant, when the mistake is a misspelt one.
-    pub suggestion: Option<String>,
+    pub suggestion: Option<Box<str>>,
 }
 
 impl ConfigError {
@@ -43,17 +44,25 @@ impl ConfigError {
     }
 
     pub(crate) fn at_line(mut self, line: Option<u64>) -> ConfigError {
-        self.line = line.filter(|l| *l > 0);
+        // A rule file is at most a few MiB: its lines fit in 32 bits.
+        self.line = line.filter(|l| *l > 0).and_then(|l| u32::try_from(l).ok());
         self
     }
 
     pub(crate) fn at_column(mut self, column: Option<u64>) -> ConfigError {
-        self.column = column.filter(|c| *c > 0);
+        self.column = column
+            .filter(|c| *c > 0)
+            .and_then(|c| u32::try_from(c).ok());
         self
     }
 
     pub(crate) fn suggesting(mut self, suggestion: Option<String>) -> ConfigError {
-        self.suggestion = suggestion;
+        self.suggestion = suggestion.map(String::into_boxed_str);
+        self
+    }
+
+    pub(crate) fn in_file(mut self, path: &Path) -> ConfigError {
+        self.path = Some(path.into());
         self
     }
 

@@ -13,8 +13,8 @@ fn places(errors: &[ConfigError]) -> Vec<(u64, u64, &str, &str)> {
         .iter()
         .map(|e| {
             (
-                e.line.unwrap_or(0),
-                e.column.unwrap_or(0),
+                u64::from(e.line.unwrap_or(0)),
+                u64::from(e.column.unwrap_or(0)),
                 e.rule.as_deref().unwrap_or(""),
                 e.field.as_str(),
             )

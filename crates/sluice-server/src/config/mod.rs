@@ -27,9 +27,9 @@
 //! - `file`: the serde shape of the file and its defaults;
 //! - [`gateway`]: the `grpc_listen`, `envoy` and `forward_auth` sections;
 //! - `yaml_read`, `toml_read`: every parse error of a file, each rule and section read on its own
-//!   once the whole file failed;
+//!   once the whole file failed; `yaml_blank`: every mistake within one piece;
 //! - `locate`: lines of rules and limits in the text, for errors found after parsing;
-//! - `suggest`: "did you mean", and parser messages in the file's words;
+//! - `suggest`: "did you mean", parser messages in the file's words and the field they are about;
 //! - `error`: [`ConfigError`], naming file, line, column, rule and field.
 
 mod duration_text;
@@ -39,6 +39,7 @@ pub mod gateway;
 mod locate;
 mod suggest;
 mod toml_read;
+mod yaml_blank;
 mod yaml_read;
 
 use std::net::SocketAddr;
@@ -78,10 +79,10 @@ impl Format {
         match path.extension().and_then(|e| e.to_str()) {
             Some("yaml" | "yml") => Ok(Format::Yaml),
             Some("toml") => Ok(Format::Toml),
-            _ => Err(ConfigError {
-                path: Some(path.to_path_buf()),
-                ..ConfigError::new("", "unknown file type; name the file .yaml, .yml or .toml")
-            }),
+            _ => Err(
+                ConfigError::new("", "unknown file type; name the file .yaml, .yml or .toml")
+                    .in_file(path),
+            ),
         }
     }
 }
@@ -139,15 +140,8 @@ impl Config {
     pub fn check_file(path: &Path) -> Result<Config, Vec<ConfigError>> {
         let text = read_text(path).map_err(|e| vec![e])?;
         let format = Format::from_path(path).map_err(|e| vec![e])?;
-        Config::check(&text, format).map_err(|errors| {
-            errors
-                .into_iter()
-                .map(|e| ConfigError {
-                    path: Some(path.to_path_buf()),
-                    ..e
-                })
-                .collect()
-        })
+        Config::check(&text, format)
+            .map_err(|errors| errors.into_iter().map(|e| e.in_file(path)).collect())
     }
 
     /// Parses and validates a file's text, reporting every mistake (at least one), each once,
@@ -274,10 +268,7 @@ impl Config {
 
 /// A file's text, read with a bound on its size.
 fn read_text(path: &Path) -> Result<String, ConfigError> {
-    let with_path = |e: ConfigError| ConfigError {
-        path: Some(path.to_path_buf()),
-        ..e
-    };
+    let with_path = |e: ConfigError| e.in_file(path);
     Format::from_path(path)?;
     let unreadable =
         |e: std::io::Error| with_path(ConfigError::new("", format!("cannot read: {e}")));
@@ -335,71 +326,6 @@ fn check_denial_cache(c: &DenialCacheConfig, text: &str) -> Result<(), ConfigErr
         .at_line(line));
     }
     Ok(())
-}
-
-/// The plain message of a YAML error, without the source snippet some variants render.
-pub(super) fn yaml_message(error: &serde_saphyr::Error) -> String {
-    let text = error.without_snippet().to_string();
-    let first = text.lines().next().unwrap_or_default().trim();
-    let first = first.strip_prefix("error: ").unwrap_or(first);
-    // The position is reported separately, as the line and column.
-    let first = match first.strip_prefix("line ") {
-        Some(rest) => rest.split_once(": ").map_or(first, |(_, message)| message),
-        None => first,
-    };
-    // Custom errors repeat the position at the end, relative to the text the parser was given.
-    let first = match first.rsplit_once(" at line ") {
-        Some((message, position))
-            if position
-                .bytes()
-                .all(|b| b.is_ascii_digit() || b" ,column".contains(&b)) =>
-        {
-            message
-        }
-        _ => first,
-    };
-    first.to_string()
-}
-
-/// The field a parser's error is about, and its message without the field, from the path serde
-/// was at (`limits[0].block`, as serde_path_to_error writes it) and the message: serde says
-/// "unknown field `x`" or "missing field `x`" of the mapping at the path, and values checked
-/// while parsing say "name: why" of a field at or below the path (`burst: ...`, `rate: ...`).
-pub(super) fn field_and_message(path: &str, message: &str) -> (String, String) {
-    let mut field: String = path
-        .split('.')
-        .filter(|part| !part.is_empty() && *part != "?")
-        .collect::<Vec<_>>()
-        .join(".");
-    let join = |field: &str, name: &str| match field.is_empty() {
-        true => name.to_string(),
-        false => format!("{field}.{name}"),
-    };
-    let last = |field: &str| field.rsplit('.').next().unwrap_or("").to_string();
-    for marker in ["unknown field `", "missing field `", "duplicate field `"] {
-        if let Some((_, rest)) = message.split_once(marker)
-            && let Some((name, _)) = rest.split_once('`')
-        {
-            if last(&field) != name {
-                field = join(&field, name);
-            }
-            return (field, message.to_string());
-        }
-    }
-    if let Some((head, rest)) = message.split_once(": ")
-        && !head.is_empty()
-        && head
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b == b'_' || b == b'.')
-    {
-        let last = last(&field);
-        let last = last.split('[').next().unwrap_or("");
-        if last != head {
-            field = join(&field, head);
-        }
-        return (field, rest.to_string());
-    }
-    (field, message.to_string())
 }
 
 /// The first line whose key is `key` (for errors outside rules, where the parser gave none).

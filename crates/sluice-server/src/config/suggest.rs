@@ -83,6 +83,71 @@ pub(crate) fn scalar_at(text: &str, line: u64, column: u64) -> Option<&str> {
     Some(rest[..end].trim()).filter(|v| !v.is_empty())
 }
 
+/// The plain message of a YAML error, without the source snippet some variants render.
+pub(crate) fn yaml_message(error: &serde_saphyr::Error) -> String {
+    let text = error.without_snippet().to_string();
+    let first = text.lines().next().unwrap_or_default().trim();
+    let first = first.strip_prefix("error: ").unwrap_or(first);
+    // The position is reported separately, as the line and column.
+    let first = match first.strip_prefix("line ") {
+        Some(rest) => rest.split_once(": ").map_or(first, |(_, message)| message),
+        None => first,
+    };
+    // Custom errors repeat the position at the end, relative to the text the parser was given.
+    let first = match first.rsplit_once(" at line ") {
+        Some((message, position))
+            if position
+                .bytes()
+                .all(|b| b.is_ascii_digit() || b" ,column".contains(&b)) =>
+        {
+            message
+        }
+        _ => first,
+    };
+    first.to_string()
+}
+
+/// The field a parser's error is about, and its message without the field, from the path serde
+/// was at (`limits[0].block`, as serde_path_to_error writes it) and the message: serde says
+/// "unknown field `x`" or "missing field `x`" of the mapping at the path, and values checked
+/// while parsing say "name: why" of a field at or below the path (`burst: ...`, `rate: ...`).
+pub(crate) fn field_and_message(path: &str, message: &str) -> (String, String) {
+    let mut field: String = path
+        .split('.')
+        .filter(|part| !part.is_empty() && *part != "?")
+        .collect::<Vec<_>>()
+        .join(".");
+    let join = |field: &str, name: &str| match field.is_empty() {
+        true => name.to_string(),
+        false => format!("{field}.{name}"),
+    };
+    let last = |field: &str| field.rsplit('.').next().unwrap_or("").to_string();
+    for marker in ["unknown field `", "missing field `", "duplicate field `"] {
+        if let Some((_, rest)) = message.split_once(marker)
+            && let Some((name, _)) = rest.split_once('`')
+        {
+            if last(&field) != name {
+                field = join(&field, name);
+            }
+            return (field, message.to_string());
+        }
+    }
+    if let Some((head, rest)) = message.split_once(": ")
+        && !head.is_empty()
+        && head
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b == b'_' || b == b'.')
+    {
+        let last = last(&field);
+        let last = last.split('[').next().unwrap_or("");
+        if last != head {
+            field = join(&field, head);
+        }
+        return (field, rest.to_string());
+    }
+    (field, message.to_string())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

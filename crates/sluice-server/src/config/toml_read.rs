@@ -5,7 +5,8 @@
 //! a tree with spans; when it does not deserialize as a whole, each top-level section and each
 //! rule is deserialized on its own from its subtree, and every failure is reported at its span
 //! with the field path serde was at. The sections and rules that did deserialize are put together
-//! again for the checks that follow parsing.
+//! again for the checks that follow parsing. Files over `yaml_read::MAX_SPLIT_BYTES` report the
+//! first error only.
 
 use std::collections::BTreeMap;
 
@@ -39,6 +40,13 @@ pub(super) fn read(text: &str) -> Read {
                 file: Some(file),
                 rules_missing: false,
                 errors: Vec::new(),
+            };
+        }
+        Err((e, path)) if text.len() > super::yaml_read::MAX_SPLIT_BYTES => {
+            return Read {
+                file: None,
+                rules_missing: true,
+                errors: vec![located(e.message(), e.span(), &path, text, None)],
             };
         }
         Err(failure) => failure,
@@ -137,7 +145,7 @@ fn located(
     let value = line
         .zip(column)
         .and_then(|(line, column)| suggest::scalar_at(text, line, column));
-    let (field, message) = super::field_and_message(&path, message);
+    let (field, message) = suggest::field_and_message(&path, message);
     ConfigError::new(field, suggest::reworded(&message, value))
         .at_line(line)
         .at_column(column)

@@ -7,7 +7,7 @@
 //! field path (serde_path_to_error) and suggestion comes from the types themselves, for any field
 //! serde knows about.
 //!
-//! Invariants: a piece is cut only where the layout is block style (top-level keys at column 1,
+//! Invariants: files over [`MAX_SPLIT_BYTES`] are not cut; a piece is cut only where the layout is block style (top-level keys at column 1,
 //! one rule key per line at the same column); anything else (flow style at the top, aliases to an
 //! anchor in another piece) is not cut, and the first pass's single error is reported instead.
 //! The sections and rules that parsed are put together again, so the checks that follow parsing
@@ -21,6 +21,7 @@ use serde_saphyr::{DuplicateKeyPolicy, Error as YamlError, Options, Spanned};
 use sluice::model::Rule;
 
 use super::file::ConfigFile;
+use super::yaml_blank::every_error;
 use super::{ConfigError, locate::SourceMap, suggest};
 
 /// What reading found: the file as far as it parsed (its broken sections and rules left out),
@@ -50,42 +51,49 @@ pub(super) fn read(text: &str) -> Read {
         }
         Err(failure) => failure,
     };
-    match piecewise(text) {
+    let split = (text.len() <= MAX_SPLIT_BYTES)
+        .then(|| piecewise(text))
+        .flatten();
+    match split {
         Some(read) if !read.errors.is_empty() => read,
         _ => Read {
             file: None,
             rules_missing: true,
-            errors: vec![whole_file_error(first, text)],
+            errors: vec![whole_file_error(&first, text)],
         },
     }
 }
 
+/// Files larger than this (a real one is a few KiB) report only the first pass's error: reading
+/// in pieces parses the text a few more times, and a hostile file should cost one parse.
+pub(super) const MAX_SPLIT_BYTES: usize = 256 * 1024;
+
 /// A slice of the file's text and where it starts in the file.
 #[derive(Clone, Copy)]
-struct Piece<'a> {
-    text: &'a str,
+pub(super) struct Piece<'a> {
+    pub(super) text: &'a str,
     /// Byte offset of `text` in the file.
-    start: usize,
+    pub(super) start: usize,
     /// 1-based line and column (in characters) of `text`'s first character in the file.
-    line: u64,
-    column: u64,
+    pub(super) line: u64,
+    pub(super) column: u64,
 }
 
 impl Piece<'_> {
     /// The spaces put before the text so its first line keeps its column.
-    fn pad(&self) -> usize {
+    pub(super) fn pad(&self) -> usize {
         usize::try_from(self.column.saturating_sub(1)).unwrap_or(0)
     }
 }
 
 /// A failed deserialization: serde-saphyr's error and the path serde was at when it failed.
-struct Failure {
-    error: YamlError,
+pub(super) struct Failure {
+    pub(super) error: YamlError,
     path: String,
 }
 
 impl Failure {
-    fn is_about_anchors(&self) -> bool {
+    pub(super) fn is_about_anchors(&self) -> bool {
         matches!(
             self.error.without_snippet(),
             YamlError::UnknownAnchor { .. }
@@ -93,7 +101,10 @@ impl Failure {
     }
 }
 
-fn deserialize<T: DeserializeOwned>(piece: Piece<'_>, options: Options) -> Result<T, Failure> {
+pub(super) fn deserialize<T: DeserializeOwned>(
+    piece: Piece<'_>,
+    options: Options,
+) -> Result<T, Box<Failure>> {
     let padded;
     let text = if piece.pad() > 0 {
         padded = format!("{}{}", " ".repeat(piece.pad()), piece.text);
@@ -108,7 +119,7 @@ fn deserialize<T: DeserializeOwned>(piece: Piece<'_>, options: Options) -> Resul
             e.into_inner()
         })
     })
-    .map_err(|error| Failure { error, path })
+    .map_err(|error| Box::new(Failure { error, path }))
 }
 
 /// One `key: value` of a mapping, located in the file.
@@ -306,127 +317,6 @@ fn read_rules(text: &str, value: Piece<'_>, found: &[Entry]) -> Option<Rules> {
     Some(read)
 }
 
-/// The most mistakes reported from one piece (a rule or a section).
-const MAX_ERRORS_PER_PIECE: usize = 50;
-
-/// Deserializes a piece, reporting each of its mistakes: after one is found, the entry it is in
-/// (`key: value` and the lines below it, or one entry of a flow mapping) is blanked out and the
-/// piece read again. Blanking keeps every position, and only a mistake found further on is taken:
-/// one found at or before the last (a struct missing the entry just blanked, say) is a
-/// consequence of the blanking, not a mistake of the file, so reading stops there. `None` when
-/// the piece refers to an anchor outside itself.
-fn every_error<T: DeserializeOwned>(
-    piece: Piece<'_>,
-    text: &str,
-    rule: Option<&str>,
-) -> Option<Result<T, Vec<ConfigError>>> {
-    let mut errors: Vec<ConfigError> = Vec::new();
-    let mut current = piece.text.to_string();
-    loop {
-        let attempt = Piece {
-            text: &current,
-            ..piece
-        };
-        let failure = match deserialize::<T>(attempt, Options::default()) {
-            Ok(value) if errors.is_empty() => return Some(Ok(value)),
-            Ok(_) => return Some(Err(errors)),
-            Err(failure) => failure,
-        };
-        if failure.is_about_anchors() {
-            return None;
-        }
-        let location = failure.error.location();
-        let error = located(failure, piece, text, rule);
-        let later = |last: &ConfigError| (error.line, error.column) > (last.line, last.column);
-        if errors.last().is_some_and(|last| !later(last)) {
-            return Some(Err(errors));
-        }
-        errors.push(error);
-        let offset = location.and_then(|l| offset_of(&current, piece.pad(), l.line(), l.column()));
-        if errors.len() >= MAX_ERRORS_PER_PIECE
-            || !offset.is_some_and(|at| blank_entry(&mut current, at))
-        {
-            return Some(Err(errors));
-        }
-    }
-}
-
-/// The byte offset in `text` of a 1-based line and column of the padded text.
-fn offset_of(text: &str, pad: usize, line: u64, column: u64) -> Option<usize> {
-    let line = usize::try_from(line).ok()?.checked_sub(1)?;
-    let mut column = usize::try_from(column).ok()?.checked_sub(1)?;
-    if line == 0 {
-        column = column.checked_sub(pad)?;
-    }
-    let start = if line == 0 {
-        0
-    } else {
-        text.match_indices('\n').nth(line - 1)?.0 + 1
-    };
-    let rest = &text[start..];
-    let in_line = rest.char_indices().nth(column).map(|(i, _)| i)?;
-    Some(start + in_line)
-}
-
-/// Replaces the entry holding byte `at` with spaces (newlines kept); false when there is
-/// nothing left to blank there.
-fn blank_entry(text: &mut String, at: usize) -> bool {
-    let line_start = text[..at].rfind('\n').map_or(0, |i| i + 1);
-    let line_end = text[at..].find('\n').map_or(text.len(), |i| at + i);
-    let before = &text[line_start..at];
-    let depth: i32 = before
-        .bytes()
-        .map(|b| match b {
-            b'{' | b'[' => 1,
-            b'}' | b']' => -1,
-            _ => 0,
-        })
-        .sum();
-    let range = if depth > 0 {
-        // Inside a flow collection: from the separator before to the one after, one comma with it.
-        let open = before
-            .rfind([',', '{', '['])
-            .map_or(line_start, |i| line_start + i);
-        let close = text[at..line_end]
-            .find([',', '}', ']'])
-            .map_or(line_end, |i| at + i);
-        match (text.as_bytes()[open], text.as_bytes().get(close)) {
-            (b',', _) => open..close,
-            (_, Some(b',')) => open + 1..close + 1,
-            _ => open + 1..close,
-        }
-    } else {
-        // Block style: the key's line from the key on, and the lines indented below it.
-        let mut key = line_start;
-        while text[key..line_end].starts_with(' ') || text[key..line_end].starts_with("- ") {
-            key += 1;
-        }
-        let column = key - line_start;
-        let mut end = line_end;
-        while end < text.len() {
-            let next_end = text[end + 1..]
-                .find('\n')
-                .map_or(text.len(), |i| end + 1 + i);
-            let next = &text[end + 1..next_end];
-            let indent = next.len() - next.trim_start_matches(' ').len();
-            if !next.trim().is_empty() && indent <= column {
-                break;
-            }
-            end = next_end;
-        }
-        key..end
-    };
-    if range.is_empty() || text[range.clone()].trim().is_empty() {
-        return false;
-    }
-    let blanked: String = text[range.clone()]
-        .chars()
-        .map(|c| if c == '\n' { '\n' } else { ' ' })
-        .collect();
-    text.replace_range(range, &blanked);
-    true
-}
-
 /// A key written a second time in the same mapping.
 fn repeated(entry: &Entry, first_line: u64, rule: Option<&str>) -> ConfigError {
     let what = match rule {
@@ -445,7 +335,7 @@ fn repeated(entry: &Entry, first_line: u64, rule: Option<&str>) -> ConfigError {
 }
 
 /// A failure of the first, whole-file pass: the rule is the one whose block holds the line.
-fn whole_file_error(failure: Failure, text: &str) -> ConfigError {
+fn whole_file_error(failure: &Failure, text: &str) -> ConfigError {
     let whole = Piece {
         text,
         start: 0,
@@ -454,7 +344,7 @@ fn whole_file_error(failure: Failure, text: &str) -> ConfigError {
     };
     let mut error = located(failure, whole, text, None);
     if let Some(line) = error.line
-        && let Some(rule) = SourceMap::new(text, super::Format::Yaml).rule_at(line)
+        && let Some(rule) = SourceMap::new(text, super::Format::Yaml).rule_at(u64::from(line))
     {
         let prefix = format!("rules.{rule}");
         error.field = match error.field.strip_prefix(&prefix) {
@@ -467,15 +357,20 @@ fn whole_file_error(failure: Failure, text: &str) -> ConfigError {
 }
 
 /// A failure as a [`ConfigError`], at its place in the file.
-fn located(failure: Failure, piece: Piece<'_>, text: &str, rule: Option<&str>) -> ConfigError {
+pub(super) fn located(
+    failure: &Failure,
+    piece: Piece<'_>,
+    text: &str,
+    rule: Option<&str>,
+) -> ConfigError {
     let location = failure.error.location();
     let line = location.map(|l| piece.line + l.line() - 1);
     let column = location.map(|l| l.column());
-    let message = super::yaml_message(&failure.error);
+    let message = suggest::yaml_message(&failure.error);
     let value = line
         .zip(column)
         .and_then(|(line, column)| suggest::scalar_at(text, line, column));
-    let (field, message) = super::field_and_message(&failure.path, &message);
+    let (field, message) = suggest::field_and_message(&failure.path, &message);
     ConfigError::new(field, suggest::reworded(&message, value))
         .at_line(line)
         .at_column(column)
