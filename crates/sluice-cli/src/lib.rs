@@ -11,7 +11,7 @@
 //! # Layout
 //! - [`cli`]: the command line (clap);
 //! - [`logging`]: `tracing` output, text or JSON;
-//! - [`validate`], [`check`]: the one-shot commands; [`bench`]: the load tool;
+//! - [`validate`], [`check`]: the one-shot commands; [`bench`](mod@bench): the load tool;
 //! - [`completions`], [`manual`], [`version`]: shell completions, manual pages and the version
 //!   line, generated from the command line's definition and the build.
 //!

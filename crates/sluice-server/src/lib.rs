@@ -3,7 +3,7 @@
 //! forward-auth), its rule files with hot reload, metrics, and bounds on connections.
 //!
 //! The `sluice` binary runs it with `sluice serve` ([`run`]); a program of its own can build an
-//! [`AppState`] and [`serve`] it on a listener it bound, stopping it with a future it owns.
+//! [`AppState`] and [`serve`](fn@serve) it on a listener it bound, stopping it with a future it owns.
 //!
 //! ```no_run
 //! # async fn example() -> Result<(), Box<dyn std::error::Error>> {

@@ -69,7 +69,10 @@ fn rules_text() -> String {
 /// `admin_token_env` of the rules: the one variable the file, not `--help`, names.
 fn admin_variable(rules: &str) -> String {
     let rules: Value = serde_saphyr::from_str(rules).unwrap();
-    rules["admin_token_env"].as_str().unwrap_or_default().to_string()
+    rules["admin_token_env"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
 }
 
 #[test]
@@ -92,14 +95,23 @@ fn the_manifests_name_what_the_binary_uses() {
     assert_eq!(host, "0.0.0.0", "reachable from outside the pod");
     let port: u64 = port.parse().unwrap();
     let ports = container["ports"].as_array().unwrap();
-    let http = ports.iter().find(|p| p["name"] == "http").expect("a port named http");
+    let http = ports
+        .iter()
+        .find(|p| p["name"] == "http")
+        .expect("a port named http");
     assert_eq!(http["containerPort"].as_u64(), Some(port));
     let service = manifest("service.yaml");
     let target = &service["spec"]["ports"][0]["targetPort"];
-    assert!(target == "http" || target.as_u64() == Some(port), "{target}");
+    assert!(
+        target == "http" || target.as_u64() == Some(port),
+        "{target}"
+    );
     for probe in ["readinessProbe", "livenessProbe"] {
         let probe_port = &container[probe]["httpGet"]["port"];
-        assert!(probe_port == "http" || probe_port.as_u64() == Some(port), "{probe}");
+        assert!(
+            probe_port == "http" || probe_port.as_u64() == Some(port),
+            "{probe}"
+        );
     }
     // The rules: SLUICE_CONFIG reads the ConfigMap's key in the directory the volume is mounted.
     let config = env_value(&container, "SLUICE_CONFIG").expect("SLUICE_CONFIG is set");
@@ -110,7 +122,10 @@ fn the_manifests_name_what_the_binary_uses() {
         .iter()
         .find(|m| Path::new(m["mountPath"].as_str().unwrap()) == config.parent().unwrap())
         .expect("a volume mounted at the rule file's directory");
-    assert!(mount.get("subPath").is_none(), "a subPath mount never sees ConfigMap updates");
+    assert!(
+        mount.get("subPath").is_none(),
+        "a subPath mount never sees ConfigMap updates"
+    );
     let deployment = manifest("deployment.yaml");
     let volume = deployment["spec"]["template"]["spec"]["volumes"]
         .as_array()
@@ -124,13 +139,22 @@ fn the_manifests_name_what_the_binary_uses() {
     assert!(configmap["data"][config.file_name().unwrap().to_str().unwrap()].is_string());
     // The Dockerfile: the same variables, port and a non-root user.
     let dockerfile = std::fs::read_to_string(repo().join("Dockerfile")).unwrap();
-    assert!(dockerfile.contains(&format!("SLUICE_LISTEN={listen}")), "Dockerfile listen");
-    assert!(dockerfile.contains(&format!("EXPOSE {port}")), "Dockerfile port");
+    assert!(
+        dockerfile.contains(&format!("SLUICE_LISTEN={listen}")),
+        "Dockerfile listen"
+    );
+    assert!(
+        dockerfile.contains(&format!("EXPOSE {port}")),
+        "Dockerfile port"
+    );
     assert!(
         dockerfile.contains(&format!("SLUICE_CONFIG={}", config.display())),
         "Dockerfile config"
     );
-    for line in dockerfile.lines().filter(|l| l.starts_with("ENV") || l.starts_with("    SLUICE")) {
+    for line in dockerfile
+        .lines()
+        .filter(|l| l.starts_with("ENV") || l.starts_with("    SLUICE"))
+    {
         for word in line.split_whitespace().filter(|w| w.starts_with("SLUICE_")) {
             let name = word.split('=').next().unwrap();
             if name != "SLUICE_BUILD_COMMIT" {
@@ -138,10 +162,19 @@ fn the_manifests_name_what_the_binary_uses() {
             }
         }
     }
-    let user = dockerfile.lines().find_map(|l| l.strip_prefix("USER ")).expect("a USER");
-    assert!(!user.starts_with("0") && !user.starts_with("root"), "{user}");
+    let user = dockerfile
+        .lines()
+        .find_map(|l| l.strip_prefix("USER "))
+        .expect("a USER");
+    assert!(
+        !user.starts_with("0") && !user.starts_with("root"),
+        "{user}"
+    );
     let pod = &deployment["spec"]["template"]["spec"]["securityContext"];
-    assert_eq!(pod["runAsUser"].as_u64(), user.split(':').next().unwrap().parse().ok());
+    assert_eq!(
+        pod["runAsUser"].as_u64(),
+        user.split(':').next().unwrap().parse().ok()
+    );
 }
 
 /// The rules as mounted: `sluice.yaml` → `..data/sluice.yaml`, `..data` → a timestamped
@@ -166,7 +199,11 @@ impl ConfigMapVolume {
 
     fn update(&mut self, rules: &str) {
         self.generation += 1;
-        let name = format!("..2026_11_28_00_00_0{}.{}", self.generation, 1000 + self.generation);
+        let name = format!(
+            "..2026_11_28_00_00_0{}.{}",
+            self.generation,
+            1000 + self.generation
+        );
         std::fs::create_dir(self.dir.path().join(&name)).unwrap();
         std::fs::write(self.dir.path().join(&name).join("sluice.yaml"), rules).unwrap();
         let tmp = self.dir.path().join("..data_tmp");
@@ -189,7 +226,12 @@ async fn the_configmap_rules_serve_the_probes_and_reload_when_the_kubelet_swaps_
         .as_array()
         .unwrap()
         .iter()
-        .filter_map(|e| Some((e["name"].as_str()?.to_string(), e["value"].as_str()?.to_string())))
+        .filter_map(|e| {
+            Some((
+                e["name"].as_str()?.to_string(),
+                e["value"].as_str()?.to_string(),
+            ))
+        })
         .filter(|(name, _)| name != "SLUICE_CONFIG" && name != "SLUICE_LISTEN")
         .collect();
     env.push(("SLUICE_LISTEN".into(), "127.0.0.1:0".into()));
@@ -221,7 +263,11 @@ async fn the_configmap_rules_serve_the_probes_and_reload_when_the_kubelet_swaps_
         .await;
     assert_eq!(answer.json["limit"].as_u64(), Some(30), "{answer:?}");
     eventually(RELOAD_WITHIN, "the reload counted", || async {
-        (server.metric("sluice_config_reloads_total{result=\"ok\"}").await >= 1.0).then_some(())
+        (server
+            .metric("sluice_config_reloads_total{result=\"ok\"}")
+            .await
+            >= 1.0)
+            .then_some(())
     })
     .await;
 }

@@ -244,7 +244,7 @@ fn default_true() -> bool {
 }
 
 /// The `denial_cache` section: the per-process cache that answers requests a remote store has
-/// already denied (see [`sluice::limiter::denial_cache`]). Stores in this process never use it.
+/// already denied (see `sluice::limiter::denial_cache`). Stores in this process never use it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct DenialCacheConfig {

@@ -19,8 +19,7 @@
 //! - `meters`: the per-decision metrics, kept as registered handles;
 //! - `batch`: [`Limiter::check_all`], several rules ([`RuleCheck`]s) decided as one request;
 //! - `admin`: reset, block, unblock, the blocks in force ([`BlockList`], [`BlockInfo`]);
-//! - `inspect`: [`Limiter::keys`] and (feature `redis`) [`Limiter::redis_command`], what a check
-//!   would touch, without making it;
+//! - `inspect`: [`Limiter::keys`], what a check would touch, without making it;
 //! - `lease`: lease ids, [`Limiter::release`] and [`Limiter::renew`] (concurrency limits);
 //!   `lease_guard`: [`LeaseGuard`], a lease released on drop;
 //! - `reservation`: reserving a cost and [`Limiter::settle`];

@@ -202,7 +202,7 @@ impl Limit {
     /// A limit with no extras, for rules written in code.
     ///
     /// Attribute names are checked with the rest of the rule, when the limiter is built
-    /// ([`Rule::validate`]): a bad name is an error there, never a panic here.
+    /// ([`Rule::validate`](crate::Rule::validate)): a bad name is an error there, never a panic here.
     pub fn new(by: &[&str], rate: Rate, algorithm: Algorithm) -> Limit {
         Limit {
             name: None,
