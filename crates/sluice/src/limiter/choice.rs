@@ -16,22 +16,23 @@
 use smallvec::SmallVec;
 
 use super::compile::{CompiledLimit, CompiledRule};
+use super::compiled_condition::CompiledCondition;
 use super::decide::limit_decision_refused;
 use super::{Attributes, MAX_COST};
-use crate::model::{Condition, Decision, Limit, OverrideOutcome, Rule};
+use crate::model::{Decision, Limit, OverrideOutcome, Rule};
 
 /// A rule's conditions and overrides, compiled.
 #[derive(Debug)]
 pub(crate) struct Choice {
-    when: Option<Condition>,
+    when: Option<CompiledCondition>,
     /// One per limit of the rule, in its order.
     limits: Vec<LimitChoice>,
 }
 
 #[derive(Debug)]
 struct LimitChoice {
-    when: Option<Condition>,
-    overrides: Vec<(Condition, Tier)>,
+    when: Option<CompiledCondition>,
+    overrides: Vec<(CompiledCondition, Tier)>,
 }
 
 #[derive(Debug)]
@@ -83,7 +84,7 @@ impl Choice {
             .iter()
             .zip(base)
             .map(|(limit, compiled)| LimitChoice {
-                when: limit.when.clone(),
+                when: limit.when.as_ref().map(CompiledCondition::new),
                 overrides: limit
                     .overrides
                     .iter()
@@ -98,13 +99,13 @@ impl Choice {
                                 Tier::Numbers(tier)
                             }
                         };
-                        (o.when.clone(), tier)
+                        (CompiledCondition::new(&o.when), tier)
                     })
                     .collect(),
             })
             .collect();
         Some(Box::new(Choice {
-            when: rule.when.clone(),
+            when: rule.when.as_ref().map(CompiledCondition::new),
             limits,
         }))
     }
@@ -151,13 +152,25 @@ impl Choice {
         if rule.limits.len() != 1 || rule.leases || !rule.definition.enabled || units > MAX_COST {
             return None;
         }
-        match self.select(rule, attrs) {
-            Selection::Answer(d) => Some(Err(d)),
-            Selection::Limits(picks) => {
-                let limit = self.limit(rule, *picks.first()?);
-                (units <= limit.capacity()).then_some(Ok(limit))
-            }
+        // What `select` decides for the one limit, without collecting picks.
+        if self.when.as_ref().is_some_and(|w| !w.holds(attrs)) {
+            return Some(Err(Decision::pass_through(rule.name.clone(), RULE_WHEN)));
         }
+        let choice = self.limits.first()?;
+        if choice.when.as_ref().is_some_and(|w| !w.holds(attrs)) {
+            return Some(Err(Decision::pass_through(rule.name.clone(), NO_LIMIT)));
+        }
+        let limit = match choice.overrides.iter().find(|(w, _)| w.holds(attrs)) {
+            None => rule.limits.first()?,
+            Some((_, Tier::Numbers(limit))) => limit,
+            Some((_, Tier::Unlimited)) => {
+                return Some(Err(Decision::pass_through(rule.name.clone(), NO_LIMIT)));
+            }
+            Some((_, Tier::Deny(message))) => {
+                return Some(Err(refused(rule, rule.limits.first()?, message)));
+            }
+        };
+        (units <= limit.capacity()).then_some(Ok(limit))
     }
 
     /// The limit a pick names, with the numbers it was chosen with.
