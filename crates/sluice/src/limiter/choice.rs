@@ -58,8 +58,8 @@ pub(crate) type Picks = SmallVec<[Pick; 4]>;
 pub(crate) enum Selection {
     /// Decide on these limits.
     Limits(Picks),
-    /// The answer, made without the store.
-    Answer(Decision),
+    /// The answer, made without the store (boxed: a decision is a few hundred bytes).
+    Answer(Box<Decision>),
 }
 
 /// The reason of a decision whose rule's `when` does not hold.
@@ -117,7 +117,10 @@ impl Choice {
         attrs: &(impl Attributes + ?Sized),
     ) -> Selection {
         if self.when.as_ref().is_some_and(|w| !w.holds(attrs)) {
-            return Selection::Answer(Decision::pass_through(rule.name.clone(), RULE_WHEN));
+            return Selection::Answer(Box::new(Decision::pass_through(
+                rule.name.clone(),
+                RULE_WHEN,
+            )));
         }
         let mut picks = Picks::new();
         for (i, choice) in self.limits.iter().enumerate() {
@@ -128,13 +131,16 @@ impl Choice {
             match tier.map(|t| &choice.overrides[t].1) {
                 Some(Tier::Unlimited) => continue,
                 Some(Tier::Deny(message)) => {
-                    return Selection::Answer(refused(rule, &rule.limits[i], message));
+                    return Selection::Answer(Box::new(refused(rule, &rule.limits[i], message)));
                 }
                 Some(Tier::Numbers(_)) | None => picks.push(Pick { limit: i, tier }),
             }
         }
         if picks.is_empty() {
-            return Selection::Answer(Decision::pass_through(rule.name.clone(), NO_LIMIT));
+            return Selection::Answer(Box::new(Decision::pass_through(
+                rule.name.clone(),
+                NO_LIMIT,
+            )));
         }
         Selection::Limits(picks)
     }
