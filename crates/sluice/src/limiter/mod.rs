@@ -13,6 +13,7 @@
 //! - `builder`: [`LimiterBuilder`], the one way to make a limiter;
 //! - `compile`: [`CompiledRule`], a rule turned into per-limit algorithm parameters;
 //!   `choice`: which limits apply to a request and with which numbers (`when`, `overrides`);
+//!   `compiled_condition`: a `when` made ready for checks;
 //! - `keys`: attributes → escaped identities → store keys and calls;
 //! - `decide`: the store call with deadline, breaker, fail policy, metrics, and the decision;
 //!   `at_once`: the same decision, allocation-free, for a one-limit rule on an in-process store;
@@ -41,6 +42,7 @@ mod builder;
 mod cached_denial;
 mod choice;
 mod compile;
+mod compiled_condition;
 mod decide;
 pub(crate) mod denial_cache;
 mod gradient;
