@@ -21,6 +21,7 @@ use crate::error::ServeError;
 use crate::gateway::{self, forward_auth};
 use crate::http::{self, DeadlineLayer, Front};
 use crate::state::AppState;
+use crate::traces::Traces;
 use crate::{metrics, reload, store_url};
 
 /// Where the service listens when neither `--listen` nor `listen` says.
@@ -29,7 +30,9 @@ pub const DEFAULT_LISTEN: SocketAddr =
 
 /// The service's routes over a state.
 pub fn router(state: Arc<AppState>) -> Router {
-    http::router(state.clone()).merge(forward_auth::router(state))
+    http::router(state.clone())
+        .merge(forward_auth::router(state))
+        .layer(axum::middleware::from_fn(http::timed))
 }
 
 /// Serves until `shutdown` completes, then finishes the requests in flight.
@@ -122,13 +125,21 @@ pub async fn run(args: ServeOptions) -> Result<(), ServeError> {
     let listen = args.listen.or(config.listen).unwrap_or(DEFAULT_LISTEN);
     let rules = config.rules.len();
     let version = config.version.clone();
-    let state = AppState::new(config, Some(args.config.clone()), &store, admin_token)?;
+    let traces = Traces::from_env()?;
+    let state = AppState::with_traces(
+        config,
+        Some(args.config.clone()),
+        &store,
+        admin_token,
+        traces.clone(),
+    )?;
     tracing::info!(
         config = %args.config.display(),
         store = %redact(&url),
         rules,
         version = %version,
         admin = if state.admin_enabled() { "on" } else { "off" },
+        traces = if traces.is_some() { "on" } else { "off" },
         "rules loaded"
     );
     let listener = TcpListener::bind(listen)
@@ -142,6 +153,9 @@ pub async fn run(args: ServeOptions) -> Result<(), ServeError> {
     spawn_upkeep(store.memory.clone(), prometheus);
     let _grpc = spawn_grpc(args.grpc_listen, &state).await?;
     serve(listener, state, shutdown_signal()).await?;
+    if let Some(traces) = traces {
+        traces.shutdown(Duration::from_secs(5)).await;
+    }
     Ok(())
 }
 

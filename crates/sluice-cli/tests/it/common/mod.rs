@@ -48,6 +48,15 @@ impl Drop for TempDir {
     }
 }
 
+/// The OpenTelemetry variables a server could inherit: cleared (empty is unset to it) unless a
+/// test sets them.
+pub const OTEL_VARS: [&str; 4] = [
+    "OTEL_EXPORTER_OTLP_ENDPOINT",
+    "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+    "OTEL_EXPORTER_OTLP_PROTOCOL",
+    "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL",
+];
+
 /// The binary under test.
 pub fn sluice() -> Command {
     Command::new(env!("CARGO_BIN_EXE_sluice"))
@@ -62,6 +71,8 @@ pub struct Options<'a> {
     /// A file in the config's directory that also gets every log line, as `2>> dir/sluice.log`
     /// would (the watcher sees each write).
     pub log_file: Option<&'a str>,
+    /// Environment variables set for the server (the OpenTelemetry ones are cleared otherwise).
+    pub env: Vec<(&'a str, String)>,
 }
 
 impl Default for Options<'_> {
@@ -70,6 +81,7 @@ impl Default for Options<'_> {
             store: None,
             admin_token: Some(ADMIN_TOKEN),
             log_file: None,
+            env: Vec::new(),
         }
     }
 }
@@ -118,6 +130,8 @@ impl Server {
             .arg(&path)
             .env_remove("RUST_LOG")
             .env_remove("SLUICE_ADMIN_TOKEN")
+            .envs(OTEL_VARS.iter().map(|v| (v, "")))
+            .envs(options.env.iter().map(|(k, v)| (k, v)))
             .stdout(Stdio::null())
             .stderr(Stdio::piped());
         if let Some(store) = options.store {
