@@ -61,7 +61,7 @@ envoy:
 ";
 
 /// The gRPC address from the server's log line.
-async fn grpc_client(server: &Server) -> RateLimitServiceClient<Channel> {
+pub(crate) async fn grpc_client(server: &Server) -> RateLimitServiceClient<Channel> {
     let address = eventually(Duration::from_secs(10), "the gRPC listener", || async {
         server.log().iter().find_map(|line| {
             line.split("Envoy rate-limit service (gRPC) on ")
@@ -80,7 +80,7 @@ async fn grpc_client(server: &Server) -> RateLimitServiceClient<Channel> {
         .expect("the gRPC service accepts connections")
 }
 
-fn descriptor(entries: &[(&str, &str)]) -> RateLimitDescriptor {
+pub(crate) fn descriptor(entries: &[(&str, &str)]) -> RateLimitDescriptor {
     RateLimitDescriptor {
         entries: entries
             .iter()
@@ -93,7 +93,7 @@ fn descriptor(entries: &[(&str, &str)]) -> RateLimitDescriptor {
     }
 }
 
-fn request(domain: &str, descriptors: Vec<RateLimitDescriptor>) -> RateLimitRequest {
+pub(crate) fn request(domain: &str, descriptors: Vec<RateLimitDescriptor>) -> RateLimitRequest {
     RateLimitRequest {
         domain: domain.into(),
         descriptors,

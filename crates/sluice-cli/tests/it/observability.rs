@@ -222,3 +222,54 @@ async fn every_metric_family_has_help_and_type_and_requests_are_timed_per_route(
         "only limits that denied:\n{text}"
     );
 }
+
+const ENVOY_RULES: &str = "\
+grpc_listen: 127.0.0.1:0
+rules:
+  per_user:
+    limits:
+      - { name: user, by: [user], rate: 1/1h }
+envoy:
+  edge:
+    - descriptor: [user]
+      rule: per_user
+";
+
+/// Envoy's `ShouldRateLimit` joins the trace Envoy propagates in its gRPC metadata, and its
+/// latency is labelled by the gRPC service's route.
+#[tokio::test]
+async fn an_envoy_decision_is_traced_and_timed_per_grpc_route() {
+    use crate::envoy::{descriptor, grpc_client, request};
+    use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::Code;
+
+    let receiver = OtlpReceiver::start();
+    let server = Server::start_with(ENVOY_RULES, "sluice.yaml", traced(&receiver));
+    let mut client = grpc_client(&server).await;
+    for expected in [Code::Ok, Code::OverLimit] {
+        let mut call = tonic::Request::new(request("edge", vec![descriptor(&[("user", "u1")])]));
+        let traceparent = format!("00-{TRACE_ID}-{PARENT_ID}-01");
+        call.metadata_mut()
+            .insert("traceparent", traceparent.parse().expect("ASCII"));
+        let answer = client.should_rate_limit(call).await.expect("an answer");
+        assert_eq!(answer.into_inner().overall_code, i32::from(expected));
+    }
+    let within = Duration::from_secs(20);
+    let denied = receiver.wait_for(within, |s| {
+        s.trace_id() == TRACE_ID && s.text("sluice.outcome").as_deref() == Some("denied")
+    });
+    assert_eq!(denied.parent_span_id(), PARENT_ID);
+    assert_eq!(denied.text("sluice.gateway").as_deref(), Some("envoy"));
+    let limits = denied.text("sluice.denied_limits").expect("denied limits");
+    assert!(limits.contains("per_user.user"), "{limits}");
+    assert!(denied.double("sluice.store.duration").is_some());
+
+    let text = server.get("/metrics").await.text;
+    let route = "sluice_http_request_duration_seconds_count{route=\"/envoy.service.ratelimit.v3.RateLimitService/";
+    let count: u64 = text
+        .lines()
+        .find_map(|l| l.strip_prefix(route))
+        .and_then(|rest| rest.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no gRPC route latency:\n{text}"));
+    assert_eq!(count, 2);
+}

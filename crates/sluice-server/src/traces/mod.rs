@@ -137,6 +137,25 @@ impl Extractor for HeaderCarrier<'_> {
     }
 }
 
+/// The trace context of a gRPC request: its metadata.
+pub struct MetadataCarrier<'a>(pub &'a tonic::metadata::MetadataMap);
+
+impl Extractor for MetadataCarrier<'_> {
+    fn get(&self, key: &str) -> Option<&str> {
+        self.0.get(key).and_then(|v| v.to_str().ok())
+    }
+
+    fn keys(&self) -> Vec<&str> {
+        self.0
+            .keys()
+            .filter_map(|k| match k {
+                tonic::metadata::KeyRef::Ascii(k) => Some(k.as_str()),
+                tonic::metadata::KeyRef::Binary(_) => None,
+            })
+            .collect()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
