@@ -16,6 +16,9 @@ rules:
     limits:
       - { name: per_user, by: [user], rate: 1/1h }
       - { by: [ip], rate: 100/1h }
+  trial:
+    limits:
+      - { name: dry_run, by: [user], rate: 1/1h, shadow: true }
 ";
 
 const TRACE_ID: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
@@ -176,6 +179,10 @@ async fn every_metric_family_has_help_and_type_and_requests_are_timed_per_route(
     assert_eq!(server.check("login", who.clone()).await.status, 429);
     let peek = json!({ "rule": "login", "attributes": who }).to_string();
     assert_eq!(server.post("/v1/peek", &peek).await.status, 200);
+    for _ in 0..2 {
+        let tried = server.check("trial", json!({ "user": "cy" })).await;
+        assert_eq!(tried.status, 200, "a shadow limit denies nothing");
+    }
     assert_eq!(server.get("/v1/rules").await.status, 200);
     assert_eq!(server.get("/no/such/path/12345").await.status, 404);
     // The decision path, answered through the router for a wrong method.
@@ -206,7 +213,7 @@ async fn every_metric_family_has_help_and_type_and_requests_are_timed_per_route(
             .and_then(|v| v.trim().parse::<u64>().ok())
             .unwrap_or_else(|| panic!("no latency of {route}:\n{text}"))
     };
-    assert_eq!(count("/v1/check"), 3, "two decisions and a wrong method");
+    assert_eq!(count("/v1/check"), 5, "four decisions and a wrong method");
     assert_eq!(count("/v1/peek"), 1);
     assert_eq!(count("/v1/rules"), 1);
     assert_eq!(count("unmatched"), 1);
@@ -221,6 +228,10 @@ async fn every_metric_family_has_help_and_type_and_requests_are_timed_per_route(
         !text.contains("limit=\"ip\""),
         "only limits that denied:\n{text}"
     );
+    // A shadow limit's denials are counted apart: the decisions they would have denied passed.
+    let shadow =
+        "sluice_limit_denials_total{rule=\"trial\",limit=\"dry_run\",outcome=\"shadow_denied\"} 1";
+    assert!(text.contains(shadow), "{text}");
 }
 
 const ENVOY_RULES: &str = "\
