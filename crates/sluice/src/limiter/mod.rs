@@ -17,7 +17,8 @@
 //! - `keys`: attributes → escaped identities → store keys and calls;
 //! - `decide`: the store call with deadline, breaker, fail policy, metrics, and the decision;
 //!   `at_once`: the same decision, allocation-free, for a one-limit rule on an in-process store;
-//! - `meters`: the per-decision metrics, kept as registered handles;
+//! - `meters`: the per-decision metrics, kept as registered handles; `metric_catalog`: every
+//!   metric the library records, with its help and unit ([`describe_metrics`]);
 //! - `batch`: [`Limiter::check_all`], several rules ([`RuleCheck`]s) decided as one request;
 //! - `admin`: reset, block, unblock, the blocks in force ([`BlockList`], [`BlockInfo`]);
 //! - `inspect`: [`Limiter::keys`], what a check would touch, without making it;
@@ -52,6 +53,7 @@ mod keys;
 mod lease;
 mod lease_guard;
 mod meters;
+mod metric_catalog;
 mod options;
 mod reservation;
 
@@ -78,6 +80,9 @@ pub use keys::Attributes;
 pub use lease::MAX_LEASE_LEN;
 pub use lease_guard::LeaseGuard;
 use meters::StoreLatency;
+pub use metric_catalog::{
+    METRICS, MetricDoc, MetricKind, describe, describe_metrics, recorded_names,
+};
 pub use options::{Check, MAX_COST, Options};
 
 /// Decides requests against named rules. Cheap to clone; clones share everything.
