@@ -5,6 +5,7 @@
 
 mod admin;
 mod api;
+mod batch;
 mod commands;
 mod common;
 mod config_limits;
@@ -20,3 +21,4 @@ mod redis_ha;
 mod reload;
 mod reservations;
 mod simulate;
+mod sluice_v1;

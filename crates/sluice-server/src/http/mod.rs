@@ -6,6 +6,7 @@
 //!
 //! # Layout
 //! - `routes`: check, peek, rules, health, metrics;
+//! - [`batch`]: `/v1/check-all`, several rules or identities decided all or nothing;
 //! - `admin`: bearer-token guard, reset and blocks;
 //! - `leases`: releasing and renewing leases, settling reservations;
 //! - `dashboard`: the `/ui` page and the admin read endpoints it uses (`/v1/stats`, block lifting);
@@ -18,6 +19,8 @@
 //! - `request`: the bodies that name a rule and an identity, read in place.
 
 mod admin;
+pub mod batch;
+mod bodies;
 mod connections;
 mod core_yield;
 mod dashboard;
@@ -25,6 +28,7 @@ mod deadline;
 pub mod error;
 mod front;
 mod leases;
+pub mod openapi;
 mod request;
 mod routes;
 mod tracker;

@@ -30,9 +30,13 @@ use sluice::model::HeaderStyle;
 use crate::decision_json::write_decision_json;
 
 use super::MAX_BODY_BYTES;
+use super::bodies::{DecisionView, HealthBody, ReadyBody};
 use super::deadline::{Budget, timed_out};
-use super::error::{ApiError, no_route, parse_bytes, too_large, unreadable, wrong_method};
+use super::error::{
+    ApiError, ErrorCode, no_route, parse_bytes, too_large, unreadable, wrong_method,
+};
 use super::request::DecisionRequest;
+use crate::api_error::ErrorBody;
 use crate::metrics;
 use crate::state::AppState;
 
@@ -40,10 +44,12 @@ pub(super) fn router(state: Arc<AppState>) -> Router {
     Router::new()
         .route("/v1/check", post(check))
         .route("/v1/peek", post(peek))
+        .route("/v1/check-all", post(super::batch::check_all))
         .route("/v1/rules", get(rules))
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/metrics", get(prometheus))
+        .route("/openapi.json", get(openapi_json))
         .fallback(no_route)
         .method_not_allowed_fallback(wrong_method)
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
@@ -51,7 +57,7 @@ pub(super) fn router(state: Arc<AppState>) -> Router {
 }
 
 /// How much of a decision a response body carries (`?view=`).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum View {
     /// The whole decision, every limit's part included (the default).
@@ -67,14 +73,17 @@ pub enum View {
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct ViewQuery {
+pub(super) struct ViewQuery {
     #[serde(default)]
     view: View,
 }
 
-fn view_of(query: Result<Query<ViewQuery>, QueryRejection>) -> Result<View, ApiError> {
+pub(super) fn view_of(query: Result<Query<ViewQuery>, QueryRejection>) -> Result<View, ApiError> {
     query.map(|Query(q)| q.view).map_err(|_| {
-        ApiError::bad_request("`view` must be full, compact or headers (and nothing else is asked)")
+        ApiError::new(
+            ErrorCode::BadQuery,
+            "`view` must be full, compact or headers (and nothing else is asked)",
+        )
     })
 }
 
@@ -101,7 +110,7 @@ where
         if error.is::<LengthLimitError>() {
             too_large()
         } else {
-            ApiError::bad_request(format!("Failed to buffer the request body: {error}"))
+            ApiError::bad_json(format!("Failed to buffer the request body: {error}"))
         }
     });
     match budget
@@ -113,7 +122,8 @@ where
     }
 }
 
-async fn check(
+#[utoipa::path(post, path = "/v1/check", tag = "decisions", description = "Decides a request and consumes from its rule's limits.", params(("view" = Option<View>, Query, description = "How much of the decision the body carries: `full` (default), `compact`, or `headers` (no body)")), request_body(content = DecisionRequest, content_type = "application/json"), responses((status = 200, description = "Allowed", body = DecisionView), (status = 429, description = "Denied: the decision says by which limit and until when", body = DecisionView), (status = 400, description = "Bad input (`bad_json`, `bad_query`, `bad_attribute`, `missing_attribute`, `bad_cost`, …)", body = ErrorBody), (status = 404, description = "No rule by that name is in force (`unknown_rule`)", body = ErrorBody), (status = 408, description = "Not answered within `request_timeout` (`timeout`)", body = ErrorBody), (status = 413, description = "The body is over 64 KiB (`body_too_large`)", body = ErrorBody)))]
+pub(super) async fn check(
     State(state): State<Arc<AppState>>,
     query: Result<Query<ViewQuery>, QueryRejection>,
     body: Result<Bytes, BytesRejection>,
@@ -121,7 +131,8 @@ async fn check(
     answer(&state, query, body.map_err(|r| unreadable(&r)), Mode::Apply).await
 }
 
-async fn peek(
+#[utoipa::path(post, path = "/v1/peek", tag = "decisions", description = "Says what a check would decide, consuming nothing.", params(("view" = Option<View>, Query, description = "How much of the decision the body carries: `full` (default), `compact`, or `headers` (no body)")), request_body(content = DecisionRequest, content_type = "application/json"), responses((status = 200, description = "What a check would decide", body = DecisionView), (status = 400, description = "Bad input (`bad_json`, `bad_query`, `bad_attribute`, `missing_attribute`, `bad_cost`, …)", body = ErrorBody), (status = 404, description = "No rule by that name is in force (`unknown_rule`)", body = ErrorBody), (status = 408, description = "Not answered within `request_timeout` (`timeout`)", body = ErrorBody), (status = 413, description = "The body is over 64 KiB (`body_too_large`)", body = ErrorBody)))]
+pub(super) async fn peek(
     State(state): State<Arc<AppState>>,
     query: Result<Query<ViewQuery>, QueryRejection>,
     body: Result<Bytes, BytesRejection>,
@@ -176,27 +187,40 @@ fn detached(body: Bytes) -> Bytes {
     Bytes::copy_from_slice(&body)
 }
 
-/// The compact body (see [`View::Compact`]).
-#[derive(Serialize)]
-struct CompactBody<'a> {
+/// A decision in the compact view (see [`View::Compact`]).
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CompactBody<'a> {
+    /// Whether the request may go on.
     allowed: bool,
+    /// The lease an admitted check holds on the rule's concurrency limits.
     #[serde(skip_serializing_if = "Option::is_none")]
     lease: Option<&'a str>,
+    /// When the lease ends unless renewed (epoch ms).
     #[serde(skip_serializing_if = "Option::is_none")]
     lease_until_ms: Option<u64>,
+    /// The reservation of an admitted check that asked `reserve`.
     #[serde(skip_serializing_if = "Option::is_none")]
     reservation: Option<&'a str>,
+    /// When the reservation can no longer be settled (epoch ms).
     #[serde(skip_serializing_if = "Option::is_none")]
     reservation_until_ms: Option<u64>,
+    /// The most restrictive limit's quota.
     limit: u64,
+    /// Units left under it.
     remaining: u64,
+    /// Milliseconds until it is full again.
     reset_after_ms: u64,
+    /// When denied, milliseconds until a retry can pass.
     #[serde(skip_serializing_if = "Option::is_none")]
     retry_after_ms: Option<u64>,
+    /// Decided by the fail policy (present only when true).
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     degraded: bool,
+    /// Why the decision is not an ordinary one.
     #[serde(skip_serializing_if = "Option::is_none")]
     reason: Option<&'a str>,
+    /// The rule's `message`, on a denied check.
     #[serde(skip_serializing_if = "Option::is_none")]
     message: Option<&'a str>,
 }
@@ -213,8 +237,22 @@ pub fn decision_response(
 ) -> Response {
     // Sized for a one-limit decision, so the body is written without growing.
     let mut body = Vec::with_capacity(if view == View::Full { 640 } else { 160 });
+    write_body(&mut body, decision, message, view);
+    let mut response = Response::new(Body::from(body));
+    *response.status_mut() = status;
+    decorate(&mut response, decision, style, view);
+    response
+}
+
+/// Appends the body of `decision` in `view` (nothing for [`View::Headers`]).
+pub(super) fn write_body(
+    body: &mut Vec<u8>,
+    decision: &Decision,
+    message: Option<&str>,
+    view: View,
+) {
     match view {
-        View::Full => write_decision_json(&mut body, decision, message),
+        View::Full => write_decision_json(body, decision, message),
         View::Compact => {
             let compact = CompactBody {
                 allowed: decision.allowed,
@@ -232,14 +270,23 @@ pub fn decision_response(
             };
             // Serializing plain numbers and strings cannot fail; an empty body would still
             // carry the decision in its status and headers.
-            if serde_json::to_writer(&mut body, &compact).is_err() {
-                body.clear();
+            let start = body.len();
+            if serde_json::to_writer(&mut *body, &compact).is_err() {
+                body.truncate(start);
             }
         }
         View::Headers => {}
     }
-    let mut response = Response::new(Body::from(body));
-    *response.status_mut() = status;
+}
+
+/// Gives `response` the content type of `view` and the rate-limit and lease headers of
+/// `decision`.
+pub(super) fn decorate(
+    response: &mut Response,
+    decision: &Decision,
+    style: HeaderStyle,
+    view: View,
+) {
     // Room for every header a decision sends, so the map is allocated once.
     response.headers_mut().reserve(8);
     if view != View::Headers {
@@ -255,14 +302,14 @@ pub fn decision_response(
             response.headers_mut().insert(LEASE_HEADER, value);
         }
     }
-    response
 }
 
 /// `X-RateLimit-Lease: <id>`: the lease an admitted check holds on the rule's concurrency
 /// limits, in every view (with `?view=headers` it is the only place the lease is given).
 pub const LEASE_HEADER: header::HeaderName = header::HeaderName::from_static("x-ratelimit-lease");
 
-async fn rules(State(state): State<Arc<AppState>>) -> Json<Value> {
+#[utoipa::path(get, path = "/v1/rules", tag = "service", description = "The rules in force, the file's version and when it was loaded.", responses((status = 200, description = "The rules in force", body = Object), (status = 408, description = "Not answered within `request_timeout` (`timeout`)", body = ErrorBody)))]
+pub(super) async fn rules(State(state): State<Arc<AppState>>) -> Json<Value> {
     let live = state.live.load();
     let book = state.limiter.rules();
     let rules: serde_json::Map<String, Value> = book
@@ -285,8 +332,16 @@ async fn rules(State(state): State<Arc<AppState>>) -> Json<Value> {
     }))
 }
 
-async fn healthz() -> Json<Value> {
-    Json(json!({ "status": "ok" }))
+#[utoipa::path(get, path = "/healthz", tag = "service", description = "The process is up.", responses((status = 200, description = "Up", body = HealthBody), (status = 408, description = "Not answered within `request_timeout` (`timeout`)", body = ErrorBody)))]
+pub(super) async fn healthz() -> Json<HealthBody> {
+    Json(HealthBody {
+        status: "ok".into(),
+    })
+}
+
+#[utoipa::path(get, path = "/openapi.json", tag = "service", description = "This document.", responses((status = 200, description = "The OpenAPI document", body = Object), (status = 408, description = "Not answered within `request_timeout` (`timeout`)", body = ErrorBody)))]
+pub(super) async fn openapi_json() -> Response {
+    super::openapi::answer()
 }
 
 /// Whether the store answers a ping within a deadline derived from the store timeout; the error
@@ -305,19 +360,33 @@ pub(super) async fn store_answer(state: &AppState) -> Result<(), String> {
     }
 }
 
-async fn readyz(State(state): State<Arc<AppState>>) -> Response {
+#[utoipa::path(get, path = "/readyz", tag = "service", description = "The store answers.", responses((status = 200, description = "Ready", body = ReadyBody), (status = 503, description = "The store does not answer; `error` says why", body = ReadyBody), (status = 408, description = "Not answered within `request_timeout` (`timeout`)", body = ErrorBody)))]
+pub(super) async fn readyz(State(state): State<Arc<AppState>>) -> Response {
     let store = state.limiter.store();
     match store_answer(&state).await {
-        Ok(()) => Json(json!({ "status": "ready", "store": store.name() })).into_response(),
-        Err(error) => (
-            StatusCode::SERVICE_UNAVAILABLE,
-            Json(json!({ "status": "unavailable", "store": store.name(), "error": error })),
-        )
-            .into_response(),
+        Ok(()) => Json(ReadyBody {
+            status: "ready".into(),
+            store: store.name().to_string(),
+            error: None,
+        })
+        .into_response(),
+        Err(error) => {
+            let error = ApiError::new(ErrorCode::StoreUnavailable, error);
+            (
+                error.status(),
+                Json(ReadyBody {
+                    status: "unavailable".into(),
+                    store: store.name().to_string(),
+                    error: Some(error),
+                }),
+            )
+                .into_response()
+        }
     }
 }
 
-async fn prometheus(State(state): State<Arc<AppState>>) -> Response {
+#[utoipa::path(get, path = "/metrics", tag = "service", description = "Prometheus metrics, in the text format.", responses((status = 200, description = "The metrics", content_type = "text/plain", body = String), (status = 408, description = "Not answered within `request_timeout` (`timeout`)", body = ErrorBody)))]
+pub(super) async fn prometheus(State(state): State<Arc<AppState>>) -> Response {
     let mut text = metrics::render();
     state.top_denied.render_into(&mut text);
     (
