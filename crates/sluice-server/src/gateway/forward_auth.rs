@@ -63,7 +63,7 @@ pub struct AuthQuery {
 /// `/v1/auth/{rule}` (any method; GET and POST are documented).
 #[utoipa::path(method(get, post), path = "/v1/auth/{rule}", tag = "gateways",
     description = "Forward-auth: decides the request described by the headers (`X-Sluice-<attribute>`, the mapped headers, the client's address). The answer has no body, only the status and the rate-limit headers.",
-    params(("rule" = String, Path, description = "The rule"), AuthQuery),
+    params(("rule" = String, Path, description = "The rule", example = "login"), AuthQuery),
     responses(
         (status = 200, description = "Allowed"),
         (status = 429, description = "Denied (or the `denied_status` asked: 403, 401)"),

@@ -31,6 +31,7 @@ use crate::state::AppState;
 /// The body of `/v1/reset` and `DELETE /v1/blocks`: a rule and an identity.
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(example = json!({"rule": "login", "attributes": {"ip": "203.0.113.9"}}))]
 pub(super) struct IdentityRequest<'a> {
     /// The rule.
     rule: String,
@@ -43,6 +44,7 @@ pub(super) struct IdentityRequest<'a> {
 /// The body of `POST /v1/blocks`.
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(example = json!({"rule": "login", "attributes": {"ip": "203.0.113.9"}, "duration": "15m"}))]
 pub(super) struct BlockRequest<'a> {
     /// The rule.
     rule: String,

@@ -41,6 +41,10 @@ pub const MAX_CHECKS: usize = 64;
 /// The body of `/v1/check-all`.
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(example = json!({"checks": [
+    {"rule": "login", "attributes": {"ip": "203.0.113.9"}},
+    {"rule": "api", "attributes": {"user": "u1"}, "cost": 2}
+]}))]
 pub struct BatchRequest<'a> {
     /// The parts, each as the body of `/v1/check` (without `reserve`), 1 to 64.
     #[serde(borrow)]

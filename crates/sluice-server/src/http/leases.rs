@@ -35,6 +35,7 @@ use crate::state::AppState;
 /// The body of `/v1/settle`.
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(example = json!({"reservation": "r", "cost": 1}))]
 pub(super) struct SettleRequest {
     /// The `reservation` of an admitted check.
     reservation: String,

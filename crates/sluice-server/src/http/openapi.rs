@@ -47,7 +47,7 @@ use crate::gateway::forward_auth;
         dashboard::stats::stats,
         dashboard::stats::lift,
     ),
-    components(schemas(ErrorCode, ApiError, ErrorBody)),
+    components(schemas(ErrorCode, ApiError, ErrorBody, routes::View)),
     modifiers(&AdminToken),
     tags(
         (name = "decisions", description = "Deciding requests"),

@@ -23,6 +23,7 @@ use super::error::{ApiError, ErrorCode};
 /// The body of `/v1/check` and `/v1/peek`.
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(example = json!({"rule": "login", "attributes": {"ip": "203.0.113.9"}}))]
 pub struct DecisionRequest<'a> {
     /// The rule to check.
     #[serde(borrow)]
