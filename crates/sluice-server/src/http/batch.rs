@@ -29,9 +29,10 @@ use sluice::Decision;
 use sluice::limiter::{MAX_COST, RuleCheck};
 
 use super::bodies::BatchBody;
+use super::decision_body::{decorate, write_body};
 use super::error::{ApiError, ErrorCode, parse_json};
 use super::request::DecisionRequest;
-use super::routes::{View, ViewQuery, decorate, view_of, write_body};
+use super::routes::{View, ViewQuery, view_of};
 use crate::api_error::ErrorBody;
 use crate::state::AppState;
 

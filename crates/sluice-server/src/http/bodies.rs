@@ -103,7 +103,7 @@ pub enum DecisionView {
     /// `?view=full`.
     Full(DecisionBody),
     /// `?view=compact`.
-    Compact(super::routes::CompactBody<'static>),
+    Compact(super::decision_body::CompactBody<'static>),
 }
 
 /// The answer of `/v1/check-all`.

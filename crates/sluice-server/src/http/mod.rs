@@ -6,6 +6,7 @@
 //!
 //! # Layout
 //! - `routes`: check, peek, rules, health, metrics;
+//! - `decision_body`: a decision as an answer: the body in the view asked, the headers;
 //! - [`batch`]: `/v1/check-all`, several rules or identities decided all or nothing;
 //! - `admin`: bearer-token guard, reset and blocks;
 //! - `leases`: releasing and renewing leases, settling reservations;
@@ -25,6 +26,7 @@ mod connections;
 mod core_yield;
 mod dashboard;
 mod deadline;
+mod decision_body;
 pub mod error;
 mod front;
 mod leases;
