@@ -5,6 +5,7 @@
 
 mod admin;
 mod api;
+mod batch;
 mod commands;
 mod common;
 mod completions;
@@ -30,3 +31,4 @@ mod shutdown;
 mod simulate;
 mod tiers;
 mod simulate_docs;
+mod sluice_v1;

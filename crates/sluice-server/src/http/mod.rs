@@ -6,6 +6,8 @@
 //!
 //! # Layout
 //! - `routes`: check, peek, rules, health, metrics;
+//! - `decision_body`: a decision as an answer: the body in the view asked, the headers;
+//! - [`batch`]: `/v1/check-all`, several rules or identities decided all or nothing;
 //! - `admin`: bearer-token guard, reset and blocks;
 //! - `leases`: releasing and renewing leases, settling reservations;
 //! - `dashboard`: the `/ui` page and the admin read endpoints it uses (`/v1/stats`, block lifting);
@@ -19,14 +21,18 @@
 //! - `request`: the bodies that name a rule and an identity, read in place.
 
 mod admin;
+pub mod batch;
+mod bodies;
 mod connections;
 mod core_yield;
 mod dashboard;
 mod deadline;
+mod decision_body;
 pub mod error;
 mod front;
 mod latency;
 mod leases;
+pub mod openapi;
 mod request;
 mod routes;
 mod tracker;
