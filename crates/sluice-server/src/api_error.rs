@@ -287,6 +287,8 @@ impl From<sluice::Error> for ApiError {
                 ApiError::new(ErrorCode::InvalidRule, message).with_rule(rule)
             }
             sluice::Error::Store(_) => ApiError::new(ErrorCode::StoreUnavailable, message),
+            // An error a later library adds: a failure of the service until it has its own code.
+            _ => ApiError::new(ErrorCode::Internal, message),
         }
     }
 }

@@ -156,22 +156,14 @@ mod tests {
             keys
         };
         let mut decision = sluice::Decision::pass_through("r", "why");
-        decision.limits = sluice::model::LimitDecisions::from_vec(vec![sluice::LimitDecision {
-            id: "l".into(),
-            attributes: Default::default(),
-            algorithm: sluice::model::Algorithm::Gcra,
-            allowed: true,
-            quota: 1,
-            window_ms: 1,
-            remaining: 1,
-            reset_after_ms: 1,
-            retry_after_ms: None,
-            blocked_until_ms: None,
-            violations: 0,
-            warning: false,
-            delay_ms: 0,
-            shadow: false,
-        }]);
+        // `LimitDecision` is `#[non_exhaustive]`: built the way a client reads one.
+        let limit: sluice::LimitDecision = serde_json::from_value(serde_json::json!({
+            "id": "l", "identity": [], "algorithm": "gcra", "allowed": true, "limit": 1,
+            "window_ms": 1, "remaining": 1, "reset_after_ms": 1, "violations": 0,
+            "warning": false, "delay_ms": 0, "shadow": false,
+        }))
+        .expect("a limit's decision");
+        decision.limits = sluice::model::LimitDecisions::from_vec(vec![limit]);
         decision.lease = Some("x".into());
         decision.lease_until_ms = Some(1);
         decision.reservation = Some("x".into());
