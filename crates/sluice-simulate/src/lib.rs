@@ -12,7 +12,7 @@
 //!   JSON-lines traces;
 //! - [`replay`]: subjects and the run; [`outage`]: the failing store and the fleets per policy;
 //!   [`batches`]: the rules replayed again with hot-key batches across nodes;
-//! - [`window`]: trailing-window sums; [`reference`]: the exact sliding log; [`tally`]: what one
+//! - [`window`]: trailing-window sums; [`reference`](mod@reference): the exact sliding log; [`tally`]: what one
 //!   limit did; [`series`]: counts over time;
 //! - [`report`]: text, `report.md`, `report.json`; [`plot`]: SVG and PNG charts; [`output`]: the
 //!   files of `--out`.
@@ -411,7 +411,8 @@ pub async fn run(args: SimulateArgs) -> Result<(), SimulateError> {
     );
     if let Some(dir) = &args.out {
         let files = output::write(&simulation, dir)?;
-        println!("wrote {} files to {}", files.len(), dir.display());
+        let noun = if files.len() == 1 { "file" } else { "files" };
+        println!("wrote {} {noun} to {}", files.len(), dir.display());
     }
     Ok(())
 }

@@ -56,6 +56,7 @@ impl Driver {
                     enabled: !args.no_denial_cache,
                     ..DenialCacheOptions::default()
                 },
+                in_flight: args.in_flight,
                 ..Options::default()
             })
             .rule("bench", Rule::new(limits));

@@ -2,10 +2,12 @@
 //! they arrive on.
 //!
 //! Everything here reads the shared [`AppState`]; nothing here knows the gateways or how the
-//! service is started (see [`serve`](crate::serve)).
+//! service is started (see [`serve`](fn@crate::serve)).
 //!
 //! # Layout
 //! - `routes`: check, peek, rules, health, metrics;
+//! - `decision_body`: a decision as an answer: the body in the view asked, the headers;
+//! - [`batch`]: `/v1/check-all`, several rules or identities decided all or nothing;
 //! - `admin`: bearer-token guard, reset and blocks;
 //! - `leases`: releasing and renewing leases, settling reservations;
 //! - `dashboard`: the `/ui` page and the admin read endpoints it uses (`/v1/stats`, block lifting);
@@ -14,17 +16,23 @@
 //! - `core_yield`: a worker thread's yield of its core every few dozen responses;
 //! - `front`: what answers each request: the decision routes at once, the rest via the router;
 //! - `deadline`: `request_timeout`, a 408 for a request not answered in time;
+//! - `latency`: the request-latency histogram per route ([`timed`] for routers);
 //! - [`error`]: JSON errors and body parsing (every client mistake is a 4xx with `{"error"}`);
 //! - `request`: the bodies that name a rule and an identity, read in place.
 
 mod admin;
+pub mod batch;
+mod bodies;
 mod connections;
 mod core_yield;
 mod dashboard;
 mod deadline;
+mod decision_body;
 pub mod error;
 mod front;
+mod latency;
 mod leases;
+pub mod openapi;
 mod request;
 mod routes;
 mod tracker;
@@ -36,6 +44,8 @@ use axum::Router;
 pub(crate) use connections::accept_loop;
 pub(crate) use deadline::DeadlineLayer;
 pub(crate) use front::Front;
+pub(crate) use latency::RouteTimer;
+pub use latency::timed;
 
 use crate::state::AppState;
 

@@ -29,6 +29,7 @@ mod blocks;
 mod leases;
 mod requests;
 mod reservations;
+mod tiers;
 
 pub use algorithms::*;
 pub use batches::*;
@@ -36,6 +37,7 @@ pub use blocks::*;
 pub use leases::*;
 pub use requests::*;
 pub use reservations::*;
+pub use tiers::*;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -211,6 +213,9 @@ macro_rules! conformance_suite {
             batches_admit_the_limit_across_nodes,
             batches_give_back_what_they_did_not_spend,
             batches_keep_blocks_and_shadow,
+            overrides_pick_numbers_and_keep_the_counter,
+            unlimited_deny_and_conditions_count_only_what_they_should,
+            addresses_are_counted_by_network,
         ]);
     };
     (@each $store:ident, $subject:expr, [$($behaviour:ident),* $(,)?]) => {

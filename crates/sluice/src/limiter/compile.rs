@@ -7,6 +7,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use super::choice::Choice;
 use super::denial_cache::cacheable_limits;
 use super::held::Holdings;
 use super::meters::RuleMeters;
@@ -14,7 +15,7 @@ use super::meters::RuleMeters;
 use crate::algorithm::concurrency::LeaseToken;
 use crate::algorithm::{LimitStep, Params, penalty};
 use crate::error::Error;
-use crate::model::{Algorithm, Micros, Name, Rule, validate_rule_name};
+use crate::model::{AddressGroup, Algorithm, Limit, Micros, Name, Rule, validate_rule_name};
 
 /// A rule ready to decide: validated, with each limit's parameters computed.
 #[derive(Debug)]
@@ -28,12 +29,14 @@ pub struct CompiledRule {
     pub(crate) cacheable: Vec<bool>,
     /// Whether a limit of the rule holds leases (an admitted check then draws a lease token).
     pub(crate) leases: bool,
+    /// The rule's conditions and overrides; `None` for a rule that uses neither.
+    pub(crate) choice: Option<Box<Choice>>,
     /// Its decisions' counters.
     pub(crate) meters: RuleMeters,
     /// The batches of its limit, when it takes batches (hot keys, see `held`).
     pub(crate) held: Option<Arc<Holdings>>,
     /// Whether a check of its one limit may be decided on its own (no lease, no batches).
-    direct: bool,
+    pub(crate) direct: bool,
 }
 
 /// One limit of a compiled rule.
@@ -43,6 +46,8 @@ pub(crate) struct CompiledLimit {
     pub(crate) id: Name,
     /// Whose counter: per identity dimension, its attribute names in order of preference.
     pub(crate) by: Vec<Vec<Name>>,
+    /// The address-valued attributes of `by` counted by network (usually `ip`, IPv6 by /64).
+    pub(crate) groups: Box<[(Name, AddressGroup)]>,
     algorithm: Algorithm,
     params: Params,
     block_us: Option<Micros>,
@@ -70,12 +75,17 @@ impl CompiledLimit {
         (self.algorithm, self.params)
     }
 
+    /// The limit's algorithm.
+    pub(crate) fn algorithm(&self) -> Algorithm {
+        self.algorithm
+    }
+
     /// Whether this limit holds leases.
     pub(crate) fn holds_leases(&self) -> bool {
         self.algorithm.holds_leases()
     }
 
-    /// How long a lease of this limit lasts (its window), µs.
+    /// How long a lease of this limit lasts (its window; for a rate, the window), µs.
     pub(crate) fn lease_us(&self) -> Micros {
         self.params.window_us
     }
@@ -109,36 +119,13 @@ impl CompiledRule {
         };
         validate_rule_name(name).map_err(invalid)?;
         rule.validate().map_err(invalid)?;
-        let limits = rule
-            .limits
-            .iter()
-            .map(|l| CompiledLimit {
-                id: Name::interned(&l.id()),
-                by: l
-                    .by
-                    .iter()
-                    .map(|b| b.alternatives.iter().map(|a| Name::interned(a)).collect())
-                    .collect(),
-                algorithm: l.algorithm,
-                params: Params {
-                    count: l.rate.count,
-                    window_us: l.rate.window_us(),
-                    capacity: l.capacity(),
-                    count_denied: l.count_denied,
-                },
-                block_us: l.block.map(Micros::from),
-                penalty: l.penalty.map(|p| penalty::Settings {
-                    warn_after: p.warn_after.into(),
-                    ban_after: p.ban_after.into(),
-                    ban_us: p.ban.into(),
-                    memory_us: p.memory.into(),
-                }),
-                shadow: l.shadow,
-            })
-            .collect::<Vec<CompiledLimit>>();
+        let limits: Vec<CompiledLimit> = rule.limits.iter().map(compile_limit).collect();
+        let choice = Choice::new(&rule, &limits, compile_limit);
         let steps: Vec<LimitStep> = limits.iter().map(|l| l.step(1, None)).collect();
         let mut cacheable = cacheable_limits(&steps);
-        if !cacheable.contains(&true) {
+        // The cache remembers a denial by key, whatever numbers denied it: a rule whose numbers
+        // are chosen per request is never answered from it.
+        if !cacheable.contains(&true) || choice.is_some() {
             cacheable.clear();
         }
         let leases = limits.iter().any(CompiledLimit::holds_leases);
@@ -157,13 +144,46 @@ impl CompiledRule {
         Ok(CompiledRule {
             direct: !leases && held.is_none(),
             held,
-            meters: RuleMeters::new(name.clone()),
+            meters: RuleMeters::new(name.clone(), limits.iter().map(|l| l.id.clone())),
             name,
             definition: rule,
             limits,
             cacheable,
             leases,
+            choice,
         })
+    }
+}
+
+/// One limit's id, identity dimensions and algorithm parameters.
+fn compile_limit(l: &Limit) -> CompiledLimit {
+    CompiledLimit {
+        id: Name::interned(&l.id()),
+        by: l
+            .by
+            .iter()
+            .map(|b| b.alternatives.iter().map(|a| Name::interned(a)).collect())
+            .collect(),
+        groups: l
+            .address_groups()
+            .into_iter()
+            .map(|(name, group)| (Name::interned(&name), group))
+            .collect(),
+        algorithm: l.algorithm,
+        params: Params {
+            count: l.rate.count,
+            window_us: l.rate.window_us(),
+            capacity: l.capacity(),
+            count_denied: l.count_denied,
+        },
+        block_us: l.block.map(Micros::from),
+        penalty: l.penalty.map(|p| penalty::Settings {
+            warn_after: p.warn_after.into(),
+            ban_after: p.ban_after.into(),
+            ban_us: p.ban.into(),
+            memory_us: p.memory.into(),
+        }),
+        shadow: l.shadow,
     }
 }
 

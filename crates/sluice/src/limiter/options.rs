@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use super::denial_cache::DenialCacheOptions;
+use super::in_flight::InFlightLimit;
 use crate::algorithm::Mode;
 use crate::model::{FailPolicy, MAX_COUNT};
 
@@ -21,6 +22,9 @@ pub struct Options {
     pub max_attribute_len: usize,
     /// The cache of denials (remote stores only).
     pub denial_cache: DenialCacheOptions,
+    /// How many decisions may wait for a remote store at once; past it, the fail policy answers
+    /// at once (see [`InFlightLimit`]).
+    pub in_flight: InFlightLimit,
 }
 
 impl Default for Options {
@@ -30,6 +34,7 @@ impl Default for Options {
             fail: FailPolicy::Open,
             max_attribute_len: 1024,
             denial_cache: DenialCacheOptions::default(),
+            in_flight: InFlightLimit::DEFAULT,
         }
     }
 }

@@ -4,13 +4,17 @@
 //! Invariants kept by [`Batches::validate`]: only on `token_bucket`, `gcra` and `fixed_window`
 //! (the algorithms whose over- and under-admission under batches can be stated as a bound, see
 //! README "Hot keys"); never with `count_denied` (a denial answered in memory could not be
-//! counted); `max` between 2 and the limit's capacity; `hold` between 1 ms and 1 h.
+//! counted); `max` between 2 and the limit's capacity; `hold` between 1 ms and 1 h; and (checked
+//! by [`refuse_numbers_overrides`]) never with an override that replaces the limit's numbers.
+//! `when` and the `unlimited` and `deny` overrides combine with batches: they are decided before
+//! any unit is taken or spent, so the batches only ever serve requests under the limit's own
+//! numbers.
 
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::{Algorithm, ModelError, serde_text};
+use super::{Algorithm, ModelError, Override, OverrideOutcome, serde_text};
 
 /// How a limit takes its units in batches: `batch: { max: 200, hold: 500ms }` in a rule file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -74,6 +78,25 @@ impl Batches {
             return Err(ModelError::new("batch.hold", "must be between 1ms and 1h"));
         }
         Ok(())
+    }
+}
+
+/// Refuses overrides with other numbers on a limit with batches: its batches are taken and
+/// spent at the limit's own numbers (a batch's units, its give-back, its size near the limit),
+/// and an identity whose tier changes would spend units taken under one tier's numbers under
+/// another's, for which no bound is stated.
+pub(super) fn refuse_numbers_overrides(overrides: &[Override]) -> Result<(), ModelError> {
+    match overrides
+        .iter()
+        .position(|o| matches!(o.outcome, OverrideOutcome::Numbers { .. }))
+    {
+        None => Ok(()),
+        Some(i) => Err(ModelError::new(
+            format!("overrides[{i}]"),
+            "a limit with batches takes its units at its own numbers: an override may be \
+             `unlimited` or `deny`, not other numbers; write one rule per tier, each with its \
+             `when` and its batches",
+        )),
     }
 }
 

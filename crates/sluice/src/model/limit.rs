@@ -8,11 +8,15 @@
 //! (`rate`, or `max_leases` and `lease` for a concurrency limit; `limit`, the former spelling of
 //! `max_leases`, is still read).
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::{Algorithm, Batches, By, ModelError, Penalty, Rate, format_duration, serde_text};
+use super::{
+    AddressGroup, Algorithm, Batches, By, Condition, ModelError, Override, Penalty, Rate, batch,
+    format_duration, serde_text,
+};
 
 /// One limit of a rule: a rate over an identity, with an algorithm and optional extras.
 ///
@@ -57,6 +61,13 @@ pub struct Limit {
     pub shadow: bool,
     /// Take units from the store in batches and spend them in this process (hot keys).
     pub batch: Option<Batches>,
+    /// The limit applies only to requests for which this holds.
+    pub when: Option<Condition>,
+    /// Other outcomes for the requests a condition picks out; the first that holds decides.
+    pub overrides: Vec<Override>,
+    /// Address-valued attributes of `by` counted by network; `ip` is grouped by
+    /// [`AddressGroup::DEFAULT`] unless named here.
+    pub group: BTreeMap<String, AddressGroup>,
 }
 
 /// A limit as written in a rule file: `rate` for the rate algorithms, `max_leases` and `lease`
@@ -97,6 +108,11 @@ struct LimitFields {
     shadow: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     batch: Option<Batches>,
+    when: Option<Condition>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    overrides: Vec<Override>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    group: BTreeMap<String, AddressGroup>,
 }
 
 impl TryFrom<LimitFields> for Limit {
@@ -157,6 +173,9 @@ impl TryFrom<LimitFields> for Limit {
             count_denied: f.count_denied,
             shadow: f.shadow,
             batch: f.batch,
+            when: f.when,
+            overrides: f.overrides,
+            group: f.group,
         })
     }
 }
@@ -177,6 +196,9 @@ impl From<Limit> for LimitFields {
             count_denied: l.count_denied,
             shadow: l.shadow,
             batch: l.batch,
+            when: l.when,
+            overrides: l.overrides,
+            group: l.group,
         }
     }
 }
@@ -185,7 +207,7 @@ impl Limit {
     /// A limit with no extras, for rules written in code.
     ///
     /// Attribute names are checked with the rest of the rule, when the limiter is built
-    /// ([`Rule::validate`]): a bad name is an error there, never a panic here.
+    /// ([`Rule::validate`](crate::Rule::validate)): a bad name is an error there, never a panic here.
     pub fn new(by: &[&str], rate: Rate, algorithm: Algorithm) -> Limit {
         Limit {
             name: None,
@@ -198,6 +220,9 @@ impl Limit {
             count_denied: false,
             shadow: false,
             batch: None,
+            when: None,
+            overrides: Vec::new(),
+            group: BTreeMap::new(),
         }
     }
 
@@ -341,6 +366,11 @@ impl Limit {
         if let Some(block) = self.block {
             check_duration("block", block)?;
         }
+        if let Some(batch) = &self.batch {
+            batch.validate(self.algorithm, self.capacity(), self.count_denied)?;
+            batch::refuse_numbers_overrides(&self.overrides)?;
+        }
+        self.validate_choices()?;
         if let Some(p) = &self.penalty {
             if p.ban_after == 0 {
                 return Err(ModelError::new("penalty.ban_after", "must be at least 1"));
@@ -356,9 +386,6 @@ impl Limit {
             }
             check_duration("penalty.ban", p.ban)?;
             check_duration("penalty.memory", p.memory)?;
-        }
-        if let Some(batch) = &self.batch {
-            batch.validate(self.algorithm, self.capacity(), self.count_denied)?;
         }
         Ok(())
     }

@@ -48,6 +48,26 @@ impl Drop for TempDir {
     }
 }
 
+/// The variables `sluice serve` reads (besides the file's `admin_token_env`): a test sets the ones
+/// it means, none leaks in from the caller's environment.
+pub const SERVE_VARIABLES: [&str; 6] = [
+    "SLUICE_CONFIG",
+    "SLUICE_LISTEN",
+    "SLUICE_GRPC_LISTEN",
+    "SLUICE_STORE",
+    "SLUICE_SHUTDOWN_TIMEOUT",
+    "SLUICE_LOG_FORMAT",
+];
+
+/// The OpenTelemetry variables a server could inherit: cleared (empty is unset to it) unless a
+/// test sets them.
+pub const OTEL_VARS: [&str; 4] = [
+    "OTEL_EXPORTER_OTLP_ENDPOINT",
+    "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+    "OTEL_EXPORTER_OTLP_PROTOCOL",
+    "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL",
+];
+
 /// The binary under test.
 pub fn sluice() -> Command {
     Command::new(env!("CARGO_BIN_EXE_sluice"))
@@ -62,6 +82,15 @@ pub struct Options<'a> {
     /// A file in the config's directory that also gets every log line, as `2>> dir/sluice.log`
     /// would (the watcher sees each write).
     pub log_file: Option<&'a str>,
+    /// `--listen`, when set (without it the environment or the file says).
+    pub listen: Option<&'a str>,
+    /// Whether `--config` names the file written (else `SLUICE_CONFIG` in `env` names one).
+    pub config_flag: bool,
+    /// More arguments after `serve`'s own.
+    pub args: &'a [&'a str],
+    /// Environment variables to set; the service's own (`SLUICE_*`) and the OpenTelemetry ones
+    /// are otherwise removed.
+    pub env: Vec<(&'a str, String)>,
 }
 
 impl Default for Options<'_> {
@@ -70,6 +99,10 @@ impl Default for Options<'_> {
             store: None,
             admin_token: Some(ADMIN_TOKEN),
             log_file: None,
+            listen: Some("127.0.0.1:0"),
+            config_flag: true,
+            args: &[],
+            env: Vec::new(),
         }
     }
 }
@@ -107,22 +140,26 @@ impl Server {
         let path = dir.write(file_name, config);
         let mut command = sluice();
         command
-            .args([
-                "serve",
-                "--listen",
-                "127.0.0.1:0",
-                "--log-level",
-                "info",
-                "--config",
-            ])
-            .arg(&path)
+            .args(["serve", "--log-level", "info"])
+            .args(options.args)
             .env_remove("RUST_LOG")
             .env_remove("SLUICE_ADMIN_TOKEN")
+            .envs(OTEL_VARS.iter().map(|v| (v, "")))
             .stdout(Stdio::null())
             .stderr(Stdio::piped());
+        if options.config_flag {
+            command.arg("--config").arg(&path);
+        }
+        if let Some(listen) = options.listen {
+            command.args(["--listen", listen]);
+        }
         if let Some(store) = options.store {
             command.args(["--store", store]);
         }
+        for var in SERVE_VARIABLES {
+            command.env_remove(var);
+        }
+        command.envs(options.env.iter().map(|(k, v)| (k, v)));
         if let Some(token) = options.admin_token {
             command.env("SLUICE_ADMIN_TOKEN", token);
         }
@@ -140,8 +177,9 @@ impl Server {
                     let _ = writeln!(file, "{line}");
                 }
                 if let Some(rest) = line.split("listening on http://").nth(1) {
+                    // Text or JSON lines: the address ends at a space or a quote.
                     let addr = rest
-                        .split_whitespace()
+                        .split(|c: char| c.is_whitespace() || c == '"')
                         .next()
                         .unwrap_or_default()
                         .to_string();
@@ -280,11 +318,18 @@ impl Answer {
         self.headers.get(name).and_then(|v| v.to_str().ok())
     }
 
-    /// The `error` message of a JSON error answer.
+    /// The `error.message` of a JSON error answer.
     pub fn error(&self) -> &str {
-        self.json["error"]
+        self.json["error"]["message"]
             .as_str()
             .unwrap_or_else(|| panic!("no JSON error in {self:?}"))
+    }
+
+    /// The `error.code` of a JSON error answer.
+    pub fn code(&self) -> &str {
+        self.json["error"]["code"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no JSON error code in {self:?}"))
     }
 }
 

@@ -11,6 +11,7 @@ use std::time::Duration;
 use super::{Holdings, Took};
 use crate::algorithm::{LimitOutcome, Mode};
 use crate::clock::Clock;
+use crate::limiter::choice::Picks;
 use crate::limiter::compile::{CompiledRule, RuleBook};
 use crate::limiter::decide::decision;
 use crate::limiter::{Check, Limiter};
@@ -47,6 +48,7 @@ impl Limiter {
         &self,
         rule: &CompiledRule,
         held: &Arc<Holdings>,
+        picks: Option<&Picks>,
         calls: &[LimitCall],
         check: Check,
     ) -> Answer {
@@ -70,7 +72,7 @@ impl Limiter {
                 reset_after_us: spent.reset_after_us,
                 ..LimitOutcome::unanswered(true)
             };
-            let d = counted(rule, calls, now, outcome);
+            let d = counted(rule, picks, calls, now, outcome);
             // The batch being spent runs low: the next one is asked for now, once per batch.
             if let Some(k) = step.take {
                 let _ = self.take(held, call, k, 0, now).await;
@@ -81,7 +83,7 @@ impl Limiter {
             return Answer::Exact;
         };
         match self.take(held, call, k, cost, now).await {
-            Ok(Some(o)) => Answer::Decided(Box::new(counted(rule, calls, o.1, o.0))),
+            Ok(Some(o)) => Answer::Decided(Box::new(counted(rule, picks, calls, o.1, o.0))),
             Ok(None) => Answer::Exact,
             Err(error) => Answer::Failed(error),
         }
@@ -255,12 +257,18 @@ pub(in crate::limiter) fn observe(
 }
 
 /// The decision of a request admitted from a batch, counted in the rule's metrics.
-fn counted(rule: &CompiledRule, calls: &[LimitCall], now_us: Micros, o: LimitOutcome) -> Decision {
+fn counted(
+    rule: &CompiledRule,
+    picks: Option<&Picks>,
+    calls: &[LimitCall],
+    now_us: Micros,
+    o: LimitOutcome,
+) -> Decision {
     let reply = StoreReply {
         now_us,
         outcomes: vec![o],
     };
-    let d = decision(rule, calls, Some(&reply), false);
+    let d = decision(rule, picks, calls, Some(&reply), false);
     rule.meters.decided(&d);
     d
 }

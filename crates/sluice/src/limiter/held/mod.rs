@@ -390,4 +390,6 @@ pub(crate) fn carry_over(old: &super::RuleBook, new: &mut super::RuleBook) {
 }
 
 #[cfg(test)]
+mod choice_tests;
+#[cfg(test)]
 mod tests;

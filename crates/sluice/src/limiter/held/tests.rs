@@ -136,10 +136,10 @@ fn the_held_identities_are_bounded() {
 /// The memory store as if it ran in another process, which can be switched off, counting the
 /// decisions asked of it.
 #[derive(Debug, Default)]
-struct Remote {
-    store: MemoryStore,
-    down: AtomicBool,
-    calls: AtomicU64,
+pub(super) struct Remote {
+    pub(super) store: MemoryStore,
+    pub(super) down: AtomicBool,
+    pub(super) calls: AtomicU64,
 }
 
 impl Remote {
