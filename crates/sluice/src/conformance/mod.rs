@@ -28,12 +28,14 @@ mod blocks;
 mod leases;
 mod requests;
 mod reservations;
+mod runtime;
 
 pub use algorithms::*;
 pub use blocks::*;
 pub use leases::*;
 pub use requests::*;
 pub use reservations::*;
+pub use runtime::*;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -141,6 +143,7 @@ pub fn step(algorithm: Algorithm, count: u64, window_us: Micros) -> LimitStep {
         penalty: None,
         shadow: false,
         lease: None,
+        settable: false,
     }
 }
 
@@ -206,6 +209,11 @@ macro_rules! conformance_suite {
             reservations_give_back_or_charge_the_difference_once,
             reservations_settle_late_or_keep_their_estimate,
             reservations_refuse_rules_and_ids_they_cannot_settle,
+            runtime_limits_replace_the_numbers_of_one_identity,
+            runtime_limits_set_bursts_and_leases,
+            runtime_limits_are_validated_and_bounded,
+            runtime_limits_are_exact_under_concurrency_right_after_a_change,
+            runtime_limits_reach_every_node_at_once,
         ]);
     };
     (@each $store:ident, $subject:expr, [$($behaviour:ident),* $(,)?]) => {

@@ -93,9 +93,12 @@ impl Limiter {
         }
         // A cost no limit can hold denies the request before the store is asked to consume.
         let too_big = resolved.iter().flatten().any(|r| {
-            r.calls
-                .iter()
-                .any(|c| !c.step.shadow && !r.look && c.step.cost > c.step.params.capacity)
+            r.calls.iter().any(|c| {
+                !c.step.shadow
+                    && !c.step.settable
+                    && !r.look
+                    && c.step.cost > c.step.params.capacity
+            })
         });
         let looks: Vec<&Resolved> = resolved.iter().flatten().filter(|r| r.look).collect();
         let applies: Vec<&Resolved> = resolved.iter().flatten().filter(|r| !r.look).collect();

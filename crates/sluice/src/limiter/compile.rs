@@ -43,6 +43,9 @@ pub(crate) struct CompiledLimit {
     block_us: Option<Micros>,
     penalty: Option<penalty::Settings>,
     shadow: bool,
+    /// Whether identities may have numbers set at run time: the store looks them up, and a
+    /// cost is checked against the identity's capacity there rather than the file's here.
+    pub(crate) settable: bool,
 }
 
 impl CompiledLimit {
@@ -57,6 +60,7 @@ impl CompiledLimit {
             penalty: self.penalty,
             shadow: self.shadow,
             lease: lease.filter(|_| self.algorithm.holds_leases()),
+            settable: self.settable,
         }
     }
 
@@ -80,9 +84,10 @@ impl CompiledLimit {
         self.params.capacity
     }
 
-    /// Whether this is a shadow limit: its denial is reported, never enforced.
-    pub(crate) fn is_shadow(&self) -> bool {
-        self.shadow
+    /// Whether a request of `units` can never pass this limit, known without the store: above
+    /// the capacity of an enforcing limit whose numbers cannot be set at run time.
+    pub(crate) fn refuses(&self, units: u64) -> bool {
+        !self.shadow && !self.settable && units > self.params.capacity
     }
 }
 
@@ -93,7 +98,8 @@ impl CompiledRule {
         let [limit] = self.limits.as_slice() else {
             return None;
         };
-        (!self.leases && self.definition.enabled && units <= limit.capacity()).then_some(limit)
+        let fits = limit.settable || units <= limit.capacity();
+        (!self.leases && self.definition.enabled && fits).then_some(limit)
     }
 
     /// Validates and compiles a rule.
@@ -129,10 +135,16 @@ impl CompiledRule {
                     memory_us: p.memory.into(),
                 }),
                 shadow: l.shadow,
+                settable: l.settable,
             })
             .collect::<Vec<CompiledLimit>>();
         let steps: Vec<LimitStep> = limits.iter().map(|l| l.step(1, None)).collect();
         let mut cacheable = cacheable_limits(&steps);
+        // A run-time change can raise an identity's numbers at any moment, on any node: a
+        // denial of a settable limit is never cached, so no node answers from a stale one.
+        for (cacheable, limit) in cacheable.iter_mut().zip(&limits) {
+            *cacheable &= !limit.settable;
+        }
         if !cacheable.contains(&true) {
             cacheable.clear();
         }

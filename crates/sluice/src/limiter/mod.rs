@@ -23,6 +23,8 @@
 //! - `lease`: lease ids, [`Limiter::release`] and [`Limiter::renew`] (concurrency limits);
 //!   `lease_guard`: [`LeaseGuard`], a lease released on drop;
 //! - `reservation`: reserving a cost and [`Limiter::settle`];
+//! - `runtime`: run-time limits of settable limits ([`Limiter::set_runtime_limit`] and the
+//!   others, [`RuntimeLimitInfo`]);
 //! - `breaker`: skips a failing store for a while;
 //! - `denial_cache` ([`DenialCache`], [`DenialCacheOptions`]): on a remote store, answers
 //!   requests the store already denied until they could pass; admin operations and rule changes
@@ -47,6 +49,7 @@ mod lease_guard;
 mod meters;
 mod options;
 mod reservation;
+mod runtime;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -68,7 +71,8 @@ pub use keys::Attributes;
 pub use lease::MAX_LEASE_LEN;
 pub use lease_guard::LeaseGuard;
 use meters::StoreLatency;
-pub use options::{Check, MAX_COST, Options};
+pub use options::{Check, DEFAULT_MAX_RUNTIME_LIMITS, MAX_COST, Options};
+pub use runtime::RuntimeLimitInfo;
 
 /// Decides requests against named rules. Cheap to clone; clones share everything.
 ///

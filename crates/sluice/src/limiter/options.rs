@@ -21,7 +21,13 @@ pub struct Options {
     pub max_attribute_len: usize,
     /// The cache of denials (remote stores only).
     pub denial_cache: DenialCacheOptions,
+    /// Most identities with run-time limits per settable limit (default
+    /// [`DEFAULT_MAX_RUNTIME_LIMITS`]): each is kept in the store until removed.
+    pub max_runtime_limits: usize,
 }
+
+/// Default [`Options::max_runtime_limits`].
+pub const DEFAULT_MAX_RUNTIME_LIMITS: usize = 10_000;
 
 impl Default for Options {
     fn default() -> Options {
@@ -30,6 +36,7 @@ impl Default for Options {
             fail: FailPolicy::Open,
             max_attribute_len: 1024,
             denial_cache: DenialCacheOptions::default(),
+            max_runtime_limits: DEFAULT_MAX_RUNTIME_LIMITS,
         }
     }
 }

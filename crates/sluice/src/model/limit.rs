@@ -55,6 +55,9 @@ pub struct Limit {
     pub count_denied: bool,
     /// Evaluate and report, but never deny.
     pub shadow: bool,
+    /// Whether identities may be given their own numbers at run time (see
+    /// [`RuntimeLimit`](super::RuntimeLimit)); off, a decision never looks for them.
+    pub settable: bool,
 }
 
 /// A limit as written in a rule file: `rate` for the rate algorithms, `max_leases` and `lease`
@@ -93,6 +96,8 @@ struct LimitFields {
     count_denied: bool,
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     shadow: bool,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    settable: bool,
 }
 
 impl TryFrom<LimitFields> for Limit {
@@ -152,6 +157,7 @@ impl TryFrom<LimitFields> for Limit {
             penalty: f.penalty,
             count_denied: f.count_denied,
             shadow: f.shadow,
+            settable: f.settable,
         })
     }
 }
@@ -171,6 +177,7 @@ impl From<Limit> for LimitFields {
             penalty: l.penalty,
             count_denied: l.count_denied,
             shadow: l.shadow,
+            settable: l.settable,
         }
     }
 }
@@ -191,6 +198,7 @@ impl Limit {
             penalty: None,
             count_denied: false,
             shadow: false,
+            settable: false,
         }
     }
 
@@ -216,6 +224,12 @@ impl Limit {
     /// Sets `block`.
     pub fn with_block(mut self, block: Duration) -> Limit {
         self.block = Some(block);
+        self
+    }
+
+    /// Lets identities be given their own numbers at run time (`settable: true`).
+    pub fn settable(mut self) -> Limit {
+        self.settable = true;
         self
     }
 

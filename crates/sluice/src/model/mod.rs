@@ -6,6 +6,7 @@
 //! # Layout
 //! - `rule`: [`Rule`], [`By`] (the attributes a limit counts per) and rule names;
 //! - `limit`: [`Limit`], one limit of a rule, in code and as rule files write it;
+//!   `runtime_limit`: [`RuntimeLimit`], an identity's own numbers for a settable limit;
 //! - `rate`: [`Rate`] (`"100/1m"`); `duration`: durations as rule files write them;
 //! - `algorithm`: [`Algorithm`] and the crate-private registry every layer derives from
 //!   (`registry_tests` checks the Lua files against it);
@@ -28,6 +29,7 @@ mod rate;
 #[cfg(test)]
 mod registry_tests;
 mod rule;
+mod runtime_limit;
 
 pub use algorithm::Algorithm;
 pub(crate) use algorithm::REGISTRY;
@@ -42,6 +44,7 @@ pub use name::{MAX_INTERNED, MAX_INTERNED_BYTES, Name};
 pub use penalty::Penalty;
 pub use rate::{MAX_COUNT, MAX_WINDOW, Rate};
 pub use rule::{By, Rule, validate_rule_name};
+pub use runtime_limit::RuntimeLimit;
 
 /// A value in a rule or rate that is not acceptable, with the field it came from.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
