@@ -1,4 +1,4 @@
-//! The command line: `sluice serve | validate | check | bench`, and the logging flags they share.
+//! The command line: `sluice serve | validate | check | bench | limits | simulate`, and the logging flags they share.
 //!
 //! Flags override the config file; the file overrides the built-in defaults.
 
@@ -30,6 +30,8 @@ pub enum Command {
     Check(CheckArgs),
     /// Load tool: drive a store (or a running service) and report decisions/s and latency.
     Bench(crate::bench::BenchArgs),
+    /// Set, read, list and remove identities' run-time limits on a running service (admin API).
+    Limits(crate::limits::LimitsArgs),
     /// Replay traffic through the algorithms or a rule file on a simulated clock; report how
     /// each admits against an exact sliding log, with plots.
     Simulate(Box<sluice_simulate::SimulateArgs>),
@@ -141,7 +143,8 @@ impl From<ServeArgs> for sluice_server::ServeOptions {
     }
 }
 
-fn parse_attribute(text: &str) -> Result<(String, String), String> {
+/// A `name=value` pair of the command line.
+pub(crate) fn parse_attribute(text: &str) -> Result<(String, String), String> {
     match text.split_once('=') {
         Some((name, value)) if !name.is_empty() => Ok((name.to_string(), value.to_string())),
         _ => Err(format!("`{text}` is not name=value")),
@@ -157,6 +160,36 @@ mod tests {
     #[test]
     fn the_command_line_is_consistent() {
         Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn limits_takes_a_rule_an_identity_and_numbers() {
+        let parse = |args: &[&str]| {
+            let cli = Cli::try_parse_from(["sluice", "limits", "--token", "t"].iter().chain(args))?;
+            let Command::Limits(args) = cli.command else {
+                panic!("parsed as limits");
+            };
+            Ok::<_, clap::Error>(args.action)
+        };
+        let set = parse(&["set", "api", "--rate", "5000/1m", "customer=42"]).unwrap();
+        let crate::limits::LimitsAction::Set { target, rate, .. } = set else {
+            panic!("parsed as set");
+        };
+        assert_eq!(
+            (target.rule.as_str(), rate.as_deref()),
+            ("api", Some("5000/1m"))
+        );
+        assert_eq!(
+            target.attributes,
+            [("customer".to_string(), "42".to_string())]
+        );
+        assert!(parse(&["set", "api", "customer=42"]).is_err());
+        assert!(parse(&["set", "api", "--rate", "5/1m"]).is_err());
+        assert!(parse(&["set", "jobs", "--max-leases", "3", "--rate", "1/1m", "t=1"]).is_err());
+        assert!(parse(&["get", "api", "customer=42"]).is_ok());
+        assert!(parse(&["list"]).is_ok());
+        assert!(parse(&["list", "--limit", "x"]).is_err());
+        assert!(parse(&["remove", "api", "--limit", "x", "customer=42"]).is_ok());
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! The `sluice` command: the decision service (`serve`), rule file checks (`validate`),
-//! one-off decisions (`check`), the load tool (`bench`), and the simulator (`simulate`).
+//! one-off decisions (`check`), run-time limits on a running service (`limits`), the load tool
+//! (`bench`), and the simulator (`simulate`).
 //!
 //! Exit codes: 0 success (valid file, allowed request), 1 a negative answer (invalid file,
 //! denied request), 2 an error (unreadable file, store unreachable, port in use).
@@ -7,7 +8,8 @@
 //! # Layout
 //! - [`cli`]: the command line (clap);
 //! - [`logging`]: `tracing` output, text or JSON;
-//! - [`validate`], [`check`]: the one-shot commands; [`bench`]: the load tool.
+//! - [`validate`], [`check`]: the one-shot commands; [`limits`]: run-time limits on a running
+//!   service; [`bench`]: the load tool.
 //!
 //! `serve` hands over to [`sluice_server`] (the service, its gateways and rule files), and
 //! `simulate` to [`sluice_simulate`].
@@ -17,6 +19,7 @@
 pub mod bench;
 pub mod check;
 pub mod cli;
+pub mod limits;
 pub mod logging;
 pub mod validate;
 
@@ -68,6 +71,7 @@ pub fn run(cli: Cli) -> ExitCode {
             Command::Validate(args) => Ok(validate::run(&args)),
             Command::Check(args) => check::run(args).await,
             Command::Bench(args) => bench::run(args).await.map(|()| ExitCode::SUCCESS),
+            Command::Limits(args) => limits::run(args).await,
             Command::Simulate(args) => sluice_simulate::run(*args)
                 .await
                 .map(|()| ExitCode::SUCCESS)

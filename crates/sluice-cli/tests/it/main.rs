@@ -19,4 +19,5 @@ mod redis;
 mod redis_ha;
 mod reload;
 mod reservations;
+mod runtime_limits;
 mod simulate;

@@ -52,6 +52,7 @@ impl From<sluice::Error> for ApiError {
     fn from(error: sluice::Error) -> ApiError {
         let status = match &error {
             sluice::Error::UnknownRule { .. } => StatusCode::NOT_FOUND,
+            sluice::Error::RuntimeLimitsFull { .. } => StatusCode::CONFLICT,
             sluice::Error::Store(_) => StatusCode::SERVICE_UNAVAILABLE,
             _ => StatusCode::BAD_REQUEST,
         };

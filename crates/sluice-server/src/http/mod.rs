@@ -8,6 +8,7 @@
 //! - `routes`: check, peek, rules, health, metrics;
 //! - `admin`: bearer-token guard, reset and blocks;
 //! - `leases`: releasing and renewing leases, settling reservations;
+//! - `runtime_limits`: setting, listing and removing identities' run-time limits (`/v1/limits`);
 //! - `dashboard`: the `/ui` page and the admin read endpoints it uses (`/v1/stats`, block lifting);
 //! - `connections`: the accept loop, its connection cap and the timeouts of stalled connections;
 //! - `tracker`: what one connection is doing, and its yield after each response;
@@ -27,6 +28,7 @@ mod front;
 mod leases;
 mod request;
 mod routes;
+mod runtime_limits;
 mod tracker;
 
 use std::sync::Arc;
@@ -47,5 +49,6 @@ pub fn router(state: Arc<AppState>) -> Router {
     routes::router(state.clone())
         .merge(admin::router(state.clone()))
         .merge(leases::router(state.clone()))
+        .merge(runtime_limits::router(state.clone()))
         .merge(dashboard::router(state))
 }
