@@ -3,7 +3,7 @@
 //! Run it (memory store, port 3000 on 127.0.0.1):
 //!
 //! ```text
-//! cargo run -p sluice --example axum_app --features tower,redis
+//! cargo run -p sluice-ratelimit --example axum_app --features tower,redis
 //! ```
 //!
 //! then try `curl -i -X POST http://127.0.0.1:3000/login` six times (the sixth is a 429 and the
@@ -101,6 +101,7 @@ async fn store(url: Option<&str>) -> anyhow::Result<Arc<dyn DynStore>> {
                 .await
                 .with_context(|| format!("connecting to {}", redact(url.url)))?,
         ),
+        kind => anyhow::bail!("this app cannot open a store of kind {kind:?}"),
     })
 }
 

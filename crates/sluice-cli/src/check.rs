@@ -7,6 +7,10 @@
 //! any other client. `--release LEASE` and `--renew LEASE` end or extend a lease that a check on
 //! a concurrency limit printed (against Redis: leases outlive the command). `--reserve` makes
 //! `--cost` an estimate and prints a reservation; `--settle RESERVATION --cost N` settles one.
+//!
+//! A decision the store did not make (it did not answer, and the fail policy decided) exits 3
+//! whatever it decided: a script checking a rule must not read "allowed" from a store that is
+//! down. A rule the file does not have is an error naming the rules it has.
 
 use sluice::Check;
 use std::process::ExitCode;
@@ -15,7 +19,7 @@ use anyhow::Context;
 use sluice::Limiter;
 use sluice::model::headers;
 
-use sluice_server::config::Config;
+use sluice_server::config::{Config, closest};
 use sluice_server::store_url;
 
 use crate::cli::CheckArgs;
@@ -52,6 +56,9 @@ pub async fn run(args: CheckArgs) -> anyhow::Result<ExitCode> {
         return Ok(exit(settled));
     }
     let rule = args.rule.as_deref().context("no rule to check")?;
+    if !config.rules.iter().any(|(name, _)| name == rule) {
+        anyhow::bail!("{}", unknown_rule(rule, &config));
+    }
     let check = match args.reserve {
         true => Check::cost(args.cost).reserve(),
         false => Check::cost(args.cost),
@@ -64,7 +71,31 @@ pub async fn run(args: CheckArgs) -> anyhow::Result<ExitCode> {
     let status = if decision.allowed { 200 } else { 429 };
     let out = serde_json::json!({ "status": status, "headers": headers, "decision": decision });
     println!("{}", serde_json::to_string_pretty(&out)?);
+    if decision.degraded {
+        return Ok(ExitCode::from(EXIT_DEGRADED));
+    }
     Ok(exit(decision.allowed))
+}
+
+/// Exit code of a decision the fail policy made because the store did not answer.
+pub const EXIT_DEGRADED: u8 = 3;
+
+/// "unknown rule `x`", with the rule likely meant and the rules the file has.
+fn unknown_rule(rule: &str, config: &Config) -> String {
+    let names: Vec<&str> = config.rules.iter().map(|(n, _)| n.as_str()).collect();
+    let mut message = format!("unknown rule `{rule}`");
+    if let Some(meant) = closest(rule, names.iter().copied()) {
+        message.push_str(&format!(" (did you mean `{meant}`?)"));
+    }
+    match names.is_empty() {
+        true => message.push_str("; the file has no rules"),
+        false => message.push_str(&format!(
+            "; the file has {}: {}",
+            crate::validate::counted(names.len(), "rule", "rules"),
+            names.join(", ")
+        )),
+    }
+    message
 }
 
 fn exit(success: bool) -> ExitCode {

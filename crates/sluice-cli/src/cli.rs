@@ -1,15 +1,17 @@
 //! The command line: `sluice serve | validate | check | bench | limits | simulate`, and the logging flags they share.
 //!
-//! Flags override the config file; the file overrides the built-in defaults.
+//! Flags override the environment variable each names in `--help`, the environment overrides the
+//! config file, and the file overrides the built-in defaults.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 /// Distributed rate limiter: decision service, rule file validation, one-off checks.
 #[derive(Debug, Parser)]
-#[command(name = "sluice", version, about)]
+#[command(name = "sluice", version = crate::version::VERSION, about)]
 pub struct Cli {
     /// What to do.
     #[command(subcommand)]
@@ -24,9 +26,11 @@ pub struct Cli {
 pub enum Command {
     /// Run the HTTP decision service.
     Serve(ServeArgs),
-    /// Check a rule file; exit 0 when valid, 1 with the errors when not.
+    /// Check a rule file; exit 0 when valid, 1 with every error of the file when not.
     Validate(ValidateArgs),
-    /// Decide one request and print the decision as JSON; exit 0 when allowed, 1 when denied.
+    /// Decide one request and print the decision as JSON; exit 0 when allowed, 1 when denied,
+    /// 2 on an error, 3 when the store did not answer and the rule's fail policy decided.
+    #[command(after_help = CHECK_EXIT_STATUS)]
     Check(CheckArgs),
     /// Load tool: drive a store (or a running service) and report decisions/s and latency.
     Bench(crate::bench::BenchArgs),
@@ -35,6 +39,10 @@ pub enum Command {
     /// Replay traffic through the algorithms or a rule file on a simulated clock; report how
     /// each admits against an exact sliding log, with plots.
     Simulate(Box<sluice_simulate::SimulateArgs>),
+    /// Print a shell completion script (`sluice completions bash > /etc/bash_completion.d/sluice`).
+    Completions(CompletionsArgs),
+    /// Print the manual page in roff (`sluice man | man -l -`), or write one page per command.
+    Man(ManArgs),
 }
 
 /// Logging settings, shared by every subcommand.
@@ -64,15 +72,36 @@ pub struct ServeArgs {
     #[arg(long, short, env = "SLUICE_CONFIG")]
     pub config: PathBuf,
     /// Address to listen on (overrides `listen`; default 127.0.0.1:8080).
-    #[arg(long)]
+    #[arg(long, env = "SLUICE_LISTEN")]
     pub listen: Option<SocketAddr>,
     /// Address for the Envoy rate-limit service over gRPC (overrides `grpc_listen`; off unless
     /// one of them is set).
-    #[arg(long)]
+    #[arg(long, env = "SLUICE_GRPC_LISTEN")]
     pub grpc_listen: Option<SocketAddr>,
     /// Store URL (overrides `store.url`): memory://, redis://host:port/db, rediss://...
-    #[arg(long)]
+    // A Redis URL may hold a password: `--help` does not echo the variable's value.
+    #[arg(long, env = "SLUICE_STORE", hide_env_values = true)]
     pub store: Option<String>,
+    /// On SIGTERM or Ctrl-C, how long requests in flight get to finish before their connections
+    /// are cut (overrides `server.shutdown_timeout`; default 10s).
+    #[arg(long, env = "SLUICE_SHUTDOWN_TIMEOUT", value_name = "DURATION", value_parser = parse_duration)]
+    pub shutdown_timeout: Option<Duration>,
+}
+
+/// `sluice completions`.
+#[derive(Debug, Clone, Args)]
+pub struct CompletionsArgs {
+    /// The shell to complete for.
+    pub shell: clap_complete::Shell,
+}
+
+/// `sluice man`.
+#[derive(Debug, Clone, Args)]
+pub struct ManArgs {
+    /// Write `sluice.1` and a page for each command (`sluice-serve.1`, ...) into this directory
+    /// instead of printing `sluice.1`.
+    #[arg(long, value_name = "DIR")]
+    pub dir: Option<PathBuf>,
 }
 
 /// `sluice validate`.
@@ -80,7 +109,30 @@ pub struct ServeArgs {
 pub struct ValidateArgs {
     /// The rule file.
     pub file: PathBuf,
+    /// How to report: text (errors on standard error) or one JSON object on standard output,
+    /// for CI.
+    #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
+    pub format: OutputFormat,
 }
+
+/// How `validate` reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum OutputFormat {
+    /// A summary, or one line per error.
+    Text,
+    /// One JSON object: `valid`, `errors` (each with line, column, rule, field, message,
+    /// suggestion), `warnings`.
+    Json,
+}
+
+/// The exit status of `sluice check`, shown under its `--help`.
+const CHECK_EXIT_STATUS: &str = "Exit status:
+  0  allowed (a lease, reservation or settlement: it was held)
+  1  denied (or the lease or reservation was not held)
+  2  an error: the file is invalid, the rule unknown, an attribute missing, the store unreachable
+     at start
+  3  degraded: the store did not answer in time, so the rule's fail policy (`fail: open`,
+     `closed` or `local`) decided; the JSON shows that decision with \"degraded\": true";
 
 /// `sluice check`.
 #[derive(Debug, Clone, Args)]
@@ -139,8 +191,14 @@ impl From<ServeArgs> for sluice_server::ServeOptions {
             listen: args.listen,
             grpc_listen: args.grpc_listen,
             store: args.store,
+            shutdown_timeout: args.shutdown_timeout,
         }
     }
+}
+
+/// A duration as the rule file writes one (`10s`, `500ms`).
+fn parse_duration(text: &str) -> Result<Duration, String> {
+    sluice::model::parse_duration(text).map_err(|e| e.to_string())
 }
 
 /// A `name=value` pair of the command line.
@@ -160,6 +218,22 @@ mod tests {
     #[test]
     fn the_command_line_is_consistent() {
         Cli::command().debug_assert();
+    }
+
+    /// A container is configured through its environment: no `serve` setting may lack a variable.
+    #[test]
+    fn every_serve_option_reads_a_variable() {
+        let command = Cli::command();
+        let serve = command.find_subcommand("serve").unwrap();
+        for arg in serve.get_arguments().filter(|a| !a.is_global_set()) {
+            let id = arg.get_id().as_str();
+            if id == "help" {
+                continue;
+            }
+            let env = arg.get_env().map(|e| e.to_string_lossy().into_owned());
+            let expected = format!("SLUICE_{}", id.to_uppercase());
+            assert_eq!(env.as_deref(), Some(expected.as_str()), "--{id}");
+        }
     }
 
     #[test]

@@ -3,13 +3,19 @@
 //! (`bench`), and the simulator (`simulate`).
 //!
 //! Exit codes: 0 success (valid file, allowed request), 1 a negative answer (invalid file,
-//! denied request), 2 an error (unreadable file, store unreachable, port in use).
+//! denied request), 2 an error (unreadable file, store unreachable, port in use), 3 a decision
+//! the fail policy made because the store did not answer (`check`).
+//!
+//! An error is reported once: `serve` logs it (its logs may be JSON read by a collector), the
+//! one-shot commands print it on standard error.
 //!
 //! # Layout
 //! - [`cli`]: the command line (clap);
 //! - [`logging`]: `tracing` output, text or JSON;
 //! - [`validate`], [`check`]: the one-shot commands; [`limits`]: run-time limits on a running
-//!   service; [`bench`]: the load tool.
+//!   service; [`bench`](mod@bench): the load tool;
+//! - [`completions`], [`manual`], [`version`]: shell completions, manual pages and the version
+//!   line, generated from the command line's definition and the build.
 //!
 //! `serve` hands over to [`sluice_server`] (the service, its gateways and rule files), and
 //! `simulate` to [`sluice_simulate`].
@@ -19,9 +25,12 @@
 pub mod bench;
 pub mod check;
 pub mod cli;
+pub mod completions;
 pub mod limits;
 pub mod logging;
+pub mod manual;
 pub mod validate;
+pub mod version;
 
 use std::process::ExitCode;
 
@@ -40,6 +49,16 @@ const SERVE_IO_EVENTS_PER_TICK: usize = 16;
 
 /// Runs a parsed command line to completion.
 pub fn run(cli: Cli) -> ExitCode {
+    // Generated text for the terminal or a file: no logging, no runtime.
+    match &cli.command {
+        Command::Completions(args) => {
+            return finish(
+                completions::run(args, &mut std::io::stdout().lock()).map_err(Into::into),
+            );
+        }
+        Command::Man(args) => return finish(manual::run(args, &mut std::io::stdout().lock())),
+        _ => {}
+    }
     if let Err(error) = logging::init(&cli.log) {
         eprintln!("error: {error:#}");
         return ExitCode::from(EXIT_ERROR);
@@ -62,6 +81,7 @@ pub fn run(cli: Cli) -> ExitCode {
             return ExitCode::from(EXIT_ERROR);
         }
     };
+    let serving = matches!(cli.command, Command::Serve(_));
     let result = runtime.block_on(async move {
         match cli.command {
             Command::Serve(args) => sluice_server::run(args.into())
@@ -76,12 +96,27 @@ pub fn run(cli: Cli) -> ExitCode {
                 .await
                 .map(|()| ExitCode::SUCCESS)
                 .map_err(anyhow::Error::from),
+            Command::Completions(_) | Command::Man(_) => Ok(ExitCode::SUCCESS),
         }
     });
     match result {
         Ok(code) => code,
         Err(error) => {
-            tracing::error!("{error:#}");
+            if serving {
+                tracing::error!("{error:#}");
+            } else {
+                eprintln!("error: {error:#}");
+            }
+            ExitCode::from(EXIT_ERROR)
+        }
+    }
+}
+
+/// Exit 0, or 2 with the error on standard error.
+fn finish(result: anyhow::Result<()>) -> ExitCode {
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
             eprintln!("error: {error:#}");
             ExitCode::from(EXIT_ERROR)
         }

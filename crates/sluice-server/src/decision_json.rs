@@ -141,6 +141,16 @@ mod tests {
         ]
     }
 
+    /// A limit's decision with every field at its zero, to be filled in.
+    pub(crate) fn blank_limit() -> LimitDecision {
+        serde_json::from_value(serde_json::json!({
+            "id": "l", "identity": [], "algorithm": "gcra", "allowed": false, "limit": 0,
+            "window_ms": 0, "remaining": 0, "reset_after_ms": 0, "violations": 0,
+            "warning": false, "delay_ms": 0, "shadow": false,
+        }))
+        .expect("a limit's decision")
+    }
+
     fn number() -> impl Strategy<Value = u64> {
         prop_oneof![Just(0), Just(u64::MAX), any::<u64>(), 0..1000u64]
     }
@@ -154,22 +164,23 @@ mod tests {
             numbers in prop::array::uniform6(number()),
             options in any::<[Option<u64>; 2]>(),
         ) -> LimitDecision {
-            LimitDecision {
-                id: Name::from(id.as_str()),
-                attributes: identity.iter().map(|n| Name::from(n.as_str())).collect::<AttributeNames>(),
-                algorithm,
-                allowed: flags[0],
-                quota: numbers[0],
-                window_ms: numbers[1],
-                remaining: numbers[2],
-                reset_after_ms: numbers[3],
-                retry_after_ms: options[0],
-                blocked_until_ms: options[1],
-                violations: numbers[4],
-                warning: flags[1],
-                delay_ms: numbers[5],
-                shadow: flags[2],
-            }
+            // Both types are `#[non_exhaustive]`: start from a blank one and set every field.
+            let mut d = blank_limit();
+            d.id = Name::from(id.as_str());
+            d.attributes = identity.iter().map(|n| Name::from(n.as_str())).collect::<AttributeNames>();
+            d.algorithm = algorithm;
+            d.allowed = flags[0];
+            d.quota = numbers[0];
+            d.window_ms = numbers[1];
+            d.remaining = numbers[2];
+            d.reset_after_ms = numbers[3];
+            d.retry_after_ms = options[0];
+            d.blocked_until_ms = options[1];
+            d.violations = numbers[4];
+            d.warning = flags[1];
+            d.delay_ms = numbers[5];
+            d.shadow = flags[2];
+            d
         }
     }
 
@@ -182,26 +193,25 @@ mod tests {
             options in any::<[Option<u64>; 4]>(),
             strings in prop::array::uniform3(prop::option::of(text())),
         ) -> Decision {
-            Decision {
-                allowed: flags[0],
-                rule: Name::from(rule.as_str()),
-                quota: numbers[0],
-                remaining: numbers[1],
-                reset_after_ms: numbers[2],
-                retry_after_ms: options[0],
-                blocked_until_ms: options[1],
-                violations: numbers[3],
-                warning: flags[1],
-                degraded: flags[2],
-                shadow: flags[3],
-                delay_ms: numbers[4],
-                reason: strings[0].clone(),
-                limits: LimitDecisions::from_vec(limits),
-                lease: strings[1].clone(),
-                lease_until_ms: options[2],
-                reservation: strings[2].clone(),
-                reservation_until_ms: options[3],
-            }
+            let mut d = Decision::pass_through(rule.as_str(), "");
+            d.allowed = flags[0];
+            d.quota = numbers[0];
+            d.remaining = numbers[1];
+            d.reset_after_ms = numbers[2];
+            d.retry_after_ms = options[0];
+            d.blocked_until_ms = options[1];
+            d.violations = numbers[3];
+            d.warning = flags[1];
+            d.degraded = flags[2];
+            d.shadow = flags[3];
+            d.delay_ms = numbers[4];
+            d.reason = strings[0].clone();
+            d.limits = LimitDecisions::from_vec(limits);
+            d.lease = strings[1].clone();
+            d.lease_until_ms = options[2];
+            d.reservation = strings[2].clone();
+            d.reservation_until_ms = options[3];
+            d
         }
     }
 

@@ -3,7 +3,7 @@
 //! forward-auth), its rule files with hot reload, metrics, and bounds on connections.
 //!
 //! The `sluice` binary runs it with `sluice serve` ([`run`]); a program of its own can build an
-//! [`AppState`] and [`serve`] it on a listener it bound, stopping it with a future it owns.
+//! [`AppState`] and [`serve`](fn@serve) it on a listener it bound, stopping it with a future it owns.
 //!
 //! ```no_run
 //! # async fn example() -> Result<(), Box<dyn std::error::Error>> {
@@ -38,6 +38,11 @@
 #![warn(missing_docs)]
 #![forbid(unsafe_code)]
 
+/// The crate's README (its page on the registry): its example is compiled as a doctest.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
+
 pub mod config;
 pub mod decision_json;
 mod error;
@@ -51,5 +56,7 @@ pub mod store_url;
 pub mod topk;
 
 pub use error::ServeError;
-pub use serve::{DEFAULT_LISTEN, ServeOptions, router, run, serve, shutdown_signal};
+pub use serve::{
+    DEFAULT_LISTEN, ServeOptions, Settings, router, run, serve, serve_with_grace, shutdown_signal,
+};
 pub use state::{AppState, Live};

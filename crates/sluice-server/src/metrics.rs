@@ -2,9 +2,10 @@
 //!
 //! The library emits its metrics through the `metrics` facade (`sluice_decisions_total`,
 //! `sluice_store_latency_seconds` (a histogram), `sluice_store_errors_total`,
-//! `sluice_degraded_decisions_total`, and the denial cache's `sluice_denial_cache_hits_total`,
+//! `sluice_degraded_decisions_total`, `sluice_shed_decisions_total`, and the denial cache's `sluice_denial_cache_hits_total`,
 //! `sluice_denial_cache_entries`, `sluice_denial_cache_evictions_total`,
-//! `sluice_denial_cache_invalidations_total`); the service adds `sluice_config_reloads_total{result}` and,
+//! `sluice_denial_cache_invalidations_total`); the service adds `sluice_config_reloads_total{result}`,
+//! `sluice_store_in_flight` and `sluice_store_in_flight_limit` (read at scrape time) and,
 //! rendered separately for bounded cardinality, the top denied identities (see `topk`). The
 //! recorder is process-global and installed once; a second install (several servers in one test
 //! process) reuses the first.
@@ -37,6 +38,20 @@ pub fn install() -> Handle {
                 "sluice_config_reloads_total",
                 "Config reloads by result (ok: rules swapped; error: file refused, old rules kept; \
                  no_rules: a file without rules refused; unsettled: a file still changing, waited for)"
+            );
+            metrics::describe_counter!(
+                "sluice_shed_decisions_total",
+                "Decisions answered by their rule's fail policy without waiting for the store, \
+                 because as many as store.in_flight allows were already waiting"
+            );
+            metrics::describe_gauge!(
+                "sluice_store_in_flight",
+                "Decisions waiting for the store when scraped"
+            );
+            metrics::describe_gauge!(
+                "sluice_store_in_flight_limit",
+                "How many decisions may wait for the store at once (store.in_flight; an adaptive \
+                 bound as it stands)"
             );
             // Registered at zero so that dashboards and alerts see the series before any reload.
             for result in RELOAD_RESULTS {

@@ -8,7 +8,7 @@ use sluice::store::invalidation::InvalidationChannel;
 use sluice::store::memory::MemoryOptions;
 use sluice::store::redis::{RedisOptions, RedisStore, TlsOptions};
 pub use sluice::store::url::redact;
-use sluice::store::url::{StoreKind, StoreUrl};
+use sluice::store::url::{StoreKind, StoreUrl, StoreUrlError};
 use sluice::{Clock, DynStore, MemoryStore, SystemClock};
 
 use crate::error::ServeError;
@@ -67,6 +67,11 @@ pub async fn open(url: &str, settings: &StoreConfig) -> Result<OpenedStore, Serv
                 channel: Some(Arc::new(channel)),
             })
         }
+        // A kind of store added to the library after this service.
+        kind => Err(ServeError::StoreUrl(StoreUrlError {
+            url: redact(url),
+            message: format!("the service cannot open a store of kind {kind:?}"),
+        })),
     }
 }
 

@@ -244,27 +244,19 @@ fn escape(value: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use sluice::{Algorithm, LimitDecision};
+    use sluice::LimitDecision;
 
     fn denied(rule: &str, identity: &[&str]) -> Decision {
         let mut d = Decision::pass_through(rule, "test");
         d.allowed = false;
-        d.limits.push(LimitDecision {
-            id: "l".into(),
-            attributes: identity.iter().map(|s| Name::from(*s)).collect(),
-            algorithm: Algorithm::Gcra,
-            allowed: false,
-            quota: 1,
-            window_ms: 1000,
-            remaining: 0,
-            reset_after_ms: 0,
-            retry_after_ms: Some(1),
-            blocked_until_ms: None,
-            violations: 0,
-            warning: false,
-            delay_ms: 0,
-            shadow: false,
-        });
+        // `LimitDecision` is `#[non_exhaustive]`: built the way a client reads one.
+        let limit: LimitDecision = serde_json::from_value(serde_json::json!({
+            "id": "l", "identity": identity, "algorithm": "gcra", "allowed": false, "limit": 1,
+            "window_ms": 1000, "remaining": 0, "reset_after_ms": 0, "retry_after_ms": 1,
+            "violations": 0, "warning": false, "delay_ms": 0, "shadow": false,
+        }))
+        .expect("a limit's decision");
+        d.limits.push(limit);
         d
     }
 
@@ -330,10 +322,8 @@ mod tests {
         let top = TopDenied::new(2, IdentityLabels::Raw);
         let mut d = denied("r", &["ip"]);
         let by_ip = d.limits[0].clone();
-        let by_user = LimitDecision {
-            attributes: [Name::from("user")].into_iter().collect(),
-            ..by_ip.clone()
-        };
+        let mut by_user = by_ip.clone();
+        by_user.attributes = [Name::from("user")].into_iter().collect();
         d.limits.extend([by_ip, by_user]);
         top.record(&d, &[("ip", "1.2.3.4"), ("user", "u")]);
         assert_eq!(

@@ -11,7 +11,7 @@
 //! - [`event`]: a request and the identity table; [`traffic`]: the patterns; [`trace`]: CSV and
 //!   JSON-lines traces;
 //! - [`replay`]: subjects and the run; [`outage`]: the failing store and the fleets per policy;
-//! - [`window`]: trailing-window sums; [`reference`]: the exact sliding log; [`tally`]: what one
+//! - [`window`]: trailing-window sums; [`reference`](mod@reference): the exact sliding log; [`tally`]: what one
 //!   limit did; [`series`]: counts over time;
 //! - [`report`]: text, `report.md`, `report.json`; [`plot`]: SVG and PNG charts; [`output`]: the
 //!   files of `--out`.
@@ -377,7 +377,8 @@ pub async fn run(args: SimulateArgs) -> Result<(), SimulateError> {
     );
     if let Some(dir) = &args.out {
         let files = output::write(&simulation, dir)?;
-        println!("wrote {} files to {}", files.len(), dir.display());
+        let noun = if files.len() == 1 { "file" } else { "files" };
+        println!("wrote {} {noun} to {}", files.len(), dir.display());
     }
     Ok(())
 }

@@ -26,6 +26,8 @@ pub fn policy_name(policy: FailPolicy) -> &'static str {
         FailPolicy::Open => "open",
         FailPolicy::Closed => "closed",
         FailPolicy::Local => "local",
+        // A policy added to the library since; `POLICIES` lists the ones this simulator runs.
+        _ => "other",
     }
 }
 

@@ -185,9 +185,10 @@ fn rows(limits: &[Summary]) -> Vec<[String; 11]> {
 impl Report {
     fn setup_line(&self) -> String {
         format!(
-            "{} — {} requests from {} identit{} over {:.0} s of simulated time",
+            "{} — {} request{} from {} identit{} over {:.0} s of simulated time",
             self.setup.traffic,
             self.setup.requests,
+            if self.setup.requests == 1 { "" } else { "s" },
             self.setup.identities,
             if self.setup.identities == 1 {
                 "y"

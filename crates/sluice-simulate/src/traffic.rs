@@ -1,6 +1,6 @@
 //! Built-in traffic patterns: requests over simulated time, in time order.
 //!
-//! Each identity is a [`Source`] that says when its next request arrives; a heap merges the
+//! Each identity is a `Source` that says when its next request arrives; a heap merges the
 //! sources, so a day of traffic is produced one request at a time in constant memory. Every
 //! pattern is deterministic for a given `--seed`. Times are microseconds from the start of the
 //! simulation.

@@ -1,6 +1,6 @@
 //! Replays classic rate-limiting scenarios through the library and prints each decision.
 //!
-//! Run with `cargo run -p sluice --example scenarios`. Time is simulated with a manual clock, so the
+//! Run with `cargo run -p sluice-ratelimit --example scenarios`. Time is simulated with a manual clock, so the
 //! output is the same on every run.
 
 use std::sync::Arc;

@@ -7,6 +7,7 @@ use crate::store::StoreError;
 
 /// What went wrong.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum Error {
     /// No rule by that name is configured.
     #[error("unknown rule `{rule}`")]

@@ -77,6 +77,11 @@
 #![warn(missing_docs)]
 #![forbid(unsafe_code)]
 
+/// The crate's README (its page on the registry): its example is compiled as a doctest.
+#[cfg(all(doctest, feature = "redis"))]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
+
 pub mod algorithm;
 pub mod clock;
 #[cfg(feature = "conformance")]

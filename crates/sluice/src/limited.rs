@@ -17,6 +17,7 @@ use crate::model::Decision;
 
 /// Why a rate-limited function did not run.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum Limited {
     /// The rule denied the call; the decision says when to retry.
     #[error("{}", denial_text(decision, message.as_deref()))]
@@ -90,9 +91,10 @@ pub async fn check_call(
     if decision.allowed {
         Ok(decision)
     } else {
+        let message = limiter.denial_message(&decision);
         Err(Limited::Denied {
             decision: Box::new(decision),
-            message: limiter.message(rule),
+            message,
         })
     }
 }

@@ -14,8 +14,10 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 
-/// The crate whose surface is listed, and where its snapshot lives (relative to the workspace).
-const PACKAGE: &str = "sluice";
+/// The package whose surface is listed, its library's Rust name (rustdoc names its JSON file
+/// after it), and where its snapshot lives (relative to the workspace).
+const PACKAGE: &str = "sluice-ratelimit";
+const LIBRARY: &str = "sluice";
 const SNAPSHOT: &str = "crates/sluice/public-api.txt";
 /// rustdoc JSON formats this reader understands (see `Cargo.toml`).
 const FORMATS: [u64; 2] = [56, 57];
@@ -136,7 +138,7 @@ fn rustdoc_json(cargo: &std::ffi::OsStr, workspace: &Path) -> Result<PathBuf, St
         return Err(format!("cargo rustdoc -p {PACKAGE} failed ({status})"));
     }
     let target = target_dir(cargo, workspace)?;
-    Ok(target.join("doc").join(format!("{PACKAGE}.json")))
+    Ok(target.join("doc").join(format!("{LIBRARY}.json")))
 }
 
 fn target_dir(cargo: &std::ffi::OsStr, workspace: &Path) -> Result<PathBuf, String> {

@@ -54,6 +54,7 @@ impl Driver {
                     ..DenialCacheOptions::default()
                 },
                 max_runtime_limits: keys.len().max(sluice::limiter::DEFAULT_MAX_RUNTIME_LIMITS),
+                in_flight: args.in_flight,
                 ..Options::default()
             })
             .rule("bench", Rule::new(limits));

@@ -2,7 +2,7 @@
 //! faults. They bound latencies and watch memory, so they run in a binary of their own, one at a
 //! time, rather than beside the other tests' load.
 //!
-//! Run with `cargo test -p sluice-cli --test fire`; `SLUICE_OUTAGE_SECS` and `SLUICE_SOAK_SECS`
+//! Run with `cargo test -p sluice-ratelimit-cli --test fire`; `SLUICE_OUTAGE_SECS` and `SLUICE_SOAK_SECS`
 //! lengthen them (see `scripts/reliability` and `scripts/soak`).
 
 #[path = "../it/common/mod.rs"]

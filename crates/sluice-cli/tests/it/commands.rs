@@ -16,7 +16,7 @@ fn validate_accepts_the_example_and_summarises() {
     let out = sluice().arg("validate").arg(example()).output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{out:?}");
-    assert!(stdout.contains(": ok: 14 rules (api, "), "{stdout}");
+    assert!(stdout.contains(": ok: 16 rules (api, "), "{stdout}");
     assert!(stdout.contains("store memory://"), "{stdout}");
 }
 
@@ -29,7 +29,11 @@ fn validate_accepts_toml() {
     );
     let out = sluice().arg("validate").arg(&path).output().unwrap();
     assert_eq!(out.status.code(), Some(0), "{out:?}");
-    assert!(String::from_utf8_lossy(&out.stdout).contains("1 rules (login)"));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains(": ok: 1 rule (login), 1 limit, "),
+        "{stdout}"
+    );
 }
 
 #[test]
@@ -45,15 +49,15 @@ fn validate_names_file_line_rule_and_field() {
         ),
         (
             CONFIG.replace("rate: 5/10s", "rate: 5/10w"),
-            "sluice.yaml:6: rule `employee`: field `rate`: ",
+            "sluice.yaml:6:27: rule `employee`: field `limits[0].rate`: `5/10w`: `10w` has unknown unit `w`",
         ),
         (
             CONFIG.replace("message: slow down", "mesage: slow down"),
-            "sluice.yaml:4: rule `employee`: field `mesage`: unknown field",
+            "sluice.yaml:4:5: rule `employee`: field `mesage`: unknown field",
         ),
         (
             "rules:\n  x:\n    limits: [\n".to_string(),
-            "sluice.yaml:3: rule `x`",
+            "sluice.yaml:3:13: rule `x`: field `limits`: unclosed bracket",
         ),
     ];
     for (text, expected) in cases {

@@ -5,7 +5,7 @@
 //! lease and settle no reservation.
 //!
 //! `SLUICE_FUZZ_CASES` cases (default 256); a longer run:
-//! `SLUICE_FUZZ_CASES=100000 cargo test -p sluice-cli --test it fuzz_http::`.
+//! `SLUICE_FUZZ_CASES=100000 cargo test -p sluice-ratelimit-cli --test it fuzz_http::`.
 
 use crate::common;
 

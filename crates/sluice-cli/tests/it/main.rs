@@ -1,16 +1,22 @@
 //! The `sluice` binary's tests, in one binary: each module runs the real command line
 //! (`CARGO_BIN_EXE_sluice`) on one subject; `common` starts servers and waits for them.
 //!
-//! Run one subject with `cargo test -p sluice-cli --test it <module>::`.
+//! Run one subject with `cargo test -p sluice-ratelimit-cli --test it <module>::`.
 
 mod admin;
 mod api;
 mod commands;
 mod common;
+mod completions;
 mod config_limits;
 mod dashboard;
 mod denial_cache;
+mod deploy;
+mod environment;
 mod envoy;
+mod envoy_example;
+mod envoy_tiers;
+mod first_hour;
 mod forward_auth;
 mod fuzz_http;
 mod leases;
@@ -20,4 +26,7 @@ mod redis_ha;
 mod reload;
 mod reservations;
 mod runtime_limits;
+mod shutdown;
 mod simulate;
+mod simulate_docs;
+mod tiers;

@@ -14,5 +14,5 @@ pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
 /// Reads a duration written as text; a zero, unknown unit or overflow is an error.
 pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
     let text = String::deserialize(d)?;
-    parse_duration(&text).map_err(serde::de::Error::custom)
+    parse_duration(&text).map_err(|e| serde::de::Error::custom(e.message))
 }

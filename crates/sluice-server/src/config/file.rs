@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use super::duration_text as serde_text;
 use super::gateway::{EnvoyDomains, ForwardAuthConfig};
-use sluice::limiter::DenialCacheOptions;
+use sluice::limiter::{DenialCacheOptions, InFlightLimit};
 use sluice::model::{FailPolicy, HeaderStyle, Rule};
 
 /// Where a store reads the time from.
@@ -51,6 +51,40 @@ pub struct StoreConfig {
     /// Certificate files for `rediss…` URLs.
     #[serde(default)]
     pub tls: StoreTls,
+    /// Remote stores: how many decisions may wait for the store at once — a number,
+    /// `adaptive` (follows the store's latency) or `unbounded`. Past it, the fail policy answers
+    /// at once, marked degraded.
+    #[serde(default, with = "in_flight_text")]
+    pub in_flight: InFlightLimit,
+}
+
+/// `in_flight` written as a number or a word.
+mod in_flight_text {
+    use serde::{Deserialize, Deserializer, Serializer};
+    use sluice::limiter::InFlightLimit;
+
+    pub fn serialize<S: Serializer>(limit: &InFlightLimit, s: S) -> Result<S::Ok, S::Error> {
+        match limit {
+            InFlightLimit::Fixed(n) => s.serialize_u32(*n),
+            InFlightLimit::Adaptive { .. } => s.serialize_str("adaptive"),
+            InFlightLimit::Unbounded => s.serialize_str("unbounded"),
+        }
+    }
+
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Text {
+        Number(u64),
+        Word(String),
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<InFlightLimit, D::Error> {
+        let text = match Text::deserialize(d)? {
+            Text::Number(n) => n.to_string(),
+            Text::Word(word) => word,
+        };
+        text.parse().map_err(serde::de::Error::custom)
+    }
 }
 
 /// The `store.tls` section: PEM files for TLS to Redis. Without `ca_file` the system's roots are
@@ -78,6 +112,7 @@ impl Default for StoreConfig {
             prefix: default_prefix(),
             max_keys: default_max_keys(),
             tls: StoreTls::default(),
+            in_flight: InFlightLimit::DEFAULT,
         }
     }
 }
@@ -115,6 +150,10 @@ pub struct ServerConfig {
     /// file-descriptor limit.
     #[serde(default = "default_max_connections")]
     pub max_connections: usize,
+    /// On SIGTERM or Ctrl-C, how long the requests in flight get to finish once the listener has
+    /// closed; connections still open after it are cut and the process exits all the same.
+    #[serde(default = "default_shutdown_timeout", with = "serde_text")]
+    pub shutdown_timeout: Duration,
 }
 
 impl Default for ServerConfig {
@@ -124,6 +163,7 @@ impl Default for ServerConfig {
             request_timeout: default_request_timeout(),
             keep_alive_timeout: default_keep_alive_timeout(),
             max_connections: default_max_connections(),
+            shutdown_timeout: default_shutdown_timeout(),
         }
     }
 }
@@ -142,6 +182,11 @@ fn default_keep_alive_timeout() -> Duration {
 
 fn default_max_connections() -> usize {
     4096
+}
+
+/// Under Kubernetes' default grace period of 30 s, with room for the pre-stop pause.
+fn default_shutdown_timeout() -> Duration {
+    Duration::from_secs(10)
 }
 
 /// How `/metrics` shows the identities of its top-denied series.
@@ -199,7 +244,7 @@ fn default_true() -> bool {
 }
 
 /// The `denial_cache` section: the per-process cache that answers requests a remote store has
-/// already denied (see [`sluice::limiter::denial_cache`]). Stores in this process never use it.
+/// already denied (see `sluice::limiter::denial_cache`). Stores in this process never use it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct DenialCacheConfig {

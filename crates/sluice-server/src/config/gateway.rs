@@ -287,10 +287,13 @@ pub(super) fn validate(
                 }
             }
             let Some(rule) = rules.get(&mapping.rule) else {
+                let meant =
+                    super::suggest::closest(&mapping.rule, rules.keys().map(String::as_str));
                 return Err(fail(
                     at("rule"),
                     format!("no rule named `{}` in `rules`", mapping.rule),
-                ));
+                )
+                .suggesting(meant.map(str::to_string)));
             };
             let provided: BTreeSet<&str> = mapping
                 .descriptor

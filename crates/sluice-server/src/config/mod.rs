@@ -26,14 +26,21 @@
 //! # Layout
 //! - `file`: the serde shape of the file and its defaults;
 //! - [`gateway`]: the `grpc_listen`, `envoy` and `forward_auth` sections;
+//! - `yaml_read`, `toml_read`: every parse error of a file, each rule and section read on its own
+//!   once the whole file failed; `yaml_blank`: every mistake within one piece;
 //! - `locate`: lines of rules and limits in the text, for errors found after parsing;
-//! - `error`: [`ConfigError`], naming file, line, rule and field.
+//! - `suggest`: "did you mean", parser messages in the file's words and the field they are about;
+//! - `error`: [`ConfigError`], naming file, line, column, rule and field.
 
 mod duration_text;
 mod error;
 mod file;
 pub mod gateway;
 mod locate;
+mod suggest;
+mod toml_read;
+mod yaml_blank;
+mod yaml_read;
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -44,12 +51,15 @@ pub use file::{
     RuntimeLimitsConfig, ServerConfig, StoreConfig,
 };
 pub use gateway::{EnvoyDomains, ForwardAuthConfig};
+pub use suggest::closest;
 
-use file::ConfigFile;
 use locate::SourceMap;
 use sluice::limiter::Options;
 use sluice::model::{FailPolicy, HeaderStyle, Rule, validate_rule_name};
 use sluice::store::url::StoreUrl;
+
+/// The most mistakes [`Config::check`] reports of one file; past them it says how many more.
+pub const MAX_REPORTED_ERRORS: usize = 200;
 
 /// Rule files larger than this are refused: a real one is a few kilobytes.
 pub const MAX_FILE_BYTES: u64 = 4 * 1024 * 1024;
@@ -69,10 +79,10 @@ impl Format {
         match path.extension().and_then(|e| e.to_str()) {
             Some("yaml" | "yml") => Ok(Format::Yaml),
             Some("toml") => Ok(Format::Toml),
-            _ => Err(ConfigError {
-                path: Some(path.to_path_buf()),
-                ..ConfigError::new("", "unknown file type; name the file .yaml, .yml or .toml")
-            }),
+            _ => Err(
+                ConfigError::new("", "unknown file type; name the file .yaml, .yml or .toml")
+                    .in_file(path),
+            ),
         }
     }
 }
@@ -118,57 +128,45 @@ pub struct Config {
 impl Config {
     /// Reads and validates a file; its extension gives the format.
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
-        let with_path = |e: ConfigError| ConfigError {
-            path: Some(path.to_path_buf()),
-            ..e
-        };
-        let format = Format::from_path(path)?;
-        let unreadable =
-            |e: std::io::Error| with_path(ConfigError::new("", format!("cannot read: {e}")));
-        // Read at most one byte past the cap, so a file that grows while it is read (or a
-        // device posing as a file) cannot make us read without bound.
-        let file = std::fs::File::open(path).map_err(unreadable)?;
-        let mut bytes = Vec::new();
-        std::io::Read::read_to_end(
-            &mut std::io::Read::take(file, MAX_FILE_BYTES + 1),
-            &mut bytes,
-        )
-        .map_err(unreadable)?;
-        if bytes.len() as u64 > MAX_FILE_BYTES {
-            return Err(with_path(ConfigError::new(
-                "",
-                format!("the file is larger than the {MAX_FILE_BYTES} bytes a rule file may have"),
-            )));
-        }
-        let text = String::from_utf8(bytes).map_err(|e| {
-            with_path(ConfigError::new(
-                "",
-                format!(
-                    "cannot read: not UTF-8 text (byte {})",
-                    e.utf8_error().valid_up_to()
-                ),
-            ))
-        })?;
-        Config::parse(&text, format).map_err(with_path)
+        Config::check_file(path).map_err(|mut errors| errors.swap_remove(0))
     }
 
-    /// Parses and validates a file's text.
+    /// Parses and validates a file's text; the first of its mistakes, when it has some (see
+    /// [`Config::check`] for all of them).
     pub fn parse(text: &str, format: Format) -> Result<Config, ConfigError> {
+        Config::check(text, format).map_err(|mut errors| errors.swap_remove(0))
+    }
+
+    /// Reads a file like [`Config::load`], reporting every mistake of the file (at least one),
+    /// in the order of their lines.
+    pub fn check_file(path: &Path) -> Result<Config, Vec<ConfigError>> {
+        let text = read_text(path).map_err(|e| vec![e])?;
+        let format = Format::from_path(path).map_err(|e| vec![e])?;
+        Config::check(&text, format)
+            .map_err(|errors| errors.into_iter().map(|e| e.in_file(path)).collect())
+    }
+
+    /// Parses and validates a file's text, reporting every mistake (at least one), each once,
+    /// in the order of their lines. Sections and rules that parsed are still checked when others
+    /// did not.
+    pub fn check(text: &str, format: Format) -> Result<Config, Vec<ConfigError>> {
+        let read = match format {
+            Format::Yaml => yaml_read::read(text),
+            Format::Toml => toml_read::read(text),
+        };
+        let mut errors = read.errors;
+        let Some(file) = read.file else {
+            return Err(errors);
+        };
+        if text.trim().is_empty() || is_only_comments(text) {
+            errors.push(ConfigError::new(
+                "",
+                "the file is empty; a file meant to have no rules says so with `rules: {}`",
+            ));
+        }
         // Only errors need lines: the map is built for the first one.
         let lazy_map = std::cell::OnceCell::new();
         let map = || lazy_map.get_or_init(|| SourceMap::new(text, format));
-        let file: ConfigFile = match format {
-            Format::Yaml => serde_saphyr::from_str(text).map_err(|e| {
-                let line = e.location().map(|l| l.line());
-                parse_error(yaml_message(&e), line, text, map())
-            })?,
-            Format::Toml => toml::from_str(text).map_err(|e| {
-                let line = e.span().map(|span| {
-                    text[..span.start.min(text.len())].matches('\n').count() as u64 + 1
-                });
-                parse_error(e.message().to_string(), line, text, map())
-            })?,
-        };
         for (name, rule) in &file.rules {
             let invalid = |e: sluice::model::ModelError| {
                 let line = map().line_for(name, &e.field);
@@ -176,36 +174,64 @@ impl Config {
                     .at_line(line)
                     .in_rule(Some(name.clone()))
             };
-            validate_rule_name(name).map_err(|e| ConfigError {
-                field: String::new(),
-                ..invalid(e)
-            })?;
-            rule.validate().map_err(invalid)?;
+            if let Err(e) = validate_rule_name(name) {
+                errors.push(ConfigError {
+                    field: String::new(),
+                    ..invalid(e)
+                });
+            } else if let Err(e) = rule.validate() {
+                errors.push(invalid(e));
+            }
         }
-        check_store(&file.store, text)?;
-        check_server(&file.server, text)?;
-        check_denial_cache(&file.denial_cache, text)?;
+        let checks = [
+            check_store(&file.store, text),
+            check_server(&file.server, text),
+            check_denial_cache(&file.denial_cache, text),
+        ];
+        errors.extend(checks.into_iter().filter_map(Result::err));
         if !(1..=MAX_RUNTIME_LIMITS).contains(&file.runtime_limits.max_per_limit) {
-            return Err(ConfigError::new(
-                "runtime_limits.max_per_limit",
-                format!("must be 1 to {MAX_RUNTIME_LIMITS}"),
-            )
-            .at_line(key_line(text, "runtime_limits")));
-        }
-        if file.reload.settle > std::time::Duration::from_secs(10) {
-            return Err(
-                ConfigError::new("reload.settle", "at most 10s").at_line(key_line(text, "reload"))
+            errors.push(
+                ConfigError::new(
+                    "runtime_limits.max_per_limit",
+                    format!("must be 1 to {MAX_RUNTIME_LIMITS}"),
+                )
+                .at_line(key_line(text, "runtime_limits")),
             );
         }
-        gateway::validate(&file.envoy, &file.forward_auth, &file.rules, text)?;
+        if file.reload.settle > std::time::Duration::from_secs(10) {
+            errors.push(
+                ConfigError::new("reload.settle", "at most 10s").at_line(key_line(text, "reload")),
+            );
+        }
+        // Mappings to rules that did not parse would read as mappings to no rule at all.
+        if !read.rules_missing
+            && let Err(e) = gateway::validate(&file.envoy, &file.forward_auth, &file.rules, text)
+        {
+            errors.push(e);
+        }
         if let Some(var) = &file.admin_token_env
             && (var.is_empty() || var.contains('=') || var.contains('\0'))
         {
-            return Err(ConfigError::new(
-                "admin_token_env",
-                format!("`{var}` is not an environment variable name"),
-            )
-            .at_line(key_line(text, "admin_token_env")));
+            errors.push(
+                ConfigError::new(
+                    "admin_token_env",
+                    format!("`{var}` is not an environment variable name"),
+                )
+                .at_line(key_line(text, "admin_token_env")),
+            );
+        }
+        if !errors.is_empty() {
+            errors.sort_by_key(|e| (e.line.is_some(), e.line, e.column));
+            errors.dedup();
+            if errors.len() > MAX_REPORTED_ERRORS {
+                let more = errors.len() - MAX_REPORTED_ERRORS;
+                errors.truncate(MAX_REPORTED_ERRORS);
+                errors.push(ConfigError::new(
+                    "",
+                    format!("and {more} more mistakes not shown"),
+                ));
+            }
+            return Err(errors);
         }
         Ok(Config {
             listen: file.listen,
@@ -234,6 +260,7 @@ impl Config {
             fail: self.fail,
             denial_cache: self.denial_cache.into(),
             max_runtime_limits: self.runtime_limits.max_per_limit,
+            in_flight: self.store.in_flight,
             ..Options::default()
         }
     }
@@ -255,6 +282,44 @@ impl Config {
 /// The most run-time limits a limit may be told to hold (each is a key and a listing entry in
 /// the store, about 150 bytes on Redis).
 pub const MAX_RUNTIME_LIMITS: usize = 1_000_000;
+
+/// A file's text, read with a bound on its size.
+fn read_text(path: &Path) -> Result<String, ConfigError> {
+    let with_path = |e: ConfigError| e.in_file(path);
+    Format::from_path(path)?;
+    let unreadable =
+        |e: std::io::Error| with_path(ConfigError::new("", format!("cannot read: {e}")));
+    // Read at most one byte past the cap, so a file that grows while it is read (or a device
+    // posing as a file) cannot make us read without bound.
+    let file = std::fs::File::open(path).map_err(unreadable)?;
+    let mut bytes = Vec::new();
+    std::io::Read::read_to_end(
+        &mut std::io::Read::take(file, MAX_FILE_BYTES + 1),
+        &mut bytes,
+    )
+    .map_err(unreadable)?;
+    if bytes.len() as u64 > MAX_FILE_BYTES {
+        return Err(with_path(ConfigError::new(
+            "",
+            format!("the file is larger than the {MAX_FILE_BYTES} bytes a rule file may have"),
+        )));
+    }
+    String::from_utf8(bytes).map_err(|e| {
+        with_path(ConfigError::new(
+            "",
+            format!(
+                "cannot read: not UTF-8 text (byte {})",
+                e.utf8_error().valid_up_to()
+            ),
+        ))
+    })
+}
+
+/// Whether every line is blank or a comment (`#` in both formats).
+fn is_only_comments(text: &str) -> bool {
+    text.lines()
+        .all(|line| line.trim().is_empty() || line.trim_start().starts_with('#'))
+}
 
 /// The most denials a cache may be told to keep (a few GiB at most).
 pub const MAX_DENIAL_CACHE_ENTRIES: usize = 10_000_000;
@@ -280,59 +345,6 @@ fn check_denial_cache(c: &DenialCacheConfig, text: &str) -> Result<(), ConfigErr
     Ok(())
 }
 
-/// A parser's error, attributed to the rule whose block holds its line.
-fn parse_error(message: String, line: Option<u64>, text: &str, map: &SourceMap) -> ConfigError {
-    let rule = line.and_then(|l| map.rule_at(l)).map(str::to_string);
-    let mut field = field_of(&message);
-    if field.is_empty() {
-        field = line.and_then(|l| key_at(text, l)).unwrap_or_default();
-    }
-    ConfigError::new(field, message).at_line(line).in_rule(rule)
-}
-
-/// The plain message of a YAML error, without the source snippet some variants render.
-fn yaml_message(error: &serde_saphyr::Error) -> String {
-    let text = error.to_string();
-    let first = text.lines().next().unwrap_or_default().trim();
-    let first = first.strip_prefix("error: ").unwrap_or(first);
-    // The position is reported separately, as the line.
-    let first = match first.strip_prefix("line ") {
-        Some(rest) => rest.split_once(": ").map_or(first, |(_, message)| message),
-        None => first,
-    };
-    first.to_string()
-}
-
-/// The field a parser's message is about: serde says "unknown field `x`" or "missing field `x`";
-/// values checked while parsing (rates, durations) say "x: ...".
-fn field_of(message: &str) -> String {
-    if let Some(rest) = message.split("field `").nth(1)
-        && let Some((name, _)) = rest.split_once('`')
-    {
-        return name.to_string();
-    }
-    match message.split_once(": ") {
-        Some((head, _))
-            if !head.is_empty()
-                && head
-                    .bytes()
-                    .all(|b| b.is_ascii_lowercase() || b == b'_' || b == b'.') =>
-        {
-            head.to_string()
-        }
-        _ => String::new(),
-    }
-}
-
-/// The key written on a line (`rate: x` or `rate = x`), when it is a plain name.
-fn key_at(text: &str, line: u64) -> Option<String> {
-    let content = locate::line_text(text, line)?;
-    let (key, _) = content.trim_start().split_once([':', '='])?;
-    let key = key.trim();
-    (!key.is_empty() && key.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_'))
-        .then(|| key.to_string())
-}
-
 /// The first line whose key is `key` (for errors outside rules, where the parser gave none).
 fn key_line(text: &str, key: &str) -> Option<u64> {
     text.lines()
@@ -349,6 +361,7 @@ fn check_server(server: &ServerConfig, text: &str) -> Result<(), ConfigError> {
         ("header_read_timeout", server.header_read_timeout),
         ("request_timeout", server.request_timeout),
         ("keep_alive_timeout", server.keep_alive_timeout),
+        ("shutdown_timeout", server.shutdown_timeout),
     ];
     for (key, value) in positive {
         if value.is_zero() || value > sluice::model::MAX_WINDOW {
@@ -408,3 +421,6 @@ fn check_store(store: &StoreConfig, text: &str) -> Result<(), ConfigError> {
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod every_error_tests;

@@ -155,8 +155,8 @@ fn unknown_fields_are_parse_errors_with_rule_and_line() {
         "rules:\n  login:\n    limits:\n      - by: [ip]\n        rate: 5/1m\n        burts: 3\n",
     );
     assert_eq!(e.rule.as_deref(), Some("login"));
-    assert_eq!(e.field, "burts");
-    assert_eq!(e.line, Some(6));
+    assert_eq!(e.field, "limits[0].burts");
+    assert_eq!((e.line, e.column), (Some(6), Some(9)));
 }
 
 #[test]
@@ -164,13 +164,13 @@ fn bad_values_are_parse_errors_with_rule_and_line() {
     let e = yaml_error("rules:\n  login:\n    limits:\n      - by: [ip]\n        rate: five/1m\n");
     assert_eq!(
         (e.rule.as_deref(), e.field.as_str()),
-        (Some("login"), "rate")
+        (Some("login"), "limits[0].rate")
     );
     assert_eq!(e.line, Some(5));
     let e = yaml_error("rules:\n  login:\n    limits:\n      - { by: [Ip], rate: 5/1m }\n");
     assert_eq!(
         (e.rule.as_deref(), e.field.as_str(), e.line),
-        (Some("login"), "by", Some(4))
+        (Some("login"), "limits[0].by[0]", Some(4))
     );
     let e = yaml_error("rules:\n  login:\n    limits:\n      - { rate: 5/1m, algorithm: magic }\n");
     assert_eq!((e.rule.as_deref(), e.line), (Some("login"), Some(4)));
@@ -190,7 +190,7 @@ fn errors_outside_rules_have_lines_too() {
     assert_eq!((e.field.as_str(), e.line), ("listen", Some(1)));
     assert_eq!(
         e.to_string(),
-        "line 1: field `listen`: invalid socket address syntax"
+        "line 1:9: field `listen`: invalid socket address syntax"
     );
     let e = yaml_error("lisen: 127.0.0.1:1\n");
     assert_eq!((e.field.as_str(), e.line), ("lisen", Some(1)));
@@ -267,6 +267,32 @@ fn server_limits_have_defaults_and_are_checked() {
     let error =
         Config::parse("server:\n  request_timeout: 0s\nrules: {}\n", Format::Yaml).unwrap_err();
     assert_eq!(error.line, Some(2));
+}
+
+#[test]
+fn the_store_in_flight_bound_is_a_number_or_a_word() {
+    use sluice::limiter::InFlightLimit;
+    let in_flight = |text: &str| {
+        Config::parse(
+            &format!("store:\n  in_flight: {text}\nrules: {{}}\n"),
+            Format::Yaml,
+        )
+        .map(|c| c.limiter_options().in_flight)
+    };
+    let c = Config::parse("rules: {}\n", Format::Yaml).unwrap();
+    assert_eq!(c.limiter_options().in_flight, InFlightLimit::DEFAULT);
+    assert_eq!(in_flight("64").unwrap(), InFlightLimit::Fixed(64));
+    assert_eq!(in_flight("adaptive").unwrap(), InFlightLimit::ADAPTIVE);
+    assert_eq!(in_flight("unbounded").unwrap(), InFlightLimit::Unbounded);
+    for bad in ["0", "-1", "lots", "99999999999"] {
+        let e = in_flight(bad).unwrap_err();
+        assert!(
+            e.field.ends_with("in_flight") && e.line == Some(2),
+            "{bad}: {e:?}"
+        );
+    }
+    let toml = Config::parse("[store]\nin_flight = 32\n[rules]\n", Format::Toml).unwrap();
+    assert_eq!(toml.limiter_options().in_flight, InFlightLimit::Fixed(32));
 }
 
 #[test]
@@ -363,9 +389,11 @@ fn concurrency_limits_take_max_leases_and_a_lease_instead_of_a_rate() {
         ),
     ] {
         let e = yaml_error(&line(limit));
+        // Every field is named by its path in the rule.
+        let field = format!("limits[0].{}", field.trim_start_matches("limits[0]."));
         assert_eq!(
             (e.rule.as_deref(), e.field.as_str(), e.line),
-            (Some("export"), field, Some(4)),
+            (Some("export"), field.as_str(), Some(4)),
             "{limit}: {e}"
         );
     }

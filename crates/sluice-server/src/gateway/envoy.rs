@@ -13,9 +13,10 @@
 //! Numbers:
 //! - cost: the descriptor's `hits_addend` when set (0 only looks), else the request's
 //!   `hits_addend`, where 0 means unset, i.e. 1 (proto3 cannot tell them apart);
-//! - `current_limit`: the rate of the descriptor's most restrictive limit in Envoy's units; a
-//!   window that is not a whole unit is reported over the smallest unit that holds it, rounded
-//!   down (`5/10s` → 30 per `MINUTE`, `2/120s` → 60 per `HOUR`); `name` is `rule.limit`;
+//! - `current_limit`: the rate of the descriptor's most restrictive limit in Envoy's units (the
+//!   rate of the override its attributes chose, when that override gives one); a window that is
+//!   not a whole unit is reported over the smallest unit that holds it, rounded down (`5/10s` →
+//!   30 per `MINUTE`, `2/120s` → 60 per `HOUR`); `name` is `rule.limit`;
 //! - `limit_remaining`, `duration_until_reset`: the decision's `remaining` and `reset_after_ms`;
 //! - `response_headers_to_add`: the rate-limit headers (the config's `headers` style) of the
 //!   descriptor that denied, else of the one with the fewest units left.
@@ -37,7 +38,7 @@ use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_server;
 use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
 use envoy_types::pb::google::protobuf::Duration as ProtoDuration;
 use sluice::limiter::RuleCheck;
-use sluice::model::{Decision, Rate, headers};
+use sluice::model::{Decision, Limit, Rate, headers};
 use tonic::{Request, Response, Status};
 
 use crate::state::AppState;
@@ -172,7 +173,10 @@ pub async fn answer(
                 .limits
                 .iter()
                 .find(|l| l.id() == top.id)?;
-            Some((format!("{}.{}", d.rule, top.id), limit.rate))
+            Some((
+                format!("{}.{}", d.rule, top.id),
+                rate_in_force(limit, &m.attributes),
+            ))
         });
         statuses[m.index] = DescriptorStatus {
             code: if d.allowed { Code::Ok } else { Code::OverLimit }.into(),
@@ -211,6 +215,17 @@ pub async fn answer(
         response_headers_to_add,
         ..RateLimitResponse::default()
     })
+}
+
+/// The rate a limit decided a descriptor with: the first override whose `when` holds for its
+/// attributes, when that override gives other numbers, else the limit's own.
+fn rate_in_force(limit: &Limit, attributes: &[(&str, &str)]) -> Rate {
+    limit
+        .overrides
+        .iter()
+        .find(|o| o.when.holds(attributes))
+        .and_then(|o| limit.overridden(o))
+        .map_or(limit.rate, |tier| tier.rate)
 }
 
 /// A descriptor's entries, bounded.

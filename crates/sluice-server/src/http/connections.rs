@@ -9,7 +9,9 @@
 //! - once the first byte of a request head arrives, the whole head must arrive within
 //!   `header_read_timeout`;
 //! - from a complete head to the response, a request has `request_timeout` (body reading
-//!   included; 408 past it) — see [`super::deadline`].
+//!   included; 408 past it) — see [`super::deadline`];
+//! - on shutdown the listener closes at once and the open connections get `shutdown_timeout` to
+//!   finish the requests in flight; whatever is still open then is cut, so a stop is bounded.
 //!
 //! The state of a connection lives in a [`Tracker`](super::tracker) shared by its I/O (which sees bytes arrive)
 //! and its service (which sees requests start and end). Those only store atomics: nothing wakes
@@ -37,7 +39,7 @@ use super::Front;
 use super::tracker::{CLOSE, DRAIN, TrackedIo, Tracker};
 
 /// Accepts connections until `shutdown` flips to true, then lets the open ones finish their
-/// requests in flight and returns.
+/// requests in flight, for at most `limits.shutdown_timeout`, and returns.
 pub(crate) async fn accept_loop(
     listener: TcpListener,
     front: Front,
@@ -87,8 +89,22 @@ pub(crate) async fn accept_loop(
         // Reap finished connection tasks so the set does not grow.
         while open.try_join_next().is_some() {}
     }
+    // Closing the listener refuses new connections at once; the open ones drain (hyper answers
+    // the request in progress, then closes) for at most `shutdown_timeout`.
     drop(listener);
-    while open.join_next().await.is_some() {}
+    let drained = tokio::time::timeout(limits.shutdown_timeout, async {
+        while open.join_next().await.is_some() {}
+    })
+    .await;
+    if drained.is_err() {
+        tracing::warn!(
+            connections = open.len(),
+            shutdown_timeout = ?limits.shutdown_timeout,
+            "requests still in flight at the shutdown timeout: closing their connections"
+        );
+        open.abort_all();
+        while open.join_next().await.is_some() {}
+    }
     Ok(())
 }
 

@@ -2,7 +2,7 @@
 //! they arrive on.
 //!
 //! Everything here reads the shared [`AppState`]; nothing here knows the gateways or how the
-//! service is started (see [`serve`](crate::serve)).
+//! service is started (see [`serve`](fn@crate::serve)).
 //!
 //! # Layout
 //! - `routes`: check, peek, rules, health, metrics;

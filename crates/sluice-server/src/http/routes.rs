@@ -157,7 +157,7 @@ async fn answer(
         StatusCode::OK
     };
     let message = denied
-        .then(|| state.limiter.message(&decision.rule))
+        .then(|| state.limiter.denial_message(&decision))
         .flatten();
     Ok(decision_response(
         status,
@@ -318,6 +318,10 @@ async fn readyz(State(state): State<Arc<AppState>>) -> Response {
 }
 
 async fn prometheus(State(state): State<Arc<AppState>>) -> Response {
+    // Read at scrape time: the decisions pay nothing for them.
+    let (waiting, bound) = state.limiter.store_in_flight();
+    ::metrics::gauge!("sluice_store_in_flight").set(waiting);
+    ::metrics::gauge!("sluice_store_in_flight_limit").set(bound);
     let mut text = metrics::render();
     state.top_denied.render_into(&mut text);
     (

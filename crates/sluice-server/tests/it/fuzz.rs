@@ -3,7 +3,7 @@
 //! answer within a bounded time, and a refusal is a short, clear error.
 //!
 //! Each property runs `SLUICE_FUZZ_CASES` cases (default 256, which keeps the suite fast); a
-//! longer run: `SLUICE_FUZZ_CASES=100000 cargo test -p sluice-server --test it fuzz::`.
+//! longer run: `SLUICE_FUZZ_CASES=100000 cargo test -p sluice-ratelimit-server --test it fuzz::`.
 
 use std::net::IpAddr;
 use std::time::{Duration, Instant};

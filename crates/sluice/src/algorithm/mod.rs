@@ -149,6 +149,7 @@ impl Level {
 
 /// The state of one key for whichever algorithm its limit uses.
 #[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub enum AlgoState {
     /// No history.
     #[default]

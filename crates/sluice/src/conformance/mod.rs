@@ -29,6 +29,7 @@ mod leases;
 mod requests;
 mod reservations;
 mod runtime;
+mod tiers;
 
 pub use algorithms::*;
 pub use blocks::*;
@@ -36,6 +37,7 @@ pub use leases::*;
 pub use requests::*;
 pub use reservations::*;
 pub use runtime::*;
+pub use tiers::*;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -214,6 +216,10 @@ macro_rules! conformance_suite {
             runtime_limits_are_validated_and_bounded,
             runtime_limits_are_exact_under_concurrency_right_after_a_change,
             runtime_limits_reach_every_node_at_once,
+            overrides_pick_numbers_and_keep_the_counter,
+            unlimited_deny_and_conditions_count_only_what_they_should,
+            addresses_are_counted_by_network,
+            runtime_limits_beat_numeric_overrides_and_deny_still_denies,
         ]);
     };
     (@each $store:ident, $subject:expr, [$($behaviour:ident),* $(,)?]) => {

@@ -16,6 +16,7 @@ use crate::store::{BlocksCursor, LimitKey, Store};
 
 /// An active block, as the admin API lists it.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[non_exhaustive]
 pub struct BlockInfo {
     /// The limit's id (`"limit"` in the admin API's JSON).
     #[serde(rename = "limit")]

@@ -8,7 +8,9 @@
 //! general path in `decide` gives: the same limit decision, the same metrics. Whatever this path
 //! does not cover — several limits, leases, reservations, a cost above the capacity, a disabled
 //! rule or limiter, an unknown rule, a store that cannot answer at once or fails — goes to the
-//! general path, which has the one answer for each.
+//! general path, which has the one answer for each. A rule with conditions or overrides is
+//! answered here too: its one limit's numbers are chosen first, and a request they refuse or
+//! leave uncounted is answered without the store.
 
 use std::cell::RefCell;
 use std::sync::atomic::Ordering;
@@ -47,13 +49,24 @@ impl Limiter {
         }
         let rules = inner.rules.load();
         let rule = rules.get(name)?;
-        let limit = rule.sole_limit(check.units())?;
+        let limit = match &rule.choice {
+            None => rule.sole_limit(check.units())?,
+            Some(choice) => match choice.sole(rule, attrs, check.units())? {
+                Ok(limit) => limit,
+                Err(answer) => {
+                    rule.meters.decided(&answer);
+                    return Some(Ok(answer));
+                }
+            },
+        };
         let max_len = inner.options.max_attribute_len;
         let step = limit.step(check.units(), None);
         // Only the limit's outcome and names leave the buffer's scope: the decision, a few hundred
         // bytes, is built where it is returned.
         let answered = with_identity(|identity| {
-            if let Err(error) = keys::write_identity(&limit.by, attrs, max_len, identity) {
+            if let Err(error) =
+                keys::write_identity(&limit.by, &limit.groups, attrs, max_len, identity)
+            {
                 return Some(Err(keys::identity_error(rule, limit, error, max_len)));
             }
             let key = KeyRef {
@@ -92,7 +105,7 @@ mod tests {
 
     use super::*;
     use crate::clock::ManualClock;
-    use crate::model::{Algorithm, Limit, Penalty};
+    use crate::model::{Algorithm, Limit, Override, Penalty};
     use crate::{MemoryStore, Rule};
 
     fn rules() -> Vec<(&'static str, Rule)> {
@@ -140,7 +153,28 @@ mod tests {
                     Limit::new(&["user"], rate("2/1s"), Algorithm::Gcra).with_penalty(penalty),
                 ]),
             ),
+            ("tiers", tiers()),
         ]
+    }
+
+    /// A rule whose one limit has a condition and an override of each kind.
+    fn tiers() -> Rule {
+        let when = |json: &str| serde_json::from_str(json).expect("a valid condition");
+        Rule::new(vec![
+            Limit::new(
+                &["user|ip"],
+                "2/1s".parse().unwrap(),
+                Algorithm::TokenBucket,
+            )
+            .when(when(r#"{"user": {"not": "u1"}}"#))
+            .with_override(Override::numbers(
+                when(r#"{"session": "s1"}"#),
+                Some("4/1s".parse().unwrap()),
+                Some(6),
+            ))
+            .with_override(Override::unlimited(when(r#"{"ip": "::1"}"#)))
+            .with_override(Override::deny(when(r#"{"ip": {"prefix": "10."}}"#), "no")),
+        ])
     }
 
     fn limiter(clock: &ManualClock) -> Limiter {
@@ -179,7 +213,7 @@ mod tests {
             Check::cost(9),
         ];
         let names = [
-            "by_user", "fallback", "global", "shadow", "blocks", "bans", "none",
+            "by_user", "fallback", "global", "shadow", "blocks", "bans", "tiers", "none",
         ];
         let mut answered = 0;
         for i in 0..2000usize {

@@ -19,6 +19,7 @@ use crate::error::Error;
 use crate::model::{Decision, FailPolicy};
 use crate::store::{LimitCall, StoreError, StoreReply};
 
+use super::choice::{Picks, Selection};
 use super::decide::decision;
 use super::{Attributes, Check, CompiledRule, Limiter, MAX_COST, keys};
 use std::sync::Arc;
@@ -34,11 +35,21 @@ pub struct RuleCheck<'a, A: ?Sized> {
     pub cost: u64,
 }
 
-/// A part resolved into its store calls.
+/// A part resolved into its store calls, or answered without the store (a condition that does
+/// not hold, an `unlimited` or `deny` override).
 struct Resolved {
     rule: Arc<CompiledRule>,
+    picks: Option<Picks>,
     calls: Vec<LimitCall>,
     look: bool,
+    answer: Option<Decision>,
+}
+
+impl Resolved {
+    /// Whether the part goes to the store in the step of looks (`true`) or of applies.
+    fn asks(&self, look: bool) -> bool {
+        self.answer.is_none() && self.look == look
+    }
 }
 
 impl Limiter {
@@ -92,16 +103,22 @@ impl Limiter {
                 .collect());
         }
         // A cost no limit can hold denies the request before the store is asked to consume.
+        // So does a part a `deny` override refuses.
         let too_big = resolved.iter().flatten().any(|r| {
-            r.calls.iter().any(|c| {
-                !c.step.shadow
-                    && !c.step.settable
-                    && !r.look
-                    && c.step.cost > c.step.params.capacity
-            })
+            r.answer.as_ref().is_some_and(|d| !d.allowed)
+                || r.calls.iter().any(|c| {
+                    !c.step.shadow
+                        && !c.step.settable
+                        && !r.look
+                        && c.step.cost > c.step.params.capacity
+                })
         });
-        let looks: Vec<&Resolved> = resolved.iter().flatten().filter(|r| r.look).collect();
-        let applies: Vec<&Resolved> = resolved.iter().flatten().filter(|r| !r.look).collect();
+        let looks: Vec<&Resolved> = resolved.iter().flatten().filter(|r| r.asks(true)).collect();
+        let applies: Vec<&Resolved> = resolved
+            .iter()
+            .flatten()
+            .filter(|r| r.asks(false))
+            .collect();
 
         let mut replies: Vec<Option<StoreReply>> = Vec::new();
         let mut failure: Option<StoreError> = None;
@@ -132,7 +149,13 @@ impl Limiter {
         let mut decided = all.iter().zip(replies).map(|(r, reply)| {
             let policy = self.policy(&r.rule);
             let fallback = policy == FailPolicy::Open;
-            let mut d = decision(&r.rule, &r.calls, reply.as_ref(), fallback);
+            let mut d = decision(
+                &r.rule,
+                r.picks.as_ref(),
+                &r.calls,
+                reply.as_ref(),
+                fallback,
+            );
             if let Some(error) = &degraded {
                 d.degraded = true;
                 d.reason =
@@ -142,8 +165,15 @@ impl Limiter {
             d
         });
         // Back to the callers' order: looks were decided first.
-        let kind = |i: usize, look: bool| resolved[i].as_ref().is_some_and(|r| r.look == look);
-        let mut by_part: Vec<Option<Decision>> = vec![None; parts.len()];
+        let kind = |i: usize, look: bool| resolved[i].as_ref().is_some_and(|r| r.asks(look));
+        let mut by_part: Vec<Option<Decision>> = resolved
+            .iter()
+            .map(|r| {
+                let answer = r.as_ref()?.answer.clone()?;
+                r.as_ref()?.rule.meters.decided(&answer);
+                Some(answer)
+            })
+            .collect();
         for i in (0..parts.len())
             .filter(|&i| kind(i, true))
             .chain((0..parts.len()).filter(|&i| kind(i, false)))
@@ -173,8 +203,22 @@ impl Limiter {
             return Ok(None);
         }
         let check = Check::cost(part.cost.max(1));
+        let picks = match rule.choice.as_deref().map(|c| c.select(&rule, part.attrs)) {
+            None => None,
+            Some(Selection::Limits(picks)) => Some(picks),
+            Some(Selection::Answer(answer)) => {
+                return Ok(Some(Resolved {
+                    rule,
+                    picks: None,
+                    calls: Vec::new(),
+                    look: part.cost == 0,
+                    answer: Some(answer),
+                }));
+            }
+        };
         let mut calls = keys::calls(
             &rule,
+            picks.as_ref(),
             part.attrs,
             check,
             self.inner.options.max_attribute_len,
@@ -186,8 +230,10 @@ impl Limiter {
         }
         Ok(Some(Resolved {
             rule,
+            picks,
             calls,
             look: part.cost == 0,
+            answer: None,
         }))
     }
 

@@ -12,6 +12,7 @@ use arc_swap::ArcSwap;
 use super::breaker::Breaker;
 use super::compile::compile;
 use super::denial_cache::DenialCache;
+use super::in_flight::InFlight;
 use super::meters::StoreLatency;
 use super::{Inner, Limiter, Options};
 use crate::clock::{Clock, SystemClock};
@@ -150,6 +151,7 @@ impl LimiterBuilder {
                 store: self.store,
                 local: MemoryStore::with_clock(self.clock.clone()),
                 breaker: Breaker::new(self.clock, self.options.timeout),
+                in_flight: InFlight::new(self.options.in_flight),
                 options: self.options,
                 enabled: AtomicBool::new(true),
                 denials,

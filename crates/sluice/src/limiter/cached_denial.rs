@@ -48,7 +48,7 @@ impl Limiter {
         let step = limit.step(check.units(), None);
         let max_len = inner.options.max_attribute_len;
         let (outcome, names) = with_identity(|identity| {
-            keys::write_identity(&limit.by, attrs, max_len, identity).ok()?;
+            keys::write_identity(&limit.by, &limit.groups, attrs, max_len, identity).ok()?;
             let key = KeyRef {
                 rule: &rule.name,
                 limit_id: &limit.id,

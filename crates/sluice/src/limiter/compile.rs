@@ -7,13 +7,14 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use super::choice::Choice;
 use super::denial_cache::cacheable_limits;
 use super::meters::RuleMeters;
 
 use crate::algorithm::concurrency::LeaseToken;
 use crate::algorithm::{LimitStep, Params, penalty};
 use crate::error::Error;
-use crate::model::{Algorithm, Micros, Name, Rule, validate_rule_name};
+use crate::model::{AddressGroup, Algorithm, Limit, Micros, Name, Rule, validate_rule_name};
 
 /// A rule ready to decide: validated, with each limit's parameters computed.
 #[derive(Debug)]
@@ -27,6 +28,8 @@ pub struct CompiledRule {
     pub(crate) cacheable: Vec<bool>,
     /// Whether a limit of the rule holds leases (an admitted check then draws a lease token).
     pub(crate) leases: bool,
+    /// The rule's conditions and overrides; `None` for a rule that uses neither.
+    pub(crate) choice: Option<Box<Choice>>,
     /// Its decisions' counters.
     pub(crate) meters: RuleMeters,
 }
@@ -38,6 +41,8 @@ pub(crate) struct CompiledLimit {
     pub(crate) id: Name,
     /// Whose counter: per identity dimension, its attribute names in order of preference.
     pub(crate) by: Vec<Vec<Name>>,
+    /// The address-valued attributes of `by` counted by network (usually `ip`, IPv6 by /64).
+    pub(crate) groups: Box<[(Name, AddressGroup)]>,
     algorithm: Algorithm,
     params: Params,
     block_us: Option<Micros>,
@@ -69,12 +74,17 @@ impl CompiledLimit {
         (self.algorithm, self.params)
     }
 
+    /// The limit's algorithm.
+    pub(crate) fn algorithm(&self) -> Algorithm {
+        self.algorithm
+    }
+
     /// Whether this limit holds leases.
     pub(crate) fn holds_leases(&self) -> bool {
         self.algorithm.holds_leases()
     }
 
-    /// How long a lease of this limit lasts (its window), µs.
+    /// How long a lease of this limit lasts (its window; for a rate, the window), µs.
     pub(crate) fn lease_us(&self) -> Micros {
         self.params.window_us
     }
@@ -82,6 +92,17 @@ impl CompiledLimit {
     /// The most units one request may be admitted for.
     pub(crate) fn capacity(&self) -> u64 {
         self.params.capacity
+    }
+
+    /// Whether this is a shadow limit: its denial is reported, never enforced.
+    pub(crate) fn is_shadow(&self) -> bool {
+        self.shadow
+    }
+
+    /// Whether the store is asked about a request of `units`: they fit the capacity, or the
+    /// numbers may be set at run time (the store then checks them against the identity's).
+    pub(crate) fn fits(&self, units: u64) -> bool {
+        self.settable || units <= self.params.capacity
     }
 
     /// Whether a request of `units` can never pass this limit, known without the store: above
@@ -98,8 +119,7 @@ impl CompiledRule {
         let [limit] = self.limits.as_slice() else {
             return None;
         };
-        let fits = limit.settable || units <= limit.capacity();
-        (!self.leases && self.definition.enabled && fits).then_some(limit)
+        (!self.leases && self.definition.enabled && limit.fits(units)).then_some(limit)
     }
 
     /// Validates and compiles a rule.
@@ -110,34 +130,8 @@ impl CompiledRule {
         };
         validate_rule_name(name).map_err(invalid)?;
         rule.validate().map_err(invalid)?;
-        let limits = rule
-            .limits
-            .iter()
-            .map(|l| CompiledLimit {
-                id: Name::interned(&l.id()),
-                by: l
-                    .by
-                    .iter()
-                    .map(|b| b.alternatives.iter().map(|a| Name::interned(a)).collect())
-                    .collect(),
-                algorithm: l.algorithm,
-                params: Params {
-                    count: l.rate.count,
-                    window_us: l.rate.window_us(),
-                    capacity: l.capacity(),
-                    count_denied: l.count_denied,
-                },
-                block_us: l.block.map(Micros::from),
-                penalty: l.penalty.map(|p| penalty::Settings {
-                    warn_after: p.warn_after.into(),
-                    ban_after: p.ban_after.into(),
-                    ban_us: p.ban.into(),
-                    memory_us: p.memory.into(),
-                }),
-                shadow: l.shadow,
-                settable: l.settable,
-            })
-            .collect::<Vec<CompiledLimit>>();
+        let limits: Vec<CompiledLimit> = rule.limits.iter().map(compile_limit).collect();
+        let choice = Choice::new(&rule, &limits, compile_limit);
         let steps: Vec<LimitStep> = limits.iter().map(|l| l.step(1, None)).collect();
         let mut cacheable = cacheable_limits(&steps);
         // A run-time change can raise an identity's numbers at any moment, on any node: a
@@ -145,7 +139,9 @@ impl CompiledRule {
         for (cacheable, limit) in cacheable.iter_mut().zip(&limits) {
             *cacheable &= !limit.settable;
         }
-        if !cacheable.contains(&true) {
+        // The cache remembers a denial by key, whatever numbers denied it: a rule whose numbers
+        // are chosen per request is never answered from it.
+        if !cacheable.contains(&true) || choice.is_some() {
             cacheable.clear();
         }
         let leases = limits.iter().any(CompiledLimit::holds_leases);
@@ -160,7 +156,41 @@ impl CompiledRule {
             limits,
             cacheable,
             leases,
+            choice,
         })
+    }
+}
+
+/// One limit's id, identity dimensions and algorithm parameters.
+fn compile_limit(l: &Limit) -> CompiledLimit {
+    CompiledLimit {
+        id: Name::interned(&l.id()),
+        by: l
+            .by
+            .iter()
+            .map(|b| b.alternatives.iter().map(|a| Name::interned(a)).collect())
+            .collect(),
+        groups: l
+            .address_groups()
+            .into_iter()
+            .map(|(name, group)| (Name::interned(&name), group))
+            .collect(),
+        algorithm: l.algorithm,
+        params: Params {
+            count: l.rate.count,
+            window_us: l.rate.window_us(),
+            capacity: l.capacity(),
+            count_denied: l.count_denied,
+        },
+        block_us: l.block.map(Micros::from),
+        penalty: l.penalty.map(|p| penalty::Settings {
+            warn_after: p.warn_after.into(),
+            ban_after: p.ban_after.into(),
+            ban_us: p.ban.into(),
+            memory_us: p.memory.into(),
+        }),
+        shadow: l.shadow,
+        settable: l.settable,
     }
 }
 

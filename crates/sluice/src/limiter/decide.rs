@@ -10,6 +10,7 @@
 
 use std::sync::atomic::Ordering;
 
+use super::choice::{self, Picks, Selection};
 use super::compile::{CompiledLimit, CompiledRule};
 use super::denial_cache::DenialCache;
 use super::options::{Check, MAX_COST};
@@ -64,9 +65,24 @@ impl Limiter {
         if check.reserves() {
             reservation::check_rule(&rule)?;
         }
-        let calls = keys::calls(&rule, attrs, check, self.inner.options.max_attribute_len)?;
-        if let Some(too_big) = rule.limits.iter().find(|l| l.refuses(cost)) {
-            let mut d = decision(&rule, &calls, None, false);
+        let picks = match rule.choice.as_deref().map(|c| c.select(&rule, attrs)) {
+            None => None,
+            Some(Selection::Limits(picks)) => Some(picks),
+            Some(Selection::Answer(d)) => {
+                rule.meters.decided(&d);
+                return Ok(d);
+            }
+        };
+        let picks = picks.as_ref();
+        let calls = keys::calls(
+            &rule,
+            picks,
+            attrs,
+            check,
+            self.inner.options.max_attribute_len,
+        )?;
+        if let Some(too_big) = choice::applied(&rule, picks).find(|l| l.refuses(cost)) {
+            let mut d = decision(&rule, picks, &calls, None, false);
             d.reason = Some(format!(
                 "cost {cost} exceeds the capacity {} of limit `{}`",
                 too_big.capacity(),
@@ -85,7 +101,7 @@ impl Limiter {
                 now_us: Micros::ZERO,
                 outcomes,
             };
-            let mut d = decision(&rule, &calls, Some(&reply), false);
+            let mut d = decision(&rule, picks, &calls, Some(&reply), false);
             d.reason = Some(CACHED.to_string());
             rule.meters.cache_hit();
             rule.meters.decided(&d);
@@ -116,7 +132,7 @@ impl Limiter {
             }
         };
         let fallback = policy == FailPolicy::Open;
-        let mut d = decision(&rule, &calls, reply.as_ref(), fallback);
+        let mut d = decision(&rule, picks, &calls, reply.as_ref(), fallback);
         if rule.leases && check.mode() == Mode::Apply {
             attach_lease(&mut d, &calls, reply.as_ref());
         }
@@ -186,6 +202,14 @@ impl Limiter {
                 "skipped after repeated failures",
             ));
         }
+        let Some(permit) = inner.in_flight.enter() else {
+            metrics::counter!("sluice_shed_decisions_total", "store" => inner.store.name())
+                .increment(1);
+            return Err(StoreError::transient(
+                inner.store.name(),
+                format!("shed: {} calls already waiting", inner.in_flight.bound()),
+            ));
+        };
         let started = inner.latency.start();
         let result = match tokio::time::timeout(
             inner.options.timeout,
@@ -199,7 +223,7 @@ impl Limiter {
                 format!("no answer within {:?}", inner.options.timeout),
             )),
         };
-        inner.latency.record(started);
+        permit.done(inner.latency.record(started));
         match &result {
             Ok(_) => {
                 if inner.breaker.success() {
@@ -236,6 +260,7 @@ fn fits(c: &LimitCall) -> bool {
 /// then every limit answers `fallback` with nothing remaining.
 pub(super) fn decision(
     rule: &CompiledRule,
+    picks: Option<&Picks>,
     calls: &[LimitCall],
     reply: Option<&StoreReply>,
     fallback: bool,
@@ -249,7 +274,7 @@ pub(super) fn decision(
     });
     let limits: LimitDecisions = calls
         .iter()
-        .zip(&rule.limits)
+        .zip(choice::applied(rule, picks))
         .zip(outcomes)
         .map(|((call, limit), outcome)| {
             let names = keys::attribute_names(&limit.by, &call.key.identity);
@@ -317,6 +342,27 @@ pub(super) fn limit_decision(
         warning: o.warning,
         delay_ms: o.delay_us.as_millis_ceil(),
         shadow: step.shadow,
+    }
+}
+
+/// The part of a decision of a limit whose `deny` override refused the request: a quota of 0, as
+/// a limit that admits nothing, with nothing counted and no wait that would help.
+pub(super) fn limit_decision_refused(limit: &CompiledLimit) -> LimitDecision {
+    LimitDecision {
+        id: limit.id.clone(),
+        attributes: AttributeNames::default(),
+        algorithm: limit.algorithm(),
+        allowed: false,
+        quota: 0,
+        window_ms: limit.lease_us().as_millis(),
+        remaining: 0,
+        reset_after_ms: 0,
+        retry_after_ms: None,
+        blocked_until_ms: None,
+        violations: 0,
+        warning: false,
+        delay_ms: 0,
+        shadow: limit.is_shadow(),
     }
 }
 

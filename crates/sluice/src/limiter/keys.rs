@@ -12,12 +12,13 @@ use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write;
 use std::hash::BuildHasher;
 
+use super::choice::{self, Picks};
 use super::compile::{CompiledLimit, CompiledRule};
 use super::lease;
 use super::options::Check;
 use crate::algorithm::Mode;
 use crate::error::Error;
-use crate::model::{AttributeNames, Name};
+use crate::model::{AddressGroup, AttributeNames, Name};
 use crate::store::{LimitCall, LimitKey};
 
 /// Longest value kept readable in keys; longer ones are hashed.
@@ -70,6 +71,7 @@ impl<K: AsRef<str>, V: AsRef<str>> Attributes for Vec<(K, V)> {
 
 /// Why an identity could not be built.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum IdentityError {
     /// None of a `by` entry's alternatives is present (non-empty).
     Missing(String),
@@ -87,19 +89,21 @@ pub enum IdentityError {
 /// An empty value counts as absent, so fallback moves on to the next alternative.
 pub(crate) fn identity(
     by: &[Vec<Name>],
+    groups: &[(Name, AddressGroup)],
     attrs: &(impl Attributes + ?Sized),
     max_len: usize,
 ) -> Result<String, IdentityError> {
     // Room for a typical identity (`name=value`, a hashed value `~` and 40 hex digits): one
     // allocation where growing from empty took three.
     let mut identity = String::with_capacity(64);
-    write_identity(by, attrs, max_len, &mut identity)?;
+    write_identity(by, groups, attrs, max_len, &mut identity)?;
     Ok(identity)
 }
 
 /// [`identity`] written into `out` (cleared first), so that a caller can reuse one buffer.
 pub(crate) fn write_identity(
     by: &[Vec<Name>],
+    groups: &[(Name, AddressGroup)],
     attrs: &(impl Attributes + ?Sized),
     max_len: usize,
     out: &mut String,
@@ -125,7 +129,15 @@ pub(crate) fn write_identity(
         }
         out.push_str(name);
         out.push('=');
-        push_escaped(out, value);
+        // Only limits counting by an address attribute have groups: others test one length.
+        let grouped = match groups {
+            [] => None,
+            _ => groups
+                .iter()
+                .find(|(attribute, _)| attribute == name)
+                .and_then(|(_, group)| group.group(value)),
+        };
+        push_escaped(out, grouped.as_deref().unwrap_or(value));
     }
     Ok(())
 }
@@ -164,8 +176,8 @@ pub(crate) fn limit_key(
     attrs: &(impl Attributes + ?Sized),
     max_len: usize,
 ) -> Result<LimitKey, Error> {
-    let identity =
-        identity(&limit.by, attrs, max_len).map_err(|e| identity_error(rule, limit, e, max_len))?;
+    let identity = identity(&limit.by, &limit.groups, attrs, max_len)
+        .map_err(|e| identity_error(rule, limit, e, max_len))?;
     Ok(LimitKey {
         rule: rule.name.clone(),
         limit_id: limit.id.clone(),
@@ -194,17 +206,18 @@ pub(crate) fn identity_error(
     }
 }
 
-/// The store calls of one check: one per limit of the rule, in the rule's order. A check that
+/// The store calls of one check: one per limit of the rule (or, for a rule with conditions or
+/// overrides, per limit `picks` chose, with its chosen numbers), in the rule's order. A check that
 /// may take leases (on a rule with a concurrency limit, applied) draws one token for all of them.
 pub(crate) fn calls(
     rule: &CompiledRule,
+    picks: Option<&Picks>,
     attrs: &(impl Attributes + ?Sized),
     check: Check,
     max_len: usize,
 ) -> Result<Vec<LimitCall>, Error> {
     let token = (rule.leases && check.mode() == Mode::Apply).then(lease::new_token);
-    rule.limits
-        .iter()
+    choice::applied(rule, picks)
         .map(|limit| {
             Ok(LimitCall {
                 key: limit_key(rule, limit, attrs, max_len)?,
@@ -253,12 +266,15 @@ mod tests {
     fn falls_back_to_the_first_present_alternative() {
         let b = by(&["member|session|ip"]);
         let guest = [("session", "s1"), ("ip", "1.2.3.4")];
-        assert_eq!(identity(&b, &guest, 100).unwrap(), "session=s1".to_string());
+        assert_eq!(
+            identity(&b, &[], &guest, 100).unwrap(),
+            "session=s1".to_string()
+        );
         assert_eq!(attribute_names(&b, "session=s1"), ["session"]);
         let anonymous = [("member", ""), ("ip", "1.2.3.4")];
-        assert_eq!(identity(&b, &anonymous, 100).unwrap(), "ip=1.2.3.4");
+        assert_eq!(identity(&b, &[], &anonymous, 100).unwrap(), "ip=1.2.3.4");
         assert_eq!(
-            identity(&b, &[("x", "y")], 100),
+            identity(&b, &[], &[("x", "y")], 100),
             Err(IdentityError::Missing("member|session|ip".into()))
         );
     }
@@ -268,10 +284,10 @@ mod tests {
         let b = by(&["member", "promo_code"]);
         let attrs = [("promo_code", "P7"), ("member", "m1")];
         assert_eq!(
-            identity(&b, &attrs, 100).unwrap(),
+            identity(&b, &[], &attrs, 100).unwrap(),
             "member=m1,promo_code=P7"
         );
-        assert_eq!(identity(&[], &attrs, 100).unwrap(), "*");
+        assert_eq!(identity(&[], &[], &attrs, 100).unwrap(), "*");
     }
 
     #[test]
@@ -306,7 +322,7 @@ mod tests {
         let b = by(&["ip"]);
         let long = "1".repeat(101);
         assert_eq!(
-            identity(&b, &[("ip", long.as_str())], 100),
+            identity(&b, &[], &[("ip", long.as_str())], 100),
             Err(IdentityError::TooLong {
                 attribute: "ip".into(),
                 len: 101

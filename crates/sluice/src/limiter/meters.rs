@@ -167,13 +167,14 @@ impl StoreLatency {
         self.counter.raw()
     }
 
-    /// Records one store call that started at `start`.
+    /// Records one store call that started at `start`, and returns how long it took (ns).
     #[inline]
-    pub(crate) fn record(&self, start: u64) {
+    pub(crate) fn record(&self, start: u64) -> u64 {
         let nanos = self.counter.delta_as_nanos(start, self.counter.raw());
         let register =
             || metrics::histogram!("sluice_store_latency_seconds", "store" => self.store);
         self.histogram
             .with(register, |h| h.record(nanos as f64 / 1e9));
+        nanos
     }
 }

@@ -12,20 +12,22 @@
 //! - `options`: [`Options`] (the limiter's settings) and [`Check`] (one check's cost and mode);
 //! - `builder`: [`LimiterBuilder`], the one way to make a limiter;
 //! - `compile`: [`CompiledRule`], a rule turned into per-limit algorithm parameters;
+//!   `choice`: which limits apply to a request and with which numbers (`when`, `overrides`);
 //! - `keys`: attributes → escaped identities → store keys and calls;
 //! - `decide`: the store call with deadline, breaker, fail policy, metrics, and the decision;
 //!   `at_once`: the same decision, allocation-free, for a one-limit rule on an in-process store;
 //! - `meters`: the per-decision metrics, kept as registered handles;
 //! - `batch`: [`Limiter::check_all`], several rules ([`RuleCheck`]s) decided as one request;
 //! - `admin`: reset, block, unblock, the blocks in force ([`BlockList`], [`BlockInfo`]);
-//! - `inspect`: [`Limiter::keys`] and (feature `redis`) [`Limiter::redis_command`], what a check
-//!   would touch, without making it;
+//! - `inspect`: [`Limiter::keys`], what a check would touch, without making it;
 //! - `lease`: lease ids, [`Limiter::release`] and [`Limiter::renew`] (concurrency limits);
 //!   `lease_guard`: [`LeaseGuard`], a lease released on drop;
 //! - `reservation`: reserving a cost and [`Limiter::settle`];
 //! - `runtime`: run-time limits of settable limits ([`Limiter::set_runtime_limit`] and the
 //!   others, [`RuntimeLimitInfo`]);
 //! - `breaker`: skips a failing store for a while;
+//! - `in_flight` ([`InFlightLimit`]): bounds the decisions waiting for a remote store at once,
+//!   fixed or adapted to its latency by `gradient`; the excess is shed to the fail policy;
 //! - `denial_cache` ([`DenialCache`], [`DenialCacheOptions`]): on a remote store, answers
 //!   requests the store already denied until they could pass; admin operations and rule changes
 //!   clear it here at once and, through the builder's
@@ -39,9 +41,12 @@ mod batch;
 mod breaker;
 mod builder;
 mod cached_denial;
+mod choice;
 mod compile;
 mod decide;
 pub(crate) mod denial_cache;
+mod gradient;
+mod in_flight;
 mod inspect;
 mod keys;
 mod lease;
@@ -65,8 +70,11 @@ pub use admin::{BlockInfo, BlockList};
 pub use batch::RuleCheck;
 use breaker::Breaker;
 pub use builder::{IntoDynStore, LimiterBuilder};
+pub(crate) use choice::denial_message as denied_by_override;
 pub use compile::{CompiledRule, RuleBook};
 pub use denial_cache::{DenialCache, DenialCacheOptions};
+use in_flight::InFlight;
+pub use in_flight::InFlightLimit;
 pub use keys::Attributes;
 pub use lease::MAX_LEASE_LEN;
 pub use lease_guard::LeaseGuard;
@@ -102,6 +110,7 @@ struct Inner {
     latency: StoreLatency,
     local: MemoryStore,
     breaker: Breaker,
+    in_flight: InFlight,
     options: Options,
     enabled: AtomicBool,
     denials: Option<Arc<DenialCache>>,
@@ -149,7 +158,18 @@ impl Limiter {
         check: Check,
     ) -> Result<Vec<LimitCall>, Error> {
         let rule = self.rule(rule)?;
-        keys::calls(&rule, attrs, check, self.inner.options.max_attribute_len)
+        let picks = match rule.choice.as_deref().map(|c| c.select(&rule, attrs)) {
+            Some(choice::Selection::Answer(_)) => return Ok(Vec::new()),
+            Some(choice::Selection::Limits(picks)) => Some(picks),
+            None => None,
+        };
+        keys::calls(
+            &rule,
+            picks.as_ref(),
+            attrs,
+            check,
+            self.inner.options.max_attribute_len,
+        )
     }
 
     /// Replaces the rules atomically. Invalid rules are refused and the old ones stay.
@@ -225,6 +245,14 @@ impl Limiter {
         self.inner.enabled.store(enabled, Ordering::Relaxed);
     }
 
+    /// The message a denied decision gives: a `deny` override's own, else the rule's `message`.
+    pub fn denial_message(&self, d: &Decision) -> Option<String> {
+        match choice::denial_message(d) {
+            Some(message) => Some(message.to_string()),
+            None => self.message(&d.rule),
+        }
+    }
+
     /// The limiter's options.
     pub fn options(&self) -> &Options {
         &self.inner.options
@@ -238,6 +266,12 @@ impl Limiter {
     /// Whether the store is currently being skipped after repeated failures.
     pub fn store_skipped(&self) -> bool {
         self.inner.breaker.is_open()
+    }
+
+    /// Decisions waiting for the store now, and how many may ([`Options::in_flight`]; an
+    /// adaptive bound as it stands). Zero waiting on an in-process store, which nothing waits for.
+    pub fn store_in_flight(&self) -> (u32, u32) {
+        (self.inner.in_flight.count(), self.inner.in_flight.bound())
     }
 
     fn rule(&self, name: &str) -> Result<Arc<CompiledRule>, Error> {

@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use super::denial_cache::DenialCacheOptions;
+use super::in_flight::InFlightLimit;
 use crate::algorithm::Mode;
 use crate::model::{FailPolicy, MAX_COUNT};
 
@@ -24,6 +25,9 @@ pub struct Options {
     /// Most identities with run-time limits per settable limit (default
     /// [`DEFAULT_MAX_RUNTIME_LIMITS`]): each is kept in the store until removed.
     pub max_runtime_limits: usize,
+    /// How many decisions may wait for a remote store at once; past it, the fail policy answers
+    /// at once (see [`InFlightLimit`]).
+    pub in_flight: InFlightLimit,
 }
 
 /// Default [`Options::max_runtime_limits`].
@@ -37,6 +41,7 @@ impl Default for Options {
             max_attribute_len: 1024,
             denial_cache: DenialCacheOptions::default(),
             max_runtime_limits: DEFAULT_MAX_RUNTIME_LIMITS,
+            in_flight: InFlightLimit::DEFAULT,
         }
     }
 }

@@ -65,6 +65,7 @@ pub struct ExtractError {
 
 /// Whose fault an [`ExtractError`] is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum ExtractErrorKind {
     /// The request carries a value that cannot be used (HTTP 400).
     BadRequest,

@@ -250,9 +250,14 @@ where
         );
     }
     if !decision.allowed {
-        let message = match &config.message {
-            Some(m) => m.clone(),
-            None => config
+        // A `deny` override's message says why this caller is refused: it comes first.
+        let message = match (
+            crate::limiter::denied_by_override(&decision),
+            &config.message,
+        ) {
+            (Some(m), _) => m.to_string(),
+            (None, Some(m)) => m.clone(),
+            (None, None) => config
                 .limiter
                 .message(&config.rule)
                 .unwrap_or_else(|| DEFAULT_MESSAGE.to_string()),

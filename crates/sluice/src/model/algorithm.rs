@@ -116,6 +116,7 @@ pub(crate) const REGISTRY: [Entry; 7] = [
 /// The algorithm a limit uses. See `crate::algorithm` for each one's semantics.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum Algorithm {
     /// Exact: the time of every admitted unit within the window.
     SlidingLog,

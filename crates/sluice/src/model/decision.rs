@@ -70,6 +70,7 @@ impl<S: AsRef<str>> PartialEq<Vec<S>> for AttributeNames {
 
 /// The answer to one check of one rule.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct Decision {
     /// Whether the caller may proceed (always true in shadow mode).
     pub allowed: bool,
@@ -124,6 +125,7 @@ pub struct Decision {
 
 /// One limit's part of a [`Decision`].
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct LimitDecision {
     /// The limit's id (its name, or by-algorithm-window).
     pub id: Name,

@@ -89,7 +89,7 @@ pub(crate) mod serde_text {
 
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
         let text = String::deserialize(d)?;
-        super::parse_duration(&text).map_err(serde::de::Error::custom)
+        super::parse_duration(&text).map_err(|e| serde::de::Error::custom(e.message))
     }
 
     /// The same for `Option<Duration>`.
@@ -109,7 +109,7 @@ pub(crate) mod serde_text {
             match Option::<String>::deserialize(d)? {
                 Some(text) => super::super::parse_duration(&text)
                     .map(Some)
-                    .map_err(serde::de::Error::custom),
+                    .map_err(|e| serde::de::Error::custom(e.message)),
                 None => Ok(None),
             }
         }

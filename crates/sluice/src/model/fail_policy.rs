@@ -5,6 +5,7 @@ use serde::{Deserialize, Serialize};
 /// What the limiter does when its store cannot be asked in time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum FailPolicy {
     /// Allow, marked `degraded`.
     #[default]

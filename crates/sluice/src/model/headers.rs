@@ -19,6 +19,7 @@ use super::{Decision, LimitDecision};
 /// Which rate-limit headers to send.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum HeaderStyle {
     /// The IETF draft headers only.
     Ietf,

@@ -8,11 +8,15 @@
 //! (`rate`, or `max_leases` and `lease` for a concurrency limit; `limit`, the former spelling of
 //! `max_leases`, is still read).
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::{Algorithm, By, ModelError, Penalty, Rate, format_duration, serde_text};
+use super::{
+    AddressGroup, Algorithm, By, Condition, ModelError, Override, Penalty, Rate, format_duration,
+    serde_text,
+};
 
 /// One limit of a rule: a rate over an identity, with an algorithm and optional extras.
 ///
@@ -58,6 +62,13 @@ pub struct Limit {
     /// Whether identities may be given their own numbers at run time (see
     /// [`RuntimeLimit`](super::RuntimeLimit)); off, a decision never looks for them.
     pub settable: bool,
+    /// The limit applies only to requests for which this holds.
+    pub when: Option<Condition>,
+    /// Other outcomes for the requests a condition picks out; the first that holds decides.
+    pub overrides: Vec<Override>,
+    /// Address-valued attributes of `by` counted by network; `ip` is grouped by
+    /// [`AddressGroup::DEFAULT`] unless named here.
+    pub group: BTreeMap<String, AddressGroup>,
 }
 
 /// A limit as written in a rule file: `rate` for the rate algorithms, `max_leases` and `lease`
@@ -98,6 +109,12 @@ struct LimitFields {
     shadow: bool,
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     settable: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    when: Option<Condition>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    overrides: Vec<Override>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    group: BTreeMap<String, AddressGroup>,
 }
 
 impl TryFrom<LimitFields> for Limit {
@@ -158,6 +175,9 @@ impl TryFrom<LimitFields> for Limit {
             count_denied: f.count_denied,
             shadow: f.shadow,
             settable: f.settable,
+            when: f.when,
+            overrides: f.overrides,
+            group: f.group,
         })
     }
 }
@@ -178,6 +198,9 @@ impl From<Limit> for LimitFields {
             count_denied: l.count_denied,
             shadow: l.shadow,
             settable: l.settable,
+            when: l.when,
+            overrides: l.overrides,
+            group: l.group,
         }
     }
 }
@@ -186,7 +209,7 @@ impl Limit {
     /// A limit with no extras, for rules written in code.
     ///
     /// Attribute names are checked with the rest of the rule, when the limiter is built
-    /// ([`Rule::validate`]): a bad name is an error there, never a panic here.
+    /// ([`Rule::validate`](crate::Rule::validate)): a bad name is an error there, never a panic here.
     pub fn new(by: &[&str], rate: Rate, algorithm: Algorithm) -> Limit {
         Limit {
             name: None,
@@ -199,6 +222,9 @@ impl Limit {
             count_denied: false,
             shadow: false,
             settable: false,
+            when: None,
+            overrides: Vec::new(),
+            group: BTreeMap::new(),
         }
     }
 
@@ -342,6 +368,7 @@ impl Limit {
         if let Some(block) = self.block {
             check_duration("block", block)?;
         }
+        self.validate_choices()?;
         if let Some(p) = &self.penalty {
             if p.ban_after == 0 {
                 return Err(ModelError::new("penalty.ban_after", "must be at least 1"));

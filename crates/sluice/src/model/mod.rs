@@ -6,7 +6,11 @@
 //! # Layout
 //! - `rule`: [`Rule`], [`By`] (the attributes a limit counts per) and rule names;
 //! - `limit`: [`Limit`], one limit of a rule, in code and as rule files write it;
+//!   `limit_choices`: its `when`, `overrides` and address `group`s, built and checked;
 //!   `runtime_limit`: [`RuntimeLimit`], an identity's own numbers for a settable limit;
+//! - `condition`: [`Condition`] and [`Matcher`], the `when` of rules, limits and overrides;
+//!   `overrides`: [`Override`], a limit's other numbers, `unlimited` or `deny` for some requests;
+//!   `address`: [`AddressGroup`], addresses counted by network (IPv6 by /64);
 //! - `rate`: [`Rate`] (`"100/1m"`); `duration`: durations as rule files write them;
 //! - `algorithm`: [`Algorithm`] and the crate-private registry every layer derives from
 //!   (`registry_tests` checks the Lua files against it);
@@ -16,14 +20,18 @@
 //! - `micros`: [`Micros`], the one time type below the configuration;
 //! - `name`: [`Name`], interned names a decision carries without allocating.
 
+mod address;
 mod algorithm;
+mod condition;
 mod decision;
 mod duration;
 mod fail_policy;
 mod headers;
 pub(crate) mod limit;
+mod limit_choices;
 mod micros;
 mod name;
+mod overrides;
 mod penalty;
 mod rate;
 #[cfg(test)]
@@ -31,8 +39,10 @@ mod registry_tests;
 mod rule;
 mod runtime_limit;
 
+pub use address::{AddressGroup, DEFAULT_ADDRESS_ATTRIBUTE};
 pub use algorithm::Algorithm;
 pub(crate) use algorithm::REGISTRY;
+pub use condition::{Condition, MAX_MATCHER_ITEMS, Matcher, parse_network};
 pub use decision::{AttributeNames, Decision, LimitDecision, LimitDecisions};
 pub(crate) use duration::serde_text;
 pub use duration::{format_duration, parse_duration};
@@ -41,6 +51,7 @@ pub use headers::{HeaderStyle, headers, retry_after_secs, write_headers};
 pub use limit::{Limit, MAX_LEASES};
 pub use micros::Micros;
 pub use name::{MAX_INTERNED, MAX_INTERNED_BYTES, Name};
+pub use overrides::{MAX_DENY_MESSAGE, Override, OverrideOutcome};
 pub use penalty::Penalty;
 pub use rate::{MAX_COUNT, MAX_WINDOW, Rate};
 pub use rule::{By, Rule, validate_rule_name};

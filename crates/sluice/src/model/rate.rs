@@ -1,5 +1,9 @@
 //! `Rate`: how many units per window, parsed from `"100/1m"`.
 //!
+//! The window may drop a count of one and spell its unit out: `5/s`, `5/second`, `5/1s` and
+//! `5/1 second` are the same rate; so are `100/m`, `100/min`, `100/minute` and `100/1m` (likewise
+//! `h`/`hour`, `d`/`day`, plurals accepted). A rate is always written back in the short form.
+//!
 //! A rate is the pair (count, window). The count may change on a live rule without resetting
 //! counters; the window is part of a limit's identity (see [`crate::model::Limit::id`]).
 
@@ -82,9 +86,32 @@ impl FromStr for Rate {
                 format!("`{text}`: the count `{count}` is not a positive whole number"),
             )
         })?;
-        let window = parse_duration(window).map_err(|e| ModelError::new("rate", e.message))?;
+        let window = parse_duration(&short_window(window))
+            .map_err(|e| ModelError::new("rate", format!("`{text}`: {}", e.message)))?;
         Rate::new(count, window)
     }
+}
+
+/// A rate's window in the short form [`parse_duration`] reads: `s` → `1s`, `10 minutes` → `10m`.
+/// Text it does not recognise is passed on unchanged, for `parse_duration` to explain.
+fn short_window(window: &str) -> String {
+    let window = window.trim();
+    let digits = window
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(window.len());
+    let (number, unit) = window.split_at(digits);
+    let short = match unit.trim_start() {
+        "ms" | "millisecond" | "milliseconds" => "ms",
+        "s" | "sec" | "secs" | "second" | "seconds" => "s",
+        "m" | "min" | "mins" | "minute" | "minutes" => "m",
+        "h" | "hr" | "hrs" | "hour" | "hours" => "h",
+        "d" | "day" | "days" => "d",
+        // An unknown unit with no count gets one, so the error names the unit, not the count.
+        other if number.is_empty() && !other.is_empty() => return format!("1{other}"),
+        _ => return window.to_string(),
+    };
+    let number = if number.is_empty() { "1" } else { number };
+    format!("{number}{short}")
 }
 
 impl TryFrom<String> for Rate {
@@ -126,6 +153,34 @@ mod tests {
     }
 
     #[test]
+    fn accepts_a_bare_or_spelt_out_unit() {
+        for (texts, secs) in [
+            (
+                &[
+                    "5/s",
+                    "5/sec",
+                    "5/second",
+                    "5/seconds",
+                    "5/1 second",
+                    "5/1s",
+                ][..],
+                1,
+            ),
+            (&["5/m", "5/min", "5/minute", "5/minutes", "5/1min"][..], 60),
+            (&["5/h", "5/hr", "5/hour", "5/hours"][..], 3600),
+            (&["5/d", "5/day", "5/days", "5/1 day"][..], 86_400),
+            (&["5/10 minutes", "5/10min", "5/10m"][..], 600),
+        ] {
+            for text in texts {
+                let rate: Rate = text.parse().unwrap_or_else(|e| panic!("{text}: {e}"));
+                assert_eq!((rate.count, rate.window.as_secs()), (5, secs), "{text}");
+            }
+        }
+        assert_eq!("5/second".parse::<Rate>().unwrap().to_string(), "5/1s");
+        assert_eq!("5/ms".parse::<Rate>().unwrap().window.as_millis(), 1);
+    }
+
+    #[test]
     fn rejects_bad_rates_naming_the_field() {
         for bad in [
             "0/1m",
@@ -136,6 +191,10 @@ mod tests {
             "10/1w",
             "99999999999/1s",
             "10/400d",
+            "10/",
+            "10/week",
+            "10/0 seconds",
+            "10/secondss",
         ] {
             let err = bad.parse::<Rate>().unwrap_err();
             assert_eq!(err.field, "rate", "{bad}");

@@ -6,7 +6,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{FailPolicy, Limit, ModelError};
+use super::{Condition, FailPolicy, Limit, ModelError};
 
 /// One dimension of a limit's identity: the first of the alternatives the request carries.
 ///
@@ -78,6 +78,10 @@ pub struct Rule {
     /// Message for denied requests (middleware and service responses).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
+    /// The rule applies only to requests for which this holds; others are allowed, counting
+    /// nothing, with the reason said.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub when: Option<Condition>,
 }
 
 fn default_true() -> bool {
@@ -93,13 +97,28 @@ impl Rule {
             shadow: false,
             fail: None,
             message: None,
+            when: None,
         }
+    }
+
+    /// Sets `when`: the rule applies only to requests for which it holds.
+    pub fn when(mut self, condition: Condition) -> Rule {
+        self.when = Some(condition);
+        self
+    }
+
+    /// Whether the rule, or a limit of it, uses a condition or overrides.
+    pub fn is_conditional(&self) -> bool {
+        self.when.is_some() || self.limits.iter().any(Limit::is_conditional)
     }
 
     /// Checks every limit, and that limit ids are unique.
     pub fn validate(&self) -> Result<(), ModelError> {
         if self.limits.is_empty() {
             return Err(ModelError::new("limits", "a rule needs at least one limit"));
+        }
+        if let Some(when) = &self.when {
+            when.validate().map_err(|e| e.within("when"))?;
         }
         for (i, limit) in self.limits.iter().enumerate() {
             limit

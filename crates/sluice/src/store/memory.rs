@@ -3,7 +3,7 @@
 //! State lives in [`SHARDS`] shards, each a hash table behind its own lock (on its own cache
 //! lines), picked by the key's hash. A request's keys are locked in shard order (no deadlock) and
 //! decided in one critical section, so decisions are exact under any number of threads. A key of
-//! up to 31 bytes lives inside its entry (see [`KeyRef`](crate::store::KeyRef)), as does the
+//! up to 31 bytes lives inside its entry (see [`KeyRef`]), as does the
 //! common small state (one GCRA time, window count or bucket level, without a block or
 //! violations): deciding on a known key, or storing a new short one, allocates nothing.
 //!

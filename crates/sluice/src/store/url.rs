@@ -12,6 +12,7 @@
 
 /// The kind of store a URL names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum StoreKind {
     /// `memory://`: state in this process.
     Memory,

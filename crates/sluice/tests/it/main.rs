@@ -1,7 +1,7 @@
 //! The library's integration tests, in one binary: linking one test binary per file cost more
 //! than running them. Each module is one subject; `common` holds the shared harnesses.
 //!
-//! Run one subject with `cargo test -p sluice --all-features --test it <module>::`.
+//! Run one subject with `cargo test -p sluice-ratelimit --all-features --test it <module>::`.
 
 mod algorithms_model;
 mod check_all;
@@ -19,6 +19,7 @@ mod middleware_leases;
 mod middleware_reservations;
 mod middleware_service;
 mod middleware_store_down;
+mod readme;
 mod redis_auth;
 mod redis_channel;
 mod redis_cluster;
@@ -27,6 +28,7 @@ mod redis_exactness;
 mod redis_fault_proxy;
 mod redis_faults;
 mod redis_hostile;
+mod redis_in_flight;
 mod redis_marked;
 mod redis_marked_blocks;
 mod redis_memory;

@@ -497,6 +497,7 @@ impl CounterConnection {
                     .expect("the primary's address");
                 CounterConnection::One(one(format!("redis://{host}:{port}")).await)
             }
+            other => panic!("{other:?}: count this topology's commands"),
         }
     }
 }

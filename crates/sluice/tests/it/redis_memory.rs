@@ -1,6 +1,6 @@
 //! Bytes per key of each algorithm's Redis state, by `MEMORY USAGE <key> SAMPLES 0`. Ignored by
 //! default (it measures, it does not check); the figures are in the Redis store's module docs:
-//! `cargo test -p sluice --all-features --test it redis_memory:: -- --ignored --nocapture`.
+//! `cargo test -p sluice-ratelimit --all-features --test it redis_memory:: -- --ignored --nocapture`.
 #![cfg(feature = "redis")]
 
 use crate::common;

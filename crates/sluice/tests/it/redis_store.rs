@@ -100,6 +100,7 @@ async fn every_key_expires_exactly_when_it_stops_mattering() {
                 Algorithm::Gcra => "b-gcra",
                 Algorithm::LeakyBucket => "b-leaky_bucket",
                 Algorithm::Concurrency => "b-concurrency",
+                other => panic!("{other:?}: give it a rule here"),
             },
             Rule::new(vec![blocking, punishing]),
         ));
@@ -166,6 +167,7 @@ async fn every_key_expires_exactly_when_it_stops_mattering() {
                     .unwrap();
                 (newest + 11) * (window_us / 10)
             }
+            other => panic!("{other:?}: say when its state expires"),
         }
     };
     let keys = keys_with_pttl(&server);

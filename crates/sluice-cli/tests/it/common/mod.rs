@@ -48,6 +48,17 @@ impl Drop for TempDir {
     }
 }
 
+/// The variables `sluice serve` reads (besides the file's `admin_token_env`): a test sets the ones
+/// it means, none leaks in from the caller's environment.
+pub const SERVE_VARIABLES: [&str; 6] = [
+    "SLUICE_CONFIG",
+    "SLUICE_LISTEN",
+    "SLUICE_GRPC_LISTEN",
+    "SLUICE_STORE",
+    "SLUICE_SHUTDOWN_TIMEOUT",
+    "SLUICE_LOG_FORMAT",
+];
+
 /// The binary under test.
 pub fn sluice() -> Command {
     Command::new(env!("CARGO_BIN_EXE_sluice"))
@@ -62,6 +73,14 @@ pub struct Options<'a> {
     /// A file in the config's directory that also gets every log line, as `2>> dir/sluice.log`
     /// would (the watcher sees each write).
     pub log_file: Option<&'a str>,
+    /// `--listen`, when set (without it the environment or the file says).
+    pub listen: Option<&'a str>,
+    /// Whether `--config` names the file written (else `SLUICE_CONFIG` in `env` names one).
+    pub config_flag: bool,
+    /// More arguments after `serve`'s own.
+    pub args: &'a [&'a str],
+    /// Environment variables to set; the service's own (`SLUICE_*`) are otherwise removed.
+    pub env: &'a [(&'a str, &'a str)],
 }
 
 impl Default for Options<'_> {
@@ -70,6 +89,10 @@ impl Default for Options<'_> {
             store: None,
             admin_token: Some(ADMIN_TOKEN),
             log_file: None,
+            listen: Some("127.0.0.1:0"),
+            config_flag: true,
+            args: &[],
+            env: &[],
         }
     }
 }
@@ -107,22 +130,25 @@ impl Server {
         let path = dir.write(file_name, config);
         let mut command = sluice();
         command
-            .args([
-                "serve",
-                "--listen",
-                "127.0.0.1:0",
-                "--log-level",
-                "info",
-                "--config",
-            ])
-            .arg(&path)
+            .args(["serve", "--log-level", "info"])
+            .args(options.args)
             .env_remove("RUST_LOG")
             .env_remove("SLUICE_ADMIN_TOKEN")
             .stdout(Stdio::null())
             .stderr(Stdio::piped());
+        if options.config_flag {
+            command.arg("--config").arg(&path);
+        }
+        if let Some(listen) = options.listen {
+            command.args(["--listen", listen]);
+        }
         if let Some(store) = options.store {
             command.args(["--store", store]);
         }
+        for var in SERVE_VARIABLES {
+            command.env_remove(var);
+        }
+        command.envs(options.env.iter().copied());
         if let Some(token) = options.admin_token {
             command.env("SLUICE_ADMIN_TOKEN", token);
         }
@@ -140,8 +166,9 @@ impl Server {
                     let _ = writeln!(file, "{line}");
                 }
                 if let Some(rest) = line.split("listening on http://").nth(1) {
+                    // Text or JSON lines: the address ends at a space or a quote.
                     let addr = rest
-                        .split_whitespace()
+                        .split(|c: char| c.is_whitespace() || c == '"')
                         .next()
                         .unwrap_or_default()
                         .to_string();

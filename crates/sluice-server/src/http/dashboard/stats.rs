@@ -123,6 +123,7 @@ pub(super) async fn stats(State(state): State<Arc<AppState>>) -> Json<Value> {
         .collect();
     let store = state.limiter.store();
     let answer = store_answer(&state).await;
+    let (in_flight, in_flight_limit) = state.limiter.store_in_flight();
     Json(json!({
         "now_ms": now_ms(),
         "version": live.version,
@@ -132,6 +133,8 @@ pub(super) async fn stats(State(state): State<Arc<AppState>>) -> Json<Value> {
             "name": store.name(),
             "healthy": answer.is_ok(),
             "skipped": state.limiter.store_skipped(),
+            "in_flight": in_flight,
+            "in_flight_limit": in_flight_limit,
             "error": answer.err(),
         },
         "rules": rules,

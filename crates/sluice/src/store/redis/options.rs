@@ -8,7 +8,7 @@ use super::TlsOptions;
 use super::admin;
 use crate::clock::Clock;
 
-/// Settings of a [`RedisStore`].
+/// Settings of a [`RedisStore`](super::RedisStore).
 #[derive(Debug, Clone)]
 pub struct RedisOptions {
     /// First part of every key.
@@ -27,7 +27,7 @@ pub struct RedisOptions {
     pub min_ttl: Duration,
     /// Certificates for `rediss…` URLs.
     pub tls: TlsOptions,
-    /// How long one page of a block listing ([`Store::blocks`]) scans before it returns what it
+    /// How long one page of a block listing ([`Store::blocks`](crate::Store::blocks)) scans before it returns what it
     /// found with a cursor, however few entries that is: an admin call never holds Redis (or the
     /// caller) for long, whatever the number of keys.
     pub list_budget: Duration,

@@ -19,6 +19,7 @@ use std::fmt;
 
 /// Which kind of deployment a URL names.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Topology {
     /// One server.
     Single,

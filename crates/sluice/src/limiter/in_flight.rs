@@ -1,0 +1,210 @@
+//! The bound on decisions waiting for a remote store at once: past it, a decision is answered
+//! at once by its rule's fail policy (degraded, reason "shed") instead of joining the queue.
+//!
+//! A store that keeps up answers in about a round trip, so the calls in flight are about the
+//! decision rate times that round trip: a few dozen. When they pile up into the hundreds, the
+//! store (or the network to it) is late, and every further call only lengthens the wait of the
+//! ones before it, until the store timeout answers them all by the fail policy anyway, late.
+//! Shedding answers the excess with that same policy without the wait, and leaves the store the
+//! calls it can serve.
+//!
+//! Invariants: a permit is taken before the call and returned when it ends, however it ends (its
+//! `Drop`); the count never exceeds the bound by more than the racing callers' momentary
+//! increments, which each take back at once; a shed call does not reach the store and does not
+//! count as a store failure for the breaker. In-process stores are never bounded (nothing waits).
+
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use super::gradient::Gradient;
+
+/// How many decisions may wait for a remote store at once ([`Options::in_flight`](super::Options::in_flight)).
+///
+/// ```
+/// use sluice::limiter::InFlightLimit;
+/// assert_eq!("512".parse::<InFlightLimit>(), Ok(InFlightLimit::Fixed(512)));
+/// assert_eq!("adaptive".parse::<InFlightLimit>(), Ok(InFlightLimit::ADAPTIVE));
+/// assert_eq!("unbounded".parse::<InFlightLimit>(), Ok(InFlightLimit::Unbounded));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InFlightLimit {
+    /// No bound but the store timeout.
+    Unbounded,
+    /// At most this many.
+    Fixed(u32),
+    /// A bound between `min` and `max` that follows the store's latency: it shrinks when calls
+    /// start to wait in the store and grows back while they do not.
+    Adaptive {
+        /// The floor, and the bound before any call was measured.
+        min: u32,
+        /// The ceiling.
+        max: u32,
+    },
+}
+
+impl InFlightLimit {
+    /// The default: a fixed 1,024, far above what a store that keeps up ever has in flight.
+    pub const DEFAULT: InFlightLimit = InFlightLimit::Fixed(1024);
+    /// `adaptive`: from 16 up to 4,096.
+    pub const ADAPTIVE: InFlightLimit = InFlightLimit::Adaptive { min: 16, max: 4096 };
+}
+
+impl Default for InFlightLimit {
+    fn default() -> InFlightLimit {
+        InFlightLimit::DEFAULT
+    }
+}
+
+impl std::str::FromStr for InFlightLimit {
+    type Err = String;
+
+    /// `unbounded`, `adaptive`, or a number from 1.
+    fn from_str(text: &str) -> Result<InFlightLimit, String> {
+        match text.trim() {
+            "unbounded" => Ok(InFlightLimit::Unbounded),
+            "adaptive" => Ok(InFlightLimit::ADAPTIVE),
+            number => match number.parse::<u32>() {
+                Ok(n) if n > 0 => Ok(InFlightLimit::Fixed(n)),
+                _ => Err(format!(
+                    "`{text}`: `unbounded`, `adaptive` or a number of calls from 1"
+                )),
+            },
+        }
+    }
+}
+
+impl std::fmt::Display for InFlightLimit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            InFlightLimit::Unbounded => f.write_str("unbounded"),
+            InFlightLimit::Fixed(n) => write!(f, "{n}"),
+            InFlightLimit::Adaptive { min, max } => write!(f, "adaptive ({min} to {max})"),
+        }
+    }
+}
+
+/// The count of calls in flight and their bound.
+#[derive(Debug)]
+pub(crate) struct InFlight {
+    count: AtomicU32,
+    /// `u32::MAX` when unbounded.
+    bound: AtomicU32,
+    gradient: Option<Mutex<Gradient>>,
+}
+
+/// One call in flight; dropping it ends the call.
+#[derive(Debug)]
+pub(crate) struct Permit<'a> {
+    of: &'a InFlight,
+}
+
+impl InFlight {
+    pub(crate) fn new(limit: InFlightLimit) -> InFlight {
+        let (bound, gradient) = match limit {
+            InFlightLimit::Unbounded => (u32::MAX, None),
+            InFlightLimit::Fixed(n) => (n.max(1), None),
+            InFlightLimit::Adaptive { min, max } => {
+                let gradient = Gradient::new(min, max);
+                (gradient.bound(), Some(Mutex::new(gradient)))
+            }
+        };
+        InFlight {
+            count: AtomicU32::new(0),
+            bound: AtomicU32::new(bound),
+            gradient,
+        }
+    }
+
+    /// A permit for one more call, or `None` when the bound is reached.
+    pub(crate) fn enter(&self) -> Option<Permit<'_>> {
+        let before = self.count.fetch_add(1, Ordering::AcqRel);
+        if before >= self.bound.load(Ordering::Relaxed) {
+            self.count.fetch_sub(1, Ordering::AcqRel);
+            return None;
+        }
+        Some(Permit { of: self })
+    }
+
+    /// The bound now.
+    pub(crate) fn bound(&self) -> u32 {
+        self.bound.load(Ordering::Relaxed)
+    }
+
+    /// Calls in flight now.
+    pub(crate) fn count(&self) -> u32 {
+        self.count.load(Ordering::Relaxed)
+    }
+}
+
+impl Permit<'_> {
+    /// Ends the call, which took `rtt_ns` (a call cut by the store timeout gives the timeout:
+    /// the store was at least that late). Feeds an adaptive bound.
+    pub(crate) fn done(self, rtt_ns: u64) {
+        let of = self.of;
+        if let Some(gradient) = &of.gradient {
+            // Never blocks a decision for long: a poisoned lock keeps the last bound.
+            if let Ok(mut gradient) = gradient.lock() {
+                let bound = gradient.sample(rtt_ns as f64, of.count());
+                of.bound.store(bound, Ordering::Relaxed);
+            }
+        }
+    }
+}
+
+impl Drop for Permit<'_> {
+    fn drop(&mut self) {
+        self.of.count.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_fixed_bound_admits_that_many_calls_and_one_more_when_one_ends() {
+        let in_flight = InFlight::new(InFlightLimit::Fixed(2));
+        let (a, b) = (in_flight.enter(), in_flight.enter());
+        assert!(a.is_some() && b.is_some());
+        assert!(in_flight.enter().is_none(), "the third waits for none");
+        assert_eq!(in_flight.count(), 2, "a refused call leaves no trace");
+        drop(a);
+        assert!(in_flight.enter().is_some());
+    }
+
+    #[test]
+    fn unbounded_never_refuses() {
+        let in_flight = InFlight::new(InFlightLimit::Unbounded);
+        let permits: Vec<_> = (0..10_000).filter_map(|_| in_flight.enter()).collect();
+        assert_eq!(permits.len(), 10_000);
+    }
+
+    #[test]
+    fn an_adaptive_bound_shrinks_when_calls_get_slow() {
+        let in_flight = InFlight::new(InFlightLimit::Adaptive { min: 4, max: 256 });
+        let feed = |rtt_ns: u64, rounds: usize| {
+            for _ in 0..rounds {
+                let permits: Vec<_> = (0..in_flight.bound())
+                    .filter_map(|_| in_flight.enter())
+                    .collect();
+                permits.into_iter().for_each(|p| p.done(rtt_ns));
+            }
+        };
+        feed(1_000_000, 100);
+        assert_eq!(in_flight.bound(), 256, "grown to its ceiling");
+        feed(20_000_000, 1);
+        assert!(in_flight.bound() < 64, "shrunk to {}", in_flight.bound());
+        assert_eq!(in_flight.count(), 0, "every permit returned");
+    }
+
+    #[test]
+    fn limits_read_from_text() {
+        assert_eq!("1".parse(), Ok(InFlightLimit::Fixed(1)));
+        assert!("0".parse::<InFlightLimit>().is_err());
+        assert!("-3".parse::<InFlightLimit>().is_err());
+        assert!("lots".parse::<InFlightLimit>().is_err());
+        for limit in [InFlightLimit::Unbounded, InFlightLimit::Fixed(9)] {
+            assert_eq!(limit.to_string().parse(), Ok(limit));
+        }
+    }
+}
