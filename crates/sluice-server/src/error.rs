@@ -63,6 +63,9 @@ pub enum ServeError {
     /// The file watcher itself could not start.
     #[error("cannot start watching the config file")]
     Watcher(#[source] notify::Error),
+    /// The OpenTelemetry environment asks for traces that cannot be exported.
+    #[error("cannot export traces")]
+    Traces(#[from] crate::traces::TracesError),
     /// Serving failed after start (the listener broke).
     #[error(transparent)]
     Io(#[from] std::io::Error),

@@ -29,6 +29,7 @@
 //! - [`reload`]: file watch and SIGHUP → parse → validate → swap;
 //! - [`state`]: what every route shares: the limiter, the rules' version, settings fixed at start;
 //! - [`metrics`]: the Prometheus recorder; [`topk`]: the most denied identities per rule;
+//!   [`traces`]: OpenTelemetry spans of decisions, exported over OTLP when configured;
 //! - [`decision_json`]: a decision written as JSON straight into the response body;
 //! - [`store_url`]: a store opened from its URL and the file's `store` section;
 //! - [`ServeError`]: why the service could not start;
@@ -54,6 +55,7 @@ pub mod serve;
 pub mod state;
 pub mod store_url;
 pub mod topk;
+pub mod traces;
 
 pub use error::ServeError;
 pub use serve::{

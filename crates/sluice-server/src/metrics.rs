@@ -1,23 +1,75 @@
-//! The Prometheus recorder behind `/metrics`.
+//! The Prometheus recorder behind `/metrics`, and the service's own metrics.
 //!
-//! The library emits its metrics through the `metrics` facade (`sluice_decisions_total`,
-//! `sluice_store_latency_seconds` (a histogram), `sluice_store_errors_total`,
-//! `sluice_degraded_decisions_total`, `sluice_shed_decisions_total`, and the denial cache's `sluice_denial_cache_hits_total`,
-//! `sluice_denial_cache_entries`, `sluice_denial_cache_evictions_total`,
-//! `sluice_denial_cache_invalidations_total`); the service adds `sluice_config_reloads_total{result}`,
-//! `sluice_store_in_flight` and `sluice_store_in_flight_limit` (read at scrape time) and,
-//! rendered separately for bounded cardinality, the top denied identities (see `topk`). The
-//! recorder is process-global and installed once; a second install (several servers in one test
-//! process) reuses the first.
+//! The library records its metrics through the `metrics` facade and describes them
+//! ([`sluice::limiter::METRICS`]); the service adds [`METRICS`]: config reloads, connections
+//! closed for stalling, request latency per route (see `http::latency`), the decisions waiting
+//! for the store and their bound (read at scrape time) and `sluice_build_info`; the top denied identities are rendered separately for bounded cardinality
+//! (see `topk`). Every family on `/metrics` has its `# HELP` and `# TYPE`, and its name ends with
+//! its unit. The recorder is process-global and installed once; a second install (several
+//! servers in one test process) reuses the first.
 
 use std::sync::OnceLock;
 
+use metrics::Unit;
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
+use sluice::limiter::{MetricDoc, MetricKind};
 
 /// A handle to render and maintain the recorder.
 pub type Handle = PrometheusHandle;
 
 static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
+
+/// The metrics the service records (the library's are [`sluice::limiter::METRICS`]).
+pub const METRICS: &[MetricDoc] = &[
+    MetricDoc {
+        name: "sluice_config_reloads_total",
+        kind: MetricKind::Counter,
+        unit: Unit::Count,
+        help: "Config reloads by result (ok: rules swapped; error: file refused, old rules kept; \
+               no_rules: a file without rules refused; unsettled: a file still changing, waited for)",
+    },
+    MetricDoc {
+        name: "sluice_connections_timed_out_total",
+        kind: MetricKind::Counter,
+        unit: Unit::Count,
+        help: "Client connections closed because they stalled (a request head, body or response \
+               not moving within the server section's timeouts)",
+    },
+    MetricDoc {
+        name: REQUEST_DURATION,
+        kind: MetricKind::Histogram,
+        unit: Unit::Seconds,
+        help: "Time from a request's head to its response, by route: the route's template \
+               (/v1/check, /v1/blocks/{rule}), a gRPC method, or `unmatched`",
+    },
+    MetricDoc {
+        name: "sluice_store_in_flight",
+        kind: MetricKind::Gauge,
+        unit: Unit::Count,
+        help: "Decisions waiting for the store when scraped",
+    },
+    MetricDoc {
+        name: "sluice_store_in_flight_limit",
+        kind: MetricKind::Gauge,
+        unit: Unit::Count,
+        help: "How many decisions may wait for the store at once (store.in_flight; an adaptive \
+               bound as it stands)",
+    },
+    MetricDoc {
+        name: "sluice_build_info",
+        kind: MetricKind::Gauge,
+        unit: Unit::Count,
+        help: "Always 1; its labels say which build serves: version, and commit when known",
+    },
+];
+
+/// The request-latency histogram's name.
+pub const REQUEST_DURATION: &str = "sluice_http_request_duration_seconds";
+
+/// The version and, when the build knew it, the commit of this build.
+pub fn build_info() -> (&'static str, Option<&'static str>) {
+    (env!("CARGO_PKG_VERSION"), option_env!("SLUICE_COMMIT"))
+}
 
 /// Installs the global recorder (once) and returns its handle.
 pub fn install() -> Handle {
@@ -29,41 +81,30 @@ pub fn install() -> Handle {
             let recorder = PrometheusBuilder::new()
                 .set_buckets(&LATENCY_BUCKETS)
                 .expect("the buckets are not empty")
+                // Counters end in `_total` and every name in its unit, whatever a caller names.
+                .with_recommended_naming(true)
                 .build_recorder();
             let handle = recorder.handle();
             if let Err(error) = metrics::set_global_recorder(recorder) {
                 tracing::warn!(%error, "another metrics recorder is installed; /metrics will miss its metrics");
             }
-            metrics::describe_counter!(
-                "sluice_config_reloads_total",
-                "Config reloads by result (ok: rules swapped; error: file refused, old rules kept; \
-                 no_rules: a file without rules refused; unsettled: a file still changing, waited for)"
-            );
-            metrics::describe_counter!(
-                "sluice_shed_decisions_total",
-                "Decisions answered by their rule's fail policy without waiting for the store, \
-                 because as many as store.in_flight allows were already waiting"
-            );
-            metrics::describe_gauge!(
-                "sluice_store_in_flight",
-                "Decisions waiting for the store when scraped"
-            );
-            metrics::describe_gauge!(
-                "sluice_store_in_flight_limit",
-                "How many decisions may wait for the store at once (store.in_flight; an adaptive \
-                 bound as it stands)"
-            );
+            sluice::limiter::describe_metrics();
+            sluice::limiter::describe(METRICS);
             // Registered at zero so that dashboards and alerts see the series before any reload.
             for result in RELOAD_RESULTS {
                 metrics::counter!("sluice_config_reloads_total", "result" => result).increment(0);
             }
+            let (version, commit) = build_info();
+            let mut labels = vec![("version", version)];
+            labels.extend(commit.map(|c| ("commit", c)));
+            metrics::gauge!("sluice_build_info", &labels).set(1.0);
             handle
         })
         .clone()
 }
 
-/// The bucket bounds of `sluice_store_latency_seconds` (the only histogram): from an
-/// in-memory decision's microsecond to a store timeout's second.
+/// The bucket bounds of the latency histograms (store calls and requests): from an in-memory
+/// decision's microsecond to a store timeout's second.
 pub const LATENCY_BUCKETS: [f64; 15] = [
     0.000_001, 0.000_01, 0.000_05, 0.000_1, 0.000_25, 0.000_5, 0.001, 0.002_5, 0.005, 0.01, 0.025,
     0.05, 0.1, 0.25, 1.0,
@@ -80,4 +121,45 @@ pub fn reload(result: &'static str) {
 /// The Prometheus text of every metric recorded through the facade.
 pub fn render() -> String {
     install().render()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sources(dir: &std::path::Path, into: &mut Vec<(String, String)>) {
+        for entry in std::fs::read_dir(dir).expect("the sources are readable") {
+            let path = entry.expect("a directory entry").path();
+            if path.is_dir() {
+                sources(&path, into);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                let text = std::fs::read_to_string(&path).expect("a source file");
+                into.push((path.display().to_string(), text));
+            }
+        }
+    }
+
+    /// A metric recorded anywhere in the service has its help and unit in a catalog.
+    #[test]
+    fn every_recorded_metric_is_described() {
+        let mut files = Vec::new();
+        sources(
+            &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src"),
+            &mut files,
+        );
+        let described = |name: &str| {
+            METRICS
+                .iter()
+                .chain(sluice::limiter::METRICS)
+                .any(|m| m.name == name)
+        };
+        let mut seen = 0;
+        for (path, text) in &files {
+            for name in sluice::limiter::recorded_names(text) {
+                seen += 1;
+                assert!(described(name), "{path} records `{name}`, undescribed");
+            }
+        }
+        assert!(seen >= 3, "the scan found the recorded metrics");
+    }
 }

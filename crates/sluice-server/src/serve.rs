@@ -25,6 +25,7 @@ use crate::error::ServeError;
 use crate::gateway::{self, forward_auth};
 use crate::http::{self, DeadlineLayer, Front};
 use crate::state::AppState;
+use crate::traces::Traces;
 use crate::{metrics, reload, store_url};
 
 /// Where the service listens when neither `--listen` nor `listen` says.
@@ -33,7 +34,9 @@ pub const DEFAULT_LISTEN: SocketAddr =
 
 /// The service's routes over a state.
 pub fn router(state: Arc<AppState>) -> Router {
-    http::router(state.clone()).merge(forward_auth::router(state))
+    http::router(state.clone())
+        .merge(forward_auth::router(state))
+        .layer(axum::middleware::from_fn(http::timed))
 }
 
 /// Serves until `shutdown` completes, then finishes the requests in flight within the file's
@@ -173,13 +176,21 @@ pub async fn run(args: ServeOptions) -> Result<(), ServeError> {
     let listen = settings.listen;
     let rules = config.rules.len();
     let version = config.version.clone();
-    let state = AppState::new(config, Some(args.config.clone()), &store, admin_token)?;
+    let traces = Traces::from_env()?;
+    let state = AppState::with_traces(
+        config,
+        Some(args.config.clone()),
+        &store,
+        admin_token,
+        traces.clone(),
+    )?;
     tracing::info!(
         config = %args.config.display(),
         store = %redact(&url),
         rules,
         version = %version,
         admin = if state.admin_enabled() { "on" } else { "off" },
+        traces = if traces.is_some() { "on" } else { "off" },
         "rules loaded"
     );
     let listener = TcpListener::bind(listen)
@@ -200,6 +211,9 @@ pub async fn run(args: ServeOptions) -> Result<(), ServeError> {
     {
         tracing::warn!("gRPC requests still in flight at the shutdown timeout: cutting them");
         grpc.abort();
+    }
+    if let Some(traces) = traces {
+        traces.shutdown(Duration::from_secs(5)).await;
     }
     Ok(())
 }

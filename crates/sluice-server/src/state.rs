@@ -14,8 +14,12 @@ use sluice::model::HeaderStyle;
 
 use crate::config::Config;
 use crate::error::ServeError;
+use crate::http::RouteTimer;
 use crate::store_url::OpenedStore;
 use crate::topk;
+use crate::traces::Traces;
+use crate::traces::timed_store::{TimedStore, timing};
+use opentelemetry::propagation::Extractor;
 
 /// What the service reports about the configuration in force; replaced whole on reload.
 #[derive(Debug, Clone)]
@@ -47,6 +51,10 @@ pub struct AppState {
     pub top_denied: topk::TopDenied,
     /// The store answers over the network: a decision waits for it.
     pub(crate) remote_store: bool,
+    /// The request-latency histograms of `/v1/check` and `/v1/peek`, answered before the router.
+    pub(crate) decision_timers: [RouteTimer; 2],
+    /// Traces of decisions, when an OTLP endpoint is configured.
+    pub(crate) traces: Option<Traces>,
 }
 
 impl AppState {
@@ -58,7 +66,23 @@ impl AppState {
         store: &OpenedStore,
         admin_token: Option<String>,
     ) -> Result<Arc<AppState>, ServeError> {
-        let mut builder = Limiter::builder(store.store.clone()).options(config.limiter_options());
+        AppState::with_traces(config, config_path, store, admin_token, None)
+    }
+
+    /// [`AppState::new`], with each decision traced by `traces` when given.
+    pub fn with_traces(
+        config: Config,
+        config_path: Option<PathBuf>,
+        store: &OpenedStore,
+        admin_token: Option<String>,
+        traces: Option<Traces>,
+    ) -> Result<Arc<AppState>, ServeError> {
+        // Only a traced decision times its store calls.
+        let decisions = match traces {
+            Some(_) => TimedStore::wrap(store.store.clone()),
+            None => store.store.clone(),
+        };
+        let mut builder = Limiter::builder(decisions).options(config.limiter_options());
         if let Some(channel) = &store.channel {
             builder = builder.invalidation_channel(channel.clone());
         }
@@ -80,6 +104,8 @@ impl AppState {
             config: config.clone(),
         };
         let top_denied = topk::TopDenied::new(topk::K, config.metrics.top_denied);
+        // The timers register with the recorder `/metrics` renders.
+        crate::metrics::install();
         Ok(Arc::new(AppState {
             limiter,
             live: ArcSwap::from_pointee(live),
@@ -88,12 +114,42 @@ impl AppState {
             admin_token: admin_token.filter(|t| !t.is_empty()),
             top_denied,
             remote_store: !store.store.in_process(),
+            decision_timers: [RouteTimer::new("/v1/check"), RouteTimer::new("/v1/peek")],
+            traces,
         }))
     }
 
     /// Decides one request, and counts the identities of the limits that denied it in the
-    /// top-denied tracker (a peek counts nothing).
+    /// top-denied tracker (a peek counts nothing). Traced without a caller's trace context.
     pub async fn decide(
+        &self,
+        rule: &str,
+        attributes: &[(&str, impl AsRef<str> + Sync)],
+        check: sluice::Check,
+    ) -> Result<sluice::Decision, sluice::Error> {
+        self.decide_traced(rule, attributes, check, &NoContext)
+            .await
+    }
+
+    /// [`AppState::decide`], its span (when traces are on) a child of the trace context
+    /// `carrier` holds (W3C `traceparent`).
+    pub async fn decide_traced(
+        &self,
+        rule: &str,
+        attributes: &[(&str, impl AsRef<str> + Sync)],
+        check: sluice::Check,
+        carrier: &(dyn Extractor + Sync),
+    ) -> Result<sluice::Decision, sluice::Error> {
+        let Some(traces) = &self.traces else {
+            return self.decide_untraced(rule, attributes, check).await;
+        };
+        let span = traces.decision(carrier);
+        let (result, store) = timing(self.decide_untraced(rule, attributes, check)).await;
+        span.end(rule, check.mode(), &result, store);
+        result
+    }
+
+    async fn decide_untraced(
         &self,
         rule: &str,
         attributes: &[(&str, impl AsRef<str>)],
@@ -111,6 +167,19 @@ impl AppState {
     /// Whether the admin endpoints are on (a token was given).
     pub fn admin_enabled(&self) -> bool {
         self.admin_token.is_some()
+    }
+}
+
+/// A request without a trace context.
+struct NoContext;
+
+impl Extractor for NoContext {
+    fn get(&self, _: &str) -> Option<&str> {
+        None
+    }
+
+    fn keys(&self) -> Vec<&str> {
+        Vec::new()
     }
 }
 

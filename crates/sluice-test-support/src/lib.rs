@@ -10,7 +10,8 @@
 //! - [`browser`]: [`Browser`], a `chromedriver` driving headless `chromium` (dashboard tests).
 //! - [`nginx`]: [`Nginx`], a real nginx from a generated config, in a prefix of its own;
 //! - [`fault_proxy`]: [`FaultProxy`], a TCP proxy that resets, stalls, delays, cuts replies,
-//!   swallows or trickles what it carries, for store-fault tests.
+//!   swallows or trickles what it carries, for store-fault tests;
+//! - [`otlp`]: [`OtlpReceiver`], an OTLP/gRPC trace receiver standing in for a collector.
 //!
 //! [`RedisServer::start`] spawns `redis-server` with persistence off, waits until it answers
 //! `PING`, and kills it on drop. Tests that need a store fault call [`RedisServer::stop`] and
@@ -22,6 +23,7 @@ pub mod cluster;
 pub mod fault_proxy;
 pub mod member;
 pub mod nginx;
+pub mod otlp;
 pub mod reshard;
 pub mod sentinel;
 pub mod tls;
@@ -31,6 +33,7 @@ pub use cluster::RedisCluster;
 pub use fault_proxy::{Fault, FaultProxy};
 pub use member::{Credentials, Member, Members, wait_until};
 pub use nginx::Nginx;
+pub use otlp::{OtlpReceiver, ReceivedSpan};
 pub use sentinel::{RedisSentinel, SentinelAuth};
 pub use tls::{TlsFiles, TlsRedis};
 

@@ -194,12 +194,55 @@ fn store_vs_governor(c: &mut Criterion) {
     }
 }
 
+/// A one-limit rule with a condition and three overrides, against the same rule without them,
+/// through `Limiter::check`: the request carries the attributes the overrides read and falls
+/// through all of them (the costliest case). `scripts/tier-instructions` counts the same in
+/// instructions.
+fn tiers(c: &mut Criterion) {
+    let limit = r#""by": ["user"], "rate": "1000000/366d", "algorithm": "gcra""#;
+    let overrides = r#""overrides": [
+        {"when": {"plan": "pro"}, "rate": "2000000/366d"},
+        {"when": {"tenant": ["monitoring", "partner-a", "partner-b"]}, "unlimited": true},
+        {"when": {"ip": {"cidr": ["203.0.113.0/24"]}}, "deny": "this range is refused"}]"#;
+    let plain = format!(r#"{{"limits": [{{{limit}}}]}}"#);
+    let tiered = format!(
+        r#"{{"when": {{"method": ["GET", "POST"]}}, "limits": [{{{limit}, {overrides}}}]}}"#
+    );
+    let values: Vec<String> = (0..KEYS).map(|i| i.to_string()).collect();
+    let mut group = c.benchmark_group("tiers/100k_keys/1_threads");
+    group.throughput(Throughput::Elements(1));
+    for (name, rule) in [("plain", plain), ("condition_and_3_overrides", tiered)] {
+        let rule: Rule = serde_json::from_str(&rule).expect("a valid rule");
+        let fresh = || {
+            Limiter::builder(MemoryStore::new())
+                .rule("bench", rule.clone())
+                .build()
+                .expect("valid rule")
+        };
+        let mut limiter = Renewed::new(KEYS, fresh, |limiter, key| {
+            let attrs = [
+                ("method", "GET"),
+                ("plan", "free"),
+                ("tenant", "t1"),
+                ("ip", "198.51.100.7"),
+                ("user", values[key].as_str()),
+            ];
+            let decision = ready(limiter.check("bench", &attrs));
+            assert!(black_box(decision.is_ok_and(|d| d.allowed)));
+        });
+        group.bench_function(BenchmarkId::new("sluice_limiter", name), |b| {
+            b.iter_custom(|iters| limiter.sample(iters, 1))
+        });
+    }
+    group.finish();
+}
+
 criterion_group! {
     name = benches;
     config = Criterion::default()
         .warm_up_time(Duration::from_millis(500))
         .measurement_time(Duration::from_secs(2))
         .sample_size(20);
-    targets = store_vs_governor
+    targets = store_vs_governor, tiers
 }
 criterion_main!(benches);

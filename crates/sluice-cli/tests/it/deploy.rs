@@ -236,7 +236,7 @@ async fn the_configmap_rules_serve_the_probes_and_reload_when_the_kubelet_swaps_
         .collect();
     env.push(("SLUICE_LISTEN".into(), "127.0.0.1:0".into()));
     env.push(("SLUICE_CONFIG".into(), path.display().to_string()));
-    let env: Vec<(&str, &str)> = env.iter().map(|(n, v)| (n.as_str(), v.as_str())).collect();
+    let env: Vec<(&str, String)> = env.iter().map(|(n, v)| (n.as_str(), v.clone())).collect();
     // No flag: the rule file comes from SLUICE_CONFIG, as in the pod.
     let server = Server::start_with(
         "rules: {}\n",
@@ -244,7 +244,7 @@ async fn the_configmap_rules_serve_the_probes_and_reload_when_the_kubelet_swaps_
         Options {
             listen: None,
             config_flag: false,
-            env: &env,
+            env,
             ..Options::default()
         },
     );

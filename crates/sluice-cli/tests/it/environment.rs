@@ -17,7 +17,7 @@ fn start(file: &str, listen: Option<&str>, args: &[&str], env: &[(&str, &str)]) 
         Options {
             listen,
             args,
-            env,
+            env: env.iter().map(|(k, v)| (*k, v.to_string())).collect(),
             ..Options::default()
         },
     )

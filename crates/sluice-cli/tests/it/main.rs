@@ -21,6 +21,7 @@ mod forward_auth;
 mod fuzz_http;
 mod leases;
 mod nginx;
+mod observability;
 mod redis;
 mod redis_ha;
 mod reload;

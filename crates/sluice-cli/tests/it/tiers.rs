@@ -156,5 +156,44 @@ async fn every_need_of_the_example_on_the_memory_store() {
 #[tokio::test]
 async fn every_need_of_the_example_on_redis() {
     let redis = RedisServer::start();
-    every_need(&Server::start_on(EXAMPLE, &redis.url())).await;
+    let server = Server::start_on(EXAMPLE, &redis.url());
+    every_need(&server).await;
+    // Redis' work per decision: one script call for a tier, as for the limit's own numbers; none
+    // for a refusal, an allowlisted tenant or a request the rule's condition leaves out.
+    let cases = [
+        ("plans", json!({ "tenant": "t6", "ip": "198.51.100.7" }), 1),
+        (
+            "plans",
+            json!({ "tenant": "t6", "plan": "pro", "ip": "198.51.100.7" }),
+            1,
+        ),
+        ("plans", json!({ "tenant": "t6", "ip": "203.0.113.1" }), 0),
+        (
+            "plans",
+            json!({ "tenant": "monitoring", "ip": "198.51.100.7" }),
+            0,
+        ),
+        (
+            "login_form",
+            json!({ "method": "GET", "path": "/login", "ip": "192.0.2.9" }),
+            0,
+        ),
+    ];
+    for (rule, attributes, calls) in cases {
+        let before = script_calls(&redis);
+        server.check(rule, attributes.clone()).await;
+        assert_eq!(script_calls(&redis) - before, calls, "{rule} {attributes}");
+    }
+}
+
+/// The script calls Redis has answered (`EVALSHA` and `EVAL`, failed ones included: a first call
+/// may find its script not loaded yet and repeat itself, which only the first decision does).
+fn script_calls(redis: &RedisServer) -> u64 {
+    let stats = redis.cli(&["INFO", "commandstats"]);
+    ["cmdstat_evalsha:", "cmdstat_eval:"]
+        .iter()
+        .filter_map(|prefix| stats.lines().find_map(|l| l.strip_prefix(prefix)))
+        .filter_map(|line| line.split(',').find_map(|f| f.strip_prefix("calls=")))
+        .map(|n| n.parse::<u64>().expect("a count"))
+        .sum()
 }

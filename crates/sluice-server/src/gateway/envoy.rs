@@ -42,6 +42,8 @@ use sluice::model::{Decision, Limit, Rate, headers};
 use tonic::{Request, Response, Status};
 
 use crate::state::AppState;
+use crate::traces::MetadataCarrier;
+use crate::traces::timed_store::timing;
 
 /// Most descriptors one request may carry; Envoy sends one per rate-limit action of a route.
 pub const MAX_DESCRIPTORS: usize = 64;
@@ -68,9 +70,15 @@ impl rate_limit_service_server::RateLimitService for RateLimitService {
         &self,
         request: Request<RateLimitRequest>,
     ) -> Result<Response<RateLimitResponse>, Status> {
-        answer(&self.state, &request.into_inner())
-            .await
-            .map(Response::new)
+        let Some(traces) = &self.state.traces else {
+            return answer(&self.state, request.get_ref())
+                .await
+                .map(Response::new);
+        };
+        let span = traces.decision(&MetadataCarrier(request.metadata()));
+        let (answered, store) = timing(answer(&self.state, request.get_ref())).await;
+        span.end_envoy(&answered, store);
+        answered.map(Response::new)
     }
 }
 

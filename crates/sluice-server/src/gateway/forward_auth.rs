@@ -35,6 +35,7 @@ use sluice::middleware::{ClientIp, ForwardingHeader, apply_headers};
 
 use crate::http::error::ApiError;
 use crate::state::AppState;
+use crate::traces::HeaderCarrier;
 
 /// Most attributes one request may carry through headers.
 pub const MAX_ATTRIBUTES: usize = 32;
@@ -89,8 +90,10 @@ async fn auth(
         .map(|(n, v)| (n.as_str(), v.as_str()))
         .collect();
 
+    let check = Check::cost(query.cost.unwrap_or(1));
+    let carrier = HeaderCarrier(&request_headers);
     let decision = state
-        .decide(&rule, &attributes, Check::cost(query.cost.unwrap_or(1)))
+        .decide_traced(&rule, &attributes, check, &carrier)
         .await?;
     let status = if decision.allowed {
         StatusCode::OK

@@ -41,7 +41,8 @@ pub async fn serve_grpc(
         .max_decoding_message_size(MAX_GRPC_MESSAGE_BYTES);
     let app = tonic::service::Routes::new(service)
         .add_service(health_service)
-        .into_axum_router();
+        .into_axum_router()
+        .layer(axum::middleware::from_fn(crate::http::timed));
     tracing::info!(%address, "Envoy rate-limit service (gRPC) on {address}");
     let (stop, stopped) = tokio::sync::watch::channel(false);
     tokio::spawn(async move {

@@ -28,6 +28,7 @@ use sluice::algorithm::Mode;
 use tower::ServiceExt;
 
 use super::deadline::Budget;
+use super::latency::RouteTimer;
 use super::routes;
 use crate::state::AppState;
 
@@ -77,10 +78,15 @@ impl Front {
         peer: SocketAddr,
     ) -> impl Future<Output = Result<Response, Infallible>> + Send + use<> {
         if let (Some(decisions), Some(mode)) = (&self.decisions, decision_route(&request)) {
+            let start = RouteTimer::start();
             let state = decisions.state.clone();
             let (budget, store_bounded) = (Budget::new(decisions.timeout), decisions.store_bounded);
             return Either::Left(async move {
-                Ok(routes::answer_request(&state, request, mode, budget, store_bounded).await)
+                let response =
+                    routes::answer_request(&state, request, mode, budget, store_bounded).await;
+                // The state holds the timers: cloning its `Arc` is all a request pays.
+                state.decision_timers[usize::from(mode == Mode::Peek)].record(start);
+                Ok(response)
             });
         }
         request.extensions_mut().insert(ConnectInfo(peer));

@@ -15,6 +15,7 @@
 //! - `core_yield`: a worker thread's yield of its core every few dozen responses;
 //! - `front`: what answers each request: the decision routes at once, the rest via the router;
 //! - `deadline`: `request_timeout`, a 408 for a request not answered in time;
+//! - `latency`: the request-latency histogram per route ([`timed`] for routers);
 //! - [`error`]: JSON errors and body parsing (every client mistake is a 4xx with `{"error"}`);
 //! - `request`: the bodies that name a rule and an identity, read in place.
 
@@ -25,6 +26,7 @@ mod dashboard;
 mod deadline;
 pub mod error;
 mod front;
+mod latency;
 mod leases;
 mod request;
 mod routes;
@@ -38,6 +40,8 @@ use axum::Router;
 pub(crate) use connections::accept_loop;
 pub(crate) use deadline::DeadlineLayer;
 pub(crate) use front::Front;
+pub(crate) use latency::RouteTimer;
+pub use latency::timed;
 
 use crate::state::AppState;
 

@@ -16,7 +16,7 @@ use axum::body::{Body, Bytes};
 use axum::extract::DefaultBodyLimit;
 use axum::extract::rejection::{BytesRejection, QueryRejection};
 use axum::extract::{Query, State};
-use axum::http::{Request, StatusCode, header};
+use axum::http::{HeaderMap, Request, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
@@ -35,6 +35,7 @@ use super::error::{ApiError, no_route, parse_bytes, too_large, unreadable, wrong
 use super::request::DecisionRequest;
 use crate::metrics;
 use crate::state::AppState;
+use crate::traces::HeaderCarrier;
 
 pub(super) fn router(state: Arc<AppState>) -> Router {
     Router::new()
@@ -92,8 +93,9 @@ where
     B: hyper::body::Body,
     B::Error: Into<axum::BoxError>,
 {
-    let query = Query::<ViewQuery>::try_from_uri(request.uri());
-    let read = Limited::new(request.into_body(), MAX_BODY_BYTES).collect();
+    let (head, body) = request.into_parts();
+    let query = Query::<ViewQuery>::try_from_uri(&head.uri);
+    let read = Limited::new(body, MAX_BODY_BYTES).collect();
     let Some(read) = budget.within(read, true).await else {
         return timed_out();
     };
@@ -105,7 +107,10 @@ where
         }
     });
     match budget
-        .within(answer(state, query, body, mode), !store_bounded)
+        .within(
+            answer(state, query, body, mode, &head.headers),
+            !store_bounded,
+        )
         .await
     {
         Some(answer) => answer.into_response(),
@@ -115,18 +120,22 @@ where
 
 async fn check(
     State(state): State<Arc<AppState>>,
+    headers: HeaderMap,
     query: Result<Query<ViewQuery>, QueryRejection>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
-    answer(&state, query, body.map_err(|r| unreadable(&r)), Mode::Apply).await
+    let body = body.map_err(|r| unreadable(&r));
+    answer(&state, query, body, Mode::Apply, &headers).await
 }
 
 async fn peek(
     State(state): State<Arc<AppState>>,
+    headers: HeaderMap,
     query: Result<Query<ViewQuery>, QueryRejection>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
-    answer(&state, query, body.map_err(|r| unreadable(&r)), Mode::Peek).await
+    let body = body.map_err(|r| unreadable(&r));
+    answer(&state, query, body, Mode::Peek, &headers).await
 }
 
 /// Decides a `/v1/check` (`Mode::Apply`: 200 or 429, with the rule's message when denied) or a
@@ -136,6 +145,7 @@ async fn answer(
     query: Result<Query<ViewQuery>, QueryRejection>,
     body: Result<Bytes, ApiError>,
     mode: Mode,
+    headers: &HeaderMap,
 ) -> Result<Response, ApiError> {
     let view = view_of(query)?;
     let body = if state.remote_store {
@@ -149,7 +159,10 @@ async fn answer(
         Mode::Apply => request.check()?,
         Mode::Peek => request.check()?.peek(),
     };
-    let decision = state.decide(&request.rule, &attributes, check).await?;
+    let carrier = HeaderCarrier(headers);
+    let decision = state
+        .decide_traced(&request.rule, &attributes, check, &carrier)
+        .await?;
     let denied = mode == Mode::Apply && !decision.allowed;
     let status = if denied {
         StatusCode::TOO_MANY_REQUESTS

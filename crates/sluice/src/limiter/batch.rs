@@ -212,7 +212,7 @@ impl Limiter {
                     picks: None,
                     calls: Vec::new(),
                     look: part.cost == 0,
-                    answer: Some(answer),
+                    answer: Some(*answer),
                 }));
             }
         };

@@ -16,22 +16,23 @@
 use smallvec::SmallVec;
 
 use super::compile::{CompiledLimit, CompiledRule};
+use super::compiled_condition::CompiledCondition;
 use super::decide::limit_decision_refused;
 use super::{Attributes, MAX_COST};
-use crate::model::{Condition, Decision, Limit, OverrideOutcome, Rule};
+use crate::model::{Decision, Limit, OverrideOutcome, Rule};
 
 /// A rule's conditions and overrides, compiled.
 #[derive(Debug)]
 pub(crate) struct Choice {
-    when: Option<Condition>,
+    when: Option<CompiledCondition>,
     /// One per limit of the rule, in its order.
     limits: Vec<LimitChoice>,
 }
 
 #[derive(Debug)]
 struct LimitChoice {
-    when: Option<Condition>,
-    overrides: Vec<(Condition, Tier)>,
+    when: Option<CompiledCondition>,
+    overrides: Vec<(CompiledCondition, Tier)>,
 }
 
 #[derive(Debug)]
@@ -57,8 +58,8 @@ pub(crate) type Picks = SmallVec<[Pick; 4]>;
 pub(crate) enum Selection {
     /// Decide on these limits.
     Limits(Picks),
-    /// The answer, made without the store.
-    Answer(Decision),
+    /// The answer, made without the store (boxed: a decision is a few hundred bytes).
+    Answer(Box<Decision>),
 }
 
 /// The reason of a decision whose rule's `when` does not hold.
@@ -83,7 +84,7 @@ impl Choice {
             .iter()
             .zip(base)
             .map(|(limit, compiled)| LimitChoice {
-                when: limit.when.clone(),
+                when: limit.when.as_ref().map(CompiledCondition::new),
                 overrides: limit
                     .overrides
                     .iter()
@@ -98,13 +99,13 @@ impl Choice {
                                 Tier::Numbers(tier)
                             }
                         };
-                        (o.when.clone(), tier)
+                        (CompiledCondition::new(&o.when), tier)
                     })
                     .collect(),
             })
             .collect();
         Some(Box::new(Choice {
-            when: rule.when.clone(),
+            when: rule.when.as_ref().map(CompiledCondition::new),
             limits,
         }))
     }
@@ -116,7 +117,10 @@ impl Choice {
         attrs: &(impl Attributes + ?Sized),
     ) -> Selection {
         if self.when.as_ref().is_some_and(|w| !w.holds(attrs)) {
-            return Selection::Answer(Decision::pass_through(rule.name.clone(), RULE_WHEN));
+            return Selection::Answer(Box::new(Decision::pass_through(
+                rule.name.clone(),
+                RULE_WHEN,
+            )));
         }
         let mut picks = Picks::new();
         for (i, choice) in self.limits.iter().enumerate() {
@@ -127,13 +131,16 @@ impl Choice {
             match tier.map(|t| &choice.overrides[t].1) {
                 Some(Tier::Unlimited) => continue,
                 Some(Tier::Deny(message)) => {
-                    return Selection::Answer(refused(rule, &rule.limits[i], message));
+                    return Selection::Answer(Box::new(refused(rule, &rule.limits[i], message)));
                 }
                 Some(Tier::Numbers(_)) | None => picks.push(Pick { limit: i, tier }),
             }
         }
         if picks.is_empty() {
-            return Selection::Answer(Decision::pass_through(rule.name.clone(), NO_LIMIT));
+            return Selection::Answer(Box::new(Decision::pass_through(
+                rule.name.clone(),
+                NO_LIMIT,
+            )));
         }
         Selection::Limits(picks)
     }
@@ -151,13 +158,25 @@ impl Choice {
         if rule.limits.len() != 1 || rule.leases || !rule.definition.enabled || units > MAX_COST {
             return None;
         }
-        match self.select(rule, attrs) {
-            Selection::Answer(d) => Some(Err(d)),
-            Selection::Limits(picks) => {
-                let limit = self.limit(rule, *picks.first()?);
-                limit.fits(units).then_some(Ok(limit))
-            }
+        // What `select` decides for the one limit, without collecting picks.
+        if self.when.as_ref().is_some_and(|w| !w.holds(attrs)) {
+            return Some(Err(Decision::pass_through(rule.name.clone(), RULE_WHEN)));
         }
+        let choice = self.limits.first()?;
+        if choice.when.as_ref().is_some_and(|w| !w.holds(attrs)) {
+            return Some(Err(Decision::pass_through(rule.name.clone(), NO_LIMIT)));
+        }
+        let limit = match choice.overrides.iter().find(|(w, _)| w.holds(attrs)) {
+            None => rule.limits.first()?,
+            Some((_, Tier::Numbers(limit))) => limit,
+            Some((_, Tier::Unlimited)) => {
+                return Some(Err(Decision::pass_through(rule.name.clone(), NO_LIMIT)));
+            }
+            Some((_, Tier::Deny(message))) => {
+                return Some(Err(refused(rule, rule.limits.first()?, message)));
+            }
+        };
+        limit.fits(units).then_some(Ok(limit))
     }
 
     /// The limit a pick names, with the numbers it was chosen with.

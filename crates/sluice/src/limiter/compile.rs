@@ -150,7 +150,7 @@ impl CompiledRule {
         }
         let name = Name::interned(name);
         Ok(CompiledRule {
-            meters: RuleMeters::new(name.clone()),
+            meters: RuleMeters::new(name.clone(), limits.iter().map(|l| l.id.clone())),
             name,
             definition: rule,
             limits,

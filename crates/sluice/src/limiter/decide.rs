@@ -70,7 +70,7 @@ impl Limiter {
             Some(Selection::Limits(picks)) => Some(picks),
             Some(Selection::Answer(d)) => {
                 rule.meters.decided(&d);
-                return Ok(d);
+                return Ok(*d);
             }
         };
         let picks = picks.as_ref();

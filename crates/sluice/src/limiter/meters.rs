@@ -6,6 +6,11 @@
 //! histogram. A handle belongs to the recorder it was registered with: when another recorder is
 //! in force (one installed after the limiter was built, or a thread's local recorder), the
 //! handles are registered again, so no decision is ever counted by the wrong recorder.
+//!
+//! A denial is also counted per limit that denied it (`sluice_limit_denials_total{rule, limit,
+//! outcome}`), so a dashboard tells which limit of a rule does the denying. Its labels are the
+//! rules and limit ids of the rule file, never anything from a request, so the series are
+//! bounded by the configuration.
 
 use std::fmt;
 use std::sync::{Arc, OnceLock};
@@ -73,6 +78,9 @@ pub(crate) struct DecisionCounters {
     shadow_denied: Counter,
 }
 
+/// A limit's `sluice_limit_denials_total` counters: denied, shadow_denied.
+type LimitDenials = Registered<[Counter; 2]>;
+
 /// The decisions counted for one rule.
 #[derive(Debug)]
 pub(crate) struct RuleMeters {
@@ -80,14 +88,20 @@ pub(crate) struct RuleMeters {
     counters: Registered<DecisionCounters>,
     /// Registered at the first hit: a rule on an in-process store has no denial cache.
     cache_hits: Registered<Counter>,
+    /// Per limit of the rule, in order: its id and its denials, registered at its first.
+    limits: Vec<(Name, LimitDenials)>,
 }
 
 impl RuleMeters {
-    pub(crate) fn new(rule: Name) -> RuleMeters {
+    pub(crate) fn new(rule: Name, limits: impl IntoIterator<Item = Name>) -> RuleMeters {
         RuleMeters {
             rule,
             counters: Registered::new(),
             cache_hits: Registered::new(),
+            limits: limits
+                .into_iter()
+                .map(|id| (id, Registered::new()))
+                .collect(),
         }
     }
 
@@ -104,7 +118,15 @@ impl RuleMeters {
     /// Counts a decision of this rule in `sluice_decisions_total{rule, outcome}`.
     #[inline]
     pub(crate) fn decided(&self, d: &Decision) {
-        self.count(d.allowed, d.shadow && d.limits.iter().any(|l| !l.allowed));
+        let mut any_denied = false;
+        // The decision's limits are the rule's, in its order.
+        for (i, l) in d.limits.iter().enumerate() {
+            if !l.allowed {
+                any_denied = true;
+                self.limit_denied(i, d.shadow || l.shadow);
+            }
+        }
+        self.count(d.allowed, d.shadow && any_denied);
     }
 
     /// Counts the decision a rule of one limit gets from `limit` ([`Decision::of_limits`]), before
@@ -115,6 +137,29 @@ impl RuleMeters {
             shadow || limit.allowed || limit.shadow,
             shadow && !limit.allowed,
         );
+        if !limit.allowed {
+            self.limit_denied(0, shadow || limit.shadow);
+        }
+    }
+
+    /// Counts a denial by the rule's `index`th limit in `sluice_limit_denials_total`.
+    #[cold]
+    fn limit_denied(&self, index: usize, shadow: bool) {
+        let Some((id, denials)) = self.limits.get(index) else {
+            return;
+        };
+        let register = || {
+            let denied = |outcome: &'static str| {
+                metrics::counter!(
+                    "sluice_limit_denials_total",
+                    "rule" => self.rule.to_string(),
+                    "limit" => id.to_string(),
+                    "outcome" => outcome
+                )
+            };
+            [denied("denied"), denied("shadow_denied")]
+        };
+        denials.with(register, |c| c[usize::from(shadow)].increment(1));
     }
 
     #[inline]

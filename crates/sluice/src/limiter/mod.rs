@@ -13,10 +13,12 @@
 //! - `builder`: [`LimiterBuilder`], the one way to make a limiter;
 //! - `compile`: [`CompiledRule`], a rule turned into per-limit algorithm parameters;
 //!   `choice`: which limits apply to a request and with which numbers (`when`, `overrides`);
+//!   `compiled_condition`: a `when` made ready for checks;
 //! - `keys`: attributes → escaped identities → store keys and calls;
 //! - `decide`: the store call with deadline, breaker, fail policy, metrics, and the decision;
 //!   `at_once`: the same decision, allocation-free, for a one-limit rule on an in-process store;
-//! - `meters`: the per-decision metrics, kept as registered handles;
+//! - `meters`: the per-decision metrics, kept as registered handles; `metric_catalog`: every
+//!   metric the library records, with its help and unit ([`describe_metrics`]);
 //! - `batch`: [`Limiter::check_all`], several rules ([`RuleCheck`]s) decided as one request;
 //! - `admin`: reset, block, unblock, the blocks in force ([`BlockList`], [`BlockInfo`]);
 //! - `inspect`: [`Limiter::keys`], what a check would touch, without making it;
@@ -43,6 +45,7 @@ mod builder;
 mod cached_denial;
 mod choice;
 mod compile;
+mod compiled_condition;
 mod decide;
 pub(crate) mod denial_cache;
 mod gradient;
@@ -52,6 +55,7 @@ mod keys;
 mod lease;
 mod lease_guard;
 mod meters;
+mod metric_catalog;
 mod options;
 mod reservation;
 mod runtime;
@@ -79,6 +83,9 @@ pub use keys::Attributes;
 pub use lease::MAX_LEASE_LEN;
 pub use lease_guard::LeaseGuard;
 use meters::StoreLatency;
+pub use metric_catalog::{
+    METRICS, MetricDoc, MetricKind, describe, describe_metrics, recorded_names,
+};
 pub use options::{Check, DEFAULT_MAX_RUNTIME_LIMITS, MAX_COST, Options};
 pub use runtime::RuntimeLimitInfo;
 

@@ -80,7 +80,8 @@ impl PeerIp {
         }
     }
 
-    /// Counts IPv6 peers by networks of `len` bits (at most 128: by address).
+    /// Counts IPv6 peers by networks of `len` bits (at most 128: by address; a limit's own
+    /// grouping, /64 for `ip` by default, applies too: the coarser one counts).
     pub fn ipv6_prefix(mut self, len: u8) -> PeerIp {
         self.ipv6_prefix = len.min(128);
         self
@@ -145,7 +146,9 @@ impl ClientIp {
         }
     }
 
-    /// Counts IPv6 clients by networks of `len` bits (default 64; at most 128: by address).
+    /// Counts IPv6 clients by networks of `len` bits (default 64; at most 128: by address). A
+    /// limit that counts by `ip` groups IPv6 by /64 itself unless its `group` says otherwise
+    /// ([`Limit::group`](crate::model::Limit::group)): the coarser grouping applies.
     pub fn ipv6_prefix(mut self, len: u8) -> ClientIp {
         self.ipv6_prefix = len.min(128);
         self

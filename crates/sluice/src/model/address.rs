@@ -65,9 +65,10 @@ impl AddressGroup {
     /// address at /64, the bare address at the full length. `None` keeps `value` as it is.
     #[inline]
     pub fn group(&self, value: &str) -> Option<String> {
-        // An IPv4 address or network has no ':'; at /32 only a network written with a longer
-        // prefix than asked could change, and the middleware never writes IPv4 networks.
-        let v6 = value.contains(':');
+        // IPv6 text has a ':' within its first 5 bytes (a group is at most 4 hex digits), IPv4
+        // text none; at /32 only a network written with a longer prefix than asked could
+        // change, and the middleware never writes IPv4 networks.
+        let v6 = value.bytes().take(5).any(|b| b == b':');
         if !v6 && (self.ipv4 == 32 || !value.bytes().all(|b| b.is_ascii_digit() || b == b'.')) {
             return None;
         }

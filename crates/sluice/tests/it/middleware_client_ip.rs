@@ -189,11 +189,17 @@ async fn serve(client_ip: ClientIp) -> String {
     let limiter = Limiter::builder(MemoryStore::with_clock(Arc::new(clock)))
         .rule(
             "login",
-            Rule::new(vec![Limit::new(
-                &["ip"],
-                "1/1m".parse().unwrap(),
-                Algorithm::SlidingLog,
-            )]),
+            // The limit takes the network the middleware formed as it is (a limit's own default
+            // would group IPv6 by /64 again, and the coarser grouping applies).
+            Rule::new(vec![
+                Limit::new(&["ip"], "1/1m".parse().unwrap(), Algorithm::SlidingLog).with_group(
+                    "ip",
+                    sluice::model::AddressGroup {
+                        ipv4: 32,
+                        ipv6: 128,
+                    },
+                ),
+            ]),
         )
         .build()
         .unwrap();

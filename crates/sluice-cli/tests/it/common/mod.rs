@@ -59,6 +59,15 @@ pub const SERVE_VARIABLES: [&str; 6] = [
     "SLUICE_LOG_FORMAT",
 ];
 
+/// The OpenTelemetry variables a server could inherit: cleared (empty is unset to it) unless a
+/// test sets them.
+pub const OTEL_VARS: [&str; 4] = [
+    "OTEL_EXPORTER_OTLP_ENDPOINT",
+    "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+    "OTEL_EXPORTER_OTLP_PROTOCOL",
+    "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL",
+];
+
 /// The binary under test.
 pub fn sluice() -> Command {
     Command::new(env!("CARGO_BIN_EXE_sluice"))
@@ -79,8 +88,9 @@ pub struct Options<'a> {
     pub config_flag: bool,
     /// More arguments after `serve`'s own.
     pub args: &'a [&'a str],
-    /// Environment variables to set; the service's own (`SLUICE_*`) are otherwise removed.
-    pub env: &'a [(&'a str, &'a str)],
+    /// Environment variables to set; the service's own (`SLUICE_*`) and the OpenTelemetry ones
+    /// are otherwise removed.
+    pub env: Vec<(&'a str, String)>,
 }
 
 impl Default for Options<'_> {
@@ -92,7 +102,7 @@ impl Default for Options<'_> {
             listen: Some("127.0.0.1:0"),
             config_flag: true,
             args: &[],
-            env: &[],
+            env: Vec::new(),
         }
     }
 }
@@ -134,6 +144,7 @@ impl Server {
             .args(options.args)
             .env_remove("RUST_LOG")
             .env_remove("SLUICE_ADMIN_TOKEN")
+            .envs(OTEL_VARS.iter().map(|v| (v, "")))
             .stdout(Stdio::null())
             .stderr(Stdio::piped());
         if options.config_flag {
@@ -148,7 +159,7 @@ impl Server {
         for var in SERVE_VARIABLES {
             command.env_remove(var);
         }
-        command.envs(options.env.iter().copied());
+        command.envs(options.env.iter().map(|(k, v)| (k, v)));
         if let Some(token) = options.admin_token {
             command.env("SLUICE_ADMIN_TOKEN", token);
         }
