@@ -2,8 +2,8 @@
 //! service, through its admin API (`/v1/limits`) and admin token.
 //!
 //! Prints the service's JSON answer. Exit codes: 0 done (or found), 1 nothing to read or remove
-//! for that identity, 2 an error (service unreachable, token refused, input refused: the
-//! service's message is printed and nothing changed).
+//! for that identity, 2 an error (service unreachable, token refused, input refused: the error's
+//! code and message are printed and nothing changed).
 
 use std::collections::BTreeMap;
 use std::process::ExitCode;
@@ -133,8 +133,13 @@ pub async fn run(args: LimitsArgs) -> anyhow::Result<ExitCode> {
         .await
         .with_context(|| format!("the service answered {status} without JSON"))?;
     if !status.is_success() {
-        let message = answer["error"].as_str().unwrap_or("no message");
-        bail!("the service answered {status}: {message}");
+        // Every error answer is `{"error": {"code", "message"}}`.
+        let error = &answer["error"];
+        let message = error["message"].as_str().unwrap_or("no message");
+        match error["code"].as_str() {
+            Some(code) => bail!("the service answered {status} ({code}): {message}"),
+            None => bail!("the service answered {status}: {message}"),
+        }
     }
     println!("{}", serde_json::to_string_pretty(&answer)?);
     let negative = match &args.action {

@@ -23,6 +23,7 @@
 //! - [`serve`](mod@serve): the assembly: the router of every route, the listeners, reload and
 //!   housekeeping, and the `serve` lifecycle;
 //! - [`gateway`]: Envoy's rate-limit service (gRPC, with health) and the forward-auth route;
+//! - [`grpc`]: Sluice's own gRPC API, `sluice.v1`, beside Envoy's on the gRPC port;
 //! - [`http`]: the HTTP API (check, peek, rules, health, metrics, leases, admin, the `/ui`
 //!   dashboard and its assets), what answers before the router, and the connections with their
 //!   cap and timeouts;
@@ -32,6 +33,7 @@
 //!   [`traces`]: OpenTelemetry spans of decisions, exported over OTLP when configured;
 //! - [`decision_json`]: a decision written as JSON straight into the response body;
 //! - [`store_url`]: a store opened from its URL and the file's `store` section;
+//! - [`api_error`]: every error the service answers, with its stable code (HTTP and gRPC);
 //! - [`ServeError`]: why the service could not start;
 //! - [`config`]: rule files (YAML or TOML): the rules and every section of the service's
 //!   settings (`server`, `reload`, `metrics`, `store`, `denial_cache`, `envoy`,
@@ -44,10 +46,12 @@
 #[doc = include_str!("../README.md")]
 struct ReadmeDoctests;
 
+pub mod api_error;
 pub mod config;
 pub mod decision_json;
 mod error;
 pub mod gateway;
+pub mod grpc;
 pub mod http;
 pub mod metrics;
 pub mod reload;

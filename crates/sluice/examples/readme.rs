@@ -46,6 +46,24 @@ pub async fn a_lease() -> Result<(), Box<dyn Error>> {
     Ok(())
 }
 
+/// "Install": the library on Redis. Compiled, not run: it names the Redis a reader has, on the
+/// default port.
+#[allow(dead_code)]
+#[cfg(feature = "redis")]
+pub async fn install_with_redis() -> Result<(), Box<dyn Error>> {
+    use sluice::model::{Algorithm, Limit};
+    use sluice::store::redis::RedisStore;
+    use sluice::{Limiter, Rule};
+
+    let store = RedisStore::connect("redis://127.0.0.1:6379/0", Default::default()).await?;
+    let limiter = Limiter::builder(store)
+        .rule("login", Rule::new(vec![Limit::new(&["ip"], "5/1m".parse()?, Algorithm::Gcra)]))
+        .build()?;
+    let decision = limiter.check("login", &[("ip", "203.0.113.9")]).await?;
+    drop(decision);
+    Ok(())
+}
+
 #[allow(dead_code)] // The tests include this file for its functions.
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Box<dyn Error>> {

@@ -18,7 +18,6 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use clap::Args;
-use hdrhistogram::Histogram;
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 use sluice::limiter::InFlightLimit;
@@ -27,9 +26,11 @@ use sluice_server::store_url;
 
 mod ceiling;
 mod driver;
+mod tally;
 
 use ceiling::ceiling;
 use driver::Driver;
+use tally::Tally;
 
 /// `sluice bench`.
 #[derive(Debug, Clone, Args)]
@@ -174,50 +175,6 @@ pub struct Report {
     /// With --ceiling: `decisions_per_sec / ceiling_per_sec`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ratio_to_ceiling: Option<f64>,
-}
-
-/// One task's tallies.
-struct Tally {
-    histogram: Histogram<u64>,
-    /// The decisions that were not errors.
-    answered: Histogram<u64>,
-    allowed: u64,
-    denied: u64,
-    errors: u64,
-    /// When the task made its last decision.
-    ended: Instant,
-}
-
-impl Tally {
-    fn new() -> anyhow::Result<Tally> {
-        Ok(Tally {
-            // 1 ns .. 60 s at 2 significant digits (1 %): 30 KB a task. At 3 digits each task's
-            // counts took 210 KB, so that recording a latency missed the caches and cost the
-            // run's only thread about 4 % of its time.
-            histogram: Histogram::new_with_bounds(1, 60_000_000_000, 2)
-                .context("histogram bounds are valid")?,
-            answered: Histogram::new_with_bounds(1, 60_000_000_000, 2)
-                .context("histogram bounds are valid")?,
-            allowed: 0,
-            denied: 0,
-            errors: 0,
-            ended: Instant::now(),
-        })
-    }
-
-    fn record(&mut self, started: Instant, outcome: Option<bool>) {
-        let ns = started.elapsed().as_nanos().max(1) as u64;
-        self.histogram.saturating_record(ns);
-        if outcome.is_some() {
-            self.answered.saturating_record(ns);
-        }
-        match outcome {
-            Some(true) => self.allowed += 1,
-            Some(false) => self.denied += 1,
-            None => self.errors += 1,
-        }
-        self.ended = Instant::now();
-    }
 }
 
 /// Runs the benchmark and prints its report.

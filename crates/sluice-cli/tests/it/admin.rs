@@ -24,6 +24,7 @@ async fn admin_routes_are_off_without_a_token() {
     ] {
         let a = server.admin(method, path, "{}", Some("anything")).await;
         assert_eq!(a.status, 404, "{path}: {a:?}");
+        assert_eq!(a.code(), "admin_disabled");
         assert!(
             a.error().contains("admin endpoints are off"),
             "{}",
@@ -43,6 +44,7 @@ async fn admin_routes_need_the_right_bearer_token() {
     let a = server.admin(Method::GET, "/v1/blocks", "", None).await;
     assert_eq!(a.status, 401);
     assert_eq!(a.header("www-authenticate"), Some("Bearer"));
+    assert_eq!(a.code(), "unauthorized");
     assert!(a.error().contains("Bearer"));
     let a = server
         .admin(Method::GET, "/v1/blocks", "", Some("wrong"))

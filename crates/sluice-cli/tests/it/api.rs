@@ -363,13 +363,40 @@ async fn bad_input_is_a_json_4xx_naming_the_problem() {
                 "{what} on {path}: {}",
                 a.error()
             );
+            let code = match what {
+                "unknown rule" => "unknown_rule",
+                "missing attribute" => "missing_attribute",
+                "attribute value object" | "identity too long" => "bad_attribute",
+                "body too large" => "body_too_large",
+                w if w.contains("cost") => "bad_cost",
+                _ => "bad_json",
+            };
+            assert_eq!(a.code(), code, "{what} on {path}: {a:?}");
         }
     }
+    let a = server
+        .post("/v1/check", r#"{"rule": "nope", "attributes": {}}"#)
+        .await;
+    assert_eq!(a.json["error"]["rule"], "nope", "the rule it is about");
+    let a = server
+        .post("/v1/check", r#"{"rule": "employee", "attributes": {}}"#)
+        .await;
+    assert_eq!(a.json["error"]["attribute"], "id", "{a:?}");
+    assert!(
+        a.json["error"]["limit_id"]
+            .as_str()
+            .unwrap()
+            .starts_with("id-")
+    );
+    let a = server.post("/v1/check?view=tiny", "{}").await;
+    assert_eq!((a.status, a.code()), (400, "bad_query"));
     let a = server.get("/v1/nothing").await;
     assert_eq!(a.status, 404);
+    assert_eq!(a.code(), "not_found");
     assert!(a.error().contains("/v1/nothing"));
     let a = server.get("/v1/check").await;
     assert_eq!(a.status, 405);
+    assert_eq!(a.code(), "method_not_allowed");
     assert!(a.error().contains("GET"));
     // The server is still fine.
     assert_eq!(

@@ -93,8 +93,10 @@ fn any_body_gets_a_decision_or_a_clear_refusal_and_never_a_server_error() {
             let answer: serde_json::Value = serde_json::from_str(&text)
                 .map_err(|e| TestCaseError::fail(format!("not JSON ({e}): {text}")))?;
             if status >= 400 && status != 429 {
-                let error = answer["error"].as_str().unwrap_or_default();
+                let error = answer["error"]["message"].as_str().unwrap_or_default();
                 prop_assert!(!error.is_empty() && error.len() < 1000, "{text}");
+                let code = answer["error"]["code"].as_str().unwrap_or_default();
+                prop_assert!(!code.is_empty(), "a code in {text}");
             }
             Ok(())
         })
@@ -217,8 +219,10 @@ fn any_lease_or_reservation_body_gets_an_answer_and_ends_nothing_else() {
                     String::from_utf8_lossy(&body)
                 );
             } else {
-                let error = answer["error"].as_str().unwrap_or_default();
+                let error = answer["error"]["message"].as_str().unwrap_or_default();
                 prop_assert!(!error.is_empty() && error.len() < 1000, "{text}");
+                let code = answer["error"]["code"].as_str().unwrap_or_default();
+                prop_assert!(!code.is_empty(), "a code in {text}");
             }
             Ok(())
         })

@@ -5,6 +5,7 @@
 
 mod admin;
 mod api;
+mod batch;
 mod commands;
 mod common;
 mod completions;
@@ -30,4 +31,5 @@ mod runtime_limits;
 mod shutdown;
 mod simulate;
 mod simulate_docs;
+mod sluice_v1;
 mod tiers;

@@ -320,6 +320,7 @@ async fn a_store_slower_than_the_request_timeout_gets_a_408() {
     let a = server.check("fail_closed", json!({ "id": "paused" })).await;
     let took = started.elapsed();
     assert_eq!(a.status, 408, "{a:?}");
+    assert_eq!(a.code(), "timeout");
     assert!(
         took < Duration::from_millis(1500),
         "answered after {took:?}"

@@ -75,45 +75,52 @@ async fn set_follow_list_remove(server: &Server) {
     assert_eq!(listed(server, other).await, json!([]));
 
     // Bad input is refused with a reason and changes nothing.
-    for (body, status, says) in [
+    for (body, status, code, says) in [
         (
             json!({ "rule": "api", "attributes": { "customer": "42" }, "rate": "9/1m" }),
             400,
+            "invalid_runtime_limit",
             "per 1h",
         ),
         (
             json!({ "rule": "api", "attributes": { "customer": "42" }, "rate": "lots" }),
             400,
+            "bad_json",
             "rate",
         ),
         (
             json!({ "rule": "api", "attributes": { "customer": "42" }, "rate": "9/1h", "burst": 10 }),
             400,
+            "invalid_runtime_limit",
             "burst",
         ),
         (
             json!({ "rule": "api", "attributes": { "ip": "1" }, "rate": "9/1h" }),
             400,
+            "missing_attribute",
             "customer",
         ),
         (
             json!({ "rule": "login", "attributes": { "ip": "1" }, "rate": "9/1h" }),
             400,
+            "invalid_runtime_limit",
             "settable: true",
         ),
         (
             json!({ "rule": "nope", "attributes": { "ip": "1" }, "rate": "9/1h" }),
             404,
+            "unknown_rule",
             "nope",
         ),
         (
             json!({ "rule": "api", "attributes": { "customer": "42" }, "rate": "9/1h", "x": 1 }),
             400,
+            "bad_json",
             "x",
         ),
     ] {
         let a = limits(server, Method::PUT, body.clone()).await;
-        assert_eq!(a.status, status, "{body}: {a:?}");
+        assert_eq!((a.status, a.code()), (status, code), "{body}: {a:?}");
         assert!(a.error().contains(says), "{body}: {}", a.error());
     }
     let a = server
@@ -140,6 +147,26 @@ async fn set_follow_list_remove(server: &Server) {
 #[tokio::test]
 async fn run_time_limits_over_http_on_memory() {
     set_follow_list_remove(&Server::start(CONFIG)).await;
+}
+
+#[tokio::test]
+async fn a_full_limit_refuses_new_identities_with_a_409_and_keeps_changing_known_ones() {
+    let config = format!("{CONFIG}runtime_limits: {{ max_per_limit: 1 }}\n");
+    let server = Server::start(&config);
+    let set = |customer: &str, rate: &str| json!({ "rule": "api", "attributes": { "customer": customer }, "rate": rate });
+    assert_eq!(
+        limits(&server, Method::PUT, set("42", "5/1h")).await.status,
+        200
+    );
+    let a = limits(&server, Method::PUT, set("7", "5/1h")).await;
+    assert_eq!((a.status, a.code()), (409, "runtime_limits_full"), "{a:?}");
+    assert_eq!(a.json["error"]["limit_id"], "customer-sliding_log-1h");
+    assert_eq!(listed(&server, "").await.as_array().unwrap().len(), 1);
+    assert_eq!(admitted(&server, "7", 3).await, 2);
+    assert_eq!(
+        limits(&server, Method::PUT, set("42", "6/1h")).await.status,
+        200
+    );
 }
 
 #[tokio::test]
@@ -195,7 +222,10 @@ async fn the_limits_command_sets_reads_lists_and_removes() {
         ADMIN_TOKEN,
     );
     assert_eq!(code, Some(2));
-    assert!(err.contains("400") && err.contains("per 1h"), "{err}");
+    assert!(
+        err.contains("400") && err.contains("invalid_runtime_limit") && err.contains("per 1h"),
+        "{err}"
+    );
     let (code, _, err) = run(&["list"], "wrong");
     assert_eq!(code, Some(2));
     assert!(err.contains("401"), "{err}");

@@ -22,7 +22,7 @@ fn docs() -> PathBuf {
 /// The README's `simulate` command line, its `\` continuations joined: the words after `--`.
 fn readme_command() -> Vec<String> {
     let start = README
-        .find("cargo run --release -p sluice-cli -- simulate")
+        .find("cargo run --release -p sluice-ratelimit-cli -- simulate")
         .expect("README shows the command that writes docs/simulate");
     let block = &README[start..];
     let end = block.find("\n```").expect("the command's block ends");

@@ -37,6 +37,7 @@ mod error;
 mod file;
 pub mod gateway;
 mod locate;
+mod read_text;
 mod suggest;
 mod toml_read;
 mod yaml_blank;
@@ -54,6 +55,7 @@ pub use gateway::{EnvoyDomains, ForwardAuthConfig};
 pub use suggest::closest;
 
 use locate::SourceMap;
+use read_text::{is_only_comments, read_text};
 use sluice::limiter::Options;
 use sluice::model::{FailPolicy, HeaderStyle, Rule, validate_rule_name};
 use sluice::store::url::StoreUrl;
@@ -282,44 +284,6 @@ impl Config {
 /// The most run-time limits a limit may be told to hold (each is a key and a listing entry in
 /// the store, about 150 bytes on Redis).
 pub const MAX_RUNTIME_LIMITS: usize = 1_000_000;
-
-/// A file's text, read with a bound on its size.
-fn read_text(path: &Path) -> Result<String, ConfigError> {
-    let with_path = |e: ConfigError| e.in_file(path);
-    Format::from_path(path)?;
-    let unreadable =
-        |e: std::io::Error| with_path(ConfigError::new("", format!("cannot read: {e}")));
-    // Read at most one byte past the cap, so a file that grows while it is read (or a device
-    // posing as a file) cannot make us read without bound.
-    let file = std::fs::File::open(path).map_err(unreadable)?;
-    let mut bytes = Vec::new();
-    std::io::Read::read_to_end(
-        &mut std::io::Read::take(file, MAX_FILE_BYTES + 1),
-        &mut bytes,
-    )
-    .map_err(unreadable)?;
-    if bytes.len() as u64 > MAX_FILE_BYTES {
-        return Err(with_path(ConfigError::new(
-            "",
-            format!("the file is larger than the {MAX_FILE_BYTES} bytes a rule file may have"),
-        )));
-    }
-    String::from_utf8(bytes).map_err(|e| {
-        with_path(ConfigError::new(
-            "",
-            format!(
-                "cannot read: not UTF-8 text (byte {})",
-                e.utf8_error().valid_up_to()
-            ),
-        ))
-    })
-}
-
-/// Whether every line is blank or a comment (`#` in both formats).
-fn is_only_comments(text: &str) -> bool {
-    text.lines()
-        .all(|line| line.trim().is_empty() || line.trim_start().starts_with('#'))
-}
 
 /// The most denials a cache may be told to keep (a few GiB at most).
 pub const MAX_DENIAL_CACHE_ENTRIES: usize = 10_000_000;

@@ -33,7 +33,8 @@ use serde::Deserialize;
 use sluice::Check;
 use sluice::middleware::{ClientIp, ForwardingHeader, apply_headers};
 
-use crate::http::error::ApiError;
+use crate::api_error::ErrorBody;
+use crate::http::error::{ApiError, ErrorCode};
 use crate::state::AppState;
 use crate::traces::HeaderCarrier;
 
@@ -48,34 +49,53 @@ pub fn router(state: Arc<AppState>) -> Router {
 }
 
 /// The query parameters.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
 #[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 pub struct AuthQuery {
-    /// Units to consume.
+    /// Units to consume (default 1; 0 only looks).
+    #[param(minimum = 0, maximum = 10_000_000)]
     pub cost: Option<u64>,
-    /// The status of a denial.
+    /// The status of a denial: 429, 403 or 401.
+    #[param(minimum = 401, maximum = 429)]
     pub denied_status: Option<u16>,
 }
 
-async fn auth(
+/// `/v1/auth/{rule}` (any method; GET and POST are documented).
+#[utoipa::path(method(get, post), path = "/v1/auth/{rule}", tag = "gateways",
+    description = "Forward-auth: decides the request described by the headers (`X-Sluice-<attribute>`, the mapped headers, the client's address). The answer has no body, only the status and the rate-limit headers.",
+    params(("rule" = String, Path, description = "The rule", example = "login"), AuthQuery),
+    responses(
+        (status = 200, description = "Allowed"),
+        (status = 429, description = "Denied (or the `denied_status` asked: 403, 401)"),
+        (status = 403, description = "Denied, when `denied_status=403`"),
+        (status = 401, description = "Denied, when `denied_status=401`"),
+        (status = 400, description = "Bad input (`bad_query`, `bad_attribute`, `missing_attribute`, `bad_cost`)", body = ErrorBody),
+        (status = 404, description = "No rule by that name is in force (`unknown_rule`)", body = ErrorBody),
+        (status = 408, description = "Not answered within `request_timeout` (`timeout`)", body = ErrorBody),
+    ))]
+pub(crate) async fn auth(
     State(state): State<Arc<AppState>>,
-    Path(rule): Path<String>,
+    rule: Result<Path<String>, axum::extract::rejection::PathRejection>,
     query: Result<Query<AuthQuery>, axum::extract::rejection::QueryRejection>,
     peer: Option<Extension<ConnectInfo<SocketAddr>>>,
     request_headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    let Query(query) = query.map_err(|e| ApiError::bad_request(e.body_text()))?;
+    // A path that is not UTF-8 once decoded names no rule.
+    let Path(rule) = rule.map_err(|e| ApiError::new(ErrorCode::UnknownRule, e.body_text()))?;
+    let Query(query) = query.map_err(|e| ApiError::new(ErrorCode::BadQuery, e.body_text()))?;
     let live = state.live.load();
     let section = &live.config.forward_auth;
     let denied_status = query.denied_status.unwrap_or(section.denied_status);
     if !DENIED_STATUSES.contains(&denied_status) {
-        return Err(ApiError::bad_request(format!(
-            "`denied_status` must be 429, 403 or 401, not {denied_status}"
-        )));
+        return Err(ApiError::new(
+            ErrorCode::BadQuery,
+            format!("`denied_status` must be 429, 403 or 401, not {denied_status}"),
+        ));
     }
     let Some(Extension(ConnectInfo(peer))) = peer else {
         return Err(ApiError::new(
-            StatusCode::INTERNAL_SERVER_ERROR,
+            ErrorCode::Internal,
             "no peer address recorded for this connection",
         ));
     };
@@ -125,16 +145,21 @@ fn attributes(
                 _ => continue,
             },
         };
-        let value = value.to_str().map_err(|_| {
-            ApiError::bad_request(format!("header `{header}` is not visible ASCII"))
+        let value = value.to_str().map_err(|_| ApiError {
+            attribute: Some(attribute.clone()),
+            ..ApiError::new(
+                ErrorCode::BadAttribute,
+                format!("header `{header}` is not visible ASCII"),
+            )
         })?;
         if out.iter().any(|(n, _)| *n == attribute) {
             continue;
         }
         if out.len() == MAX_ATTRIBUTES {
-            return Err(ApiError::bad_request(format!(
-                "more than {MAX_ATTRIBUTES} attribute headers"
-            )));
+            return Err(ApiError::new(
+                ErrorCode::BadAttribute,
+                format!("more than {MAX_ATTRIBUTES} attribute headers"),
+            ));
         }
         out.push((attribute, value.to_string()));
     }

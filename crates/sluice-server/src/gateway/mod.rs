@@ -2,7 +2,8 @@
 //!
 //! - [`envoy`]: Envoy's global rate-limit service (RLS v3, `ShouldRateLimit` over gRPC), which
 //!   Envoy, Istio, Envoy Gateway, Gloo/kgateway and Contour speak; served with the standard gRPC
-//!   health service on its own address (`grpc_listen` / `--grpc-listen`, off unless set);
+//!   health service, Sluice's own API ([`crate::grpc`]) and server reflection on its own address
+//!   (`grpc_listen` / `--grpc-listen`, off unless set);
 //! - [`forward_auth`]: `/v1/auth/{rule}` on the HTTP service, for nginx `auth_request`, Traefik
 //!   ForwardAuth and Caddy `forward_auth`.
 //!
@@ -18,13 +19,15 @@ use std::sync::Arc;
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_server::RateLimitServiceServer;
 use tokio::net::TcpListener;
 
+use crate::grpc::{self, SluiceService};
 use crate::http::{Front, accept_loop};
 use crate::state::AppState;
 
 /// Largest gRPC message accepted: a rate-limit request is a few hundred bytes.
 pub const MAX_GRPC_MESSAGE_BYTES: usize = 64 * 1024;
 
-/// Serves the Envoy rate-limit service and gRPC health on `listener` until `shutdown`, with the
+/// Serves the Envoy rate-limit service, Sluice's own API (`sluice.v1`), gRPC health and server
+/// reflection on `listener` until `shutdown`, with the
 /// HTTP service's connection cap and timeouts (the `server` section).
 pub async fn serve_grpc(
     listener: TcpListener,
@@ -37,10 +40,25 @@ pub async fn serve_grpc(
         .set_serving::<RateLimitServiceServer<envoy::RateLimitService>>()
         .await;
     let limits = state.startup.server.clone();
-    let service = RateLimitServiceServer::new(envoy::RateLimitService::new(state))
+    let service = RateLimitServiceServer::new(envoy::RateLimitService::new(state.clone()))
         .max_decoding_message_size(MAX_GRPC_MESSAGE_BYTES);
+    let sluice =
+        SluiceService::server(state.clone()).max_decoding_message_size(MAX_GRPC_MESSAGE_BYTES);
+    // Both versions of reflection: older clients (grpcurl before 1.9) ask v1alpha only.
+    let reflection = || {
+        tonic_reflection::server::Builder::configure()
+            .register_encoded_file_descriptor_set(grpc::FILE_DESCRIPTOR_SET)
+            .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+    };
+    let reflection_v1 = reflection().build_v1().map_err(std::io::Error::other)?;
+    let reflection_v1alpha = reflection()
+        .build_v1alpha()
+        .map_err(std::io::Error::other)?;
     let app = tonic::service::Routes::new(service)
         .add_service(health_service)
+        .add_service(sluice)
+        .add_service(reflection_v1)
+        .add_service(reflection_v1alpha)
         .into_axum_router()
         .layer(axum::middleware::from_fn(crate::http::timed));
     tracing::info!(%address, "Envoy rate-limit service (gRPC) on {address}");

@@ -11,43 +11,62 @@ use std::sync::Arc;
 use axum::body::Bytes;
 use axum::extract::rejection::{BytesRejection, QueryRejection};
 use axum::extract::{DefaultBodyLimit, Query, Request, State};
-use axum::http::{StatusCode, header};
+use axum::http::header;
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde::Deserialize;
-use serde_json::{Value, json};
+
+use super::bodies::{BlockBody, BlockEntry, BlocksPage, ResetBody, UnblockBody};
+use crate::api_error::ErrorBody;
 use sluice::model::parse_duration;
 use sluice::store::BlocksCursor;
 
 use super::MAX_BODY_BYTES;
-use super::error::{ApiError, parse_json};
+use super::error::{ApiError, ErrorCode, parse_json};
 use super::request::RequestAttributes;
 use crate::state::AppState;
 
-#[derive(Debug, Deserialize)]
+/// The body of `/v1/reset` and `DELETE /v1/blocks`: a rule and an identity.
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
-struct IdentityRequest<'a> {
+#[schema(example = json!({"rule": "login", "attributes": {"ip": "203.0.113.9"}}))]
+pub(super) struct IdentityRequest<'a> {
+    /// The rule.
     rule: String,
+    /// The identity's values.
     #[serde(default, borrow)]
+    #[schema(schema_with = super::openapi::attributes_schema)]
     attributes: RequestAttributes<'a>,
 }
 
-#[derive(Debug, Deserialize)]
+/// The body of `POST /v1/blocks`.
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
-struct BlockRequest<'a> {
+#[schema(example = json!({"rule": "login", "attributes": {"ip": "203.0.113.9"}, "duration": "15m"}))]
+pub(super) struct BlockRequest<'a> {
+    /// The rule.
     rule: String,
+    /// The identity's values.
     #[serde(default, borrow)]
+    #[schema(schema_with = super::openapi::attributes_schema)]
     attributes: RequestAttributes<'a>,
+    /// How long (`15m`, `1h`, at most `366d`).
     duration: String,
 }
 
-#[derive(Debug, Deserialize)]
+/// The query of `GET /v1/blocks`.
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
 #[serde(deny_unknown_fields)]
-struct BlocksQuery {
+#[into_params(parameter_in = Query)]
+pub(super) struct BlocksQuery {
+    /// Only this rule's blocks.
     rule: Option<String>,
+    /// The `next` of the previous page.
     cursor: Option<String>,
+    /// Entries per page, 1 to 1000 (default 100).
+    #[param(minimum = 1, maximum = 1000)]
     count: Option<usize>,
 }
 
@@ -72,7 +91,7 @@ pub(super) async fn guard(
 ) -> Response {
     let Some(token) = &state.admin_token else {
         return ApiError::new(
-            StatusCode::NOT_FOUND,
+            ErrorCode::AdminDisabled,
             "admin endpoints are off: set `admin_token_env` in the config and that variable in \
              the environment",
         )
@@ -93,12 +112,7 @@ pub(super) async fn guard(
 }
 
 fn unauthorized(message: &str) -> Response {
-    let mut response = ApiError::new(StatusCode::UNAUTHORIZED, message).into_response();
-    response.headers_mut().insert(
-        header::WWW_AUTHENTICATE,
-        header::HeaderValue::from_static("Bearer"),
-    );
-    response
+    ApiError::new(ErrorCode::Unauthorized, message).into_response()
 }
 
 /// Compares two secrets in time independent of where they differ and of their lengths.
@@ -111,63 +125,82 @@ fn same_secret(a: &[u8], b: &[u8]) -> bool {
         == 0
 }
 
-async fn reset(
+#[utoipa::path(post, path = "/v1/reset", tag = "admin", description = "Forgets an identity's counters under a rule.", security(("admin_token" = [])), request_body(content = IdentityRequest, content_type = "application/json"), responses((status = 200, description = "Reset", body = ResetBody), (status = 400, description = "Bad input (`bad_json`, `bad_query`, `bad_attribute`, `missing_attribute`, `bad_duration`, …)", body = ErrorBody), (status = 401, description = "No or a wrong bearer token (`unauthorized`)", body = ErrorBody), (status = 404, description = "Admin endpoints are off (`admin_disabled`), or no rule by that name (`unknown_rule`)", body = ErrorBody), (status = 408, description = "Not answered within `request_timeout` (`timeout`)", body = ErrorBody), (status = 413, description = "The body is over 64 KiB (`body_too_large`)", body = ErrorBody), (status = 503, description = "The store did not answer (`store_unavailable`)", body = ErrorBody)))]
+pub(super) async fn reset(
     State(state): State<Arc<AppState>>,
     body: Result<Bytes, BytesRejection>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<ResetBody>, ApiError> {
     let request: IdentityRequest = parse_json(&body)?;
     let attributes = request.attributes.pairs()?;
     state.limiter.reset(&request.rule, &attributes).await?;
     tracing::info!(rule = %request.rule, "identity reset by admin");
-    Ok(Json(json!({ "rule": request.rule, "reset": true })))
+    Ok(Json(ResetBody {
+        rule: request.rule,
+        reset: true,
+    }))
 }
 
-async fn block(
+#[utoipa::path(post, path = "/v1/blocks", tag = "admin", description = "Blocks an identity under every limit of a rule for a while.", security(("admin_token" = [])), request_body(content = BlockRequest, content_type = "application/json"), responses((status = 200, description = "Blocked", body = BlockBody), (status = 400, description = "Bad input (`bad_json`, `bad_query`, `bad_attribute`, `missing_attribute`, `bad_duration`, …)", body = ErrorBody), (status = 401, description = "No or a wrong bearer token (`unauthorized`)", body = ErrorBody), (status = 404, description = "Admin endpoints are off (`admin_disabled`), or no rule by that name (`unknown_rule`)", body = ErrorBody), (status = 408, description = "Not answered within `request_timeout` (`timeout`)", body = ErrorBody), (status = 413, description = "The body is over 64 KiB (`body_too_large`)", body = ErrorBody), (status = 503, description = "The store did not answer (`store_unavailable`)", body = ErrorBody)))]
+pub(super) async fn block(
     State(state): State<Arc<AppState>>,
     body: Result<Bytes, BytesRejection>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<BlockBody>, ApiError> {
     let request: BlockRequest = parse_json(&body)?;
     let attributes = request.attributes.pairs()?;
     let duration = parse_duration(&request.duration)
-        .map_err(|e| ApiError::bad_request(format!("`duration`: {}", e.message)))?;
+        .map_err(|e| ApiError::new(ErrorCode::BadDuration, format!("`duration`: {}", e.message)))?;
     if duration > sluice::model::MAX_WINDOW {
-        return Err(ApiError::bad_request("`duration` must not exceed 366d"));
+        return Err(ApiError::new(
+            ErrorCode::BadDuration,
+            "`duration` must not exceed 366d",
+        ));
     }
     let until = state
         .limiter
         .block(&request.rule, &attributes, duration)
         .await?;
     tracing::info!(rule = %request.rule, blocked_until_ms = until, "identity blocked by admin");
-    Ok(Json(
-        json!({ "rule": request.rule, "blocked_until_ms": until }),
-    ))
+    Ok(Json(BlockBody {
+        rule: request.rule,
+        blocked_until_ms: until,
+    }))
 }
 
-async fn unblock(
+#[utoipa::path(delete, path = "/v1/blocks", tag = "admin", description = "Lifts an identity's blocks under a rule.", security(("admin_token" = [])), request_body(content = IdentityRequest, content_type = "application/json"), responses((status = 200, description = "Whether it was blocked", body = UnblockBody), (status = 400, description = "Bad input (`bad_json`, `bad_query`, `bad_attribute`, `missing_attribute`, `bad_duration`, …)", body = ErrorBody), (status = 401, description = "No or a wrong bearer token (`unauthorized`)", body = ErrorBody), (status = 404, description = "Admin endpoints are off (`admin_disabled`), or no rule by that name (`unknown_rule`)", body = ErrorBody), (status = 408, description = "Not answered within `request_timeout` (`timeout`)", body = ErrorBody), (status = 413, description = "The body is over 64 KiB (`body_too_large`)", body = ErrorBody), (status = 503, description = "The store did not answer (`store_unavailable`)", body = ErrorBody)))]
+pub(super) async fn unblock(
     State(state): State<Arc<AppState>>,
     body: Result<Bytes, BytesRejection>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<UnblockBody>, ApiError> {
     let request: IdentityRequest = parse_json(&body)?;
     let attributes = request.attributes.pairs()?;
     let was = state.limiter.unblock(&request.rule, &attributes).await?;
     tracing::info!(rule = %request.rule, was_blocked = was, "identity unblocked by admin");
-    Ok(Json(json!({ "rule": request.rule, "unblocked": was })))
+    Ok(Json(UnblockBody {
+        rule: request.rule,
+        unblocked: was,
+    }))
 }
 
 /// `GET /v1/blocks[?rule=R][&count=N][&cursor=C]`: one page of the blocks in force, rule by rule
 /// in name order. The cursor is `<rule> <store cursor>` (rule names hold no spaces); `next` is
 /// null once every rule has been listed.
-async fn list(
+#[utoipa::path(get, path = "/v1/blocks", tag = "admin", description = "One page of the blocks in force, rule by rule in name order.", security(("admin_token" = [])), params(BlocksQuery), responses((status = 200, description = "A page", body = BlocksPage), (status = 400, description = "Bad input (`bad_json`, `bad_query`, `bad_attribute`, `missing_attribute`, `bad_duration`, …)", body = ErrorBody), (status = 401, description = "No or a wrong bearer token (`unauthorized`)", body = ErrorBody), (status = 404, description = "Admin endpoints are off (`admin_disabled`), or no rule by that name (`unknown_rule`)", body = ErrorBody), (status = 408, description = "Not answered within `request_timeout` (`timeout`)", body = ErrorBody), (status = 413, description = "The body is over 64 KiB (`body_too_large`)", body = ErrorBody), (status = 503, description = "The store did not answer (`store_unavailable`)", body = ErrorBody)))]
+pub(super) async fn list(
     State(state): State<Arc<AppState>>,
     query: Result<Query<BlocksQuery>, QueryRejection>,
-) -> Result<Json<Value>, ApiError> {
-    let Query(query) =
-        query.map_err(|e| ApiError::bad_request(format!("query string: {}", e.body_text())))?;
+) -> Result<Json<BlocksPage>, ApiError> {
+    let Query(query) = query.map_err(|e| {
+        ApiError::new(
+            ErrorCode::BadQuery,
+            format!("query string: {}", e.body_text()),
+        )
+    })?;
     let count = query.count.unwrap_or(DEFAULT_PAGE);
     if count == 0 || count > MAX_PAGE {
-        return Err(ApiError::bad_request(format!(
-            "`count` must be 1 to {MAX_PAGE}"
-        )));
+        return Err(ApiError::new(
+            ErrorCode::BadQuery,
+            format!("`count` must be 1 to {MAX_PAGE}"),
+        ));
     }
     let mut rules: Vec<String> = match query.rule {
         Some(rule) => vec![rule],
@@ -177,9 +210,9 @@ async fn list(
     let (mut index, mut after) = match &query.cursor {
         None => (0, None),
         Some(cursor) => {
-            let (rule, store) = cursor
-                .split_once(' ')
-                .ok_or_else(|| ApiError::bad_request("`cursor` is not one this API gave"))?;
+            let (rule, store) = cursor.split_once(' ').ok_or_else(|| {
+                ApiError::new(ErrorCode::BadQuery, "`cursor` is not one this API gave")
+            })?;
             // The rule's place in name order, even if a reload removed it meanwhile.
             let index = rules.partition_point(|r| r.as_str() < rule);
             let resumes = rules.get(index).is_some_and(|r| r == rule);
@@ -200,12 +233,12 @@ async fn list(
         let page = state.limiter.blocks(rule, &cursor).await?;
         skipped += page.skipped;
         for block in page.blocks {
-            blocks.push(json!({
-                "rule": rule,
-                "limit": block.limit_id,
-                "identity": block.identity,
-                "blocked_until_ms": block.blocked_until_ms,
-            }));
+            blocks.push(BlockEntry {
+                rule: rule.clone(),
+                limit: block.limit_id.to_string(),
+                identity: block.identity,
+                blocked_until_ms: block.blocked_until_ms,
+            });
         }
         match page.next {
             Some(store) => {
@@ -219,9 +252,11 @@ async fn list(
             break;
         }
     }
-    Ok(Json(
-        json!({ "blocks": blocks, "next": next, "skipped": skipped }),
-    ))
+    Ok(Json(BlocksPage {
+        blocks,
+        next,
+        skipped,
+    }))
 }
 
 #[cfg(test)]

@@ -18,7 +18,7 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use axum::http::{Request, StatusCode};
+use axum::http::Request;
 use axum::response::{IntoResponse, Response};
 use tokio::time::Sleep;
 use tower::{Layer, Service};
@@ -115,7 +115,11 @@ impl Budget {
 
 /// The answer to a request whose time is up.
 pub fn timed_out() -> Response {
-    StatusCode::REQUEST_TIMEOUT.into_response()
+    crate::api_error::ApiError::new(
+        crate::api_error::ErrorCode::Timeout,
+        "the request was not answered within `request_timeout`",
+    )
+    .into_response()
 }
 
 pin_project_lite::pin_project! {

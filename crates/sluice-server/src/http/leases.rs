@@ -24,24 +24,31 @@ use axum::extract::{DefaultBodyLimit, State};
 use axum::routing::post;
 use axum::{Json, Router};
 use serde::Deserialize;
-use serde_json::{Value, json};
+
+use super::bodies::{ReleaseBody, RenewBody, SettleBody};
+use crate::api_error::ErrorBody;
 
 use super::MAX_BODY_BYTES;
 use super::error::{ApiError, json_body};
 use crate::state::AppState;
 
 /// The body of `/v1/settle`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
-struct SettleRequest {
+#[schema(example = json!({"reservation": "r", "cost": 1}))]
+pub(super) struct SettleRequest {
+    /// The `reservation` of an admitted check.
     reservation: String,
+    /// The actual cost.
+    #[schema(minimum = 0)]
     cost: u64,
 }
 
 /// The body of `/v1/release` and `/v1/renew`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
-struct LeaseRequest {
+pub(super) struct LeaseRequest {
+    /// The `lease` of an admitted check.
     lease: String,
 }
 
@@ -54,34 +61,38 @@ pub(super) fn router(state: Arc<AppState>) -> Router {
         .with_state(state)
 }
 
-async fn release(
+#[utoipa::path(post, path = "/v1/release", tag = "leases", description = "Frees a concurrency limit's lease.", request_body(content = LeaseRequest, content_type = "application/json"), responses((status = 200, description = "Whether the lease was held", body = ReleaseBody), (status = 400, description = "Bad input (`bad_json`, `bad_query`, `bad_attribute`, `missing_attribute`, `bad_cost`, `bad_batch`, …)", body = ErrorBody), (status = 404, description = "No rule by that name is in force (`unknown_rule`)", body = ErrorBody), (status = 408, description = "Not answered within `request_timeout` (`timeout`)", body = ErrorBody), (status = 413, description = "The body is over 64 KiB (`body_too_large`)", body = ErrorBody), (status = 503, description = "The store did not answer (`store_unavailable`)", body = ErrorBody)))]
+pub(super) async fn release(
     State(state): State<Arc<AppState>>,
     body: Result<Bytes, BytesRejection>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<ReleaseBody>, ApiError> {
     let request: LeaseRequest = json_body(body)?;
     let released = state.limiter.release(&request.lease).await?;
-    Ok(Json(json!({ "released": released })))
+    Ok(Json(ReleaseBody { released }))
 }
 
-async fn renew(
+#[utoipa::path(post, path = "/v1/renew", tag = "leases", description = "Extends a lease by its limit's lease time.", request_body(content = LeaseRequest, content_type = "application/json"), responses((status = 200, description = "Whether the lease was held, and its new end", body = RenewBody), (status = 400, description = "Bad input (`bad_json`, `bad_query`, `bad_attribute`, `missing_attribute`, `bad_cost`, `bad_batch`, …)", body = ErrorBody), (status = 404, description = "No rule by that name is in force (`unknown_rule`)", body = ErrorBody), (status = 408, description = "Not answered within `request_timeout` (`timeout`)", body = ErrorBody), (status = 413, description = "The body is over 64 KiB (`body_too_large`)", body = ErrorBody), (status = 503, description = "The store did not answer (`store_unavailable`)", body = ErrorBody)))]
+pub(super) async fn renew(
     State(state): State<Arc<AppState>>,
     body: Result<Bytes, BytesRejection>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<RenewBody>, ApiError> {
     let request: LeaseRequest = json_body(body)?;
-    Ok(Json(match state.limiter.renew(&request.lease).await? {
-        Some(until) => json!({ "renewed": true, "lease_until_ms": until }),
-        None => json!({ "renewed": false }),
+    let until = state.limiter.renew(&request.lease).await?;
+    Ok(Json(RenewBody {
+        renewed: until.is_some(),
+        lease_until_ms: until,
     }))
 }
 
-async fn settle(
+#[utoipa::path(post, path = "/v1/settle", tag = "leases", description = "Settles a reservation at its actual cost.", request_body(content = SettleRequest, content_type = "application/json"), responses((status = 200, description = "Whether it was settled now", body = SettleBody), (status = 400, description = "Bad input (`bad_json`, `bad_query`, `bad_attribute`, `missing_attribute`, `bad_cost`, `bad_batch`, …)", body = ErrorBody), (status = 404, description = "No rule by that name is in force (`unknown_rule`)", body = ErrorBody), (status = 408, description = "Not answered within `request_timeout` (`timeout`)", body = ErrorBody), (status = 413, description = "The body is over 64 KiB (`body_too_large`)", body = ErrorBody), (status = 503, description = "The store did not answer (`store_unavailable`)", body = ErrorBody)))]
+pub(super) async fn settle(
     State(state): State<Arc<AppState>>,
     body: Result<Bytes, BytesRejection>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<SettleBody>, ApiError> {
     let request: SettleRequest = json_body(body)?;
     let settled = state
         .limiter
         .settle(&request.reservation, request.cost)
         .await?;
-    Ok(Json(json!({ "settled": settled })))
+    Ok(Json(SettleBody { settled }))
 }

@@ -6,6 +6,8 @@
 //!
 //! # Layout
 //! - `routes`: check, peek, rules, health, metrics;
+//! - `decision_body`: a decision as an answer: the body in the view asked, the headers;
+//! - [`batch`]: `/v1/check-all`, several rules or identities decided all or nothing;
 //! - `admin`: bearer-token guard, reset and blocks;
 //! - `leases`: releasing and renewing leases, settling reservations;
 //! - `runtime_limits`: setting, listing and removing identities' run-time limits (`/v1/limits`);
@@ -20,14 +22,18 @@
 //! - `request`: the bodies that name a rule and an identity, read in place.
 
 mod admin;
+pub mod batch;
+mod bodies;
 mod connections;
 mod core_yield;
 mod dashboard;
 mod deadline;
+mod decision_body;
 pub mod error;
 mod front;
 mod latency;
 mod leases;
+pub mod openapi;
 mod request;
 mod routes;
 mod runtime_limits;

@@ -18,20 +18,24 @@ use serde_json::{Number, Value};
 use sluice::Check;
 use sluice::limiter::MAX_COST;
 
-use super::error::ApiError;
+use super::error::{ApiError, ErrorCode};
 
 /// The body of `/v1/check` and `/v1/peek`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(example = json!({"rule": "login", "attributes": {"ip": "203.0.113.9"}}))]
 pub struct DecisionRequest<'a> {
     /// The rule to check.
     #[serde(borrow)]
+    #[schema(value_type = String)]
     pub rule: Cow<'a, str>,
     /// The request's identity values.
     #[serde(default, borrow)]
+    #[schema(schema_with = super::openapi::attributes_schema)]
     pub attributes: RequestAttributes<'a>,
     /// Units to consume (default 1; 0 peeks).
     #[serde(default)]
+    #[schema(value_type = Option<u64>, minimum = 0, maximum = 10_000_000)]
     pub cost: Option<Value>,
     /// `cost` is an estimate: an admitted check returns a reservation to settle
     /// (`POST /v1/settle`).
@@ -49,9 +53,10 @@ impl DecisionRequest<'_> {
     /// The cost, refusing anything but a whole number in range.
     pub fn cost(&self) -> Result<u64, ApiError> {
         let refuse = |value: &Value| {
-            ApiError::bad_request(format!(
-                "`cost` must be a whole number from 0 to {MAX_COST}, not {value}"
-            ))
+            ApiError::new(
+                ErrorCode::BadCost,
+                format!("`cost` must be a whole number from 0 to {MAX_COST}, not {value}"),
+            )
         };
         match &self.cost {
             None | Some(Value::Null) => Ok(1),
@@ -74,9 +79,13 @@ impl RequestAttributes<'_> {
             .iter()
             .map(|(Name(name), value)| match value {
                 AttributeValue::Text(text) => Ok((name.as_ref(), text.as_ref())),
-                AttributeValue::Other(other) => Err(ApiError::bad_request(format!(
-                    "attribute `{name}` must be a string or a number, not {other}"
-                ))),
+                AttributeValue::Other(other) => Err(ApiError {
+                    attribute: Some(name.to_string()),
+                    ..ApiError::new(
+                        ErrorCode::BadAttribute,
+                        format!("attribute `{name}` must be a string or a number, not {other}"),
+                    )
+                }),
             })
             .collect()
     }

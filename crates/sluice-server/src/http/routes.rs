@@ -12,7 +12,7 @@ use sluice::algorithm::Mode;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::body::{Body, Bytes};
+use axum::body::Bytes;
 use axum::extract::DefaultBodyLimit;
 use axum::extract::rejection::{BytesRejection, QueryRejection};
 use axum::extract::{Query, State};
@@ -21,18 +21,18 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use http_body_util::{BodyExt, Collected, LengthLimitError, Limited};
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use serde_json::{Value, json};
-use sluice::Decision;
-use sluice::middleware::insert_headers;
-use sluice::model::HeaderStyle;
-
-use crate::decision_json::write_decision_json;
 
 use super::MAX_BODY_BYTES;
+use super::bodies::{DecisionView, HealthBody, ReadyBody};
 use super::deadline::{Budget, timed_out};
-use super::error::{ApiError, no_route, parse_bytes, too_large, unreadable, wrong_method};
+use super::decision_body::decision_response;
+use super::error::{
+    ApiError, ErrorCode, no_route, parse_bytes, too_large, unreadable, wrong_method,
+};
 use super::request::DecisionRequest;
+use crate::api_error::ErrorBody;
 use crate::metrics;
 use crate::state::AppState;
 use crate::traces::HeaderCarrier;
@@ -41,10 +41,12 @@ pub(super) fn router(state: Arc<AppState>) -> Router {
     Router::new()
         .route("/v1/check", post(check))
         .route("/v1/peek", post(peek))
+        .route("/v1/check-all", post(super::batch::check_all))
         .route("/v1/rules", get(rules))
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/metrics", get(prometheus))
+        .route("/openapi.json", get(openapi_json))
         .fallback(no_route)
         .method_not_allowed_fallback(wrong_method)
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
@@ -52,7 +54,7 @@ pub(super) fn router(state: Arc<AppState>) -> Router {
 }
 
 /// How much of a decision a response body carries (`?view=`).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum View {
     /// The whole decision, every limit's part included (the default).
@@ -68,14 +70,17 @@ pub enum View {
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct ViewQuery {
+pub(super) struct ViewQuery {
     #[serde(default)]
     view: View,
 }
 
-fn view_of(query: Result<Query<ViewQuery>, QueryRejection>) -> Result<View, ApiError> {
+pub(super) fn view_of(query: Result<Query<ViewQuery>, QueryRejection>) -> Result<View, ApiError> {
     query.map(|Query(q)| q.view).map_err(|_| {
-        ApiError::bad_request("`view` must be full, compact or headers (and nothing else is asked)")
+        ApiError::new(
+            ErrorCode::BadQuery,
+            "`view` must be full, compact or headers (and nothing else is asked)",
+        )
     })
 }
 
@@ -103,7 +108,7 @@ where
         if error.is::<LengthLimitError>() {
             too_large()
         } else {
-            ApiError::bad_request(format!("Failed to buffer the request body: {error}"))
+            ApiError::bad_json(format!("Failed to buffer the request body: {error}"))
         }
     });
     match budget
@@ -118,7 +123,8 @@ where
     }
 }
 
-async fn check(
+#[utoipa::path(post, path = "/v1/check", tag = "decisions", description = "Decides a request and consumes from its rule's limits.", params(("view" = Option<View>, Query, description = "How much of the decision the body carries: `full` (default), `compact`, or `headers` (no body)")), request_body(content = DecisionRequest, content_type = "application/json"), responses((status = 200, description = "Allowed", body = DecisionView), (status = 429, description = "Denied: the decision says by which limit and until when", body = DecisionView), (status = 400, description = "Bad input (`bad_json`, `bad_query`, `bad_attribute`, `missing_attribute`, `bad_cost`, …)", body = ErrorBody), (status = 404, description = "No rule by that name is in force (`unknown_rule`)", body = ErrorBody), (status = 408, description = "Not answered within `request_timeout` (`timeout`)", body = ErrorBody), (status = 413, description = "The body is over 64 KiB (`body_too_large`)", body = ErrorBody)))]
+pub(super) async fn check(
     State(state): State<Arc<AppState>>,
     headers: HeaderMap,
     query: Result<Query<ViewQuery>, QueryRejection>,
@@ -128,7 +134,8 @@ async fn check(
     answer(&state, query, body, Mode::Apply, &headers).await
 }
 
-async fn peek(
+#[utoipa::path(post, path = "/v1/peek", tag = "decisions", description = "Says what a check would decide, consuming nothing.", params(("view" = Option<View>, Query, description = "How much of the decision the body carries: `full` (default), `compact`, or `headers` (no body)")), request_body(content = DecisionRequest, content_type = "application/json"), responses((status = 200, description = "What a check would decide", body = DecisionView), (status = 400, description = "Bad input (`bad_json`, `bad_query`, `bad_attribute`, `missing_attribute`, `bad_cost`, …)", body = ErrorBody), (status = 404, description = "No rule by that name is in force (`unknown_rule`)", body = ErrorBody), (status = 408, description = "Not answered within `request_timeout` (`timeout`)", body = ErrorBody), (status = 413, description = "The body is over 64 KiB (`body_too_large`)", body = ErrorBody)))]
+pub(super) async fn peek(
     State(state): State<Arc<AppState>>,
     headers: HeaderMap,
     query: Result<Query<ViewQuery>, QueryRejection>,
@@ -189,93 +196,8 @@ fn detached(body: Bytes) -> Bytes {
     Bytes::copy_from_slice(&body)
 }
 
-/// The compact body (see [`View::Compact`]).
-#[derive(Serialize)]
-struct CompactBody<'a> {
-    allowed: bool,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    lease: Option<&'a str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    lease_until_ms: Option<u64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    reservation: Option<&'a str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    reservation_until_ms: Option<u64>,
-    limit: u64,
-    remaining: u64,
-    reset_after_ms: u64,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    retry_after_ms: Option<u64>,
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
-    degraded: bool,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    reason: Option<&'a str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    message: Option<&'a str>,
-}
-
-/// The decision with its rate-limit headers, as much of it as `view` asks, and the rule's
-/// `message` when denied. Bodies are written straight from the decision, with no JSON tree in
-/// between.
-pub fn decision_response(
-    status: StatusCode,
-    decision: &Decision,
-    style: HeaderStyle,
-    message: Option<&str>,
-    view: View,
-) -> Response {
-    // Sized for a one-limit decision, so the body is written without growing.
-    let mut body = Vec::with_capacity(if view == View::Full { 640 } else { 160 });
-    match view {
-        View::Full => write_decision_json(&mut body, decision, message),
-        View::Compact => {
-            let compact = CompactBody {
-                allowed: decision.allowed,
-                lease: decision.lease.as_deref(),
-                lease_until_ms: decision.lease_until_ms,
-                reservation: decision.reservation.as_deref(),
-                reservation_until_ms: decision.reservation_until_ms,
-                limit: decision.quota,
-                remaining: decision.remaining,
-                reset_after_ms: decision.reset_after_ms,
-                retry_after_ms: decision.retry_after_ms,
-                degraded: decision.degraded,
-                reason: decision.reason.as_deref(),
-                message,
-            };
-            // Serializing plain numbers and strings cannot fail; an empty body would still
-            // carry the decision in its status and headers.
-            if serde_json::to_writer(&mut body, &compact).is_err() {
-                body.clear();
-            }
-        }
-        View::Headers => {}
-    }
-    let mut response = Response::new(Body::from(body));
-    *response.status_mut() = status;
-    // Room for every header a decision sends, so the map is allocated once.
-    response.headers_mut().reserve(8);
-    if view != View::Headers {
-        response.headers_mut().insert(
-            header::CONTENT_TYPE,
-            header::HeaderValue::from_static("application/json"),
-        );
-    }
-    insert_headers(response.headers_mut(), decision, style);
-    if let Some(lease) = &decision.lease {
-        // Made of token characters (see `sluice::limiter`'s lease ids): always a valid value.
-        if let Ok(value) = header::HeaderValue::from_str(lease) {
-            response.headers_mut().insert(LEASE_HEADER, value);
-        }
-    }
-    response
-}
-
-/// `X-RateLimit-Lease: <id>`: the lease an admitted check holds on the rule's concurrency
-/// limits, in every view (with `?view=headers` it is the only place the lease is given).
-pub const LEASE_HEADER: header::HeaderName = header::HeaderName::from_static("x-ratelimit-lease");
-
-async fn rules(State(state): State<Arc<AppState>>) -> Json<Value> {
+#[utoipa::path(get, path = "/v1/rules", tag = "service", description = "The rules in force, the file's version and when it was loaded.", responses((status = 200, description = "The rules in force", body = Object), (status = 408, description = "Not answered within `request_timeout` (`timeout`)", body = ErrorBody)))]
+pub(super) async fn rules(State(state): State<Arc<AppState>>) -> Json<Value> {
     let live = state.live.load();
     let book = state.limiter.rules();
     let rules: serde_json::Map<String, Value> = book
@@ -298,8 +220,16 @@ async fn rules(State(state): State<Arc<AppState>>) -> Json<Value> {
     }))
 }
 
-async fn healthz() -> Json<Value> {
-    Json(json!({ "status": "ok" }))
+#[utoipa::path(get, path = "/healthz", tag = "service", description = "The process is up.", responses((status = 200, description = "Up", body = HealthBody), (status = 408, description = "Not answered within `request_timeout` (`timeout`)", body = ErrorBody)))]
+pub(super) async fn healthz() -> Json<HealthBody> {
+    Json(HealthBody {
+        status: "ok".into(),
+    })
+}
+
+#[utoipa::path(get, path = "/openapi.json", tag = "service", description = "This document.", responses((status = 200, description = "The OpenAPI document", body = Object), (status = 408, description = "Not answered within `request_timeout` (`timeout`)", body = ErrorBody)))]
+pub(super) async fn openapi_json() -> Response {
+    super::openapi::answer()
 }
 
 /// Whether the store answers a ping within a deadline derived from the store timeout; the error
@@ -318,19 +248,33 @@ pub(super) async fn store_answer(state: &AppState) -> Result<(), String> {
     }
 }
 
-async fn readyz(State(state): State<Arc<AppState>>) -> Response {
+#[utoipa::path(get, path = "/readyz", tag = "service", description = "The store answers.", responses((status = 200, description = "Ready", body = ReadyBody), (status = 503, description = "The store does not answer; `error` says why", body = ReadyBody), (status = 408, description = "Not answered within `request_timeout` (`timeout`)", body = ErrorBody)))]
+pub(super) async fn readyz(State(state): State<Arc<AppState>>) -> Response {
     let store = state.limiter.store();
     match store_answer(&state).await {
-        Ok(()) => Json(json!({ "status": "ready", "store": store.name() })).into_response(),
-        Err(error) => (
-            StatusCode::SERVICE_UNAVAILABLE,
-            Json(json!({ "status": "unavailable", "store": store.name(), "error": error })),
-        )
-            .into_response(),
+        Ok(()) => Json(ReadyBody {
+            status: "ready".into(),
+            store: store.name().to_string(),
+            error: None,
+        })
+        .into_response(),
+        Err(error) => {
+            let error = ApiError::new(ErrorCode::StoreUnavailable, error);
+            (
+                error.status(),
+                Json(ReadyBody {
+                    status: "unavailable".into(),
+                    store: store.name().to_string(),
+                    error: Some(error),
+                }),
+            )
+                .into_response()
+        }
     }
 }
 
-async fn prometheus(State(state): State<Arc<AppState>>) -> Response {
+#[utoipa::path(get, path = "/metrics", tag = "service", description = "Prometheus metrics, in the text format.", responses((status = 200, description = "The metrics", content_type = "text/plain", body = String), (status = 408, description = "Not answered within `request_timeout` (`timeout`)", body = ErrorBody)))]
+pub(super) async fn prometheus(State(state): State<Arc<AppState>>) -> Response {
     // Read at scrape time: the decisions pay nothing for them.
     let (waiting, bound) = state.limiter.store_in_flight();
     ::metrics::gauge!("sluice_store_in_flight").set(waiting);

@@ -10,6 +10,8 @@
 //!   parts are asked first, in a step that changes nothing, and a denial there turns the rest
 //!   into a look too;
 //! - a shadow rule's limits never deny the other parts;
+//! - a part on a rule with a concurrency limit gets its `lease` only when the whole request
+//!   passed (a denied request took no lease anywhere);
 //! - when the store cannot answer, each part gets its own rule's fail policy (`open` allows,
 //!   `closed` denies, `local` decides on this node's memory store, all local parts in one step,
 //!   consuming nothing if a `closed` part denies).
@@ -20,7 +22,7 @@ use crate::model::{Decision, FailPolicy};
 use crate::store::{LimitCall, StoreError, StoreReply};
 
 use super::choice::{Picks, Selection};
-use super::decide::decision;
+use super::decide::{attach_lease, decision};
 use super::{Attributes, Check, CompiledRule, Limiter, MAX_COST, keys};
 use std::sync::Arc;
 
@@ -146,24 +148,39 @@ impl Limiter {
             replies = self.fail_policies(&all, &error);
             degraded = Some(error);
         }
-        let mut decided = all.iter().zip(replies).map(|(r, reply)| {
-            let policy = self.policy(&r.rule);
-            let fallback = policy == FailPolicy::Open;
-            let mut d = decision(
-                &r.rule,
-                r.picks.as_ref(),
-                &r.calls,
-                reply.as_ref(),
-                fallback,
-            );
-            if let Some(error) = &degraded {
-                d.degraded = true;
-                d.reason =
-                    Some(format!("{error}; decided by fail policy `{policy:?}`").to_lowercase());
+        let mut decided: Vec<(Decision, Option<StoreReply>)> = all
+            .iter()
+            .zip(replies)
+            .map(|(r, reply)| {
+                let policy = self.policy(&r.rule);
+                let fallback = policy == FailPolicy::Open;
+                let mut d = decision(
+                    &r.rule,
+                    r.picks.as_ref(),
+                    &r.calls,
+                    reply.as_ref(),
+                    fallback,
+                );
+                if let Some(error) = &degraded {
+                    d.degraded = true;
+                    d.reason = Some(
+                        format!("{error}; decided by fail policy `{policy:?}`").to_lowercase(),
+                    );
+                }
+                r.rule.meters.decided(&d);
+                (d, reply)
+            })
+            .collect();
+        // Only a request that passed took the leases of its concurrency limits: a denied one
+        // was asked as a look, or consumed nothing in its atomic step.
+        if decided.iter().all(|(d, _)| d.allowed) {
+            for ((d, reply), r) in decided.iter_mut().zip(&all) {
+                if !r.look {
+                    attach_lease(d, &r.calls, reply.as_ref());
+                }
             }
-            r.rule.meters.decided(&d);
-            d
-        });
+        }
+        let mut decided = decided.into_iter().map(|(d, _)| d);
         // Back to the callers' order: looks were decided first.
         let kind = |i: usize, look: bool| resolved[i].as_ref().is_some_and(|r| r.asks(look));
         let mut by_part: Vec<Option<Decision>> = resolved

@@ -1,6 +1,6 @@
 //! `Limiter::check_all`: several rules decided as one request (Envoy's descriptors), on the
 //! memory store and on a real Redis: all-or-nothing, looks that can deny, shadow rules that
-//! cannot, bad input that decides nothing, each part's fail policy when the store is down, and
+//! cannot, leases only for a request that passed, bad input that decides nothing, each part's fail policy when the store is down, and
 //! exactness under concurrent requests.
 
 #![cfg(feature = "conformance")]
@@ -112,6 +112,67 @@ async fn all_or_nothing_on_memory() {
 #[tokio::test]
 async fn all_or_nothing_on_redis() {
     all_or_nothing(Harness::redis().await).await;
+}
+
+/// A part on a concurrency limit holds a lease when the request passed, and only then.
+async fn leases_only_when_the_request_passed(harness: Harness) {
+    let mut rules = rules();
+    let jobs = Rule::new(vec![Limit::concurrency(
+        &["tenant"],
+        1,
+        std::time::Duration::from_secs(30),
+    )]);
+    rules.push(("jobs", jobs));
+    let limiter = harness.limiter(rules);
+    let tenant = [("tenant", "t1")];
+    // Denied by `per_path` (taken first): no lease, and the slot stays free.
+    let path_taken = limiter
+        .check_all(&[part("per_path", &PATH, 1)])
+        .await
+        .unwrap();
+    assert!(path_taken[0].allowed);
+    let denied = limiter
+        .check_all(&[part("jobs", &tenant, 1), part("per_path", &PATH, 1)])
+        .await
+        .unwrap();
+    assert!(denied[0].allowed && !denied[1].allowed);
+    assert_eq!(denied[0].lease, None, "a denied request holds no lease");
+    let passed = limiter
+        .check_all(&[part("jobs", &tenant, 1), part("per_ip", &IP, 1)])
+        .await
+        .unwrap();
+    assert!(passed.iter().all(|d| d.allowed));
+    let lease = passed[0]
+        .lease
+        .clone()
+        .expect("the passed request holds a lease");
+    assert!(passed[0].lease_until_ms.is_some());
+    assert!(
+        !limiter
+            .check_all(&[part("jobs", &tenant, 1)])
+            .await
+            .unwrap()[0]
+            .allowed,
+        "the one slot is held"
+    );
+    assert!(limiter.release(&lease).await.unwrap());
+    assert!(
+        limiter
+            .check_all(&[part("jobs", &tenant, 1)])
+            .await
+            .unwrap()[0]
+            .allowed
+    );
+}
+
+#[tokio::test]
+async fn leases_only_when_the_request_passed_on_memory() {
+    leases_only_when_the_request_passed(Harness::memory()).await;
+}
+
+#[tokio::test]
+async fn leases_only_when_the_request_passed_on_redis() {
+    leases_only_when_the_request_passed(Harness::redis().await).await;
 }
 
 #[tokio::test]

@@ -318,11 +318,18 @@ impl Answer {
         self.headers.get(name).and_then(|v| v.to_str().ok())
     }
 
-    /// The `error` message of a JSON error answer.
+    /// The `error.message` of a JSON error answer.
     pub fn error(&self) -> &str {
-        self.json["error"]
+        self.json["error"]["message"]
             .as_str()
             .unwrap_or_else(|| panic!("no JSON error in {self:?}"))
+    }
+
+    /// The `error.code` of a JSON error answer.
+    pub fn code(&self) -> &str {
+        self.json["error"]["code"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no JSON error code in {self:?}"))
     }
 }
 

@@ -12,7 +12,7 @@
 //!   top denied identities;
 //! - `assets/`: `index.html`, `style.css`, `app.js`.
 
-mod stats;
+pub(super) mod stats;
 
 use std::sync::Arc;
 

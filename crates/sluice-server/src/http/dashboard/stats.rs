@@ -13,13 +13,14 @@ use axum::Json;
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::extract::rejection::BytesRejection;
-use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use sluice::store::LimitKey;
 
-use super::super::error::{ApiError, json_body};
+use super::super::bodies::LiftBody;
+use super::super::error::{ApiError, ErrorCode, json_body};
 use super::super::routes::store_answer;
+use crate::api_error::ErrorBody;
 use crate::metrics;
 use crate::state::{AppState, now_ms};
 
@@ -99,7 +100,8 @@ fn sample(line: &str) -> Option<Sample<'_>> {
     }
 }
 
-pub(super) async fn stats(State(state): State<Arc<AppState>>) -> Json<Value> {
+#[utoipa::path(get, path = "/v1/stats", tag = "admin", description = "What the dashboard shows: decisions per rule, the store's health, the most denied identities.", security(("admin_token" = [])), responses((status = 200, description = "The counters", body = Object), (status = 401, description = "No or a wrong bearer token (`unauthorized`)", body = ErrorBody), (status = 404, description = "Admin endpoints are off (`admin_disabled`)", body = ErrorBody), (status = 408, description = "Not answered within `request_timeout` (`timeout`)", body = ErrorBody)))]
+pub(in crate::http) async fn stats(State(state): State<Arc<AppState>>) -> Json<Value> {
     let counts = counts(&metrics::render());
     let live = state.live.load();
     let rules: serde_json::Map<String, Value> = state
@@ -141,11 +143,15 @@ pub(super) async fn stats(State(state): State<Arc<AppState>>) -> Json<Value> {
     }))
 }
 
-#[derive(Debug, Deserialize)]
+/// The body of `POST /v1/blocks/lift`: one entry of `GET /v1/blocks`.
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
-pub(super) struct LiftRequest {
+pub(in crate::http) struct LiftRequest {
+    /// The rule.
     rule: String,
+    /// The limit's id.
     limit: String,
+    /// The identity, as listed.
     identity: String,
 }
 
@@ -158,17 +164,19 @@ fn is_identity(identity: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || b"._@+-~=,*|".contains(&b))
 }
 
-pub(super) async fn lift(
+#[utoipa::path(post, path = "/v1/blocks/lift", tag = "admin", description = "Lifts one block as `GET /v1/blocks` lists it.", security(("admin_token" = [])), request_body(content = LiftRequest, content_type = "application/json"), responses((status = 200, description = "Whether it was blocked", body = LiftBody), (status = 400, description = "Bad input (`bad_json`, `unknown_limit`, `bad_identity`, …)", body = ErrorBody), (status = 401, description = "No or a wrong bearer token (`unauthorized`)", body = ErrorBody), (status = 404, description = "Admin endpoints are off (`admin_disabled`), or no rule by that name (`unknown_rule`)", body = ErrorBody), (status = 408, description = "Not answered within `request_timeout` (`timeout`)", body = ErrorBody), (status = 413, description = "The body is over 64 KiB (`body_too_large`)", body = ErrorBody), (status = 503, description = "The store did not answer (`store_unavailable`)", body = ErrorBody)))]
+pub(in crate::http) async fn lift(
     State(state): State<Arc<AppState>>,
     body: Result<Bytes, BytesRejection>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<LiftBody>, ApiError> {
     let request: LiftRequest = json_body(body)?;
     let rules = state.limiter.rules();
     let rule = rules.get(&request.rule).ok_or_else(|| {
         ApiError::new(
-            StatusCode::NOT_FOUND,
+            ErrorCode::UnknownRule,
             format!("no rule `{}` in force", request.rule),
         )
+        .with_rule(&request.rule)
     })?;
     let Some(limit) = rule
         .definition
@@ -177,13 +185,18 @@ pub(super) async fn lift(
         .map(|l| l.id())
         .find(|id| *id == request.limit)
     else {
-        return Err(ApiError::bad_request(format!(
-            "rule `{}` has no limit `{}`",
-            request.rule, request.limit
-        )));
+        return Err(ApiError {
+            rule: Some(request.rule.clone()),
+            limit_id: Some(request.limit.clone()),
+            ..ApiError::new(
+                ErrorCode::UnknownLimit,
+                format!("rule `{}` has no limit `{}`", request.rule, request.limit),
+            )
+        });
     };
     if !is_identity(&request.identity) {
-        return Err(ApiError::bad_request(
+        return Err(ApiError::new(
+            ErrorCode::BadIdentity,
             "`identity` must be an identity as `GET /v1/blocks` lists it",
         ));
     }
@@ -195,12 +208,12 @@ pub(super) async fn lift(
     let was = state.limiter.unblock_key(&key).await?;
     tracing::info!(rule = %request.rule, limit = %request.limit, identity = %request.identity,
         was_blocked = was, "block lifted from the dashboard");
-    Ok(Json(json!({
-        "rule": request.rule,
-        "limit": request.limit,
-        "identity": request.identity,
-        "unblocked": was,
-    })))
+    Ok(Json(LiftBody {
+        rule: request.rule,
+        limit: request.limit,
+        identity: request.identity,
+        unblocked: was,
+    }))
 }
 
 #[cfg(test)]

@@ -24,11 +24,11 @@ async function api(method, path, body) {
     body: body === undefined ? undefined : JSON.stringify(body),
   });
   if (response.status === 401 || response.status === 404 && path !== "/v1/rules") {
-    const text = await response.json().then((j) => j.error).catch(() => response.statusText);
+    const text = await response.json().then((j) => j.error.message).catch(() => response.statusText);
     throw Object.assign(new Error(text), { auth: true });
   }
   if (!response.ok) {
-    const text = await response.json().then((j) => j.error).catch(() => response.statusText);
+    const text = await response.json().then((j) => j.error.message).catch(() => response.statusText);
     throw new Error(path + ": " + text);
   }
   return response.json();

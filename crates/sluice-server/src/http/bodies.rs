@@ -1,0 +1,224 @@
+//! The JSON bodies of the HTTP API's answers that are not written by serde from a type of their
+//! own, described for the OpenAPI document ([`super::openapi`]): a decision in the full view (written
+//! by [`crate::decision_json`]), a batch's answer, and the small answers of the lease and admin
+//! endpoints, which their handlers build from these types.
+//!
+//! Invariant: each type here is the body its endpoint sends; the tests hold
+//! [`DecisionBody`]'s fields to what `decision_json` writes.
+
+use serde::Serialize;
+use utoipa::ToSchema;
+
+/// A decision, as `/v1/check` answers it (`?view=full`, the default).
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DecisionBody {
+    /// Whether the request may go on.
+    pub allowed: bool,
+    /// The rule decided.
+    pub rule: String,
+    /// The most restrictive limit's quota.
+    pub limit: u64,
+    /// Units left under the most restrictive limit.
+    pub remaining: u64,
+    /// Milliseconds until that limit is full again.
+    pub reset_after_ms: u64,
+    /// When denied, milliseconds until a retry can pass.
+    pub retry_after_ms: Option<u64>,
+    /// When the identity is blocked, until when (epoch ms).
+    pub blocked_until_ms: Option<u64>,
+    /// Violations counted by a penalty.
+    pub violations: u64,
+    /// A penalty's warning threshold is passed.
+    pub warning: bool,
+    /// Decided by the fail policy: the store did not answer (`reason` says why).
+    pub degraded: bool,
+    /// The rule is in shadow mode: it reports, never denies.
+    pub shadow: bool,
+    /// How long a shaping limit asks the request to wait.
+    pub delay_ms: u64,
+    /// Why the decision is not an ordinary one (degraded, disabled).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// Each limit's part.
+    pub limits: Vec<LimitBody>,
+    /// The lease an admitted check holds on the rule's concurrency limits.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lease: Option<String>,
+    /// When the lease ends unless renewed (epoch ms).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lease_until_ms: Option<u64>,
+    /// The reservation of an admitted check that asked `reserve`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reservation: Option<String>,
+    /// When the reservation can no longer be settled (epoch ms).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reservation_until_ms: Option<u64>,
+    /// The rule's `message`, on a denied check.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}
+
+/// One limit's part of a decision.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct LimitBody {
+    /// The limit's id.
+    pub id: String,
+    /// The attribute names its identity came from.
+    pub identity: Vec<String>,
+    /// Its algorithm.
+    pub algorithm: String,
+    /// Whether this limit allowed.
+    pub allowed: bool,
+    /// Its quota.
+    pub limit: u64,
+    /// Its window (ms).
+    pub window_ms: u64,
+    /// Units left.
+    pub remaining: u64,
+    /// Milliseconds until full again.
+    pub reset_after_ms: u64,
+    /// When denied, milliseconds until a retry can pass.
+    pub retry_after_ms: Option<u64>,
+    /// When blocked, until when (epoch ms).
+    pub blocked_until_ms: Option<u64>,
+    /// Violations counted by its penalty.
+    pub violations: u64,
+    /// Its penalty's warning threshold is passed.
+    pub warning: bool,
+    /// How long it asks the request to wait.
+    pub delay_ms: u64,
+    /// The limit only reports.
+    pub shadow: bool,
+}
+
+/// A decision in the view asked: full (default) or compact. With `?view=headers` the body is
+/// empty.
+// Never built: `decision_json` and the compact view write these bodies; this describes them.
+#[allow(dead_code)]
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(untagged)]
+pub enum DecisionView {
+    /// `?view=full`.
+    Full(DecisionBody),
+    /// `?view=compact`.
+    Compact(super::decision_body::CompactBody<'static>),
+}
+
+/// The answer of `/v1/check-all`.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BatchBody {
+    /// Whether every part was allowed.
+    pub allowed: bool,
+    /// One decision per part, in the request's order.
+    pub decisions: Vec<DecisionView>,
+}
+
+/// The answer of `/v1/release`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ReleaseBody {
+    /// The lease was held and is now free (false: it had lapsed or was released already).
+    pub released: bool,
+}
+
+/// The answer of `/v1/renew`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct RenewBody {
+    /// The lease was held and now ends at `lease_until_ms` (false: it lapsed; check again).
+    pub renewed: bool,
+    /// Its new end (epoch ms).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lease_until_ms: Option<u64>,
+}
+
+/// The answer of `/v1/settle`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct SettleBody {
+    /// Settled now (false: settled already or out of time; the estimate stands).
+    pub settled: bool,
+}
+
+/// The answer of `/v1/reset`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ResetBody {
+    /// The rule.
+    pub rule: String,
+    /// Always true: the identity's counters are gone.
+    pub reset: bool,
+}
+
+/// The answer of `POST /v1/blocks`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct BlockBody {
+    /// The rule.
+    pub rule: String,
+    /// Until when the identity is blocked (epoch ms).
+    pub blocked_until_ms: u64,
+}
+
+/// The answer of `DELETE /v1/blocks`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct UnblockBody {
+    /// The rule.
+    pub rule: String,
+    /// Whether the identity was blocked.
+    pub unblocked: bool,
+}
+
+/// One block in force, as `GET /v1/blocks` lists it.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct BlockEntry {
+    /// The rule.
+    pub rule: String,
+    /// The limit's id.
+    pub limit: String,
+    /// The identity, as `POST /v1/blocks/lift` takes it.
+    pub identity: String,
+    /// Until when (epoch ms).
+    pub blocked_until_ms: u64,
+}
+
+/// A page of `GET /v1/blocks`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct BlocksPage {
+    /// The blocks of this page.
+    pub blocks: Vec<BlockEntry>,
+    /// The cursor of the next page; null once every rule was listed.
+    pub next: Option<String>,
+    /// Entries the store could not read (skipped).
+    pub skipped: u64,
+}
+
+/// The answer of `POST /v1/blocks/lift`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct LiftBody {
+    /// The rule.
+    pub rule: String,
+    /// The limit's id.
+    pub limit: String,
+    /// The identity.
+    pub identity: String,
+    /// Whether it was blocked.
+    pub unblocked: bool,
+}
+
+/// The answer of `/healthz`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct HealthBody {
+    /// `ok`.
+    pub status: String,
+}
+
+/// The answer of `/readyz`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ReadyBody {
+    /// `ready`, or `unavailable` (503).
+    pub status: String,
+    /// The store's name.
+    pub store: String,
+    /// Why the store is not ready (503 only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<crate::api_error::ApiError>,
+}
