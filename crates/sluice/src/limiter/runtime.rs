@@ -19,6 +19,7 @@ use crate::store::{LimitKey, Store};
 
 /// One identity's run-time limit, as the admin API shows it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
 pub struct RuntimeLimitInfo {
     /// The limit's id (`"limit"` in the admin API's JSON).
     #[serde(rename = "limit")]
