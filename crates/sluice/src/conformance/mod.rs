@@ -28,6 +28,7 @@ mod blocks;
 mod leases;
 mod requests;
 mod reservations;
+mod runtime;
 mod tiers;
 
 pub use algorithms::*;
@@ -35,6 +36,7 @@ pub use blocks::*;
 pub use leases::*;
 pub use requests::*;
 pub use reservations::*;
+pub use runtime::*;
 pub use tiers::*;
 
 use std::future::Future;
@@ -143,6 +145,7 @@ pub fn step(algorithm: Algorithm, count: u64, window_us: Micros) -> LimitStep {
         penalty: None,
         shadow: false,
         lease: None,
+        settable: false,
     }
 }
 
@@ -208,9 +211,15 @@ macro_rules! conformance_suite {
             reservations_give_back_or_charge_the_difference_once,
             reservations_settle_late_or_keep_their_estimate,
             reservations_refuse_rules_and_ids_they_cannot_settle,
+            runtime_limits_replace_the_numbers_of_one_identity,
+            runtime_limits_set_bursts_and_leases,
+            runtime_limits_are_validated_and_bounded,
+            runtime_limits_are_exact_under_concurrency_right_after_a_change,
+            runtime_limits_reach_every_node_at_once,
             overrides_pick_numbers_and_keep_the_counter,
             unlimited_deny_and_conditions_count_only_what_they_should,
             addresses_are_counted_by_network,
+            runtime_limits_beat_numeric_overrides_and_deny_still_denies,
         ]);
     };
     (@each $store:ident, $subject:expr, [$($behaviour:ident),* $(,)?]) => {

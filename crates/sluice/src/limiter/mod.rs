@@ -25,6 +25,8 @@
 //! - `lease`: lease ids, [`Limiter::release`] and [`Limiter::renew`] (concurrency limits);
 //!   `lease_guard`: [`LeaseGuard`], a lease released on drop;
 //! - `reservation`: reserving a cost and [`Limiter::settle`];
+//! - `runtime`: run-time limits of settable limits ([`Limiter::set_runtime_limit`] and the
+//!   others, [`RuntimeLimitInfo`]);
 //! - `breaker`: skips a failing store for a while;
 //! - `in_flight` ([`InFlightLimit`]): bounds the decisions waiting for a remote store at once,
 //!   fixed or adapted to its latency by `gradient`; the excess is shed to the fail policy;
@@ -56,6 +58,7 @@ mod meters;
 mod metric_catalog;
 mod options;
 mod reservation;
+mod runtime;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -83,7 +86,8 @@ use meters::StoreLatency;
 pub use metric_catalog::{
     METRICS, MetricDoc, MetricKind, describe, describe_metrics, recorded_names,
 };
-pub use options::{Check, MAX_COST, Options};
+pub use options::{Check, DEFAULT_MAX_RUNTIME_LIMITS, MAX_COST, Options};
+pub use runtime::RuntimeLimitInfo;
 
 /// Decides requests against named rules. Cheap to clone; clones share everything.
 ///

@@ -59,6 +59,9 @@ pub struct Limit {
     pub count_denied: bool,
     /// Evaluate and report, but never deny.
     pub shadow: bool,
+    /// Whether identities may be given their own numbers at run time (see
+    /// [`RuntimeLimit`](super::RuntimeLimit)); off, a decision never looks for them.
+    pub settable: bool,
     /// The limit applies only to requests for which this holds.
     pub when: Option<Condition>,
     /// Other outcomes for the requests a condition picks out; the first that holds decides.
@@ -104,6 +107,8 @@ struct LimitFields {
     count_denied: bool,
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     shadow: bool,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    settable: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     when: Option<Condition>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -169,6 +174,7 @@ impl TryFrom<LimitFields> for Limit {
             penalty: f.penalty,
             count_denied: f.count_denied,
             shadow: f.shadow,
+            settable: f.settable,
             when: f.when,
             overrides: f.overrides,
             group: f.group,
@@ -191,6 +197,7 @@ impl From<Limit> for LimitFields {
             penalty: l.penalty,
             count_denied: l.count_denied,
             shadow: l.shadow,
+            settable: l.settable,
             when: l.when,
             overrides: l.overrides,
             group: l.group,
@@ -214,6 +221,7 @@ impl Limit {
             penalty: None,
             count_denied: false,
             shadow: false,
+            settable: false,
             when: None,
             overrides: Vec::new(),
             group: BTreeMap::new(),
@@ -242,6 +250,12 @@ impl Limit {
     /// Sets `block`.
     pub fn with_block(mut self, block: Duration) -> Limit {
         self.block = Some(block);
+        self
+    }
+
+    /// Lets identities be given their own numbers at run time (`settable: true`).
+    pub fn settable(mut self) -> Limit {
+        self.settable = true;
         self
     }
 

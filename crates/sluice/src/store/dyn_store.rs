@@ -8,10 +8,10 @@ use std::pin::Pin;
 use std::time::Duration;
 
 use super::{
-    BlocksCursor, BlocksPage, KeyRef, LeaseCall, LimitCall, LimitKey, ReserveCall, SettleCall,
-    Store, StoreError, StoreReply,
+    BlocksCursor, BlocksPage, KeyRef, LeaseCall, LimitCall, LimitKey, ReserveCall, RuntimeEntry,
+    SettleCall, Store, StoreError, StoreReply,
 };
-use crate::algorithm::{LimitOutcome, LimitStep, Mode};
+use crate::algorithm::{LimitOutcome, LimitStep, Mode, RuntimeNumbers};
 use crate::model::Micros;
 
 /// A boxed, sendable future: what [`DynStore`] returns so that stores can be held as
@@ -76,6 +76,26 @@ pub trait DynStore: Send + Sync + fmt::Debug + 'static {
         &'a self,
         settlements: &'a [SettleCall],
     ) -> BoxFuture<'a, Result<Vec<bool>, StoreError>>;
+    /// See [`Store::set_runtime`].
+    fn set_runtime<'a>(
+        &'a self,
+        key: &'a LimitKey,
+        numbers: RuntimeNumbers,
+        max_entries: usize,
+    ) -> BoxFuture<'a, Result<bool, StoreError>>;
+    /// See [`Store::runtime`].
+    fn runtime<'a>(
+        &'a self,
+        key: &'a LimitKey,
+    ) -> BoxFuture<'a, Result<Option<RuntimeNumbers>, StoreError>>;
+    /// See [`Store::runtime_entries`].
+    fn runtime_entries<'a>(
+        &'a self,
+        rule: &'a str,
+        limit_id: &'a str,
+    ) -> BoxFuture<'a, Result<Vec<RuntimeEntry>, StoreError>>;
+    /// See [`Store::remove_runtime`].
+    fn remove_runtime<'a>(&'a self, key: &'a LimitKey) -> BoxFuture<'a, Result<bool, StoreError>>;
 }
 
 impl<S: Store> DynStore for S {
@@ -146,5 +166,29 @@ impl<S: Store> DynStore for S {
         settlements: &'a [SettleCall],
     ) -> BoxFuture<'a, Result<Vec<bool>, StoreError>> {
         Box::pin(Store::settle(self, settlements))
+    }
+    fn set_runtime<'a>(
+        &'a self,
+        key: &'a LimitKey,
+        numbers: RuntimeNumbers,
+        max_entries: usize,
+    ) -> BoxFuture<'a, Result<bool, StoreError>> {
+        Box::pin(Store::set_runtime(self, key, numbers, max_entries))
+    }
+    fn runtime<'a>(
+        &'a self,
+        key: &'a LimitKey,
+    ) -> BoxFuture<'a, Result<Option<RuntimeNumbers>, StoreError>> {
+        Box::pin(Store::runtime(self, key))
+    }
+    fn runtime_entries<'a>(
+        &'a self,
+        rule: &'a str,
+        limit_id: &'a str,
+    ) -> BoxFuture<'a, Result<Vec<RuntimeEntry>, StoreError>> {
+        Box::pin(Store::runtime_entries(self, rule, limit_id))
+    }
+    fn remove_runtime<'a>(&'a self, key: &'a LimitKey) -> BoxFuture<'a, Result<bool, StoreError>> {
+        Box::pin(Store::remove_runtime(self, key))
     }
 }
