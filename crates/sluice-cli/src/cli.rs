@@ -1,4 +1,4 @@
-//! The command line: `sluice serve | validate | check | bench`, and the logging flags they share.
+//! The command line: `sluice serve | validate | check | bench | limits | simulate`, and the logging flags they share.
 //!
 //! Flags override the environment variable each names in `--help`, the environment overrides the
 //! config file, and the file overrides the built-in defaults.
@@ -34,6 +34,8 @@ pub enum Command {
     Check(CheckArgs),
     /// Load tool: drive a store (or a running service) and report decisions/s and latency.
     Bench(crate::bench::BenchArgs),
+    /// Set, read, list and remove identities' run-time limits on a running service (admin API).
+    Limits(crate::limits::LimitsArgs),
     /// Replay traffic through the algorithms or a rule file on a simulated clock; report how
     /// each admits against an exact sliding log, with plots.
     Simulate(Box<sluice_simulate::SimulateArgs>),
@@ -199,7 +201,8 @@ fn parse_duration(text: &str) -> Result<Duration, String> {
     sluice::model::parse_duration(text).map_err(|e| e.to_string())
 }
 
-fn parse_attribute(text: &str) -> Result<(String, String), String> {
+/// A `name=value` pair of the command line.
+pub(crate) fn parse_attribute(text: &str) -> Result<(String, String), String> {
     match text.split_once('=') {
         Some((name, value)) if !name.is_empty() => Ok((name.to_string(), value.to_string())),
         _ => Err(format!("`{text}` is not name=value")),
@@ -231,6 +234,36 @@ mod tests {
             let expected = format!("SLUICE_{}", id.to_uppercase());
             assert_eq!(env.as_deref(), Some(expected.as_str()), "--{id}");
         }
+    }
+
+    #[test]
+    fn limits_takes_a_rule_an_identity_and_numbers() {
+        let parse = |args: &[&str]| {
+            let cli = Cli::try_parse_from(["sluice", "limits", "--token", "t"].iter().chain(args))?;
+            let Command::Limits(args) = cli.command else {
+                panic!("parsed as limits");
+            };
+            Ok::<_, clap::Error>(args.action)
+        };
+        let set = parse(&["set", "api", "--rate", "5000/1m", "customer=42"]).unwrap();
+        let crate::limits::LimitsAction::Set { target, rate, .. } = set else {
+            panic!("parsed as set");
+        };
+        assert_eq!(
+            (target.rule.as_str(), rate.as_deref()),
+            ("api", Some("5000/1m"))
+        );
+        assert_eq!(
+            target.attributes,
+            [("customer".to_string(), "42".to_string())]
+        );
+        assert!(parse(&["set", "api", "customer=42"]).is_err());
+        assert!(parse(&["set", "api", "--rate", "5/1m"]).is_err());
+        assert!(parse(&["set", "jobs", "--max-leases", "3", "--rate", "1/1m", "t=1"]).is_err());
+        assert!(parse(&["get", "api", "customer=42"]).is_ok());
+        assert!(parse(&["list"]).is_ok());
+        assert!(parse(&["list", "--limit", "x"]).is_err());
+        assert!(parse(&["remove", "api", "--limit", "x", "customer=42"]).is_ok());
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! The `sluice` command: the decision service (`serve`), rule file checks (`validate`),
-//! one-off decisions (`check`), the load tool (`bench`), and the simulator (`simulate`).
+//! one-off decisions (`check`), run-time limits on a running service (`limits`), the load tool
+//! (`bench`), and the simulator (`simulate`).
 //!
 //! Exit codes: 0 success (valid file, allowed request), 1 a negative answer (invalid file,
 //! denied request), 2 an error (unreadable file, store unreachable, port in use), 3 a decision
@@ -11,7 +12,8 @@
 //! # Layout
 //! - [`cli`]: the command line (clap);
 //! - [`logging`]: `tracing` output, text or JSON;
-//! - [`validate`], [`check`]: the one-shot commands; [`bench`](mod@bench): the load tool;
+//! - [`validate`], [`check`]: the one-shot commands; [`limits`]: run-time limits on a running
+//!   service; [`bench`](mod@bench): the load tool;
 //! - [`completions`], [`manual`], [`version`]: shell completions, manual pages and the version
 //!   line, generated from the command line's definition and the build.
 //!
@@ -24,6 +26,7 @@ pub mod bench;
 pub mod check;
 pub mod cli;
 pub mod completions;
+pub mod limits;
 pub mod logging;
 pub mod manual;
 pub mod validate;
@@ -88,6 +91,7 @@ pub fn run(cli: Cli) -> ExitCode {
             Command::Validate(args) => Ok(validate::run(&args)),
             Command::Check(args) => check::run(args).await,
             Command::Bench(args) => bench::run(args).await.map(|()| ExitCode::SUCCESS),
+            Command::Limits(args) => limits::run(args).await,
             Command::Simulate(args) => sluice_simulate::run(*args)
                 .await
                 .map(|()| ExitCode::SUCCESS)

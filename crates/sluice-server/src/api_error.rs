@@ -51,6 +51,11 @@ pub enum ErrorCode {
     BadIdentity,
     /// 400: a batch with no part or more parts than accepted.
     BadBatch,
+    /// 400: a run-time limit that cannot be set, read or removed as asked: an unknown or
+    /// non-settable limit, or numbers a rule file would refuse (`rule`).
+    InvalidRuntimeLimit,
+    /// 409: the limit already holds the most run-time limits it may (`rule`, `limit_id`).
+    RuntimeLimitsFull,
     /// 401: admin endpoints need the right `Authorization: Bearer <token>`.
     Unauthorized,
     /// 404: admin endpoints are off (no token configured).
@@ -71,7 +76,7 @@ pub enum ErrorCode {
 
 impl ErrorCode {
     /// Every code, for documentation and tests.
-    pub const ALL: [ErrorCode; 21] = [
+    pub const ALL: [ErrorCode; 23] = [
         ErrorCode::BadJson,
         ErrorCode::BadQuery,
         ErrorCode::UnknownRule,
@@ -85,6 +90,8 @@ impl ErrorCode {
         ErrorCode::UnknownLimit,
         ErrorCode::BadIdentity,
         ErrorCode::BadBatch,
+        ErrorCode::InvalidRuntimeLimit,
+        ErrorCode::RuntimeLimitsFull,
         ErrorCode::Unauthorized,
         ErrorCode::AdminDisabled,
         ErrorCode::NotFound,
@@ -111,6 +118,8 @@ impl ErrorCode {
             ErrorCode::UnknownLimit => "unknown_limit",
             ErrorCode::BadIdentity => "bad_identity",
             ErrorCode::BadBatch => "bad_batch",
+            ErrorCode::InvalidRuntimeLimit => "invalid_runtime_limit",
+            ErrorCode::RuntimeLimitsFull => "runtime_limits_full",
             ErrorCode::Unauthorized => "unauthorized",
             ErrorCode::AdminDisabled => "admin_disabled",
             ErrorCode::NotFound => "not_found",
@@ -129,6 +138,7 @@ impl ErrorCode {
                 StatusCode::NOT_FOUND
             }
             ErrorCode::Unauthorized => StatusCode::UNAUTHORIZED,
+            ErrorCode::RuntimeLimitsFull => StatusCode::CONFLICT,
             ErrorCode::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             ErrorCode::Timeout => StatusCode::REQUEST_TIMEOUT,
             ErrorCode::BodyTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
@@ -143,6 +153,8 @@ impl ErrorCode {
         match self.status() {
             StatusCode::NOT_FOUND => tonic::Code::NotFound,
             StatusCode::UNAUTHORIZED => tonic::Code::Unauthenticated,
+            // A bound reached that only removing entries lifts: retrying alone will not help.
+            StatusCode::CONFLICT => tonic::Code::FailedPrecondition,
             StatusCode::METHOD_NOT_ALLOWED => tonic::Code::Unimplemented,
             StatusCode::REQUEST_TIMEOUT => tonic::Code::DeadlineExceeded,
             StatusCode::PAYLOAD_TOO_LARGE => tonic::Code::ResourceExhausted,
@@ -286,6 +298,14 @@ impl From<sluice::Error> for ApiError {
             sluice::Error::InvalidRule { rule, .. } => {
                 ApiError::new(ErrorCode::InvalidRule, message).with_rule(rule)
             }
+            sluice::Error::InvalidRuntimeLimit { rule, .. } => {
+                ApiError::new(ErrorCode::InvalidRuntimeLimit, message).with_rule(rule)
+            }
+            sluice::Error::RuntimeLimitsFull { rule, limit_id, .. } => ApiError {
+                rule: Some(rule),
+                limit_id: Some(limit_id),
+                ..ApiError::new(ErrorCode::RuntimeLimitsFull, message)
+            },
             sluice::Error::Store(_) => ApiError::new(ErrorCode::StoreUnavailable, message),
             // An error a later library adds: a failure of the service until it has its own code.
             _ => ApiError::new(ErrorCode::Internal, message),

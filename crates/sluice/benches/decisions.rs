@@ -38,6 +38,7 @@ fn step(algorithm: Algorithm) -> LimitStep {
         penalty: None,
         shadow: false,
         lease: None,
+        settable: false,
     }
 }
 

@@ -57,6 +57,28 @@ pub enum Error {
         /// What is wrong with it.
         reason: String,
     },
+    /// A run-time limit that cannot be set, read or removed as asked: an unknown or
+    /// non-settable limit, or numbers a rule file would refuse. Nothing was changed.
+    #[error("rule `{rule}`: {reason}")]
+    InvalidRuntimeLimit {
+        /// The rule.
+        rule: String,
+        /// What is wrong, and what would be right.
+        reason: String,
+    },
+    /// A limit already holds the most run-time limits it may; nothing was changed.
+    #[error(
+        "rule `{rule}`, limit `{limit_id}`: already {max} identities have run-time limits, the \
+         most allowed; remove some first"
+    )]
+    RuntimeLimitsFull {
+        /// The rule.
+        rule: String,
+        /// The limit's id.
+        limit_id: String,
+        /// The bound ([`Options::max_runtime_limits`](crate::Options::max_runtime_limits)).
+        max: usize,
+    },
     /// A rule failed validation.
     #[error("rule `{rule}`: {error}")]
     InvalidRule {

@@ -99,8 +99,10 @@ pub mod store;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use error::Error;
 pub use limited::{Limited, check_call, global_limiter, hold_lease, set_global_limiter};
-pub use limiter::{Attributes, Check, Limiter, LimiterBuilder, Options};
-pub use model::{Algorithm, Decision, FailPolicy, Limit, LimitDecision, Micros, Rate, Rule};
+pub use limiter::{Attributes, Check, Limiter, LimiterBuilder, Options, RuntimeLimitInfo};
+pub use model::{
+    Algorithm, Decision, FailPolicy, Limit, LimitDecision, Micros, Rate, Rule, RuntimeLimit,
+};
 #[cfg(feature = "macros")]
 pub use sluice_macros::{limit, limited};
 pub use store::memory::MemoryStore;

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use sluice::limiter::DenialCacheOptions;
-use sluice::model::{Batches, Limit, Penalty, Rule};
+use sluice::model::{Batches, Limit, Penalty, Rule, RuntimeLimit};
 use sluice::{Limiter, Options};
 use sluice_server::config::StoreConfig;
 use sluice_server::store_url;
@@ -25,7 +25,7 @@ pub(super) enum Driver {
 }
 
 impl Driver {
-    pub(super) async fn library(args: &BenchArgs) -> anyhow::Result<Driver> {
+    pub(super) async fn library(args: &BenchArgs, keys: &[String]) -> anyhow::Result<Driver> {
         let opened = store_url::open(&args.store, &StoreConfig::default()).await?;
         if args.limits == 0 {
             bail!("--limits must be at least 1");
@@ -46,6 +46,7 @@ impl Driver {
                     memory: Duration::from_secs(3600),
                 });
                 limit.batch = args.batch.map(|max| Batches::new(max, args.batch_hold));
+                limit.settable = args.settable;
                 limit
             })
             .collect();
@@ -56,6 +57,7 @@ impl Driver {
                     enabled: !args.no_denial_cache,
                     ..DenialCacheOptions::default()
                 },
+                max_runtime_limits: keys.len().max(sluice::limiter::DEFAULT_MAX_RUNTIME_LIMITS),
                 in_flight: args.in_flight,
                 ..Options::default()
             })
@@ -64,6 +66,26 @@ impl Driver {
             builder = builder.invalidation_channel(channel);
         }
         let limiter = builder.build()?;
+        if args.settable {
+            for (i, limit) in limiter.rules()["bench"]
+                .definition
+                .limits
+                .iter()
+                .enumerate()
+            {
+                let set = RuntimeLimit {
+                    burst: limit.burst,
+                    ..RuntimeLimit::rate(limit.rate)
+                };
+                let id = limit.id();
+                for key in keys {
+                    limiter
+                        .set_runtime_limit("bench", Some(&id), &[("key", key.as_str())], &set)
+                        .await
+                        .with_context(|| format!("setting limit {i}'s numbers for {key}"))?;
+                }
+            }
+        }
         Ok(Driver::Library(limiter))
     }
 

@@ -69,6 +69,10 @@ pub struct BenchArgs {
     /// remembered for an hour).
     #[arg(long)]
     pub penalty: bool,
+    /// Make each limit `settable` and give every key run-time numbers equal to the limit's
+    /// (library mode): what a decision costs when the store reads an identity's own numbers.
+    #[arg(long)]
+    pub settable: bool,
     /// Print one JSON object instead of text.
     #[arg(long)]
     pub json: bool,
@@ -241,7 +245,7 @@ pub async fn measure(args: &BenchArgs) -> anyhow::Result<Report> {
     let done = Arc::new(AtomicU64::new(0));
     let driver = match &args.via {
         Some(base) => Driver::http(base, &args.rule, &args.attribute)?,
-        None => Driver::library(args).await?,
+        None => Driver::library(args, &keys).await?,
     };
     warm_up(&driver, &keys, args).await;
     let progress = progress_bar(args);

@@ -1,5 +1,6 @@
 //! The dashboard in a real browser: headless Chromium loads `/ui` from a running `sluice serve`,
-//! signs in with the admin token, shows the decision counts, a block counting down, and lifts it.
+//! signs in with the admin token, shows the decision counts, a block counting down, and lifts it;
+//! lists a run-time limit and removes it.
 //! A screenshot is kept in `target/tmp/dashboard.png`.
 
 use crate::common;
@@ -20,7 +21,7 @@ rules:
       - { by: [ip], rate: 3/1m, algorithm: sliding_log, block: 10m }
   api:
     limits:
-      - { by: [key], rate: 100/1s, algorithm: gcra }
+      - { by: [key], rate: 100/1s, algorithm: gcra, settable: true }
   report:
     limits:
       - { by: [tenant], algorithm: concurrency, max_leases: 3, lease: 10m }
@@ -97,6 +98,16 @@ async fn the_dashboard_shows_live_numbers_and_a_countdown_and_lifts_a_block_in_a
     for _ in 0..3 {
         assert_eq!(server.check("payments", json!({})).await.status, 200);
     }
+    let set = json!({ "rule": "api", "attributes": { "key": "k9" }, "rate": "500/1s" });
+    let answer = server
+        .admin(
+            Method::PUT,
+            "/v1/limits",
+            &set.to_string(),
+            Some(ADMIN_TOKEN),
+        )
+        .await;
+    assert_eq!(answer.status, 200, "{answer:?}");
 
     let browser = Browser::start();
     let page = browser.session().await;
@@ -212,5 +223,39 @@ async fn the_dashboard_shows_live_numbers_and_a_countdown_and_lifts_a_block_in_a
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     text_when(&page, "#no-blocks", |t| t == "None.").await;
+
+    // Run-time limits: listed with their numbers, settable limits marked, and removable.
+    text_when(&page, "#rules tr[data-rule=api] td.limits", |t| {
+        t.contains("(settable)")
+    })
+    .await;
+    text_when(&page, "#runtime tr[data-rule=api] td.identity", |t| {
+        t == "key=k9"
+    })
+    .await;
+    text_when(&page, "#runtime tr[data-rule=api] td.runtime-set", |t| {
+        t == "500/1s"
+    })
+    .await;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let clicked = match page.find(Locator::Css("#runtime button.remove")).await {
+            Ok(button) => button.click().await.is_ok(),
+            Err(_) => false,
+        };
+        let listed = server
+            .admin(Method::GET, "/v1/limits", "", Some(ADMIN_TOKEN))
+            .await;
+        if listed.json["limits"].as_array().is_some_and(Vec::is_empty) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the run-time limit is still listed (clicked: {clicked}): {}",
+            listed.text
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    text_when(&page, "#no-runtime", |t| t == "None.").await;
     let _ = page.close().await;
 }

@@ -28,6 +28,7 @@ mod redis;
 mod redis_ha;
 mod reload;
 mod reservations;
+mod runtime_limits;
 mod shutdown;
 mod simulate;
 mod simulate_docs;

@@ -289,6 +289,28 @@ impl From<DenialCacheConfig> for DenialCacheOptions {
     }
 }
 
+/// The `runtime_limits` section: bounds on identities' run-time limits (`PUT /v1/limits`), read
+/// at start.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RuntimeLimitsConfig {
+    /// The most identities with run-time limits per settable limit; default 10000.
+    #[serde(default = "default_max_per_limit")]
+    pub max_per_limit: usize,
+}
+
+impl Default for RuntimeLimitsConfig {
+    fn default() -> Self {
+        RuntimeLimitsConfig {
+            max_per_limit: default_max_per_limit(),
+        }
+    }
+}
+
+fn default_max_per_limit() -> usize {
+    sluice::limiter::DEFAULT_MAX_RUNTIME_LIMITS
+}
+
 /// A whole rule file, before semantic validation.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -313,6 +335,8 @@ pub(crate) struct ConfigFile {
     pub denial_cache: DenialCacheConfig,
     #[serde(default)]
     pub reload: ReloadConfig,
+    #[serde(default)]
+    pub runtime_limits: RuntimeLimitsConfig,
     #[serde(default)]
     pub rules: BTreeMap<String, Rule>,
     #[serde(default)]

@@ -48,8 +48,8 @@ use std::path::Path;
 
 pub use error::ConfigError;
 pub use file::{
-    ClockSource, DenialCacheConfig, IdentityLabels, MetricsConfig, ReloadConfig, ServerConfig,
-    StoreConfig,
+    ClockSource, DenialCacheConfig, IdentityLabels, MetricsConfig, ReloadConfig,
+    RuntimeLimitsConfig, ServerConfig, StoreConfig,
 };
 pub use gateway::{EnvoyDomains, ForwardAuthConfig};
 pub use suggest::closest;
@@ -113,6 +113,8 @@ pub struct Config {
     pub denial_cache: DenialCacheConfig,
     /// How changes of the file are taken up while serving.
     pub reload: ReloadConfig,
+    /// Bounds on run-time limits.
+    pub runtime_limits: RuntimeLimitsConfig,
     /// The rules, by name, in name order.
     pub rules: Vec<(String, Rule)>,
     /// Hex SHA-1 of the file's text: which version is in force.
@@ -189,6 +191,15 @@ impl Config {
             check_denial_cache(&file.denial_cache, text),
         ];
         errors.extend(checks.into_iter().filter_map(Result::err));
+        if !(1..=MAX_RUNTIME_LIMITS).contains(&file.runtime_limits.max_per_limit) {
+            errors.push(
+                ConfigError::new(
+                    "runtime_limits.max_per_limit",
+                    format!("must be 1 to {MAX_RUNTIME_LIMITS}"),
+                )
+                .at_line(key_line(text, "runtime_limits")),
+            );
+        }
         if file.reload.settle > std::time::Duration::from_secs(10) {
             errors.push(
                 ConfigError::new("reload.settle", "at most 10s").at_line(key_line(text, "reload")),
@@ -235,6 +246,7 @@ impl Config {
             enabled: file.enabled,
             denial_cache: file.denial_cache,
             reload: file.reload,
+            runtime_limits: file.runtime_limits,
             rules: file.rules.into_iter().collect(),
             version: sha1_smol::Sha1::from(text.as_bytes()).digest().to_string(),
             grpc_listen: file.grpc_listen,
@@ -249,6 +261,7 @@ impl Config {
             timeout: self.store.timeout,
             fail: self.fail,
             denial_cache: self.denial_cache.into(),
+            max_runtime_limits: self.runtime_limits.max_per_limit,
             in_flight: self.store.in_flight,
             ..Options::default()
         }
@@ -267,6 +280,10 @@ impl Config {
             .collect()
     }
 }
+
+/// The most run-time limits a limit may be told to hold (each is a key and a listing entry in
+/// the store, about 150 bytes on Redis).
+pub const MAX_RUNTIME_LIMITS: usize = 1_000_000;
 
 /// The most denials a cache may be told to keep (a few GiB at most).
 pub const MAX_DENIAL_CACHE_ENTRIES: usize = 10_000_000;

@@ -10,6 +10,7 @@
 //! - [`batch`]: `/v1/check-all`, several rules or identities decided all or nothing;
 //! - `admin`: bearer-token guard, reset and blocks;
 //! - `leases`: releasing and renewing leases, settling reservations;
+//! - `runtime_limits`: setting, listing and removing identities' run-time limits (`/v1/limits`);
 //! - `dashboard`: the `/ui` page and the admin read endpoints it uses (`/v1/stats`, block lifting);
 //! - `connections`: the accept loop, its connection cap and the timeouts of stalled connections;
 //! - `tracker`: what one connection is doing, and its yield after each response;
@@ -35,6 +36,7 @@ mod leases;
 pub mod openapi;
 mod request;
 mod routes;
+mod runtime_limits;
 mod tracker;
 
 use std::sync::Arc;
@@ -57,5 +59,6 @@ pub fn router(state: Arc<AppState>) -> Router {
     routes::router(state.clone())
         .merge(admin::router(state.clone()))
         .merge(leases::router(state.clone()))
+        .merge(runtime_limits::router(state.clone()))
         .merge(dashboard::router(state))
 }

@@ -13,7 +13,7 @@ use axum::response::{IntoResponse, Response};
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
-use super::{admin, batch, dashboard, leases, routes};
+use super::{admin, batch, dashboard, leases, routes, runtime_limits};
 use crate::api_error::{ApiError, ErrorBody, ErrorCode};
 use crate::gateway::forward_auth;
 
@@ -44,6 +44,9 @@ use crate::gateway::forward_auth;
         admin::list,
         admin::block,
         admin::unblock,
+        runtime_limits::list,
+        runtime_limits::set,
+        runtime_limits::remove,
         dashboard::stats::stats,
         dashboard::stats::lift,
     ),

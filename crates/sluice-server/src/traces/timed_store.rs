@@ -12,12 +12,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use sluice::DynStore;
-use sluice::algorithm::{LimitOutcome, LimitStep, Mode};
+use sluice::algorithm::{LimitOutcome, LimitStep, Mode, RuntimeNumbers};
 use sluice::model::Micros;
 use sluice::store::BoxFuture;
 use sluice::store::{
     BlocksCursor, BlocksPage, GiveBackCall, KeyRef, LeaseCall, LimitCall, LimitKey, ReserveCall,
-    SettleCall, StoreError, StoreReply,
+    RuntimeEntry, SettleCall, StoreError, StoreReply,
 };
 
 tokio::task_local! {
@@ -154,6 +154,34 @@ impl DynStore for TimedStore {
             reply
         })
     }
+
+    fn set_runtime<'a>(
+        &'a self,
+        key: &'a LimitKey,
+        numbers: RuntimeNumbers,
+        max_entries: usize,
+    ) -> BoxFuture<'a, Result<bool, StoreError>> {
+        self.0.set_runtime(key, numbers, max_entries)
+    }
+
+    fn runtime<'a>(
+        &'a self,
+        key: &'a LimitKey,
+    ) -> BoxFuture<'a, Result<Option<RuntimeNumbers>, StoreError>> {
+        self.0.runtime(key)
+    }
+
+    fn runtime_entries<'a>(
+        &'a self,
+        rule: &'a str,
+        limit_id: &'a str,
+    ) -> BoxFuture<'a, Result<Vec<RuntimeEntry>, StoreError>> {
+        self.0.runtime_entries(rule, limit_id)
+    }
+
+    fn remove_runtime<'a>(&'a self, key: &'a LimitKey) -> BoxFuture<'a, Result<bool, StoreError>> {
+        self.0.remove_runtime(key)
+    }
 }
 
 #[cfg(test)]
@@ -173,5 +201,25 @@ mod tests {
         assert!(time > Duration::ZERO, "the store call was timed");
         let ((), nothing) = timing(async {}).await;
         assert_eq!(nothing, Duration::ZERO);
+    }
+
+    #[tokio::test]
+    async fn run_time_limits_reach_the_store() {
+        let store = TimedStore::wrap(Arc::new(MemoryStore::new()));
+        let key = LimitKey {
+            rule: "api".into(),
+            limit_id: "customer".into(),
+            identity: "customer=42".into(),
+        };
+        let numbers = RuntimeNumbers {
+            count: 5,
+            capacity: 6,
+        };
+        assert!(store.set_runtime(&key, numbers, 10).await.unwrap());
+        assert_eq!(store.runtime(&key).await.unwrap(), Some(numbers));
+        let listed = store.runtime_entries("api", "customer").await.unwrap();
+        assert_eq!(listed.len(), 1);
+        assert!(store.remove_runtime(&key).await.unwrap());
+        assert_eq!(store.runtime(&key).await.unwrap(), None);
     }
 }

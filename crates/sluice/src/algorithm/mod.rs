@@ -19,7 +19,8 @@
 //! - [`block`]: block locks; [`penalty`]: violations, warnings and bans;
 //! - [`step`]: one decision over all the limits of a request ([`KeyState`], [`LimitStep`],
 //!   [`LimitOutcome`], [`Mode`]);
-//! - [`settle`]: a reservation charged at its actual cost.
+//! - [`settle`]: a reservation charged at its actual cost;
+//! - [`runtime`]: numbers given to one identity at run time ([`RuntimeNumbers`]).
 
 pub mod block;
 pub mod concurrency;
@@ -27,12 +28,14 @@ pub mod fixed_window;
 pub mod gcra;
 pub mod leaky_bucket;
 pub mod penalty;
+pub mod runtime;
 pub mod settle;
 pub mod sliding_log;
 pub mod sliding_window;
 pub mod step;
 pub mod token_bucket;
 
+pub use runtime::RuntimeNumbers;
 pub use step::{KeyState, LimitOutcome, LimitStep, Mode};
 
 use crate::model::{Algorithm, Micros};

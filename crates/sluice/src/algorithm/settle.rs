@@ -118,6 +118,7 @@ mod tests {
             penalty: None,
             shadow: false,
             lease: None,
+            settable: false,
         };
         state.decide(&step, now, Mode::Peek).remaining
     }
@@ -136,6 +137,7 @@ mod tests {
                 penalty: None,
                 shadow: false,
                 lease: None,
+                settable: false,
             };
             assert!(state.decide(&step, 1000 * S, Mode::Apply).allowed);
             assert_eq!(remaining(&mut state, algorithm, 1000 * S, &p), 100);

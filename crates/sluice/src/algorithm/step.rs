@@ -38,6 +38,9 @@ pub struct LimitStep {
     /// On a concurrency limit, the token an admitted request's lease is held under (`None`:
     /// an anonymous lease, which only expiry ends). Ignored by the other algorithms.
     pub lease: Option<LeaseToken>,
+    /// Whether the store looks for numbers set for this identity at run time
+    /// ([`RuntimeNumbers`](super::RuntimeNumbers)) and decides with them.
+    pub settable: bool,
 }
 
 /// Everything a store keeps for one limit and one identity.
@@ -70,6 +73,8 @@ pub struct LimitOutcome {
     pub violations: u64,
     /// Past the penalty's warning threshold.
     pub warning: bool,
+    /// The numbers set for this identity at run time that the store decided with, if any.
+    pub runtime: Option<super::RuntimeNumbers>,
 }
 
 impl LimitOutcome {
@@ -84,6 +89,7 @@ impl LimitOutcome {
             blocked_until_us: None,
             violations: 0,
             warning: false,
+            runtime: None,
         }
     }
 }
@@ -121,6 +127,7 @@ fn look(state: &mut KeyState, step: &LimitStep, now: Micros) -> Look {
                 blocked_until_us: Some(until),
                 violations,
                 warning,
+                runtime: None,
             },
             ttl_us: algo.ttl_us,
             blocked: true,
@@ -251,6 +258,7 @@ fn limit_outcome(o: super::Outcome, violations: u64, warning: bool) -> LimitOutc
         blocked_until_us: None,
         violations,
         warning,
+        runtime: None,
     }
 }
 
@@ -268,6 +276,7 @@ mod tests {
             penalty: None,
             shadow: false,
             lease: None,
+            settable: false,
         }
     }
 

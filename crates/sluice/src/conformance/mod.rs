@@ -29,6 +29,7 @@ mod blocks;
 mod leases;
 mod requests;
 mod reservations;
+mod runtime;
 mod tiers;
 
 pub use algorithms::*;
@@ -37,6 +38,7 @@ pub use blocks::*;
 pub use leases::*;
 pub use requests::*;
 pub use reservations::*;
+pub use runtime::*;
 pub use tiers::*;
 
 use std::future::Future;
@@ -145,6 +147,7 @@ pub fn step(algorithm: Algorithm, count: u64, window_us: Micros) -> LimitStep {
         penalty: None,
         shadow: false,
         lease: None,
+        settable: false,
     }
 }
 
@@ -213,9 +216,15 @@ macro_rules! conformance_suite {
             batches_admit_the_limit_across_nodes,
             batches_give_back_what_they_did_not_spend,
             batches_keep_blocks_and_shadow,
+            runtime_limits_replace_the_numbers_of_one_identity,
+            runtime_limits_set_bursts_and_leases,
+            runtime_limits_are_validated_and_bounded,
+            runtime_limits_are_exact_under_concurrency_right_after_a_change,
+            runtime_limits_reach_every_node_at_once,
             overrides_pick_numbers_and_keep_the_counter,
             unlimited_deny_and_conditions_count_only_what_they_should,
             addresses_are_counted_by_network,
+            runtime_limits_beat_numeric_overrides_and_deny_still_denies,
         ]);
     };
     (@each $store:ident, $subject:expr, [$($behaviour:ident),* $(,)?]) => {

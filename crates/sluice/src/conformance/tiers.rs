@@ -220,3 +220,69 @@ pub async fn addresses_are_counted_by_network(h: Subject) {
             .allowed
     );
 }
+
+/// Behaviour: on a settable limit, an identity's run-time limit replaces the numbers an
+/// override picked (as it replaces the limit's own), while a `deny` override is decided before
+/// the store and still refuses that identity, counting nothing.
+pub async fn runtime_limits_beat_numeric_overrides_and_deny_still_denies(h: Subject) {
+    let rate = |text: &str| text.parse::<Rate>().expect("a valid rate");
+    let api = Rule::new(vec![
+        Limit::new(&["customer"], rate("2/1h"), Algorithm::SlidingWindow)
+            .settable()
+            .with_override(Override::deny(
+                when(r#"{"ip": {"cidr": ["203.0.113.0/24"]}}"#),
+                "refused",
+            ))
+            .with_override(Override::numbers(
+                when(r#"{"plan": "pro"}"#),
+                Some(rate("4/1h")),
+                None,
+            )),
+    ]);
+    let limiter = h.limiter(vec![("api", api)]);
+    let identity = [("customer", "42")];
+    let own = crate::model::RuntimeLimit::rate(rate("6/1h"));
+    limiter
+        .set_runtime_limit("api", None, &identity, &own)
+        .await
+        .unwrap();
+
+    let refused = [("customer", "42"), ("plan", "pro"), ("ip", "203.0.113.9")];
+    for _ in 0..3 {
+        let d = limiter.check("api", &refused).await.unwrap();
+        assert!(!d.allowed);
+        assert_eq!(d.reason.as_deref(), Some("refused"));
+        // Quota 0 is the deny's own answer: the store, asked, would have said 6.
+        assert_eq!((d.limits.len(), d.limits[0].quota), (1, 0), "{d:?}");
+    }
+
+    let pro = [("customer", "42"), ("plan", "pro"), ("ip", "198.51.100.1")];
+    let d = limiter.check("api", &pro).await.unwrap();
+    assert!(d.allowed);
+    assert_eq!(
+        (d.quota, d.remaining),
+        (6, 5),
+        "the run-time limit beats the override's 4, and the denials counted nothing"
+    );
+    let mut passed = 1;
+    for _ in 0..4 {
+        passed += usize::from(limiter.check("api", &pro).await.unwrap().allowed);
+    }
+    assert_eq!(passed, 5, "one of the 6 is left");
+    let free = [("customer", "42"), ("ip", "198.51.100.1")];
+    let d = limiter.check("api", &free).await.unwrap();
+    assert_eq!(
+        (d.allowed, d.quota),
+        (true, 6),
+        "without an override as well"
+    );
+    assert!(!limiter.check("api", &pro).await.unwrap().allowed);
+
+    // Another identity of the pro plan keeps the override's numbers.
+    let other = [("customer", "7"), ("plan", "pro"), ("ip", "198.51.100.1")];
+    let d = limiter.check("api", &other).await.unwrap();
+    assert_eq!((d.allowed, d.quota, d.remaining), (true, 4, 3));
+    let refused_other = [("customer", "7"), ("ip", "203.0.113.9")];
+    let d = limiter.check("api", &refused_other).await.unwrap();
+    assert_eq!((d.allowed, d.reason.as_deref()), (false, Some("refused")));
+}

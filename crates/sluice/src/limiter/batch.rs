@@ -108,9 +108,12 @@ impl Limiter {
         // So does a part a `deny` override refuses.
         let too_big = resolved.iter().flatten().any(|r| {
             r.answer.as_ref().is_some_and(|d| !d.allowed)
-                || r.calls
-                    .iter()
-                    .any(|c| !c.step.shadow && !r.look && c.step.cost > c.step.params.capacity)
+                || r.calls.iter().any(|c| {
+                    !c.step.shadow
+                        && !c.step.settable
+                        && !r.look
+                        && c.step.cost > c.step.params.capacity
+                })
         });
         let looks: Vec<&Resolved> = resolved.iter().flatten().filter(|r| r.asks(true)).collect();
         let applies: Vec<&Resolved> = resolved

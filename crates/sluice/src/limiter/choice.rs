@@ -176,7 +176,7 @@ impl Choice {
                 return Some(Err(refused(rule, rule.limits.first()?, message)));
             }
         };
-        (units <= limit.capacity()).then_some(Ok(limit))
+        limit.fits(units).then_some(Ok(limit))
     }
 
     /// The limit a pick names, with the numbers it was chosen with.

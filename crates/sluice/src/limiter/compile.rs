@@ -53,6 +53,9 @@ pub(crate) struct CompiledLimit {
     block_us: Option<Micros>,
     penalty: Option<penalty::Settings>,
     shadow: bool,
+    /// Whether identities may have numbers set at run time: the store looks them up, and a
+    /// cost is checked against the identity's capacity there rather than the file's here.
+    pub(crate) settable: bool,
 }
 
 impl CompiledLimit {
@@ -67,6 +70,7 @@ impl CompiledLimit {
             penalty: self.penalty,
             shadow: self.shadow,
             lease: lease.filter(|_| self.algorithm.holds_leases()),
+            settable: self.settable,
         }
     }
 
@@ -99,6 +103,18 @@ impl CompiledLimit {
     pub(crate) fn is_shadow(&self) -> bool {
         self.shadow
     }
+
+    /// Whether the store is asked about a request of `units`: they fit the capacity, or the
+    /// numbers may be set at run time (the store then checks them against the identity's).
+    pub(crate) fn fits(&self, units: u64) -> bool {
+        self.settable || units <= self.params.capacity
+    }
+
+    /// Whether a request of `units` can never pass this limit, known without the store: above
+    /// the capacity of an enforcing limit whose numbers cannot be set at run time.
+    pub(crate) fn refuses(&self, units: u64) -> bool {
+        !self.shadow && !self.settable && units > self.params.capacity
+    }
 }
 
 impl CompiledRule {
@@ -108,7 +124,7 @@ impl CompiledRule {
         let [limit] = self.limits.as_slice() else {
             return None;
         };
-        (self.direct && self.definition.enabled && units <= limit.capacity()).then_some(limit)
+        (self.direct && self.definition.enabled && limit.fits(units)).then_some(limit)
     }
 
     /// Validates and compiles a rule.
@@ -123,6 +139,11 @@ impl CompiledRule {
         let choice = Choice::new(&rule, &limits, compile_limit);
         let steps: Vec<LimitStep> = limits.iter().map(|l| l.step(1, None)).collect();
         let mut cacheable = cacheable_limits(&steps);
+        // A run-time change can raise an identity's numbers at any moment, on any node: a
+        // denial of a settable limit is never cached, so no node answers from a stale one.
+        for (cacheable, limit) in cacheable.iter_mut().zip(&limits) {
+            *cacheable &= !limit.settable;
+        }
         // The cache remembers a denial by key, whatever numbers denied it: a rule whose numbers
         // are chosen per request is never answered from it.
         if !cacheable.contains(&true) || choice.is_some() {
@@ -184,6 +205,7 @@ fn compile_limit(l: &Limit) -> CompiledLimit {
             memory_us: p.memory.into(),
         }),
         shadow: l.shadow,
+        settable: l.settable,
     }
 }
 

@@ -81,9 +81,7 @@ impl Limiter {
             check,
             self.inner.options.max_attribute_len,
         )?;
-        if let Some(too_big) =
-            choice::applied(&rule, picks).find(|l| !l.is_shadow() && cost > l.capacity())
-        {
+        if let Some(too_big) = choice::applied(&rule, picks).find(|l| l.refuses(cost)) {
             let mut d = decision(&rule, picks, &calls, None, false);
             d.reason = Some(format!(
                 "cost {cost} exceeds the capacity {} of limit `{}`",
@@ -122,7 +120,7 @@ impl Limiter {
         let policy = rule.definition.fail.unwrap_or(self.inner.options.fail);
         // Outcomes answered for shadow limits that cannot hold the cost did not come from the
         // store: such a reply is not cached.
-        let all_fit = calls.iter().all(|c| c.step.cost <= c.step.params.capacity);
+        let all_fit = calls.iter().all(fits);
         let stored = match failed {
             Some(error) => Err(error),
             None => self.call_store_fitting(&calls, check.mode()).await,
@@ -178,7 +176,6 @@ impl Limiter {
         calls: &[LimitCall],
         mode: Mode,
     ) -> Result<StoreReply, StoreError> {
-        let fits = |c: &LimitCall| c.step.cost <= c.step.params.capacity;
         if calls.iter().all(fits) {
             return self.call_store(calls, mode).await;
         }
@@ -268,6 +265,12 @@ impl Limiter {
     }
 }
 
+/// Whether the store is asked about a call: its cost fits the limit's capacity, or the limit's
+/// numbers may be set at run time (the store then checks the cost against the identity's).
+fn fits(c: &LimitCall) -> bool {
+    c.step.settable || c.step.cost <= c.step.params.capacity
+}
+
 /// The decision of `rule` from the store's reply (one outcome per call, in call order; one call
 /// per limit of the rule), or without one (fail open or closed, or a cost no limit can hold):
 /// then every limit answers `fallback` with nothing remaining.
@@ -311,9 +314,7 @@ pub(super) fn attach_lease(d: &mut Decision, calls: &[LimitCall], reply: Option<
         calls
             .iter()
             .zip(&reply.outcomes)
-            .filter(|(c, o)| {
-                o.allowed && c.step.lease.is_some() && c.step.cost <= c.step.params.capacity
-            })
+            .filter(|(c, o)| o.allowed && c.step.lease.is_some() && fits(c))
             .map(|(c, _)| c)
     };
     let (Some(first), true) = (leased().next(), pass) else {
@@ -341,12 +342,13 @@ pub(super) fn limit_decision(
     step: &LimitStep,
     o: &LimitOutcome,
 ) -> LimitDecision {
+    let quota = o.runtime.map_or(step.params.capacity, |n| n.capacity);
     LimitDecision {
         id: limit.id.clone(),
         attributes,
         algorithm: step.algorithm,
-        allowed: o.allowed && step.cost <= step.params.capacity,
-        quota: step.params.capacity,
+        allowed: o.allowed && step.cost <= quota,
+        quota,
         window_ms: step.params.window_us.as_millis(),
         remaining: o.remaining,
         reset_after_ms: o.reset_after_us.as_millis_ceil(),

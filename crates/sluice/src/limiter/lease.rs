@@ -287,7 +287,7 @@ impl Limiter {
         let calls = named_limits(&rule, &id, |l| l.holds_leases(), "concurrency", invalid)?
             .into_iter()
             .map(|(limit, key)| {
-                if id.units > limit.capacity() {
+                if id.units > limit.capacity() && !limit.settable {
                     return Err(invalid(format!(
                         "{} units is more than limit `{}` ever holds",
                         id.units, limit.id

@@ -27,6 +27,8 @@
 //! - `reservation`: reserving a cost and [`Limiter::settle`];
 //! - `held`: hot keys, units taken from the store in batches and spent here
 //!   ([`Limiter::give_back_batches`], [`Limiter::held_units`]);
+//! - `runtime`: run-time limits of settable limits ([`Limiter::set_runtime_limit`] and the
+//!   others, [`RuntimeLimitInfo`]);
 //! - `breaker`: skips a failing store for a while;
 //! - `in_flight` ([`InFlightLimit`]): bounds the decisions waiting for a remote store at once,
 //!   fixed or adapted to its latency by `gradient`; the excess is shed to the fail policy;
@@ -59,6 +61,7 @@ mod meters;
 mod metric_catalog;
 mod options;
 mod reservation;
+mod runtime;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -87,7 +90,8 @@ use meters::StoreLatency;
 pub use metric_catalog::{
     METRICS, MetricDoc, MetricKind, describe, describe_metrics, recorded_names,
 };
-pub use options::{Check, MAX_COST, Options};
+pub use options::{Check, DEFAULT_MAX_RUNTIME_LIMITS, MAX_COST, Options};
+pub use runtime::RuntimeLimitInfo;
 
 /// Decides requests against named rules. Cheap to clone; clones share everything.
 ///

@@ -22,10 +22,16 @@ pub struct Options {
     pub max_attribute_len: usize,
     /// The cache of denials (remote stores only).
     pub denial_cache: DenialCacheOptions,
+    /// Most identities with run-time limits per settable limit (default
+    /// [`DEFAULT_MAX_RUNTIME_LIMITS`]): each is kept in the store until removed.
+    pub max_runtime_limits: usize,
     /// How many decisions may wait for a remote store at once; past it, the fail policy answers
     /// at once (see [`InFlightLimit`]).
     pub in_flight: InFlightLimit,
 }
+
+/// Default [`Options::max_runtime_limits`].
+pub const DEFAULT_MAX_RUNTIME_LIMITS: usize = 10_000;
 
 impl Default for Options {
     fn default() -> Options {
@@ -34,6 +40,7 @@ impl Default for Options {
             fail: FailPolicy::Open,
             max_attribute_len: 1024,
             denial_cache: DenialCacheOptions::default(),
+            max_runtime_limits: DEFAULT_MAX_RUNTIME_LIMITS,
             in_flight: InFlightLimit::DEFAULT,
         }
     }

@@ -61,7 +61,9 @@ impl Limiter {
         let consumed: Vec<&LimitCall> = calls
             .iter()
             .zip(&reply.outcomes)
-            .filter(|(c, o)| o.allowed && c.step.cost <= c.step.params.capacity)
+            .filter(|(c, o)| {
+                o.allowed && (c.step.settable || c.step.cost <= c.step.params.capacity)
+            })
             .map(|(c, _)| c)
             .collect();
         let Some(first) = consumed.first() else {

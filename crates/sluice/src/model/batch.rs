@@ -5,7 +5,8 @@
 //! (the algorithms whose over- and under-admission under batches can be stated as a bound, see
 //! README "Hot keys"); never with `count_denied` (a denial answered in memory could not be
 //! counted); `max` between 2 and the limit's capacity; `hold` between 1 ms and 1 h; and (checked
-//! by [`refuse_numbers_overrides`]) never with an override that replaces the limit's numbers.
+//! by [`refuse_other_numbers`]) never with an override that replaces the limit's numbers nor on a
+//! `settable` limit, whose numbers an identity may be given at run time.
 //! `when` and the `unlimited` and `deny` overrides combine with batches: they are decided before
 //! any unit is taken or spent, so the batches only ever serve requests under the limit's own
 //! numbers.
@@ -81,11 +82,22 @@ impl Batches {
     }
 }
 
-/// Refuses overrides with other numbers on a limit with batches: its batches are taken and
-/// spent at the limit's own numbers (a batch's units, its give-back, its size near the limit),
-/// and an identity whose tier changes would spend units taken under one tier's numbers under
-/// another's, for which no bound is stated.
-pub(super) fn refuse_numbers_overrides(overrides: &[Override]) -> Result<(), ModelError> {
+/// Refuses other numbers than the limit's own on a limit with batches: overrides with numbers,
+/// and `settable` (run-time numbers). Its batches are taken and spent at the limit's own numbers
+/// (a batch's units, its give-back, its size near the limit), and an identity whose numbers
+/// change would spend units taken under one set of numbers under another, for which no bound is
+/// stated.
+pub(super) fn refuse_other_numbers(
+    overrides: &[Override],
+    settable: bool,
+) -> Result<(), ModelError> {
+    if settable {
+        return Err(ModelError::new(
+            "settable",
+            "a limit with batches takes its units at its own numbers: it cannot be settable \
+             (run-time numbers per identity); drop `batch` or `settable`",
+        ));
+    }
     match overrides
         .iter()
         .position(|o| matches!(o.outcome, OverrideOutcome::Numbers { .. }))

@@ -61,6 +61,9 @@ pub struct Limit {
     pub shadow: bool,
     /// Take units from the store in batches and spend them in this process (hot keys).
     pub batch: Option<Batches>,
+    /// Whether identities may be given their own numbers at run time (see
+    /// [`RuntimeLimit`](super::RuntimeLimit)); off, a decision never looks for them.
+    pub settable: bool,
     /// The limit applies only to requests for which this holds.
     pub when: Option<Condition>,
     /// Other outcomes for the requests a condition picks out; the first that holds decides.
@@ -106,8 +109,11 @@ struct LimitFields {
     count_denied: bool,
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     shadow: bool,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    settable: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     batch: Option<Batches>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     when: Option<Condition>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     overrides: Vec<Override>,
@@ -173,6 +179,7 @@ impl TryFrom<LimitFields> for Limit {
             count_denied: f.count_denied,
             shadow: f.shadow,
             batch: f.batch,
+            settable: f.settable,
             when: f.when,
             overrides: f.overrides,
             group: f.group,
@@ -196,6 +203,7 @@ impl From<Limit> for LimitFields {
             count_denied: l.count_denied,
             shadow: l.shadow,
             batch: l.batch,
+            settable: l.settable,
             when: l.when,
             overrides: l.overrides,
             group: l.group,
@@ -220,6 +228,7 @@ impl Limit {
             count_denied: false,
             shadow: false,
             batch: None,
+            settable: false,
             when: None,
             overrides: Vec::new(),
             group: BTreeMap::new(),
@@ -248,6 +257,12 @@ impl Limit {
     /// Sets `block`.
     pub fn with_block(mut self, block: Duration) -> Limit {
         self.block = Some(block);
+        self
+    }
+
+    /// Lets identities be given their own numbers at run time (`settable: true`).
+    pub fn settable(mut self) -> Limit {
+        self.settable = true;
         self
     }
 
@@ -368,7 +383,7 @@ impl Limit {
         }
         if let Some(batch) = &self.batch {
             batch.validate(self.algorithm, self.capacity(), self.count_denied)?;
-            batch::refuse_numbers_overrides(&self.overrides)?;
+            batch::refuse_other_numbers(&self.overrides, self.settable)?;
         }
         self.validate_choices()?;
         if let Some(p) = &self.penalty {

@@ -7,6 +7,7 @@
 //! - `rule`: [`Rule`], [`By`] (the attributes a limit counts per) and rule names;
 //! - `limit`: [`Limit`], one limit of a rule, in code and as rule files write it;
 //!   `limit_choices`: its `when`, `overrides` and address `group`s, built and checked;
+//!   `runtime_limit`: [`RuntimeLimit`], an identity's own numbers for a settable limit;
 //! - `condition`: [`Condition`] and [`Matcher`], the `when` of rules, limits and overrides;
 //!   `overrides`: [`Override`], a limit's other numbers, `unlimited` or `deny` for some requests;
 //!   `address`: [`AddressGroup`], addresses counted by network (IPv6 by /64);
@@ -38,6 +39,7 @@ mod rate;
 #[cfg(test)]
 mod registry_tests;
 mod rule;
+mod runtime_limit;
 
 pub use address::{AddressGroup, DEFAULT_ADDRESS_ATTRIBUTE};
 pub use algorithm::Algorithm;
@@ -56,6 +58,7 @@ pub use overrides::{MAX_DENY_MESSAGE, Override, OverrideOutcome};
 pub use penalty::Penalty;
 pub use rate::{MAX_COUNT, MAX_WINDOW, Rate};
 pub use rule::{By, Rule, validate_rule_name};
+pub use runtime_limit::RuntimeLimit;
 
 /// A value in a rule or rate that is not acceptable, with the field it came from.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

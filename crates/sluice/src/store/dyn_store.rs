@@ -9,9 +9,9 @@ use std::time::Duration;
 
 use super::{
     BlocksCursor, BlocksPage, GiveBackCall, KeyRef, LeaseCall, LimitCall, LimitKey, ReserveCall,
-    SettleCall, Store, StoreError, StoreReply,
+    RuntimeEntry, SettleCall, Store, StoreError, StoreReply,
 };
-use crate::algorithm::{LimitOutcome, LimitStep, Mode};
+use crate::algorithm::{LimitOutcome, LimitStep, Mode, RuntimeNumbers};
 use crate::model::Micros;
 
 /// A boxed, sendable future: what [`DynStore`] returns so that stores can be held as
@@ -78,6 +78,26 @@ pub trait DynStore: Send + Sync + fmt::Debug + 'static {
     ) -> BoxFuture<'a, Result<Vec<bool>, StoreError>>;
     /// See [`Store::give_back`].
     fn give_back<'a>(&'a self, calls: &'a [GiveBackCall]) -> BoxFuture<'a, Result<(), StoreError>>;
+    /// See [`Store::set_runtime`].
+    fn set_runtime<'a>(
+        &'a self,
+        key: &'a LimitKey,
+        numbers: RuntimeNumbers,
+        max_entries: usize,
+    ) -> BoxFuture<'a, Result<bool, StoreError>>;
+    /// See [`Store::runtime`].
+    fn runtime<'a>(
+        &'a self,
+        key: &'a LimitKey,
+    ) -> BoxFuture<'a, Result<Option<RuntimeNumbers>, StoreError>>;
+    /// See [`Store::runtime_entries`].
+    fn runtime_entries<'a>(
+        &'a self,
+        rule: &'a str,
+        limit_id: &'a str,
+    ) -> BoxFuture<'a, Result<Vec<RuntimeEntry>, StoreError>>;
+    /// See [`Store::remove_runtime`].
+    fn remove_runtime<'a>(&'a self, key: &'a LimitKey) -> BoxFuture<'a, Result<bool, StoreError>>;
 }
 
 impl<S: Store> DynStore for S {
@@ -151,5 +171,29 @@ impl<S: Store> DynStore for S {
     }
     fn give_back<'a>(&'a self, calls: &'a [GiveBackCall]) -> BoxFuture<'a, Result<(), StoreError>> {
         Box::pin(Store::give_back(self, calls))
+    }
+    fn set_runtime<'a>(
+        &'a self,
+        key: &'a LimitKey,
+        numbers: RuntimeNumbers,
+        max_entries: usize,
+    ) -> BoxFuture<'a, Result<bool, StoreError>> {
+        Box::pin(Store::set_runtime(self, key, numbers, max_entries))
+    }
+    fn runtime<'a>(
+        &'a self,
+        key: &'a LimitKey,
+    ) -> BoxFuture<'a, Result<Option<RuntimeNumbers>, StoreError>> {
+        Box::pin(Store::runtime(self, key))
+    }
+    fn runtime_entries<'a>(
+        &'a self,
+        rule: &'a str,
+        limit_id: &'a str,
+    ) -> BoxFuture<'a, Result<Vec<RuntimeEntry>, StoreError>> {
+        Box::pin(Store::runtime_entries(self, rule, limit_id))
+    }
+    fn remove_runtime<'a>(&'a self, key: &'a LimitKey) -> BoxFuture<'a, Result<bool, StoreError>> {
+        Box::pin(Store::remove_runtime(self, key))
     }
 }

@@ -16,6 +16,9 @@
 //! violations, a sliding window or log, or leases (about 80 bytes, plus 8 per entry of a sliding
 //! log, at most `limit`, and 16 per sliding-window bucket, at most 11).
 //!
+//! **Run-time numbers** of settable limits (`runtime`) are read under the key's shard lock, in
+//! the decision's critical section, and only for a settable limit.
+//!
 //! **Key cap.** The store holds at most [`MemoryOptions::max_keys`] keys (default
 //! [`DEFAULT_MAX_KEYS`], 64 MB of entries), each shard at most its 1/[`SHARDS`] share, so a
 //! flood of identities (IPv6 addresses, random user ids) cannot grow it without bound. When a new
@@ -37,6 +40,7 @@ mod give_back;
 mod leases;
 mod packed_state;
 mod reservations;
+mod runtime;
 mod several;
 mod shard;
 mod stored_key;
@@ -50,9 +54,9 @@ use spin::relax::Yield;
 
 use super::{
     BlocksCursor, BlocksPage, GiveBackCall, LeaseCall, LimitCall, LimitKey, ReserveCall,
-    SettleCall, Store, StoreError, StoreReply,
+    RuntimeEntry, SettleCall, Store, StoreError, StoreReply,
 };
-use crate::algorithm::{KeyState, LimitOutcome, LimitStep, Mode, step};
+use crate::algorithm::{KeyState, LimitOutcome, LimitStep, Mode, RuntimeNumbers, step};
 use crate::clock::{Clock, SystemClock};
 use crate::model::Micros;
 use crate::store::KeyRef;
@@ -128,6 +132,7 @@ struct Inner {
     clock: Arc<dyn Clock>,
     max_keys: usize,
     reservations: reservations::Reservations,
+    runtime: runtime::RuntimeTable,
 }
 
 impl Default for MemoryStore {
@@ -160,6 +165,7 @@ impl MemoryStore {
                 clock,
                 max_keys: per_shard * SHARDS,
                 reservations: Default::default(),
+                runtime: Default::default(),
             }),
         }
     }
@@ -205,6 +211,24 @@ impl MemoryStore {
         let now = self.inner.clock.now_us();
         let (hash, shard) = self.locate(key);
         let mut shard = self.shard(shard);
+        // Read under the key's shard lock, as the numbers are changed (see `runtime`).
+        let runtime = if step.settable {
+            self.inner.runtime.get(key)
+        } else {
+            None
+        };
+        let applied;
+        let step = match runtime {
+            Some(numbers) => {
+                applied = numbers.apply(step);
+                &applied
+            }
+            None => step,
+        };
+        let with_runtime = |mut outcome: LimitOutcome| {
+            outcome.runtime = runtime;
+            outcome
+        };
         if let Some(entry) = shard.find(hash, key) {
             if entry.expires_us <= now {
                 entry.state = PackedState::Empty;
@@ -215,12 +239,12 @@ impl MemoryStore {
             // An entry whose TTL is 0 stays until swept or reused: it equals no state.
             entry.expires_us = now + ttl;
             shard.expires_at(now + ttl);
-            return Ok((now, outcome));
+            return Ok((now, with_runtime(outcome)));
         }
         let mut state = KeyState::default();
         let (outcome, ttl) = step::decide_one(&mut state, step, now, mode);
         match shard.put(hash, key, PackedState::pack(state), ttl, now) {
-            Ok(()) => Ok((now, outcome)),
+            Ok(()) => Ok((now, with_runtime(outcome))),
             Err(Full) => Err(self.full()),
         }
     }
@@ -365,6 +389,31 @@ impl Store for MemoryStore {
 
     async fn give_back(&self, calls: &[GiveBackCall]) -> Result<(), StoreError> {
         self.give_back_now(calls)
+    }
+
+    async fn set_runtime(
+        &self,
+        key: &LimitKey,
+        numbers: RuntimeNumbers,
+        max_entries: usize,
+    ) -> Result<bool, StoreError> {
+        Ok(self.set_runtime_now(key, numbers, max_entries))
+    }
+
+    async fn runtime(&self, key: &LimitKey) -> Result<Option<RuntimeNumbers>, StoreError> {
+        Ok(self.runtime_now(key))
+    }
+
+    async fn runtime_entries(
+        &self,
+        rule: &str,
+        limit_id: &str,
+    ) -> Result<Vec<RuntimeEntry>, StoreError> {
+        Ok(self.runtime_entries_now(rule, limit_id))
+    }
+
+    async fn remove_runtime(&self, key: &LimitKey) -> Result<bool, StoreError> {
+        Ok(self.remove_runtime_now(key))
     }
 }
 

@@ -10,8 +10,8 @@
 //!
 //! # Layout
 //! - `mod.rs` (this file): the [`Store`] trait and what it is handed and answers ([`LimitKey`],
-//!   [`KeyRef`], [`LimitCall`], [`LeaseCall`], [`ReserveCall`], [`SettleCall`], [`GiveBackCall`], [`StoreReply`],
-//!   [`BlocksCursor`], [`BlocksPage`], [`StoreError`]);
+//!   [`KeyRef`], [`LimitCall`], [`LeaseCall`], [`ReserveCall`], [`SettleCall`], [`GiveBackCall`],
+//!   [`StoreReply`], [`BlocksCursor`], [`BlocksPage`], [`RuntimeEntry`], [`StoreError`]);
 //! - `dyn_store`: [`DynStore`], the object-safe form the limiter holds;
 //! - [`memory`]: [`MemoryStore`](memory::MemoryStore), state in this process (sharded, capped);
 //! - `redis` (feature `redis`): the Redis store, one server, Sentinel or Cluster;
@@ -30,7 +30,7 @@ use std::future::Future;
 use std::time::Duration;
 
 use crate::algorithm::concurrency::LeaseToken;
-use crate::algorithm::{LimitOutcome, LimitStep, Mode};
+use crate::algorithm::{LimitOutcome, LimitStep, Mode, RuntimeNumbers};
 use crate::model::{Micros, Name};
 pub use dyn_store::{BoxFuture, DynStore};
 
@@ -337,10 +337,67 @@ pub trait Store: Send + Sync + fmt::Debug + 'static {
         let (_, refused) = (calls, no_give_back(Store::name(self)));
         async move { Err(refused) }
     }
+
+    /// Sets an identity's run-time numbers on a settable limit, which every later decision of
+    /// that key applies (see [`crate::algorithm::runtime`]). `Ok(false)`, changing nothing, when
+    /// the limit already holds `max_entries` other identities' numbers. A store without
+    /// run-time limits may keep this default, which refuses.
+    fn set_runtime(
+        &self,
+        key: &LimitKey,
+        numbers: RuntimeNumbers,
+        max_entries: usize,
+    ) -> impl Future<Output = Result<bool, StoreError>> + Send {
+        let (_, _, _, refused) = (key, numbers, max_entries, no_runtime(Store::name(self)));
+        async move { Err(refused) }
+    }
+
+    /// The run-time numbers of one key, if set.
+    fn runtime(
+        &self,
+        key: &LimitKey,
+    ) -> impl Future<Output = Result<Option<RuntimeNumbers>, StoreError>> + Send {
+        let (_, refused) = (key, no_runtime(Store::name(self)));
+        async move { Err(refused) }
+    }
+
+    /// Every identity's run-time numbers on one limit of a rule (at most the `max_entries` the
+    /// sets were bounded by), in no particular order.
+    fn runtime_entries(
+        &self,
+        rule: &str,
+        limit_id: &str,
+    ) -> impl Future<Output = Result<Vec<RuntimeEntry>, StoreError>> + Send {
+        let (_, _, refused) = (rule, limit_id, no_runtime(Store::name(self)));
+        async move { Err(refused) }
+    }
+
+    /// Removes one key's run-time numbers: its decisions go back to the limit's. Returns whether
+    /// some were set.
+    fn remove_runtime(
+        &self,
+        key: &LimitKey,
+    ) -> impl Future<Output = Result<bool, StoreError>> + Send {
+        let (_, refused) = (key, no_runtime(Store::name(self)));
+        async move { Err(refused) }
+    }
 }
 
 fn no_give_back(store: &'static str) -> StoreError {
     StoreError::permanent(store, "this store cannot give units back")
+}
+
+/// One identity's run-time numbers on a limit, as a listing returns them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RuntimeEntry {
+    /// The escaped identity.
+    pub identity: String,
+    /// Its numbers.
+    pub numbers: RuntimeNumbers,
+}
+
+fn no_runtime(store: &'static str) -> StoreError {
+    StoreError::permanent(store, "this store keeps no run-time limits")
 }
 
 fn no_reservations(store: &'static str) -> StoreError {

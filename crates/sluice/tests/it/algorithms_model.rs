@@ -275,6 +275,7 @@ proptest! {
                 }),
                 shadow: false,
                 lease: None,
+                settable: false,
             };
             let mode = if i % peek_every == 0 { Mode::Peek } else { Mode::Apply };
             let one = step::decide_one(&mut fast, &s, now, mode);

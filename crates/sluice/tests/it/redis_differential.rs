@@ -127,6 +127,7 @@ fn random_step(rng: &mut Rng, scale: &Scale) -> LimitStep {
         }),
         shadow: rng.chance(15),
         lease: None,
+        settable: false,
     }
 }
 

@@ -1,5 +1,5 @@
 //! The dashboard: `GET /ui`, a small page served from the binary, and the admin read endpoints it
-//! needs (`GET /v1/stats`, `POST /v1/blocks/lift`).
+//! needs (`GET /v1/stats`, `POST /v1/blocks/lift`; run-time limits come from `/v1/limits`).
 //!
 //! The page is plain HTML, CSS and JavaScript compiled in with `include_str!`: no CDN, no external
 //! font, nothing fetched from elsewhere (its Content-Security-Policy allows only this origin). The

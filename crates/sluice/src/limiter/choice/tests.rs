@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use super::*;
-use crate::algorithm::{LimitOutcome, LimitStep, Mode};
+use crate::algorithm::{LimitOutcome, LimitStep, Mode, RuntimeNumbers};
 use crate::clock::ManualClock;
 use crate::limiter::RuleCheck;
 use crate::model::{Algorithm, Condition, Limit, Micros, Override};
@@ -61,6 +61,17 @@ impl Store for Counting {
     async fn ping(&self) -> Result<(), StoreError> {
         Ok(())
     }
+    async fn set_runtime(
+        &self,
+        key: &LimitKey,
+        numbers: RuntimeNumbers,
+        max_entries: usize,
+    ) -> Result<bool, StoreError> {
+        self.store.set_runtime(key, numbers, max_entries).await
+    }
+    async fn runtime(&self, key: &LimitKey) -> Result<Option<RuntimeNumbers>, StoreError> {
+        self.store.runtime(key).await
+    }
 }
 
 fn when(json: &str) -> Condition {
@@ -71,6 +82,7 @@ fn tiers() -> Rule {
     let rate = |text: &str| text.parse().expect("a valid rate");
     Rule::new(vec![
         Limit::new(&["tenant"], rate("2/1m"), Algorithm::SlidingLog)
+            .settable()
             .with_override(Override::numbers(
                 when(r#"{"plan": "pro"}"#),
                 Some(rate("4/1m")),
@@ -157,6 +169,31 @@ fn deny_and_unlimited_make_no_store_call_on_either_path() {
         let pro = run(attrs("t2", &[("plan", "pro")]));
         assert_eq!((pro.quota, pro.remaining), (4, 3));
         assert_eq!(calls.load(Ordering::SeqCst), 1, "one store call for a tier");
+
+        // A run-time limit of the identity beats the override's numbers in the store; the deny
+        // is still decided before it.
+        let own = crate::model::RuntimeLimit::rate("6/1m".parse().unwrap());
+        let tenant = [("tenant", "t2")];
+        let set = limiter.set_runtime_limit("tiers", None, &tenant, &own);
+        tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap()
+            .block_on(set)
+            .unwrap();
+        let denied = run(vec![
+            ("method", "POST"),
+            ("tenant", "t2"),
+            ("ip", "203.0.113.7"),
+        ]);
+        assert_eq!(denied.reason.as_deref(), Some("this range is refused"));
+        assert_eq!(
+            calls.load(Ordering::SeqCst),
+            1,
+            "a deny makes no store call"
+        );
+        let pro = run(attrs("t2", &[("plan", "pro")]));
+        assert_eq!((pro.allowed, pro.quota, pro.remaining), (true, 6, 4));
+        assert_eq!(calls.load(Ordering::SeqCst), 2);
     }
 }
 

@@ -240,6 +240,7 @@ impl DenialCache {
             blocked_until_us: entry.blocked_until_us.filter(|_| blocked),
             violations: entry.violations,
             warning: entry.warning,
+            runtime: None,
         })
     }
 

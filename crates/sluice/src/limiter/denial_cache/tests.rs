@@ -25,6 +25,7 @@ fn step(algorithm: Algorithm, limit: u64, window_us: Micros, cost: u64) -> Limit
         penalty: None,
         shadow: false,
         lease: None,
+        settable: false,
     }
 }
 
@@ -38,6 +39,7 @@ fn denied(retry_after_us: Micros) -> LimitOutcome {
         blocked_until_us: None,
         violations: 0,
         warning: false,
+        runtime: None,
     }
 }
 

@@ -1,7 +1,8 @@
 //! Batches with the choices a limit makes per request: `when`, and the `unlimited` and `deny`
 //! overrides are decided before any unit is taken or spent (no store call, nothing held), and
 //! the requests the limit's own numbers apply to are served from batches on every path,
-//! including the in-process store's allocation-free one.
+//! including the in-process store's allocation-free one. Numbers other than the limit's own
+//! (overrides with numbers, `settable`) are refused beside batches.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -92,4 +93,12 @@ fn overrides_with_other_numbers_are_refused_with_batches() {
     rule().limits[0]
         .validate()
         .expect("when, unlimited and deny combine with batches");
+}
+
+#[test]
+fn a_settable_limit_cannot_take_batches() {
+    let mut limit = rule().limits[0].clone();
+    limit.settable = true;
+    let error = limit.validate().unwrap_err().to_string();
+    assert!(error.contains("cannot be settable"), "{error}");
 }

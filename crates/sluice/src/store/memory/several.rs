@@ -5,7 +5,7 @@
 use super::ShardGuard;
 use super::packed_state::PackedState;
 use super::{LimitCall, MemoryStore, StoreError, StoreReply};
-use crate::algorithm::{KeyState, Mode, step};
+use crate::algorithm::{KeyState, LimitOutcome, Mode, step};
 
 impl MemoryStore {
     pub(super) fn decide_several(
@@ -13,7 +13,6 @@ impl MemoryStore {
         calls: &[LimitCall],
         mode: Mode,
     ) -> Result<StoreReply, StoreError> {
-        let steps: Vec<_> = calls.iter().map(|c| c.step).collect();
         let located: Vec<(u64, usize)> =
             calls.iter().map(|c| self.locate((&c.key).into())).collect();
         let mut order: Vec<usize> = located.iter().map(|&(_, s)| s).collect();
@@ -21,6 +20,21 @@ impl MemoryStore {
         order.dedup();
         let mut guards: Vec<ShardGuard<'_>> = order.iter().map(|&i| self.shard(i)).collect();
         let now = self.inner.clock.now_us();
+        // Read with every key's shard locked, as the numbers are changed (see `runtime`).
+        let runtime: Vec<_> = calls
+            .iter()
+            .map(|c| {
+                c.step
+                    .settable
+                    .then(|| self.inner.runtime.get((&c.key).into()))
+                    .flatten()
+            })
+            .collect();
+        let steps: Vec<_> = calls
+            .iter()
+            .zip(&runtime)
+            .map(|(c, n)| n.map_or(c.step, |n| n.apply(&c.step)))
+            .collect();
         let guard_of = |i: usize| {
             order
                 .binary_search(&i)
@@ -74,7 +88,11 @@ impl MemoryStore {
         }
         Ok(StoreReply {
             now_us: now,
-            outcomes: results.into_iter().map(|(o, _)| o).collect(),
+            outcomes: results
+                .into_iter()
+                .zip(runtime)
+                .map(|((o, _), runtime)| LimitOutcome { runtime, ..o })
+                .collect(),
         })
     }
 }

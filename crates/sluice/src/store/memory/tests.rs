@@ -21,6 +21,7 @@ fn call(i: usize, block_us: Option<Micros>) -> LimitCall {
             penalty: None,
             shadow: false,
             lease: None,
+            settable: false,
         },
     }
 }
@@ -82,6 +83,7 @@ fn a_request_of_several_limits_keeps_inline_and_boxed_states_alike() {
             penalty: None,
             shadow: false,
             lease: None,
+            settable: false,
         },
     };
     // A GCRA state is held inline, a sliding window's in a box; the fixed window's goes into

@@ -127,6 +127,23 @@ impl RedisStore {
             }
         }
         if denied || failure.is_some() {
+            // A settable limit gives back under the numbers it consumed under.
+            let decided: Vec<LimitCall>;
+            let calls: &[LimitCall] = if outcomes.iter().flatten().any(|o| o.runtime.is_some()) {
+                decided = calls
+                    .iter()
+                    .zip(&outcomes)
+                    .map(|(c, o)| LimitCall {
+                        key: c.key.clone(),
+                        step: o
+                            .and_then(|o| o.runtime)
+                            .map_or(c.step, |n| n.apply(&c.step)),
+                    })
+                    .collect();
+                &decided
+            } else {
+                calls
+            };
             let given = join_all(
                 consumed
                     .iter()

@@ -7,6 +7,9 @@
 //! - While blocked, the state is parked at `{state key}:h` (see `lua/prelude.lua`).
 //! - The block end `{prefix}:{rule}:{limit id}:{{identity}}:b`, written only for blocks, keeps a
 //!   readable name: admin listings scan block keys and parse them back.
+//! - The run-time numbers of an identity of a settable limit, `{state key}:r` (no expiry: kept
+//!   until removed; a reset leaves them), which the general decision reads by name from its
+//!   state key, and their listing `{prefix}:{rule}:{limit id}:runtime` ([`runtime_index`]).
 //! - The remembered violations of a limit with a penalty, `{state key}:v`: a one-limit script
 //!   names it from its state key rather than take it as an argument, which would cost Redis about
 //!   1,500 instructions a call.
@@ -72,6 +75,8 @@ pub enum Part {
     Block,
     /// The remembered violations (`{state key}:v`).
     Violations,
+    /// The identity's numbers set at run time (`{state key}:r`), on a settable limit.
+    Runtime,
 }
 
 /// The 8-character hash of a rule's limit in state keys.
@@ -122,7 +127,15 @@ pub fn key(prefix: &str, k: &LimitKey, part: Part) -> String {
         Part::Counter => state_key(prefix, k),
         Part::Block => format!("{}:b", state_key_readable(prefix, k)),
         Part::Violations => format!("{}:v", state_key(prefix, k)),
+        Part::Runtime => format!("{}:r", state_key(prefix, k)),
     }
+}
+
+/// The listing of a limit's run-time numbers, `{prefix}:{rule}:{limit id}:runtime` (a hash:
+/// escaped identity → `"<count> <capacity>"`). It bounds how many identities a limit holds and
+/// lists them; decisions never read it.
+pub fn runtime_index(prefix: &str, rule: &str, limit_id: &str) -> String {
+    format!("{prefix}:{rule}:{limit_id}:runtime")
 }
 
 /// Every key a limit key may have: state, parked state, block, violations.

@@ -278,6 +278,7 @@ pub fn parse_marked_reply(
                     .step
                     .penalty
                     .is_some_and(|p| violations > 0 && violations >= p.warn_after),
+                runtime: None,
             }
         })
         .collect();

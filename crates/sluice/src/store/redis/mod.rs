@@ -23,7 +23,8 @@
 //! - keys: `keys` (names, state formats, parsing block keys back), `key_names` (their public
 //!   view), `slot` (Cluster hash slots);
 //! - the other operations: `admin` (reset, block, unblock, block listings), `lease` (releasing
-//!   and renewing concurrency leases), `reservation` (reserving and settling), `channel` (the
+//!   and renewing concurrency leases), `reservation` (reserving and settling), `runtime`
+//!   (run-time numbers of settable limits and their listing), `channel` (the
 //!   invalidation channel on pub/sub), `eviction` (the start-up check of the eviction policy);
 //! - the connection: `connection` (one type behind one server, Cluster and Sentinel),
 //!   `failover` (following a Sentinel-managed primary), `url`, `tls`, `options`;
@@ -153,6 +154,7 @@ mod options;
 mod packed_reply;
 mod reply;
 mod reservation;
+mod runtime;
 mod script;
 mod shape_scripts;
 mod shared_call;
@@ -180,9 +182,9 @@ use redis::{RedisError, RetryMethod};
 
 use super::{
     BlocksCursor, BlocksPage, GiveBackCall, LeaseCall, LimitCall, LimitKey, ReserveCall,
-    SettleCall, Store, StoreError, StoreReply,
+    RuntimeEntry, SettleCall, Store, StoreError, StoreReply,
 };
-use crate::algorithm::Mode;
+use crate::algorithm::{Mode, RuntimeNumbers};
 use crate::clock::Clock;
 use crate::model::Micros;
 use connection::RedisConnection;
@@ -382,5 +384,30 @@ impl Store for RedisStore {
 
     async fn give_back(&self, calls: &[GiveBackCall]) -> Result<(), StoreError> {
         self.give_back_all(calls).await
+    }
+
+    async fn set_runtime(
+        &self,
+        key: &LimitKey,
+        numbers: RuntimeNumbers,
+        max_entries: usize,
+    ) -> Result<bool, StoreError> {
+        self.set_runtime_key(key, numbers, max_entries).await
+    }
+
+    async fn runtime(&self, key: &LimitKey) -> Result<Option<RuntimeNumbers>, StoreError> {
+        self.runtime_of(key).await
+    }
+
+    async fn runtime_entries(
+        &self,
+        rule: &str,
+        limit_id: &str,
+    ) -> Result<Vec<RuntimeEntry>, StoreError> {
+        self.runtime_list(rule, limit_id).await
+    }
+
+    async fn remove_runtime(&self, key: &LimitKey) -> Result<bool, StoreError> {
+        self.remove_runtime_key(key).await
     }
 }

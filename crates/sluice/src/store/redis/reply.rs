@@ -101,7 +101,18 @@ pub(super) fn decode(reply: Value, reading: &Reading<'_>) -> Result<Option<Decid
         }
         (Kind::MarkedBlock, Value::BulkString(text)) => marked(&marked_reply::text_values(&text)?),
         (Kind::MarkedKeys, reply) => marked(&integers(reply)?),
-        (Kind::Outcomes, reply) => wire::parse_shaped_reply(&integers(reply)?, limits),
+        (Kind::Outcomes, reply) => {
+            let mut values = integers(reply)?;
+            let whole = 1 + limits * wire::REPLY_PER_LIMIT;
+            if values.len() <= whole {
+                return wire::parse_shaped_reply(&values, limits);
+            }
+            // The general decision's run-time numbers of its settable limits follow.
+            let runtime = values.split_off(whole);
+            let mut decided = wire::parse_reply(&values, limits)?;
+            wire::attach_runtime(&mut decided.1, reading.calls, &runtime)?;
+            Ok(Some(decided))
+        }
         (_, reply) => Err(unexpected(&reply)),
     }
 }

@@ -161,7 +161,9 @@ impl Scripts {
 
     /// The one-limit or rule script that decides these calls, if they have such a shape.
     pub fn shaped_for(&self, calls: &[LimitCall], mode: Mode) -> Option<Arc<Shaped>> {
-        if mode != Mode::Apply || calls.len() > MAX_LIMITS {
+        // A settable limit's numbers are read by the general decision alone.
+        if mode != Mode::Apply || calls.len() > MAX_LIMITS || calls.iter().any(|c| c.step.settable)
+        {
             return None;
         }
         let shapes: SmallVec<[Shape; 4]> = calls.iter().map(Shape::of).collect();

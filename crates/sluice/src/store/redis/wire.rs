@@ -10,7 +10,7 @@
 
 use smallvec::SmallVec;
 
-use crate::algorithm::{LimitOutcome, Mode};
+use crate::algorithm::{LimitOutcome, Mode, RuntimeNumbers};
 use crate::model::Micros;
 use crate::store::{LimitCall, StoreError};
 
@@ -146,8 +146,14 @@ pub fn decide_args(
         let penalty = s.penalty;
         let or_none = |v: Option<u64>| v.map_or_else(String::new, |v| v.to_string());
         let micros = |v: Micros| v.get().to_string();
+        let code = s.algorithm.wire_code();
         args.extend([
-            s.algorithm.wire_code().to_string(),
+            // Negated for a settable limit: the script then reads the identity's numbers.
+            if s.settable {
+                format!("-{code}")
+            } else {
+                code.to_string()
+            },
             p.count.to_string(),
             micros(p.window_us),
             p.capacity.to_string(),
@@ -272,10 +278,46 @@ pub fn parse_reply(
                 blocked_until_us: optional(r[5])?,
                 violations: unsigned(r[6])?,
                 warning: r[7] == 1,
+                runtime: None,
             })
         })
         .collect::<Result<Vec<_>, StoreError>>()?;
     Ok((now_us, outcomes))
+}
+
+/// Gives each settable limit's outcome the run-time numbers `lua/decide.lua` decided it with:
+/// `values` holds a count and a capacity per settable call, in call order (0, 0: none set).
+pub fn attach_runtime(
+    outcomes: &mut [LimitOutcome],
+    calls: &[LimitCall],
+    values: &[i64],
+) -> Result<(), StoreError> {
+    let mut pairs = values.chunks_exact(2);
+    for (outcome, _) in outcomes
+        .iter_mut()
+        .zip(calls)
+        .filter(|(_, c)| c.step.settable)
+    {
+        let Some(&[count, capacity]) = pairs.next() else {
+            return Err(unexpected_runtime(values));
+        };
+        outcome.runtime = match (u64::try_from(count), u64::try_from(capacity)) {
+            (Ok(0), Ok(0)) => None,
+            (Ok(count @ 1..), Ok(capacity @ 1..)) => Some(RuntimeNumbers { count, capacity }),
+            _ => return Err(unexpected_runtime(values)),
+        };
+    }
+    if pairs.next().is_some() || !pairs.remainder().is_empty() {
+        return Err(unexpected_runtime(values));
+    }
+    Ok(())
+}
+
+fn unexpected_runtime(values: &[i64]) -> StoreError {
+    StoreError::permanent(
+        "redis",
+        format!("unexpected run-time numbers in a script reply: {values:?}"),
+    )
 }
 
 #[cfg(test)]

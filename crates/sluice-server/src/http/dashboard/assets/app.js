@@ -48,7 +48,8 @@ function describeLimit(limit) {
   }
   const burst = limit.burst ? " burst " + limit.burst : "";
   const block = limit.block ? ", block " + limit.block : "";
-  return limit.rate + " " + limit.algorithm + burst + " per " + by + block;
+  const settable = limit.settable ? " (settable)" : "";
+  return limit.rate + " " + limit.algorithm + burst + " per " + by + block + settable;
 }
 
 function renderRules(rules, stats) {
@@ -114,6 +115,55 @@ function renderBlocks() {
   $("#no-blocks").hidden = blocks.length > 0;
 }
 
+function describeRuntime(entry) {
+  if (entry.max_leases !== undefined) return entry.max_leases + " at once";
+  return entry.rate + (entry.burst ? " burst " + entry.burst : "");
+}
+
+function renderRuntime(entries) {
+  const tbody = $("#runtime tbody");
+  tbody.replaceChildren();
+  for (const entry of entries) {
+    const row = tbody.insertRow();
+    row.dataset.rule = entry.rule;
+    row.dataset.identity = entry.identity;
+    cell(row, entry.rule);
+    cell(row, entry.limit);
+    cell(row, entry.identity, "identity");
+    cell(row, describeRuntime(entry), "runtime-set");
+    const button = document.createElement("button");
+    button.type = "button";
+    button.className = "remove";
+    button.textContent = "Remove";
+    button.addEventListener("click", () => removeRuntime(entry, button));
+    row.insertCell().append(button);
+  }
+  $("#no-runtime").hidden = entries.length > 0;
+}
+
+// Listings show escaped identities (`customer=42`); removal takes attributes, so an entry is
+// removed by its attributes when its identity is plain `name=value` pairs.
+async function removeRuntime(entry, button) {
+  const attributes = {};
+  for (const part of entry.identity.split(",")) {
+    const at = part.indexOf("=");
+    if (at <= 0 || part.slice(at + 1).startsWith("~")) {
+      showError(new Error("remove " + entry.identity + " with `sluice limits remove`: its value is hashed"));
+      return;
+    }
+    attributes[part.slice(0, at)] = part.slice(at + 1);
+  }
+  button.disabled = true;
+  try {
+    await api("DELETE", "/v1/limits", { rule: entry.rule, limit: entry.limit, attributes });
+    button.closest("tr").remove();
+    $("#no-runtime").hidden = $("#runtime tbody").rows.length > 0;
+  } catch (error) {
+    button.disabled = false;
+    showError(error);
+  }
+}
+
 function tickCountdowns() {
   for (const td of document.querySelectorAll("#blocks .countdown")) {
     td.textContent = countdown(Number(td.dataset.until));
@@ -142,8 +192,9 @@ function showError(error) {
 
 async function refresh() {
   try {
-    const [stats, rules, listed] = await Promise.all([
+    const [stats, rules, listed, runtime] = await Promise.all([
       api("GET", "/v1/stats"), api("GET", "/v1/rules"), api("GET", "/v1/blocks"),
+      api("GET", "/v1/limits"),
     ]);
     clockOffsetMs = stats.now_ms - Date.now();
     $("#version").textContent = "rules " + stats.version.slice(0, 12) + " loaded "
@@ -156,6 +207,7 @@ async function refresh() {
     renderRules(rules, stats);
     blocks = listed.blocks;
     renderBlocks();
+    renderRuntime(runtime.limits);
     previous = stats;
     $("#updated").textContent = "updated " + new Date().toLocaleTimeString();
     $("#error").textContent = "";

@@ -12,12 +12,15 @@
 -- ARGV[3]: 'apply' or 'peek' (peek writes nothing).
 -- ARGV[4]: the token an admitted request's leases are taken under on its concurrency limits
 --   ('' when it takes none).
--- ARGV[5..]: ARGS_PER_LIMIT per limit: algorithm (its code, model::REGISTRY), count, window_us,
---   capacity, cost, count_denied (0/1),
+-- ARGV[5..]: ARGS_PER_LIMIT per limit: algorithm (its code, model::REGISTRY; negated for a
+--   settable limit, whose identity's run-time numbers "<count> <capacity>" at `<state key>:r`,
+--   same slot, replace count and capacity), count, window_us, capacity, cost, count_denied (0/1),
 --   shadow (0/1), block_us ('': none), warn_after ('': no penalty), ban_after, ban_us,
 --   memory_us.
 -- Returns: { now_us, then 8 per limit: allowed (0/1), remaining, reset_after_us,
---   retry_after_us (-1: none), delay_us, blocked_until_us (-1: none), violations, warning (0/1) }.
+--   retry_after_us (-1: none), delay_us, blocked_until_us (-1: none), violations, warning (0/1),
+--   then per settable limit, in order, the run-time count and capacity it decided with (0, 0:
+--   none set) }.
 
 local LOOKS = { ${LOOKS} }
 local RECORDS = { ${RECORDS} }
@@ -39,6 +42,12 @@ local k = 1
 local a = 5
 while ARGV[a] do
   local code = tonumber(ARGV[a])
+  local runtime
+  if code < 0 then
+    -- Read in this same script: a change applies to the next decision, never halfway into one.
+    code = -code
+    runtime = redis.call('GET', KEYS[k] .. ':r') or ''
+  end
   local step = {
     look = LOOKS[code],
     record = RECORDS[code],
@@ -57,6 +66,14 @@ while ARGV[a] do
     violations = 0,
   }
   k = k + 1
+  if runtime then
+    local count, capacity = string.match(runtime, '^(%d+) (%d+)$')
+    step.runtime = { 0, 0 }
+    if count then
+      step.p.count, step.p.capacity = tonumber(count), tonumber(capacity)
+      step.runtime = { step.p.count, step.p.capacity }
+    end
+  end
   if ARGV[a + 8] ~= '' then
     step.penalty = {
       warn_after = tonumber(ARGV[a + 8]),
@@ -145,5 +162,11 @@ for _, r in ipairs(results) do
   reply[#reply + 1] = r.blocked_until or -1
   reply[#reply + 1] = r.violations
   reply[#reply + 1] = r.warning and 1 or 0
+end
+for _, step in ipairs(steps) do
+  if step.runtime then
+    reply[#reply + 1] = step.runtime[1]
+    reply[#reply + 1] = step.runtime[2]
+  end
 end
 return reply

@@ -25,6 +25,7 @@ fn fixed_window(limit: u64, window_us: u64) -> LimitCall {
             }),
             shadow: false,
             lease: None,
+            settable: false,
         },
     }
 }
