@@ -1,13 +1,20 @@
 //! The decision of a limit with batches: from a held batch when it covers the request, else
-//! from a new batch asked of the store, else by the exact path (the general decision, which
-//! the caller then makes). Also the give-backs: of a batch that ended, of every batch (the node
-//! stops), of the batches of rules that changed (a reload), and the background task that gives
-//! back batches whose hold time has passed.
+//! from the batch already being asked for (waiting for it), else from a new batch asked of the
+//! store, else by the exact path (the general decision, which the caller then makes). Also the
+//! give-backs: of a batch that ended, of every batch (the node stops), of the batches of rules
+//! that changed (a reload), and the background task that gives back batches whose hold time has
+//! passed.
+//!
+//! Invariants: a request that finds nothing held while a batch for its key is on its way waits
+//! for that batch rather than calling the store too (a burst on a cold key costs one call); a
+//! batch being asked for is always ended (`asking`), so no key is left waiting on a request that
+//! was dropped.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
+use super::asking::{Asking, wait_for};
 use super::{Holdings, Took};
 use crate::algorithm::{LimitOutcome, Mode};
 use crate::clock::Clock;
@@ -59,33 +66,47 @@ impl Limiter {
             return Answer::Exact;
         }
         let cost = call.step.cost;
-        let now = self.inner.clock.now_us();
-        let step = held.spend(&call.key, cost, now);
-        self.sweep(held);
-        if !step.give_back.is_empty() {
-            let timeout = self.inner.options.timeout;
-            give_back(&*self.inner.store, held, step.give_back, timeout).await;
-        }
-        if let Some(spent) = step.spent {
-            let outcome = LimitOutcome {
-                remaining: spent.remaining,
-                reset_after_us: spent.reset_after_us,
-                ..LimitOutcome::unanswered(true)
-            };
-            let d = counted(rule, picks, calls, now, outcome);
-            // The batch being spent runs low: the next one is asked for now, once per batch.
-            if let Some(k) = step.take {
-                let _ = self.take(held, call, k, 0, now).await;
+        let timeout = self.inner.options.timeout;
+        let mut deadline = None;
+        loop {
+            let now = self.inner.clock.now_us();
+            let mut step = held.spend(&call.key, cost, now);
+            // Made before any await: a request dropped from here on still ends its batch.
+            let asking = step.take.map(|k| (k, Asking::new(held, &call.key)));
+            self.sweep(held);
+            if !step.give_back.is_empty() {
+                let calls = std::mem::take(&mut step.give_back);
+                give_back(&*self.inner.store, held, calls, timeout).await;
             }
-            return Answer::Decided(Box::new(d));
-        }
-        let Some(k) = step.take else {
-            return Answer::Exact;
-        };
-        match self.take(held, call, k, cost, now).await {
-            Ok(Some(o)) => Answer::Decided(Box::new(counted(rule, picks, calls, o.1, o.0))),
-            Ok(None) => Answer::Exact,
-            Err(error) => Answer::Failed(error),
+            if let Some(spent) = step.spent {
+                let outcome = LimitOutcome {
+                    remaining: spent.remaining,
+                    reset_after_us: spent.reset_after_us,
+                    ..LimitOutcome::unanswered(true)
+                };
+                // The batch being spent runs low: the next one is asked for now, once per batch.
+                if let Some((k, asking)) = asking {
+                    let _ = self.take(held, call, k, 0, now, asking).await;
+                }
+                return Answer::Decided(Box::new(counted(rule, picks, calls, now, outcome)));
+            }
+            if let Some(landed) = step.wait {
+                // A batch for this key is on its way: wait for it instead of calling the store
+                // too, then look again; past the store's timeout, the exact path.
+                let until = *deadline.get_or_insert_with(|| tokio::time::Instant::now() + timeout);
+                if wait_for(landed, until).await {
+                    continue;
+                }
+                return Answer::Exact;
+            }
+            let Some((k, asking)) = asking else {
+                return Answer::Exact;
+            };
+            return match self.take(held, call, k, cost, now, asking).await {
+                Ok(Some(o)) => Answer::Decided(Box::new(counted(rule, picks, calls, o.1, o.0))),
+                Ok(None) => Answer::Exact,
+                Err(error) => Answer::Failed(error),
+            };
         }
     }
 
@@ -99,6 +120,7 @@ impl Limiter {
         k: u64,
         cost: u64,
         now: Micros,
+        asking: Asking,
     ) -> Result<Option<(LimitOutcome, Micros)>, StoreError> {
         // The batch changes nothing when refused: no block, no violation (count_denied is
         // refused with batches). The exact path then decides the request with them.
@@ -112,10 +134,12 @@ impl Limiter {
         {
             Ok(reply) => reply,
             Err(error) => {
+                asking.settled();
                 held.refused(&call.key, None);
                 return Err(error);
             }
         };
+        asking.settled();
         let Some(o) = reply.outcomes.first().filter(|o| o.allowed) else {
             held.refused(&call.key, reply.outcomes.first().map(|o| o.remaining));
             return Ok(None);

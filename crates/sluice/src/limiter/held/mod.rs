@@ -24,24 +24,32 @@
 //! - one batch is asked for at a time per key: the next one once the batch being spent is down
 //!   to a quarter (so requests rarely find nothing held), by the request that noticed, after it
 //!   was decided; each batch keeps its own end; a request that finds nothing held while a batch
-//!   is being asked for takes the exact path;
+//!   is being asked for waits for that batch (at most the store's timeout, then the exact path)
+//!   instead of making a store call of its own, so a burst on a cold key costs one call;
+//! - a batch being asked for always ends, granted, refused, failed or abandoned (the asking
+//!   request dropped mid-call): every end wakes the requests waiting for it;
 //! - at most [`MAX_HELD_KEYS`] identities per rule hold units or sizes; beyond, the exact path.
 //!
 //! # Layout
 //! - `mod.rs` (this file): [`Holdings`], the batches of one rule, and their bookkeeping;
-//! - `decide`: the decision from a held batch, the batch taken, and the give-backs.
+//! - `decide`: the decision from a held batch, the batch taken, and the give-backs;
+//! - `asking`: a batch being asked for, and the requests waiting for it;
+//! - `meters`: the metrics of one rule's batches.
 
+mod asking;
 mod decide;
+mod meters;
 
 pub use decide::HeldUnits;
 pub(super) use decide::{Answer, observe};
+use meters::HeldMeters;
 
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
-use metrics::{Counter, Gauge};
 use parking_lot::Mutex;
+use tokio::sync::watch;
 
 use crate::algorithm::Params;
 use crate::model::{Algorithm, Batches, Micros, Name};
@@ -65,31 +73,10 @@ pub(crate) struct Holdings {
     taken: AtomicU64,
     /// Whether the background task that gives back ended batches runs.
     pub(super) sweeping: AtomicBool,
+    /// Bumped each time a batch being asked for ends (granted or not): wakes the requests that
+    /// wait for it.
+    landed: watch::Sender<u64>,
     meters: HeldMeters,
-}
-
-#[derive(Debug)]
-struct HeldMeters {
-    held: Gauge,
-    taken: Counter,
-    given_back: Counter,
-    spent: Counter,
-    takes: Counter,
-    refused: Counter,
-}
-
-impl HeldMeters {
-    fn new(rule: &Name) -> HeldMeters {
-        let rule = rule.to_string();
-        HeldMeters {
-            held: metrics::gauge!("sluice_batch_units_held", "rule" => rule.clone()),
-            taken: metrics::counter!("sluice_batch_units_taken_total", "rule" => rule.clone()),
-            given_back: metrics::counter!("sluice_batch_units_given_back_total", "rule" => rule.clone()),
-            spent: metrics::counter!("sluice_batch_decisions_total", "rule" => rule.clone()),
-            takes: metrics::counter!("sluice_batch_takes_total", "rule" => rule.clone(), "result" => "granted"),
-            refused: metrics::counter!("sluice_batch_takes_total", "rule" => rule, "result" => "refused"),
-        }
-    }
 }
 
 /// One batch: units the store granted at once.
@@ -147,8 +134,10 @@ pub(super) struct Step {
     /// Units of ended batches to give back.
     pub give_back: Vec<GiveBackCall>,
     /// A batch to ask for: before the request is decided when it was not admitted (`None`
-    /// then means the exact path), after it when the current batch runs low.
+    /// then means the exact path, or waiting), after it when the current batch runs low.
     pub take: Option<u64>,
+    /// Nothing held, and a batch is on its way: changes when it lands (or fails).
+    pub wait: Option<watch::Receiver<u64>>,
 }
 
 /// A request answered from a held batch: what the decision reports.
@@ -169,6 +158,7 @@ impl Holdings {
             given_back: AtomicU64::new(0),
             taken: AtomicU64::new(0),
             sweeping: AtomicBool::new(false),
+            landed: watch::Sender::new(0),
             meters: HeldMeters::new(rule),
         }
     }
@@ -239,6 +229,9 @@ impl Holdings {
                 h.taking = true;
                 step.take = Some(k);
             }
+        } else if h.taking && step.spent.is_none() && cost < self.batches.max {
+            // Subscribed under the lock that saw `taking`: the batch's end cannot be missed.
+            step.wait = Some(self.landed.subscribe());
         }
         step
     }
@@ -314,6 +307,8 @@ impl Holdings {
         h.left = took.left;
         h.reset_after_us = took.reset_after_us;
         h.taking = false;
+        drop(keys);
+        self.landed.send_modify(|n| *n = n.wrapping_add(1));
     }
 
     /// Records a batch the store refused (or could not be asked for): `left` is what the store
@@ -328,6 +323,18 @@ impl Holdings {
                 h.left = left;
             }
         }
+        drop(keys);
+        self.landed.send_modify(|n| *n = n.wrapping_add(1));
+    }
+
+    /// Records a batch whose asking was dropped before the store answered: what the store did
+    /// is unknown (units it may have granted stay counted there until they drain: under-, never
+    /// over-admission), and the key may ask again.
+    pub(super) fn abandoned(&self, key: &LimitKey) {
+        if let Some(h) = self.keys.lock().get_mut(key) {
+            h.taking = false;
+        }
+        self.landed.send_modify(|n| *n = n.wrapping_add(1));
     }
 
     /// Records what an exact decision said was left.
@@ -393,3 +400,5 @@ pub(crate) fn carry_over(old: &super::RuleBook, new: &mut super::RuleBook) {
 mod choice_tests;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod wait_tests;
