@@ -1,5 +1,6 @@
 //! The `sluice` command: the decision service (`serve`), rule file checks (`validate`),
-//! one-off decisions (`check`), the load tool (`bench`), and the simulator (`simulate`).
+//! one-off decisions (`check`), the load tool (`bench`), the simulator (`simulate`), and
+//! imports of other rate limiters' configurations (`import`).
 //!
 //! Exit codes: 0 success (valid file, allowed request), 1 a negative answer (invalid file,
 //! denied request), 2 an error (unreadable file, store unreachable, port in use), 3 a decision
@@ -12,6 +13,7 @@
 //! - [`cli`]: the command line (clap);
 //! - [`logging`]: `tracing` output, text or JSON;
 //! - [`validate`], [`check`]: the one-shot commands; [`bench`](mod@bench): the load tool;
+//! - [`import`](mod@import): envoyproxy/ratelimit and Limitador configurations → rule files;
 //! - [`completions`], [`manual`], [`version`]: shell completions, manual pages and the version
 //!   line, generated from the command line's definition and the build.
 //!
@@ -24,6 +26,7 @@ pub mod bench;
 pub mod check;
 pub mod cli;
 pub mod completions;
+pub mod import;
 pub mod logging;
 pub mod manual;
 pub mod validate;
@@ -54,6 +57,7 @@ pub fn run(cli: Cli) -> ExitCode {
             );
         }
         Command::Man(args) => return finish(manual::run(args, &mut std::io::stdout().lock())),
+        Command::Import(args) => return import::run(args),
         _ => {}
     }
     if let Err(error) = logging::init(&cli.log) {
@@ -92,7 +96,7 @@ pub fn run(cli: Cli) -> ExitCode {
                 .await
                 .map(|()| ExitCode::SUCCESS)
                 .map_err(anyhow::Error::from),
-            Command::Completions(_) | Command::Man(_) => Ok(ExitCode::SUCCESS),
+            Command::Completions(_) | Command::Man(_) | Command::Import(_) => Ok(ExitCode::SUCCESS),
         }
     });
     match result {
