@@ -94,6 +94,8 @@ pub fn translate(files: &[ErlFile], shadow_all: bool, report: &mut Report) -> Im
     for (domain, nodes) in &domains {
         t.walk(domain, nodes, &mut Vec::new());
     }
+    // A shape whose descriptors are all unlimited needs no rule: unmatched is OK, as unlimited is.
+    t.rules.retain(|r| !r.limits.is_empty());
     let mut imported = Imported::default();
     for (domain, _) in &domains {
         let mappings: Vec<DescriptorMapping> = t
