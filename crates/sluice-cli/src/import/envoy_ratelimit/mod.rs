@@ -48,4 +48,4 @@ pub fn import(files: &[PathBuf], shadow_all: bool, report: &mut Report) -> Resul
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
