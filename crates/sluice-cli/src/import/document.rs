@@ -45,7 +45,10 @@ pub fn read_yaml(path: &Path) -> Result<Value, ImportError> {
 
 /// YAML text as a tree; an empty document is `null`.
 pub fn parse_yaml(text: &str) -> Result<Value, String> {
-    if text.lines().all(|l| l.trim().is_empty() || l.trim() == "---" || l.trim_start().starts_with('#')) {
+    if text
+        .lines()
+        .all(|l| l.trim().is_empty() || l.trim() == "---" || l.trim_start().starts_with('#'))
+    {
         return Ok(Value::Null);
     }
     serde_saphyr::from_str::<Value>(text).map_err(|e| format!("not YAML: {e}"))
@@ -75,7 +78,10 @@ impl Reader<'_> {
         unknown: &str,
     ) -> Option<&'v Map<String, Value>> {
         let Value::Object(map) = value else {
-            self.lose(path, format!("expected a map, found {}; left out", kind(value)));
+            self.lose(
+                path,
+                format!("expected a map, found {}; left out", kind(value)),
+            );
             return None;
         };
         for key in map.keys().filter(|k| !known.contains(&k.as_str())) {
@@ -92,7 +98,10 @@ impl Reader<'_> {
             Value::Number(n) => Some(n.to_string()),
             Value::Bool(b) => Some(b.to_string()),
             other => {
-                self.lose(&join(path, key), format!("expected text, found {}; left out", kind(other)));
+                self.lose(
+                    &join(path, key),
+                    format!("expected text, found {}; left out", kind(other)),
+                );
                 None
             }
         }
@@ -123,7 +132,10 @@ impl Reader<'_> {
             Some(Value::Bool(b)) => *b,
             Some(Value::String(s)) if s == "true" || s == "false" => s == "true",
             Some(other) => {
-                self.lose(&join(path, key), format!("expected true or false, found {other}; read as false"));
+                self.lose(
+                    &join(path, key),
+                    format!("expected true or false, found {other}; read as false"),
+                );
                 false
             }
         }
@@ -135,7 +147,10 @@ impl Reader<'_> {
             None | Some(Value::Null) => &[],
             Some(Value::Array(items)) => items,
             Some(other) => {
-                self.lose(&join(path, key), format!("expected a list, found {}; left out", kind(other)));
+                self.lose(
+                    &join(path, key),
+                    format!("expected a list, found {}; left out", kind(other)),
+                );
                 &[]
             }
         }

@@ -89,7 +89,10 @@ pub fn run(args: &ImportArgs) -> ExitCode {
             files,
             shadow_mode,
             output,
-        } => (envoy_ratelimit::import(files, *shadow_mode, &mut report), output),
+        } => (
+            envoy_ratelimit::import(files, *shadow_mode, &mut report),
+            output,
+        ),
         ImportSource::Limitador {
             file,
             envoy,
@@ -120,7 +123,9 @@ fn write(imported: &Imported, output: &OutputArgs) -> Result<(), ImportError> {
     if let Err(e) = Config::parse(&text, Format::Yaml) {
         return Err(ImportError::Parse {
             path,
-            message: format!("the imported rules do not validate ({e}); please report this with the input"),
+            message: format!(
+                "the imported rules do not validate ({e}); please report this with the input"
+            ),
         });
     }
     let written = match &output.output {

@@ -46,21 +46,39 @@ fn clean(text: &str, max: usize, fallback: &str, ok: impl Fn(char) -> bool, lowe
 /// An attribute name for a descriptor key or a Limitador variable (`req.method` → `req_method`,
 /// `X-User` → `x_user`), unique in `taken`.
 pub fn attribute(key: &str, taken: &mut Taken) -> String {
-    let name = clean(key, 60, "key", |c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_', true);
+    let name = clean(
+        key,
+        60,
+        "key",
+        |c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_',
+        true,
+    );
     taken.unique(name, 64, '_')
 }
 
 /// A rule name from its parts (`edge.tenant.plan`), unique in `taken`.
 pub fn rule(parts: &[&str], taken: &mut Taken) -> String {
     let joined = parts.join(".");
-    let name = clean(&joined, 120, "imported", |c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'), false);
+    let name = clean(
+        &joined,
+        120,
+        "imported",
+        |c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'),
+        false,
+    );
     taken.unique(name, 128, '-')
 }
 
 /// A limit name from its parts (`tenant-plan_pro`), unique in `taken`.
 pub fn limit(parts: &[String], taken: &mut Taken) -> String {
     let joined = parts.join("-");
-    let name = clean(&joined, 58, "limit", |c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-'), false);
+    let name = clean(
+        &joined,
+        58,
+        "limit",
+        |c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-'),
+        false,
+    );
     taken.unique(name, 64, '-')
 }
 
@@ -78,8 +96,14 @@ mod tests {
         let long = attribute(&"a".repeat(200), &mut taken);
         assert!(sluice::model::By::parse(&long).is_ok());
         let mut rules = Taken::default();
-        assert_eq!(rule(&["edge", "remote_address"], &mut rules), "edge.remote_address");
-        assert_eq!(rule(&["edge", "remote:address"], &mut rules), "edge.remote_address-2");
+        assert_eq!(
+            rule(&["edge", "remote_address"], &mut rules),
+            "edge.remote_address"
+        );
+        assert_eq!(
+            rule(&["edge", "remote:address"], &mut rules),
+            "edge.remote_address-2"
+        );
         assert!(sluice::model::validate_rule_name(&rule(&[&"x".repeat(300)], &mut rules)).is_ok());
         let mut limits = Taken::default();
         assert_eq!(limit(&["plan_pro*".into()], &mut limits), "plan_pro_");

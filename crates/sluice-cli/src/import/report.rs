@@ -43,7 +43,10 @@ impl Report {
                 true => String::new(),
                 false => format!(" {}:", loss.path),
             };
-            out.push_str(&format!("not carried over: {}:{at} {}\n", loss.file, loss.message));
+            out.push_str(&format!(
+                "not carried over: {}:{at} {}\n",
+                loss.file, loss.message
+            ));
         }
         out.push_str(&match self.losses.len() {
             0 => format!("imported {rules} rule(s); everything was carried over\n"),

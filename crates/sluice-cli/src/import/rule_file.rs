@@ -76,7 +76,11 @@ impl Imported {
         for (domain, mappings) in &self.envoy {
             let _ = writeln!(out, "  {}:", scalar(domain));
             for m in mappings {
-                let entries: Vec<String> = m.descriptor.iter().map(|e| scalar(&e.to_string())).collect();
+                let entries: Vec<String> = m
+                    .descriptor
+                    .iter()
+                    .map(|e| scalar(&e.to_string()))
+                    .collect();
                 let _ = writeln!(out, "    - descriptor: [{}]", entries.join(", "));
                 let _ = writeln!(out, "      rule: {}", scalar(&m.rule));
                 if !m.attributes.is_empty() {
@@ -109,7 +113,10 @@ fn write_limit(out: &mut String, l: &Limit) {
     if let Some(name) = &l.name {
         field(out, format!("name: {}", scalar(name)));
     }
-    let by: Vec<String> = l.by.iter().map(|b| scalar(&String::from(b.clone()))).collect();
+    let by: Vec<String> =
+        l.by.iter()
+            .map(|b| scalar(&String::from(b.clone())))
+            .collect();
     field(out, format!("by: [{}]", by.join(", ")));
     field(out, format!("rate: {}", l.rate));
     field(out, format!("algorithm: {}", l.algorithm));
@@ -211,15 +218,42 @@ mod tests {
     #[test]
     fn scalars_read_back_as_the_same_text() {
         for text in [
-            "pro", "a b", "", "true", "No", "007", "1.5", "-x", "a: b", "#c", "{x}", "[y]", "q\"uo'te",
-            "new\nline", "tab\t", "ünï", "*", "&a", "!t", "%", "@", "`", "/api/v1", "x,y", "~",
+            "pro",
+            "a b",
+            "",
+            "true",
+            "No",
+            "007",
+            "1.5",
+            "-x",
+            "a: b",
+            "#c",
+            "{x}",
+            "[y]",
+            "q\"uo'te",
+            "new\nline",
+            "tab\t",
+            "ünï",
+            "*",
+            "&a",
+            "!t",
+            "%",
+            "@",
+            "`",
+            "/api/v1",
+            "x,y",
+            "~",
         ] {
             let yaml = format!("v: {}\n", scalar(text));
             let read: serde_json::Value = serde_saphyr::from_str(&yaml).unwrap();
             assert_eq!(read["v"], serde_json::Value::String(text.into()), "{yaml}");
             let flow = format!("v: {{ w: [{}] }}\n", scalar(text));
             let read: serde_json::Value = serde_saphyr::from_str(&flow).unwrap();
-            assert_eq!(read["v"]["w"][0], serde_json::Value::String(text.into()), "{flow}");
+            assert_eq!(
+                read["v"]["w"][0],
+                serde_json::Value::String(text.into()),
+                "{flow}"
+            );
         }
     }
 }

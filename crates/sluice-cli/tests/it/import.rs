@@ -51,7 +51,10 @@ fn golden(name: &str, actual: &str) {
         return;
     }
     let expected = std::fs::read_to_string(&path).unwrap_or_default();
-    assert!(expected == actual, "{name} differs (SLUICE_BLESS=1 rewrites it):\n{actual}");
+    assert!(
+        expected == actual,
+        "{name} differs (SLUICE_BLESS=1 rewrites it):\n{actual}"
+    );
 }
 
 fn imported(format: &str, names: &[&str], extra: &[&str]) -> (String, serde_json::Value) {
@@ -77,8 +80,15 @@ fn the_fixtures_give_the_committed_rule_files_and_reports() {
     // Text report: one line per loss, with file and path, then the count.
     let out = import(&["limitador", "tests/data/import/limitador.yaml"]);
     let text = String::from_utf8_lossy(&out.stderr);
-    assert!(text.contains("not carried over: tests/data/import/limitador.yaml: [6].conditions[0]: "), "{text}");
-    assert!(text.trim_end().ends_with("thing(s) not carried over exactly"), "{text}");
+    assert!(
+        text.contains("not carried over: tests/data/import/limitador.yaml: [6].conditions[0]: "),
+        "{text}"
+    );
+    assert!(
+        text.trim_end()
+            .ends_with("thing(s) not carried over exactly"),
+        "{text}"
+    );
 }
 
 #[test]
@@ -94,7 +104,10 @@ fn the_rule_files_pass_validate() {
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         let out = import(&args);
         assert_eq!(out.status.code(), Some(0), "{out:?}");
-        assert!(out.stdout.is_empty(), "-o writes the file, not standard output");
+        assert!(
+            out.stdout.is_empty(),
+            "-o writes the file, not standard output"
+        );
         let valid = sluice().arg("validate").arg(&target).output().unwrap();
         assert_eq!(valid.status.code(), Some(0), "{valid:?}");
     }
@@ -106,26 +119,45 @@ fn only_unreadable_input_fails() {
     let not_yaml = dir.write("bad.yaml", "domain: [unclosed\n");
     let list = dir.write("list.yaml", "- 1\n");
     for args in [
-        vec!["envoy-ratelimit".to_string(), dir.path().join("missing.yaml").display().to_string()],
-        vec!["envoy-ratelimit".to_string(), not_yaml.display().to_string()],
+        vec![
+            "envoy-ratelimit".to_string(),
+            dir.path().join("missing.yaml").display().to_string(),
+        ],
+        vec![
+            "envoy-ratelimit".to_string(),
+            not_yaml.display().to_string(),
+        ],
         vec!["envoy-ratelimit".to_string(), list.display().to_string()],
-        vec!["limitador".to_string(), data().join("erl_edge.yaml").display().to_string()],
+        vec![
+            "limitador".to_string(),
+            data().join("erl_edge.yaml").display().to_string(),
+        ],
     ] {
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         let out = import(&args);
         assert_eq!(out.status.code(), Some(2), "{args:?}: {out:?}");
-        assert!(String::from_utf8_lossy(&out.stderr).starts_with("error: "), "{out:?}");
+        assert!(
+            String::from_utf8_lossy(&out.stderr).starts_with("error: "),
+            "{out:?}"
+        );
         assert!(out.stdout.is_empty());
     }
 }
 
 fn hour() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs() / 3600
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+        / 3600
 }
 
 /// What envoyproxy/ratelimit admits of `sent` requests, each with one descriptor of `entries`
 /// (hits 1), for the fixtures: (entries, sent, admitted).
-const ERL_EXPECTED: &[(&[(&str, &str)], usize, usize)] = &[
+/// One descriptor's entries, how many requests carry it, how many are admitted.
+type Sent = (&'static [(&'static str, &'static str)], usize, usize);
+
+const ERL_EXPECTED: &[Sent] = &[
     // 3 an hour per address; one refused; one allowlisted; each address counted apart.
     (&[("remote_address", "1.2.3.4")], 5, 3),
     (&[("remote_address", "5.6.7.8")], 4, 3),
@@ -195,23 +227,36 @@ async fn imported_envoy_ratelimit_rules_decide_as_envoy_ratelimit_over_rls() {
         // Two descriptors under their limits in one request: each counts.
         let both = request(
             "edge",
-            vec![descriptor(&[("plan", "gold")]), descriptor(&[("to_number", "2")])],
+            vec![
+                descriptor(&[("plan", "gold")]),
+                descriptor(&[("to_number", "2")]),
+            ],
         );
         let both_ok = ask(&mut client, both).await.overall_code() == Code::Ok;
         let gold = || request("edge", vec![descriptor(&[("plan", "gold")])]);
-        let alone = [ask(&mut client, gold()).await.overall_code(), ask(&mut client, gold()).await.overall_code()];
+        let alone = [
+            ask(&mut client, gold()).await.overall_code(),
+            ask(&mut client, gold()).await.overall_code(),
+        ];
         if hour() != started && attempt == 0 {
             continue;
         }
         let expected: Vec<usize> = ERL_EXPECTED.iter().map(|e| e.2).collect();
         for ((entries, sent, want), got) in ERL_EXPECTED.iter().zip(&seen) {
-            assert_eq!(got, want, "{entries:?}: {got} of {sent} admitted, envoyproxy/ratelimit admits {want}");
+            assert_eq!(
+                got, want,
+                "{entries:?}: {got} of {sent} admitted, envoyproxy/ratelimit admits {want}"
+            );
         }
         assert_eq!(seen, expected);
         assert_eq!(canary_ok, 3, "a limit of 0 in shadow mode is always OK");
         assert_eq!(counted, [Code::Ok, Code::OverLimit, Code::OverLimit]);
         assert!(both_ok);
-        assert_eq!(alone, [Code::Ok, Code::OverLimit], "gold's 2 an hour: 1 counted beside to_number");
+        assert_eq!(
+            alone,
+            [Code::Ok, Code::OverLimit],
+            "gold's 2 an hour: 1 counted beside to_number"
+        );
         break;
     }
 }
@@ -220,7 +265,8 @@ async fn imported_envoy_ratelimit_rules_decide_as_envoy_ratelimit_over_rls() {
 async fn imported_limitador_rules_decide_as_limitador_over_http() {
     let (rules, _) = imported("limitador", &["limitador.yaml"], &[]);
     let get = serde_json::json!({ "req_method": "GET", "user_id": "u1" });
-    let post = |path: &str| serde_json::json!({ "req_method": "POST", "user_id": "u1", "req_path": path });
+    let post =
+        |path: &str| serde_json::json!({ "req_method": "POST", "user_id": "u1", "req_path": path });
     // (attributes, allowed) in order: `reads` 3 an hour per user; every request also counts
     // toward 5 a day for the namespace; a denied request counts nothing; a limit whose variable
     // is missing does not apply; `!=` leaves its value out; `in` a refused set is limited.

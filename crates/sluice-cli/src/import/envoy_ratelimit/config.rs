@@ -80,10 +80,18 @@ pub fn read(tree: &Value, reader: &mut Reader<'_>) -> Option<ErlFile> {
     let map = reader.map(tree, "", TOP, UNKNOWN)?;
     let domain = reader.text(map, "domain", "").unwrap_or_default();
     if domain.is_empty() {
-        reader.lose("domain", "no domain: envoyproxy/ratelimit refuses the file; nothing imported from it");
+        reader.lose(
+            "domain",
+            "no domain: envoyproxy/ratelimit refuses the file; nothing imported from it",
+        );
         return None;
     }
-    let descriptors = read_list(reader.list(map, "descriptors", ""), "descriptors", 1, reader);
+    let descriptors = read_list(
+        reader.list(map, "descriptors", ""),
+        "descriptors",
+        1,
+        reader,
+    );
     Some(ErlFile {
         file: reader.file.to_string(),
         domain,
@@ -114,9 +122,18 @@ fn read_node(item: &Value, path: &str, depth: usize, reader: &mut Reader<'_>) ->
         return None;
     }
     for (flag, what) in [
-        ("detailed_metric", "metrics per descriptor value: Sluice's metrics count by rule; decisions are the same"),
-        ("value_to_metric", "descriptor values in metric names: Sluice's metrics count by rule; decisions are the same"),
-        ("quota_mode", "quota mode has no Sluice form; the limit is imported as an ordinary limit"),
+        (
+            "detailed_metric",
+            "metrics per descriptor value: Sluice's metrics count by rule; decisions are the same",
+        ),
+        (
+            "value_to_metric",
+            "descriptor values in metric names: Sluice's metrics count by rule; decisions are the same",
+        ),
+        (
+            "quota_mode",
+            "quota mode has no Sluice form; the limit is imported as an ordinary limit",
+        ),
     ] {
         if reader.flag(map, flag, path) {
             reader.lose(&join(path, flag), what);
@@ -132,7 +149,12 @@ fn read_node(item: &Value, path: &str, depth: usize, reader: &mut Reader<'_>) ->
         None | Some(Value::Null) => None,
         Some(block) => read_rate_limit(block, &join(path, "rate_limit"), reader),
     };
-    let children = read_list(reader.list(map, "descriptors", path), &join(path, "descriptors"), depth + 1, reader);
+    let children = read_list(
+        reader.list(map, "descriptors", path),
+        &join(path, "descriptors"),
+        depth + 1,
+        reader,
+    );
     Some(Node {
         file: reader.file.to_string(),
         path: path.to_string(),
@@ -151,7 +173,12 @@ fn read_rate_limit(block: &Value, path: &str, reader: &mut Reader<'_>) -> Option
     if !replaces.is_empty() {
         let names: Vec<String> = replaces
             .iter()
-            .map(|r| r.get("name").and_then(Value::as_str).unwrap_or("?").to_string())
+            .map(|r| {
+                r.get("name")
+                    .and_then(Value::as_str)
+                    .unwrap_or("?")
+                    .to_string()
+            })
             .collect();
         reader.lose(
             &join(path, "replaces"),

@@ -5,8 +5,10 @@
 //! - [`config`]: a file as read, with every descriptor's path in the document;
 //! - [`outcome`]: what a descriptor's value matches and its `rate_limit` decides;
 //! - [`tree`]: the order in which envoyproxy/ratelimit tries siblings, stated as overrides;
+//! - [`building`]: a rule being built, and what a descriptor's ancestors add to its limits;
 //! - [`translate`]: the rules and the mapping.
 
+pub mod building;
 pub mod config;
 pub mod outcome;
 pub mod translate;
@@ -21,7 +23,11 @@ use super::rule_file::Imported;
 
 /// Reads and translates the files; `shadow_all` stands for envoyproxy/ratelimit's global
 /// `SHADOW_MODE=true`.
-pub fn import(files: &[PathBuf], shadow_all: bool, report: &mut Report) -> Result<Imported, ImportError> {
+pub fn import(
+    files: &[PathBuf],
+    shadow_all: bool,
+    report: &mut Report,
+) -> Result<Imported, ImportError> {
     let mut read = Vec::new();
     for path in files {
         let tree = read_yaml(path)?;
@@ -32,7 +38,10 @@ pub fn import(files: &[PathBuf], shadow_all: bool, report: &mut Report) -> Resul
             });
         }
         let name = path.display().to_string();
-        let mut reader = Reader { file: &name, report };
+        let mut reader = Reader {
+            file: &name,
+            report,
+        };
         if let Some(file) = config::read(&tree, &mut reader) {
             read.push(file);
         }
@@ -40,7 +49,10 @@ pub fn import(files: &[PathBuf], shadow_all: bool, report: &mut Report) -> Resul
     let mut imported = translate::translate(&read, shadow_all, report);
     let names: Vec<String> = files.iter().map(|p| p.display().to_string()).collect();
     imported.header = vec![
-        format!("Imported by `sluice import envoy-ratelimit` from {}.", names.join(", ")),
+        format!(
+            "Imported by `sluice import envoy-ratelimit` from {}.",
+            names.join(", ")
+        ),
         "Fixed windows that count denied requests too, as envoyproxy/ratelimit counts;".into(),
         "the `envoy` section sends each descriptor shape to its rule.".into(),
     ];

@@ -16,55 +16,21 @@
 //!   limit's `shadow`. Every limit is a `fixed_window` that counts denied requests too, as
 //!   envoyproxy/ratelimit's counters do.
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
-use sluice::model::{Algorithm, By, Condition, Limit, Matcher, Override, Rate, Rule};
+use sluice::model::{Condition, Matcher, Override, Rate, Rule};
 use sluice_server::config::gateway::{DescriptorEntry, DescriptorMapping};
 
+use super::building::{Building, Draft, Scope, Step, scope};
 use super::config::{ErlFile, Node};
 use super::outcome::{DENY_MESSAGE, Outcome, ValueMatch};
 use super::tree::{live, on, one_of, taken_by_siblings};
-use crate::import::names::{self, Taken};
+use crate::import::names::Taken;
 use crate::import::report::Report;
 use crate::import::rule_file::{Imported, ImportedRule};
 
-/// A rule being built: one domain and descriptor shape.
-struct Building {
-    domain: String,
-    keys: Vec<String>,
-    attributes: Vec<String>,
-    name: String,
-    limits: Vec<Limit>,
-    limit_from: Vec<String>,
-    limit_names: Taken,
-}
-
-/// A descriptor on the way down to the one being translated, with its siblings.
-struct Step<'a> {
-    node: &'a Node,
-    siblings: Vec<&'a Node>,
-}
-
-/// What the levels above a descriptor add to each of its limits.
-#[derive(Clone, Default)]
-struct Scope {
-    when: BTreeMap<String, Matcher>,
-    by: Vec<String>,
-    taken: Vec<Override>,
-    name: Vec<String>,
-}
-
-/// A limit about to be added.
-struct Draft<'a> {
-    scope: Scope,
-    last: String,
-    node: &'a Node,
-    rate: Rate,
-    shadow: bool,
-    overrides: Vec<Override>,
-    also: Vec<&'a Node>,
-}
+/// A descriptor with an exact value, its outcome and the value.
+type ExactValue<'a> = (&'a Node, Outcome, String);
 
 struct Translation<'r> {
     report: &'r mut Report,
@@ -103,7 +69,14 @@ pub fn translate(files: &[ErlFile], shadow_all: bool, report: &mut Report) -> Im
             .iter()
             .filter(|r| &r.domain == domain)
             .map(|r| DescriptorMapping {
-                descriptor: r.keys.iter().map(|k| DescriptorEntry { key: k.clone(), value: None }).collect(),
+                descriptor: r
+                    .keys
+                    .iter()
+                    .map(|k| DescriptorEntry {
+                        key: k.clone(),
+                        value: None,
+                    })
+                    .collect(),
                 rule: r.name.clone(),
                 attributes: r
                     .keys
@@ -125,7 +98,11 @@ pub fn translate(files: &[ErlFile], shadow_all: bool, report: &mut Report) -> Im
             let mut rule = Rule::new(b.limits);
             rule.shadow = shadow_all;
             ImportedRule {
-                from: format!("envoyproxy/ratelimit domain {:?}, descriptors ({})", b.domain, b.keys.join(", ")),
+                from: format!(
+                    "envoyproxy/ratelimit domain {:?}, descriptors ({})",
+                    b.domain,
+                    b.keys.join(", ")
+                ),
                 name: b.name,
                 rule,
                 limit_from: b.limit_from,
@@ -151,7 +128,10 @@ impl<'r> Translation<'r> {
             }
             for node in &group {
                 if !node.children.is_empty() {
-                    chain.push(Step { node, siblings: live.clone() });
+                    chain.push(Step {
+                        node,
+                        siblings: live.clone(),
+                    });
                     self.walk(domain, &node.children, chain);
                     chain.pop();
                 }
@@ -160,18 +140,31 @@ impl<'r> Translation<'r> {
     }
 
     /// The limits of the siblings `group` (one key, with their `live` siblings), under `chain`.
-    fn group<'a>(&mut self, domain: &str, chain: &[Step<'a>], group: &[&'a Node], live: &[&'a Node]) {
+    fn group<'a>(
+        &mut self,
+        domain: &str,
+        chain: &[Step<'a>],
+        group: &[&'a Node],
+        live: &[&'a Node],
+    ) {
         let key = &group[0].key;
         if let Some(step) = chain.iter().find(|s| &s.node.key == key) {
             self.report.lose(&group[0].file, &group[0].path, format!("the key {key:?} is already an entry of this descriptor (at {}): a Sluice mapping names each entry once; left out", step.node.path));
             return;
         }
-        let keys: Vec<String> = chain.iter().map(|s| s.node.key.clone()).chain([key.clone()]).collect();
+        let keys: Vec<String> = chain
+            .iter()
+            .map(|s| s.node.key.clone())
+            .chain([key.clone()])
+            .collect();
         let rule = self.rule_for(domain, &keys);
         let attributes = self.rules[rule].attributes.clone();
         let scope = scope(chain, &attributes);
         let attr = attributes[attributes.len() - 1].clone();
-        let outcomes: Vec<(&Node, Outcome)> = group.iter().map(|n| (*n, Outcome::of(n, self.report))).collect();
+        let outcomes: Vec<(&Node, Outcome)> = group
+            .iter()
+            .map(|n| (*n, Outcome::of(n, self.report)))
+            .collect();
         let exacts: Vec<(&Node, Outcome, String)> = outcomes
             .iter()
             .filter_map(|(n, o)| match ValueMatch::of(&n.value) {
@@ -186,7 +179,9 @@ impl<'r> Translation<'r> {
             .collect();
         let base = outcomes
             .iter()
-            .find(|(n, o)| n.value.is_empty() && matches!(o, Outcome::Rate { .. } | Outcome::Deny { .. }))
+            .find(|(n, o)| {
+                n.value.is_empty() && matches!(o, Outcome::Rate { .. } | Outcome::Deny { .. })
+            })
             .copied();
         let counts = |o: &Outcome| matches!(o, Outcome::Rate { .. } | Outcome::Deny { .. });
         let Some((base_node, base_outcome)) = base else {
@@ -202,7 +197,9 @@ impl<'r> Translation<'r> {
         let fits = |node: &Node, o: &Outcome| match o {
             Outcome::NoLimit | Outcome::Unlimited => true,
             Outcome::Deny { .. } => !shadow,
-            Outcome::Rate { rate, shadow: s } => rate.window == window && *s == shadow && !node.share_threshold,
+            Outcome::Rate { rate, shadow: s } => {
+                rate.window == window && *s == shadow && !node.share_threshold
+            }
         };
         let mut overrides = scope.taken.clone();
         let mut also = Vec::new();
@@ -222,15 +219,33 @@ impl<'r> Translation<'r> {
         if !refused.is_empty() {
             overrides.push(Override::deny(on(&attr, one_of(refused)), DENY_MESSAGE));
         }
-        for (rate, values) in by_rate(exacts.iter().filter(|(n, o, _)| fits(n, o)).map(|(_, o, v)| (*o, v.clone()))) {
-            overrides.push(Override::numbers(on(&attr, one_of(values)), Some(rate), None));
+        for (rate, values) in by_rate(
+            exacts
+                .iter()
+                .filter(|(n, o, _)| fits(n, o))
+                .map(|(_, o, v)| (*o, v.clone())),
+        ) {
+            overrides.push(Override::numbers(
+                on(&attr, one_of(values)),
+                Some(rate),
+                None,
+            ));
         }
-        also.extend(exacts.iter().filter(|(n, o, _)| counts(o) && fits(n, o)).map(|e| e.0));
+        also.extend(
+            exacts
+                .iter()
+                .filter(|(n, o, _)| counts(o) && fits(n, o))
+                .map(|e| e.0),
+        );
         for (node, o) in &wilds {
-            let ValueMatch::Prefix(p) = ValueMatch::of(&node.value) else { continue };
+            let ValueMatch::Prefix(p) = ValueMatch::of(&node.value) else {
+                continue;
+            };
             let when = on(&attr, Matcher::Prefix(p));
             overrides.push(match o {
-                Outcome::Rate { rate, .. } if fits(node, o) => Override::numbers(when, Some(*rate), None),
+                Outcome::Rate { rate, .. } if fits(node, o) => {
+                    Override::numbers(when, Some(*rate), None)
+                }
                 Outcome::Deny { .. } if fits(node, o) => Override::deny(when, DENY_MESSAGE),
                 _ => Override::unlimited(when),
             });
@@ -245,8 +260,20 @@ impl<'r> Translation<'r> {
                 Rate { count: 1, window }
             }
         };
-        self.push(rule, Draft { scope: scope.clone(), last: key.clone(), node: base_node, rate, shadow, overrides, also });
-        let own: Vec<_> = exacts.iter().filter(|(n, o, _)| counts(o) && !fits(n, o)).cloned().collect();
+        self.rules[rule].push(Draft {
+            scope: scope.clone(),
+            last: key.clone(),
+            node: base_node,
+            rate,
+            shadow,
+            overrides,
+            also,
+        });
+        let own: Vec<_> = exacts
+            .iter()
+            .filter(|(n, o, _)| counts(o) && !fits(n, o))
+            .cloned()
+            .collect();
         self.exact_limits(rule, &scope, &attr, &own);
         for (node, outcome) in wilds.iter().filter(|(n, o)| counts(o) && !fits(n, o)) {
             self.wildcard_limit(rule, &scope, &attr, node, *outcome, live);
@@ -255,8 +282,14 @@ impl<'r> Translation<'r> {
 
     /// Limits for exact values that are not overrides of a limit without a value: one per
     /// window and shadow mode, with a `when` on the values and overrides for the other numbers.
-    fn exact_limits<'a>(&mut self, rule: usize, scope: &Scope, attr: &str, exacts: &[(&'a Node, Outcome, String)]) {
-        let mut groups: Vec<((Duration, bool), Vec<&(&'a Node, Outcome, String)>)> = Vec::new();
+    fn exact_limits<'a>(
+        &mut self,
+        rule: usize,
+        scope: &Scope,
+        attr: &str,
+        exacts: &[ExactValue<'a>],
+    ) {
+        let mut groups: Vec<((Duration, bool), Vec<&ExactValue<'a>>)> = Vec::new();
         for e in exacts {
             let at = (e.1.window().unwrap_or_default(), e.1.shadow());
             match groups.iter_mut().find(|(k, _)| *k == at) {
@@ -277,27 +310,57 @@ impl<'r> Translation<'r> {
                 })
                 .unwrap_or(Rate { count: 1, window });
             let mut overrides = scope.taken.clone();
-            let refused: Vec<String> = members.iter().filter(|m| matches!(m.1, Outcome::Deny { .. })).map(|m| m.2.clone()).collect();
+            let refused: Vec<String> = members
+                .iter()
+                .filter(|m| matches!(m.1, Outcome::Deny { .. }))
+                .map(|m| m.2.clone())
+                .collect();
             if !refused.is_empty() {
                 overrides.push(Override::deny(on(attr, one_of(refused)), DENY_MESSAGE));
             }
-            let others = by_rate(members.iter().map(|m| (m.1, m.2.clone()))).into_iter().filter(|(r, _)| *r != rate);
+            let others = by_rate(members.iter().map(|m| (m.1, m.2.clone())))
+                .into_iter()
+                .filter(|(r, _)| *r != rate);
             for (other, values) in others {
-                overrides.push(Override::numbers(on(attr, one_of(values)), Some(other), None));
+                overrides.push(Override::numbers(
+                    on(attr, one_of(values)),
+                    Some(other),
+                    None,
+                ));
             }
             let first = members[0];
             scope.name.push(format!("{}_{}", first.0.key, first.2));
             let also = members[1..].iter().map(|m| m.0).collect();
-            self.push(rule, Draft { scope, last: String::new(), node: first.0, rate, shadow, overrides, also });
+            self.rules[rule].push(Draft {
+                scope,
+                last: String::new(),
+                node: first.0,
+                rate,
+                shadow,
+                overrides,
+                also,
+            });
         }
     }
 
     /// The limit of a wildcard that is not an override: a `when` on its prefix, left out for the
     /// values exact siblings and earlier wildcards take.
-    fn wildcard_limit(&mut self, rule: usize, scope: &Scope, attr: &str, node: &Node, outcome: Outcome, live: &[&Node]) {
-        let ValueMatch::Prefix(p) = ValueMatch::of(&node.value) else { return };
+    fn wildcard_limit(
+        &mut self,
+        rule: usize,
+        scope: &Scope,
+        attr: &str,
+        node: &Node,
+        outcome: Outcome,
+        live: &[&Node],
+    ) {
+        let ValueMatch::Prefix(p) = ValueMatch::of(&node.value) else {
+            return;
+        };
         let mut scope = scope.clone();
-        scope.when.insert(attr.to_string(), Matcher::Prefix(p.clone()));
+        scope
+            .when
+            .insert(attr.to_string(), Matcher::Prefix(p.clone()));
         if !node.share_threshold {
             scope.by.push(attr.to_string());
         }
@@ -308,94 +371,44 @@ impl<'r> Translation<'r> {
             Outcome::Rate { rate, .. } => rate,
             _ => {
                 overrides.push(Override::deny(Condition::default(), DENY_MESSAGE));
-                Rate { count: 1, window: outcome.window().unwrap_or(Duration::from_secs(1)) }
+                Rate {
+                    count: 1,
+                    window: outcome.window().unwrap_or(Duration::from_secs(1)),
+                }
             }
         };
-        self.push(rule, Draft { scope, last: String::new(), node, rate, shadow: outcome.shadow(), overrides, also: Vec::new() });
-    }
-
-    fn push(&mut self, rule: usize, d: Draft<'_>) {
-        let r = &mut self.rules[rule];
-        let mut by = d.scope.by.clone();
-        let mut parts = d.scope.name.clone();
-        if !d.last.is_empty() {
-            by.push(r.attributes[r.attributes.len() - 1].clone());
-            parts.push(d.last.clone());
-        }
-        // The file's own name for the limit, when it gives one, is the limit's name in Sluice.
-        if let Some(wanted) = d.node.rate_limit.as_ref().and_then(|l| l.name.clone()) {
-            parts = vec![wanted];
-        }
-        let name = names::limit(&parts, &mut r.limit_names);
-        let mut limit = Limit::new(&[], d.rate, Algorithm::FixedWindow);
-        limit.by = by.iter().map(|b| By { alternatives: vec![b.clone()] }).collect();
-        limit.name = Some(name);
-        limit.count_denied = true;
-        limit.shadow = d.shadow;
-        limit.when = (!d.scope.when.is_empty()).then(|| Condition(d.scope.when.clone()));
-        limit.overrides = d.overrides;
-        let mut from = format!("from {}: {}", d.node.file, d.node.path);
-        if !d.also.is_empty() {
-            let paths: Vec<&str> = d.also.iter().map(|n| n.path.as_str()).collect();
-            from.push_str(&format!("\nand the values of {}", paths.join(", ")));
-        }
-        r.limits.push(limit);
-        r.limit_from.push(from);
+        self.rules[rule].push(Draft {
+            scope,
+            last: String::new(),
+            node,
+            rate,
+            shadow: outcome.shadow(),
+            overrides,
+            also: Vec::new(),
+        });
     }
 
     fn rule_for(&mut self, domain: &str, keys: &[String]) -> usize {
-        if let Some(i) = self.rules.iter().position(|r| r.domain == domain && r.keys == keys) {
+        if let Some(i) = self
+            .rules
+            .iter()
+            .position(|r| r.domain == domain && r.keys == keys)
+        {
             return i;
         }
-        let mut parts = vec![domain];
-        parts.extend(keys.iter().map(String::as_str));
-        let mut taken = Taken::default();
-        self.rules.push(Building {
-            domain: domain.to_string(),
-            keys: keys.to_vec(),
-            attributes: keys.iter().map(|k| names::attribute(k, &mut taken)).collect(),
-            name: names::rule(&parts, &mut self.rule_names),
-            limits: Vec::new(),
-            limit_from: Vec::new(),
-            limit_names: Taken::default(),
-        });
+        self.rules
+            .push(Building::new(domain, keys, &mut self.rule_names));
         self.rules.len() - 1
     }
-}
-
-/// What the levels above add: a value is a `when`, no value or a wildcard is counted per value
-/// (`by`), and what siblings take first is left out.
-fn scope(chain: &[Step<'_>], attributes: &[String]) -> Scope {
-    let mut scope = Scope::default();
-    for (step, attr) in chain.iter().zip(attributes) {
-        let node = step.node;
-        match ValueMatch::of(&node.value) {
-            ValueMatch::Exact(v) => {
-                scope.name.push(format!("{}_{v}", node.key));
-                scope.when.insert(attr.clone(), Matcher::Equals(v));
-            }
-            ValueMatch::Prefix(p) => {
-                scope.name.push(format!("{}_{p}*", node.key));
-                scope.when.insert(attr.clone(), Matcher::Prefix(p));
-                if !node.share_threshold {
-                    scope.by.push(attr.clone());
-                }
-            }
-            ValueMatch::Any | ValueMatch::Glob => {
-                scope.name.push(node.key.clone());
-                scope.by.push(attr.clone());
-            }
-        }
-        scope.taken.extend(taken_by_siblings(node, &step.siblings, attr));
-    }
-    scope
 }
 
 /// Values grouped by their rate, in the order the rates first appear.
 fn by_rate(items: impl Iterator<Item = (Outcome, String)>) -> Vec<(Rate, Vec<String>)> {
     let mut out: Vec<(Rate, Vec<String>)> = Vec::new();
     for (o, value) in items {
-        let Outcome::Rate { rate, .. } = o else { continue };
+        let Outcome::Rate { rate, .. } = o else {
+            continue;
+        };
         match out.iter_mut().find(|(r, _)| *r == rate) {
             Some((_, values)) => values.push(value),
             None => out.push((rate, vec![value])),

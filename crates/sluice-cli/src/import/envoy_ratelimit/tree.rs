@@ -24,7 +24,10 @@ pub fn live<'a>(siblings: &'a [Node], report: &mut Report) -> Vec<&'a Node> {
             report.lose(&node.file, &node.path, format!("the key {:?} has `=` or surrounding spaces, which a Sluice descriptor mapping cannot name; left out with what it nests", node.key));
             continue;
         }
-        if let Some(first) = kept.iter().find(|k| k.key == node.key && k.value == node.value) {
+        if let Some(first) = kept
+            .iter()
+            .find(|k| k.key == node.key && k.value == node.value)
+        {
             report.lose(&node.file, &node.path, format!("the same key and value as {}: envoyproxy/ratelimit refuses the file; the first is kept", first.path));
             continue;
         }

@@ -27,7 +27,15 @@ pub struct LimitadorLimit {
     pub name: Option<String>,
 }
 
-const FIELDS: &[&str] = &["namespace", "max_value", "seconds", "conditions", "variables", "name", "id"];
+const FIELDS: &[&str] = &[
+    "namespace",
+    "max_value",
+    "seconds",
+    "conditions",
+    "variables",
+    "name",
+    "id",
+];
 
 /// The limits of a file's tree; `None` when the tree is not a list (not a limits file).
 pub fn read(tree: &Value, reader: &mut Reader<'_>) -> Option<Vec<LimitadorLimit>> {
@@ -37,13 +45,15 @@ pub fn read(tree: &Value, reader: &mut Reader<'_>) -> Option<Vec<LimitadorLimit>
     let mut out = Vec::new();
     for (i, item) in items.iter().enumerate() {
         let path = index("", i);
-        let Some(map) = reader.map(item, &path, FIELDS, "Limitador has no such field; left out") else {
+        let Some(map) = reader.map(item, &path, FIELDS, "Limitador has no such field; left out")
+        else {
             continue;
         };
         let namespace = reader.text(map, "namespace", &path).unwrap_or_default();
         let max_value = reader.count(map, "max_value", &path);
         let seconds = reader.count(map, "seconds", &path);
-        let (Some(max_value), Some(seconds), false) = (max_value, seconds, namespace.is_empty()) else {
+        let (Some(max_value), Some(seconds), false) = (max_value, seconds, namespace.is_empty())
+        else {
             reader.lose(&path, "a limit needs `namespace`, `max_value` and `seconds`: Limitador refuses the file; left out");
             continue;
         };
@@ -55,7 +65,10 @@ pub fn read(tree: &Value, reader: &mut Reader<'_>) -> Option<Vec<LimitadorLimit>
                 .filter_map(|(j, v)| match v {
                     Value::String(s) => Some((s.clone(), index(&at, j))),
                     other => {
-                        reader.lose(&index(&at, j), format!("expected an expression, found {other}; the limit is left out"));
+                        reader.lose(
+                            &index(&at, j),
+                            format!("expected an expression, found {other}; the limit is left out"),
+                        );
                         None
                     }
                 })

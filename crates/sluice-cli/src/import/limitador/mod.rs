@@ -21,7 +21,10 @@ use super::rule_file::Imported;
 pub fn import(path: &Path, envoy: bool, report: &mut Report) -> Result<Imported, ImportError> {
     let tree = read_yaml(path)?;
     let name = path.display().to_string();
-    let mut reader = Reader { file: &name, report };
+    let mut reader = Reader {
+        file: &name,
+        report,
+    };
     let Some(limits) = config::read(&tree, &mut reader) else {
         return Err(ImportError::Parse {
             path: path.to_path_buf(),
@@ -31,7 +34,8 @@ pub fn import(path: &Path, envoy: bool, report: &mut Report) -> Result<Imported,
     let mut imported = translate::translate(&name, &limits, envoy, report);
     imported.header = vec![
         format!("Imported by `sluice import limitador` from {name}."),
-        "A check of Limitador's namespace N with values V is a check of rule N with attributes V;".into(),
+        "A check of Limitador's namespace N with values V is a check of rule N with attributes V;"
+            .into(),
         "fixed windows, a denied request counts nothing, as in Limitador.".into(),
     ];
     Ok(imported)

@@ -17,11 +17,20 @@ fn the_fixture_reads_back_and_keeps_limitadors_meaning() {
     let rule = &imported.rules[0].rule;
     // A variable the request lacks: the limit does not apply (rather than a missing attribute).
     let reads = &rule.limits[0];
-    assert_eq!(reads.when.as_ref().unwrap().0["user_id"], Matcher::Present(true));
+    assert_eq!(
+        reads.when.as_ref().unwrap().0["user_id"],
+        Matcher::Present(true)
+    );
     // `!=` holds only when the entry is there: present, and left out for the value.
     let posts = &rule.limits[1];
-    assert_eq!(posts.when.as_ref().unwrap().0["req_path"], Matcher::Present(true));
-    assert!(matches!(posts.overrides[0].outcome, OverrideOutcome::Unlimited));
+    assert_eq!(
+        posts.when.as_ref().unwrap().0["req_path"],
+        Matcher::Present(true)
+    );
+    assert!(matches!(
+        posts.overrides[0].outcome,
+        OverrideOutcome::Unlimited
+    ));
     assert!(rule.limits.iter().all(|l| !l.count_denied));
     let lost = |word: &str| report.losses.iter().any(|l| l.message.contains(word));
     assert!(lost("`||` has no Sluice form"));

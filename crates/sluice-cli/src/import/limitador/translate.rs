@@ -14,7 +14,9 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use sluice::model::{Algorithm, By, Condition, Limit, MAX_COUNT, MAX_WINDOW, Matcher, Override, Rate, Rule};
+use sluice::model::{
+    Algorithm, By, Condition, Limit, MAX_COUNT, MAX_WINDOW, Matcher, Override, Rate, Rule,
+};
 use sluice_server::config::gateway::{DescriptorEntry, DescriptorMapping};
 
 use super::config::LimitadorLimit;
@@ -22,6 +24,9 @@ use super::expression::{self, Entry, Test};
 use crate::import::names::{self, Taken};
 use crate::import::report::Report;
 use crate::import::rule_file::{Imported, ImportedRule};
+
+/// What makes two Limitador limits the same limit: namespace, seconds, conditions, variables.
+type Identity = (String, u64, Vec<String>, Vec<String>);
 
 /// The message of a `max_value: 0` limit's refusals.
 pub const DENY_MESSAGE: &str = "limited (max_value 0)";
@@ -46,21 +51,31 @@ struct Tests {
 
 /// Translates the limits of `file`; `envoy` adds the mapping for Limitador reached through
 /// Envoy's rate-limit service (namespace = domain).
-pub fn translate(file: &str, limits: &[LimitadorLimit], envoy: bool, report: &mut Report) -> Imported {
+pub fn translate(
+    file: &str,
+    limits: &[LimitadorLimit],
+    envoy: bool,
+    report: &mut Report,
+) -> Imported {
     let mut rules: Vec<Building> = Vec::new();
     let mut rule_names = Taken::default();
-    let mut seen: Vec<(String, u64, Vec<String>, Vec<String>, String)> = Vec::new();
+    let mut seen: Vec<(Identity, String)> = Vec::new();
     for limit in limits {
         let mut conditions: Vec<String> = limit.conditions.iter().map(|c| c.0.clone()).collect();
         let mut variables: Vec<String> = limit.variables.iter().map(|v| v.0.clone()).collect();
         conditions.sort();
         variables.sort();
-        let identity = (limit.namespace.clone(), limit.seconds, conditions, variables);
-        if let Some(first) = seen.iter().find(|s| (&s.0, s.1, &s.2, &s.3) == (&identity.0, identity.1, &identity.2, &identity.3)) {
-            report.lose(file, &limit.path, format!("the same namespace, seconds, conditions and variables as {}: Limitador keeps one of them; the first is kept", first.4));
+        let identity: Identity = (
+            limit.namespace.clone(),
+            limit.seconds,
+            conditions,
+            variables,
+        );
+        if let Some((_, first)) = seen.iter().find(|s| s.0 == identity) {
+            report.lose(file, &limit.path, format!("the same namespace, seconds, conditions and variables as {first}: Limitador keeps one of them; the first is kept"));
             continue;
         }
-        seen.push((identity.0, identity.1, identity.2, identity.3, limit.path.clone()));
+        seen.push((identity, limit.path.clone()));
         let rule = match rules.iter().position(|r| r.namespace == limit.namespace) {
             Some(i) => i,
             None => {
@@ -83,7 +98,9 @@ pub fn translate(file: &str, limits: &[LimitadorLimit], envoy: bool, report: &mu
         };
         if let Some(l) = one_limit(file, limit, &mut rules[rule], report) {
             rules[rule].limits.push(l);
-            rules[rule].limit_from.push(format!("from {file}: {}", limit.path));
+            rules[rule]
+                .limit_from
+                .push(format!("from {file}: {}", limit.path));
         }
     }
     let mut imported = Imported::default();
@@ -92,11 +109,26 @@ pub fn translate(file: &str, limits: &[LimitadorLimit], envoy: bool, report: &mu
             report.lose(file, "", format!(
                 "namespace {:?}: Limitador reads the entries its limits name from any descriptor; Sluice's mapping matches a descriptor with exactly the entries ({}), in this order: make `descriptor` list what your Envoy route sends",
                 r.namespace, r.keys.join(", ")));
-            imported.envoy.push((r.namespace.clone(), vec![DescriptorMapping {
-                descriptor: r.keys.iter().map(|k| DescriptorEntry { key: k.clone(), value: None }).collect(),
-                rule: r.name.clone(),
-                attributes: r.attributes.iter().filter(|(k, a)| k != a).map(|(k, a)| (k.clone(), a.clone())).collect(),
-            }]));
+            imported.envoy.push((
+                r.namespace.clone(),
+                vec![DescriptorMapping {
+                    descriptor: r
+                        .keys
+                        .iter()
+                        .map(|k| DescriptorEntry {
+                            key: k.clone(),
+                            value: None,
+                        })
+                        .collect(),
+                    rule: r.name.clone(),
+                    attributes: r
+                        .attributes
+                        .iter()
+                        .filter(|(k, a)| k != a)
+                        .map(|(k, a)| (k.clone(), a.clone()))
+                        .collect(),
+                }],
+            ));
         }
     }
     if !limits.is_empty() {
@@ -115,15 +147,32 @@ pub fn translate(file: &str, limits: &[LimitadorLimit], envoy: bool, report: &mu
     imported
 }
 
-fn one_limit(file: &str, limit: &LimitadorLimit, rule: &mut Building, report: &mut Report) -> Option<Limit> {
+fn one_limit(
+    file: &str,
+    limit: &LimitadorLimit,
+    rule: &mut Building,
+    report: &mut Report,
+) -> Option<Limit> {
     let mut lose = |path: &str, message: String| report.lose(file, path, message);
     let window = Duration::from_secs(limit.seconds);
     if limit.seconds == 0 || window > MAX_WINDOW {
-        lose(&format!("{}.seconds", limit.path), format!("{} seconds is not a window Sluice counts in (1 s to 366 days); the limit is left out", limit.seconds));
+        lose(
+            &format!("{}.seconds", limit.path),
+            format!(
+                "{} seconds is not a window Sluice counts in (1 s to 366 days); the limit is left out",
+                limit.seconds
+            ),
+        );
         return None;
     }
     if limit.max_value > MAX_COUNT {
-        lose(&format!("{}.max_value", limit.path), format!("{} is above the {MAX_COUNT} a Sluice rate may count; imported as {MAX_COUNT}", limit.max_value));
+        lose(
+            &format!("{}.max_value", limit.path),
+            format!(
+                "{} is above the {MAX_COUNT} a Sluice rate may count; imported as {MAX_COUNT}",
+                limit.max_value
+            ),
+        );
     }
     let mut tests = Vec::new();
     for (src, path) in &limit.conditions {
@@ -145,14 +194,29 @@ fn one_limit(file: &str, limit: &LimitadorLimit, rule: &mut Building, report: &m
             }
         }
     }
-    let entries = tests.iter().map(|(t, p)| (t.entry(), p)).chain(variables.iter().map(|(e, p)| (e, p)));
+    let entries = tests
+        .iter()
+        .map(|(t, p)| (t.entry(), p))
+        .chain(variables.iter().map(|(e, p)| (e, p)));
     for (entry, path) in entries {
         if entry.descriptor != 0 {
-            lose(path, format!("reads descriptors[{}]: Sluice decides each descriptor on its own, so only descriptors[0] has a Sluice form; the limit is left out", entry.descriptor));
+            lose(
+                path,
+                format!(
+                    "reads descriptors[{}]: Sluice decides each descriptor on its own, so only descriptors[0] has a Sluice form; the limit is left out",
+                    entry.descriptor
+                ),
+            );
             return None;
         }
         if entry.legacy {
-            lose(path, format!("`{}` is read as the entry descriptors[0]['{}'], as Limitador read it before CEL conditions", entry.key, entry.key));
+            lose(
+                path,
+                format!(
+                    "`{}` is read as the entry descriptors[0]['{}'], as Limitador read it before CEL conditions",
+                    entry.key, entry.key
+                ),
+            );
         }
     }
     let mut attribute = |entry: &Entry, report: &mut Report| -> String {
@@ -161,7 +225,14 @@ fn one_limit(file: &str, limit: &LimitadorLimit, rule: &mut Building, report: &m
         }
         let a = names::attribute(&entry.key, &mut rule.taken);
         if a != entry.key {
-            report.lose(file, &limit.path, format!("the entry {:?} is the attribute `{a}` (attribute names are a-z, 0-9 and _)", entry.key));
+            report.lose(
+                file,
+                &limit.path,
+                format!(
+                    "the entry {:?} is the attribute `{a}` (attribute names are a-z, 0-9 and _)",
+                    entry.key
+                ),
+            );
         }
         rule.attributes.insert(entry.key.clone(), a.clone());
         rule.keys.push(entry.key.clone());
@@ -178,22 +249,51 @@ fn one_limit(file: &str, limit: &LimitadorLimit, rule: &mut Building, report: &m
     let mut by = Vec::new();
     for (entry, _) in &variables {
         let attr = attribute(entry, report);
-        out.when.entry(attr.clone()).or_insert(Matcher::Present(true));
+        out.when
+            .entry(attr.clone())
+            .or_insert(Matcher::Present(true));
         if !by.contains(&attr) {
             by.push(attr);
         }
     }
-    if out.when.values().any(|m| matches!(m, Matcher::OneOf(v) if v.is_empty())) {
-        report.lose(file, &limit.path, "`in []` never holds: the limit never applies; left out");
+    if out
+        .when
+        .values()
+        .any(|m| matches!(m, Matcher::OneOf(v) if v.is_empty()))
+    {
+        report.lose(
+            file,
+            &limit.path,
+            "`in []` never holds: the limit never applies; left out",
+        );
         return None;
     }
-    let mut l = Limit::new(&[], Rate { count: limit.max_value.clamp(1, MAX_COUNT), window }, Algorithm::FixedWindow);
-    l.by = by.into_iter().map(|b| By { alternatives: vec![b] }).collect();
-    l.name = Some(names::limit(&[limit.name.clone().unwrap_or_else(|| format!("limit{}", limit.path.trim_matches(['[', ']'])))], &mut rule.limit_names));
+    let mut l = Limit::new(
+        &[],
+        Rate {
+            count: limit.max_value.clamp(1, MAX_COUNT),
+            window,
+        },
+        Algorithm::FixedWindow,
+    );
+    l.by = by
+        .into_iter()
+        .map(|b| By {
+            alternatives: vec![b],
+        })
+        .collect();
+    l.name = Some(names::limit(
+        &[limit
+            .name
+            .clone()
+            .unwrap_or_else(|| format!("limit{}", limit.path.trim_matches(['[', ']'])))],
+        &mut rule.limit_names,
+    ));
     l.when = (!out.when.is_empty()).then_some(Condition(out.when));
     l.overrides = out.left_out;
     if limit.max_value == 0 {
-        l.overrides.push(Override::deny(Condition::default(), DENY_MESSAGE));
+        l.overrides
+            .push(Override::deny(Condition::default(), DENY_MESSAGE));
     }
     Some(l)
 }
@@ -242,7 +342,9 @@ impl Tests {
                 Ok(())
             }
             (e, Matcher::Present(true)) if *e != absent => Ok(()),
-            _ => Err(format!("two tests on `{attr}` that one Sluice matcher cannot combine")),
+            _ => Err(format!(
+                "two tests on `{attr}` that one Sluice matcher cannot combine"
+            )),
         }
     }
 }
