@@ -91,6 +91,35 @@ fn the_fixtures_give_the_committed_rule_files_and_reports() {
     );
 }
 
+/// README's example: its input gives its output (less the comments).
+#[test]
+fn the_readme_example_is_what_the_import_writes() {
+    let readme =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../README.md"))
+            .unwrap();
+    let section = readme
+        .split("An envoyproxy/ratelimit file such as")
+        .nth(1)
+        .expect("the example");
+    let mut blocks = section
+        .split("```yaml\n")
+        .skip(1)
+        .map(|b| b.split("```").next().unwrap());
+    let (input, output) = (blocks.next().unwrap(), blocks.next().unwrap());
+    let dir = TempDir::new();
+    let file = dir.write("edge.yaml", input);
+    let out = import(&["envoy-ratelimit", &file.display().to_string()]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let written: String = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .filter(|l| !l.trim_start().starts_with('#'))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    assert_eq!(written, output);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("everything was carried over"));
+}
+
 #[test]
 fn the_rule_files_pass_validate() {
     let dir = TempDir::new();
