@@ -26,7 +26,6 @@ use std::process::ExitCode;
 use clap::{Args, Subcommand};
 use sluice_server::config::{Config, Format};
 
-use crate::cli::OutputFormat;
 use error::ImportError;
 use report::Report;
 use rule_file::Imported;
@@ -77,8 +76,17 @@ pub struct OutputArgs {
     pub output: Option<PathBuf>,
     /// The report on standard error: text, or one JSON object
     /// (`{"rules", "exact", "lost": [{"file", "path", "message"}]}`).
-    #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
-    pub format: OutputFormat,
+    #[arg(long, value_enum, default_value_t = ReportFormat::Text)]
+    pub format: ReportFormat,
+}
+
+/// How the report is written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ReportFormat {
+    /// One line per thing not carried over, then a count.
+    Text,
+    /// One JSON object.
+    Json,
 }
 
 /// Imports, writes the rule file and the report.
@@ -103,8 +111,8 @@ pub fn run(args: &ImportArgs) -> ExitCode {
         Ok(imported) => {
             let rules = imported.rules.len();
             match output.format {
-                OutputFormat::Text => eprint!("{}", report.text(rules)),
-                OutputFormat::Json => eprintln!("{}", report.json(rules)),
+                ReportFormat::Text => eprint!("{}", report.text(rules)),
+                ReportFormat::Json => eprintln!("{}", report.json(rules)),
             }
             ExitCode::SUCCESS
         }

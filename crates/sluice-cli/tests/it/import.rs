@@ -171,6 +171,18 @@ fn only_unreadable_input_fails() {
         );
         assert!(out.stdout.is_empty());
     }
+    let unwritable = dir.path().join("no/such/dir/sluice.yaml");
+    let out = import(&[
+        "limitador",
+        "tests/data/import/limitador.yaml",
+        "-o",
+        &unwritable.display().to_string(),
+    ]);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("cannot write"),
+        "{out:?}"
+    );
 }
 
 fn hour() -> u64 {
