@@ -20,6 +20,7 @@ mod envoy_tiers;
 mod first_hour;
 mod forward_auth;
 mod fuzz_http;
+mod import;
 mod leases;
 mod nginx;
 mod observability;
