@@ -1,4 +1,4 @@
-//! The command line: `sluice serve | validate | check | bench | limits | simulate`, and the logging flags they share.
+//! The command line: `sluice serve | validate | check | bench | limits | simulate | import`, and the logging flags they share.
 //!
 //! Flags override the environment variable each names in `--help`, the environment overrides the
 //! config file, and the file overrides the built-in defaults.
@@ -39,6 +39,9 @@ pub enum Command {
     /// Replay traffic through the algorithms or a rule file on a simulated clock; report how
     /// each admits against an exact sliding log, with plots.
     Simulate(Box<sluice_simulate::SimulateArgs>),
+    /// Turn an envoyproxy/ratelimit or Limitador configuration into a Sluice rule file (and the
+    /// Envoy mapping), reporting on standard error what could not be carried over exactly.
+    Import(crate::import::ImportArgs),
     /// Print a shell completion script (`sluice completions bash > /etc/bash_completion.d/sluice`).
     Completions(CompletionsArgs),
     /// Print the manual page in roff (`sluice man | man -l -`), or write one page per command.

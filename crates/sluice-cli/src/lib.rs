@@ -1,6 +1,7 @@
 //! The `sluice` command: the decision service (`serve`), rule file checks (`validate`),
 //! one-off decisions (`check`), run-time limits on a running service (`limits`), the load tool
-//! (`bench`), and the simulator (`simulate`).
+//! (`bench`), the simulator (`simulate`), and imports of other rate limiters' configurations
+//! (`import`).
 //!
 //! Exit codes: 0 success (valid file, allowed request), 1 a negative answer (invalid file,
 //! denied request), 2 an error (unreadable file, store unreachable, port in use), 3 a decision
@@ -14,6 +15,7 @@
 //! - [`logging`]: `tracing` output, text or JSON;
 //! - [`validate`], [`check`]: the one-shot commands; [`limits`]: run-time limits on a running
 //!   service; [`bench`](mod@bench): the load tool;
+//! - [`import`](mod@import): envoyproxy/ratelimit and Limitador configurations → rule files;
 //! - [`completions`], [`manual`], [`version`]: shell completions, manual pages and the version
 //!   line, generated from the command line's definition and the build.
 //!
@@ -26,6 +28,7 @@ pub mod bench;
 pub mod check;
 pub mod cli;
 pub mod completions;
+pub mod import;
 pub mod limits;
 pub mod logging;
 pub mod manual;
@@ -57,6 +60,7 @@ pub fn run(cli: Cli) -> ExitCode {
             );
         }
         Command::Man(args) => return finish(manual::run(args, &mut std::io::stdout().lock())),
+        Command::Import(args) => return import::run(args),
         _ => {}
     }
     if let Err(error) = logging::init(&cli.log) {
@@ -96,7 +100,7 @@ pub fn run(cli: Cli) -> ExitCode {
                 .await
                 .map(|()| ExitCode::SUCCESS)
                 .map_err(anyhow::Error::from),
-            Command::Completions(_) | Command::Man(_) => Ok(ExitCode::SUCCESS),
+            Command::Completions(_) | Command::Man(_) | Command::Import(_) => Ok(ExitCode::SUCCESS),
         }
     });
     match result {

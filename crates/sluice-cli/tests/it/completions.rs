@@ -21,6 +21,9 @@ fn completions_load_in_bash_and_name_the_commands_and_flags() {
             "serve",
             "validate",
             "completions",
+            "import",
+            "envoy-ratelimit",
+            "limitador",
             "listen",
             "shutdown-timeout",
         ] {
@@ -61,6 +64,8 @@ fn the_manual_page_is_roff_and_names_the_variables() {
     }
     assert!(pages.join("sluice.1").exists());
     assert!(pages.join("sluice-completions.1").exists());
+    assert!(pages.join("sluice-import.1").exists());
+    assert!(page.contains("import"), "the command is listed in sluice.1");
 }
 
 #[test]

@@ -21,6 +21,7 @@ mod first_hour;
 mod forward_auth;
 mod fuzz_http;
 mod hot_keys;
+mod import;
 mod leases;
 mod nginx;
 mod observability;
