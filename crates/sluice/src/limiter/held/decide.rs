@@ -267,6 +267,22 @@ impl Limiter {
     }
 }
 
+/// Carries the batches of rules whose definition did not change into the new book, so that a
+/// reload that leaves a rule alone does not end its batches.
+pub(in crate::limiter) fn carry_over(old: &RuleBook, new: &mut RuleBook) {
+    for (name, rule) in new.iter_mut() {
+        let Some(before) = old.get(name) else {
+            continue;
+        };
+        if before.definition != rule.definition {
+            continue;
+        }
+        if let (Some(held), Some(rule)) = (&before.held, Arc::get_mut(rule)) {
+            rule.held = Some(Arc::clone(held));
+        }
+    }
+}
+
 /// Records what an exact decision said was left, so the next batch is sized from it.
 pub(in crate::limiter) fn observe(
     held: &Holdings,

@@ -32,7 +32,8 @@
 //!
 //! # Layout
 //! - `mod.rs` (this file): [`Holdings`], the batches of one rule, and their bookkeeping;
-//! - `decide`: the decision from a held batch, the batch taken, and the give-backs;
+//! - `decide`: the decision from a held batch, the batch taken, the give-backs, and the batches
+//!   carried over a reload;
 //! - `asking`: a batch being asked for, and the requests waiting for it;
 //! - `meters`: the metrics of one rule's batches.
 
@@ -41,11 +42,10 @@ mod decide;
 mod meters;
 
 pub use decide::HeldUnits;
-pub(super) use decide::{Answer, observe};
+pub(super) use decide::{Answer, carry_over, observe};
 use meters::HeldMeters;
 
 use std::collections::HashMap;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use parking_lot::Mutex;
@@ -378,22 +378,6 @@ pub(super) struct Took {
     pub until_us: Micros,
     pub left: u64,
     pub reset_after_us: Micros,
-}
-
-/// Carries the batches of rules whose definition did not change into the new book, so that a
-/// reload that leaves a rule alone does not end its batches.
-pub(crate) fn carry_over(old: &super::RuleBook, new: &mut super::RuleBook) {
-    for (name, rule) in new.iter_mut() {
-        let Some(before) = old.get(name) else {
-            continue;
-        };
-        if before.definition != rule.definition {
-            continue;
-        }
-        if let (Some(held), Some(rule)) = (&before.held, Arc::get_mut(rule)) {
-            rule.held = Some(Arc::clone(held));
-        }
-    }
 }
 
 #[cfg(test)]
