@@ -14,7 +14,10 @@
 //!   passed (a denied request took no lease anywhere);
 //! - when the store cannot answer, each part gets its own rule's fail policy (`open` allows,
 //!   `closed` denies, `local` decides on this node's memory store, all local parts in one step,
-//!   consuming nothing if a `closed` part denies).
+//!   consuming nothing if a `closed` part denies);
+//! - a request of one part (not a look) on a rule whose limit takes batches is decided as a
+//!   check of that rule, so it may spend a held batch; with several parts every limit goes to
+//!   the store in the one atomic step.
 
 use crate::algorithm::Mode;
 use crate::error::Error;
@@ -93,6 +96,17 @@ impl Limiter {
         let mut resolved: Vec<Option<Resolved>> = Vec::with_capacity(parts.len());
         for part in parts {
             resolved.push(self.resolve(part)?);
+        }
+        // A request of one part is that rule's own check: on a rule with batches it may then be
+        // answered from a held batch (a gateway's one descriptor on a hot key).
+        if let ([part], [Some(one)]) = (parts, resolved.as_slice())
+            && one.rule.held.is_some()
+            && part.cost > 0
+        {
+            return Ok(vec![
+                self.decide(part.rule, part.attrs, Check::cost(part.cost))
+                    .await?,
+            ]);
         }
         if !self
             .inner

@@ -232,3 +232,26 @@ async fn held_units_are_spent_while_the_store_is_down_then_the_fail_policy_answe
     assert!(d.allowed && d.degraded, "fail open: {d:?}");
     assert_eq!(limiter.held_units()[0].held, 0, "nothing taken");
 }
+
+#[tokio::test]
+async fn a_check_all_of_one_part_spends_batches_and_of_several_is_exact() {
+    let (remote, limiter) = remote_with(FailPolicy::Open);
+    let part = || crate::limiter::RuleCheck {
+        rule: "hot",
+        attrs: NONE,
+        cost: 1,
+    };
+    let one = [part()];
+    for _ in 0..1000 {
+        assert!(limiter.check_all(&one).await.unwrap()[0].allowed);
+    }
+    let calls = remote.calls.load(Ordering::SeqCst);
+    assert!((10..=20).contains(&calls), "{calls} store calls");
+    let two = [part(), part()];
+    assert!(limiter.check_all(&two).await.unwrap()[1].allowed);
+    assert_eq!(
+        remote.calls.load(Ordering::SeqCst),
+        calls + 1,
+        "several parts: one atomic store step"
+    );
+}
