@@ -2,7 +2,7 @@
 //! `use` lines a snippet leaves out). Building the examples compiles them; `tests/it/readme.rs`
 //! runs them and fails when README.md no longer shows them as written here.
 //!
-//! `cargo run -p sluice --example readme`
+//! `cargo run -p sluice-ratelimit --example readme`
 
 // Formatting would make these differ from the README's text.
 #![cfg_attr(rustfmt, rustfmt::skip)]

@@ -3,7 +3,7 @@
 //! `docs/openapi.json`.
 //!
 //! Invariant: the committed file is this document, byte for byte (a test holds them together;
-//! `SLUICE_BLESS_OPENAPI=1 cargo test -p sluice-server openapi` rewrites it after a change).
+//! `SLUICE_BLESS_OPENAPI=1 cargo test -p sluice-ratelimit-server openapi` rewrites it after a change).
 //! The dashboard's page and assets (`/ui`) are not part of the API and not described.
 
 use std::sync::OnceLock;
@@ -128,7 +128,7 @@ mod tests {
         assert!(
             committed == document(),
             "docs/openapi.json differs from the API's document: run \
-             `SLUICE_BLESS_OPENAPI=1 cargo test -p sluice-server --lib openapi` and commit it"
+             `SLUICE_BLESS_OPENAPI=1 cargo test -p sluice-ratelimit-server --lib openapi` and commit it"
         );
     }
 
