@@ -1,5 +1,5 @@
 //! A rule being built from envoyproxy/ratelimit descriptors of one shape, and what the levels
-//! above a descriptor add to each limit made from it (the [`Scope`]).
+//! above a descriptor add to each limit made from it (the `Scope`).
 //!
 //! Invariants: a rule's attributes are the shape's keys as attribute names, unique within the
 //! rule; every limit is a `fixed_window` counting denied requests, named uniquely in its rule.
