@@ -34,8 +34,9 @@ use super::error::{
 use super::request::DecisionRequest;
 use crate::api_error::ErrorBody;
 use crate::metrics;
-use crate::state::AppState;
+use crate::state::{AppState, NoContext};
 use crate::traces::HeaderCarrier;
+use opentelemetry::propagation::Extractor;
 
 pub(super) fn router(state: Arc<AppState>) -> Router {
     Router::new()
@@ -100,6 +101,9 @@ where
 {
     let (head, body) = request.into_parts();
     let query = Query::<ViewQuery>::try_from_uri(&head.uri);
+    // The headers are kept across the awaits below only when a span reads them: held inline,
+    // they would grow every decision's future (and what each await copies) by the head's size.
+    let headers = state.traces.is_some().then(|| Box::new(head.headers));
     let read = Limited::new(body, MAX_BODY_BYTES).collect();
     let Some(read) = budget.within(read, true).await else {
         return timed_out();
@@ -113,7 +117,7 @@ where
     });
     match budget
         .within(
-            answer(state, query, body, mode, &head.headers),
+            answer(state, query, body, mode, headers.as_deref()),
             !store_bounded,
         )
         .await
@@ -131,7 +135,7 @@ pub(super) async fn check(
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
     let body = body.map_err(|r| unreadable(&r));
-    answer(&state, query, body, Mode::Apply, &headers).await
+    answer(&state, query, body, Mode::Apply, Some(&headers)).await
 }
 
 #[utoipa::path(post, path = "/v1/peek", tag = "decisions", description = "Says what a check would decide, consuming nothing.", params(("view" = Option<View>, Query, description = "How much of the decision the body carries: `full` (default), `compact`, or `headers` (no body)")), request_body(content = DecisionRequest, content_type = "application/json"), responses((status = 200, description = "What a check would decide", body = DecisionView), (status = 400, description = "Bad input (`bad_json`, `bad_query`, `bad_attribute`, `missing_attribute`, `bad_cost`, …)", body = ErrorBody), (status = 404, description = "No rule by that name is in force (`unknown_rule`)", body = ErrorBody), (status = 408, description = "Not answered within `request_timeout` (`timeout`)", body = ErrorBody), (status = 413, description = "The body is over 64 KiB (`body_too_large`)", body = ErrorBody)))]
@@ -142,7 +146,7 @@ pub(super) async fn peek(
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
     let body = body.map_err(|r| unreadable(&r));
-    answer(&state, query, body, Mode::Peek, &headers).await
+    answer(&state, query, body, Mode::Peek, Some(&headers)).await
 }
 
 /// Decides a `/v1/check` (`Mode::Apply`: 200 or 429, with the rule's message when denied) or a
@@ -152,7 +156,7 @@ async fn answer(
     query: Result<Query<ViewQuery>, QueryRejection>,
     body: Result<Bytes, ApiError>,
     mode: Mode,
-    headers: &HeaderMap,
+    headers: Option<&HeaderMap>,
 ) -> Result<Response, ApiError> {
     let view = view_of(query)?;
     let body = if state.remote_store {
@@ -166,9 +170,13 @@ async fn answer(
         Mode::Apply => request.check()?,
         Mode::Peek => request.check()?.peek(),
     };
-    let carrier = HeaderCarrier(headers);
+    let carrier = headers.map(HeaderCarrier);
+    let carrier: &(dyn Extractor + Sync) = match &carrier {
+        Some(carrier) => carrier,
+        None => &NoContext,
+    };
     let decision = state
-        .decide_traced(&request.rule, &attributes, check, &carrier)
+        .decide_traced(&request.rule, &attributes, check, carrier)
         .await?;
     let denied = mode == Mode::Apply && !decision.allowed;
     let status = if denied {
