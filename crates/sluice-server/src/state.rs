@@ -159,6 +159,8 @@ impl AppState {
         Ok(decision)
     }
 
+    /// A decision in a span of its own, a child of `carrier`'s trace context, with the time its
+    /// store calls took.
     async fn check_in_span(
         &self,
         traces: &Traces,

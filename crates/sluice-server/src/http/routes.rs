@@ -99,11 +99,15 @@ where
     B: hyper::body::Body,
     B::Error: Into<axum::BoxError>,
 {
-    let (head, body) = request.into_parts();
-    let query = Query::<ViewQuery>::try_from_uri(&head.uri);
-    // The headers are kept across the awaits below only when a span reads them: held inline,
-    // they would grow every decision's future (and what each await copies) by the head's size.
-    let headers = state.traces.is_some().then(|| Box::new(head.headers));
+    // The request's head is dropped before the first await, and its headers are kept only when
+    // a span reads them: held across the awaits, it would grow every decision's future (and
+    // what each await copies) by its size.
+    let (query, headers, body) = {
+        let (head, body) = request.into_parts();
+        let query = Query::<ViewQuery>::try_from_uri(&head.uri);
+        let headers = state.traces.is_some().then(|| Box::new(head.headers));
+        (query, headers, body)
+    };
     let read = Limited::new(body, MAX_BODY_BYTES).collect();
     let Some(read) = budget.within(read, true).await else {
         return timed_out();
