@@ -29,6 +29,7 @@ macro_rules! bail {
 pub mod batches;
 mod error;
 pub mod event;
+mod flags;
 pub mod outage;
 pub mod output;
 pub mod plot;
@@ -52,6 +53,8 @@ use sluice_server::config::Config;
 use tracing::instrument::WithSubscriber;
 
 pub use error::SimulateError;
+use flags::parse_hold;
+pub use flags::parse_span;
 use replay::{Measured, Subject, Traffic};
 use report::{Outage, Report, Setup};
 use traffic::{Pattern, PatternTraffic, TrafficArgs};
@@ -97,28 +100,6 @@ pub struct SimulateArgs {
     /// How long a node may spend a batch, with `--batches`.
     #[arg(long, default_value = "1s", value_parser = parse_hold)]
     pub batch_hold: Duration,
-}
-
-/// Parses `--batch-hold` (a duration, 1ms to 1h).
-fn parse_hold(text: &str) -> Result<Duration, String> {
-    let hold = sluice::model::parse_duration(text).map_err(|e| e.message)?;
-    if hold < Duration::from_millis(1) || hold > sluice::model::MAX_HOLD {
-        return Err(format!("`{text}`: between 1ms and 1h"));
-    }
-    Ok(hold)
-}
-
-/// Parses `FROM..TO` (two durations, FROM before TO).
-pub fn parse_span(text: &str) -> Result<(Duration, Duration), String> {
-    let (from, to) = text
-        .split_once("..")
-        .ok_or_else(|| format!("`{text}` is not FROM..TO (e.g. 10m..20m)"))?;
-    let parse = |t: &str| sluice::model::parse_duration(t).map_err(|e| e.message);
-    let (from, to) = (parse(from)?, parse(to)?);
-    if from >= to {
-        return Err(format!("`{text}`: FROM must come before TO"));
-    }
-    Ok((from, to))
 }
 
 /// Plot points per series.
