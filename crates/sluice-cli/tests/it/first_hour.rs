@@ -161,7 +161,7 @@ fn a_decision_the_store_did_not_make_exits_3() {
     let dir = TempDir::new();
     let config = dir.write(
         "sluice.yaml",
-        "store:\n  timeout: 100ms\nrules:\n  open:\n    fail: open\n    limits:\n      - { by: [id], rate: 5/1m }\n",
+        "store:\n  timeout: 1s\nrules:\n  open:\n    fail: open\n    limits:\n      - { by: [id], rate: 5/1m }\n",
     );
     let redis = RedisServer::start();
     let check = || {
