@@ -19,17 +19,18 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
-use serde::Serialize;
 use sluice::limiter::InFlightLimit;
 use sluice::model::{Algorithm, Rate, parse_duration};
 use sluice_server::store_url;
 
 mod ceiling;
 mod driver;
+mod report;
 mod tally;
 
 use ceiling::ceiling;
 use driver::Driver;
+pub use report::{BatchTotals, Report};
 use tally::Tally;
 
 /// `sluice bench`.
@@ -144,59 +145,6 @@ fn parse_duration_arg(text: &str) -> Result<Duration, String> {
     parse_duration(text).map_err(|e| e.message)
 }
 
-/// What a run measured.
-#[derive(Debug, Clone, Serialize)]
-pub struct Report {
-    /// Decisions completed per second of wall time.
-    pub decisions_per_sec: f64,
-    /// With --rate: the decisions per second offered.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub offered_per_sec: Option<f64>,
-    /// Median latency (µs).
-    pub p50_us: f64,
-    /// 99th percentile latency (µs).
-    pub p99_us: f64,
-    /// 99.9th percentile latency (µs).
-    pub p999_us: f64,
-    /// 99th percentile latency of the decisions that were not errors (µs): what the callers
-    /// who got a real answer waited.
-    pub p99_answered_us: f64,
-    /// Allowed decisions.
-    pub allowed: u64,
-    /// Denied decisions.
-    pub denied: u64,
-    /// Failed calls (errors, degraded decisions).
-    pub errors: u64,
-    /// What was driven.
-    pub target: String,
-    /// The algorithm (library mode) or rule (HTTP mode).
-    pub algorithm: String,
-    /// Tasks.
-    pub concurrency: usize,
-    /// Keys.
-    pub keys: usize,
-    /// Seconds run.
-    pub duration_s: f64,
-    /// With --ceiling: `redis-benchmark`'s rate for the same script, keys and concurrency.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub ceiling_per_sec: Option<f64>,
-    /// With --ceiling: `decisions_per_sec / ceiling_per_sec`.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub ratio_to_ceiling: Option<f64>,
-    /// With --batch: units taken in batches, and given back (at the end included).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub batches: Option<BatchTotals>,
-}
-
-/// Units a run took in batches and gave back.
-#[derive(Debug, Clone, Copy, Serialize)]
-pub struct BatchTotals {
-    /// Units taken.
-    pub taken: u64,
-    /// Units given back unspent.
-    pub given_back: u64,
-}
-
 /// Runs the benchmark and prints its report.
 pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
     if args.concurrency == 0 || args.keys == 0 {
@@ -206,34 +154,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
     if args.json {
         println!("{}", serde_json::to_string(&report)?);
     } else {
-        println!(
-            "{} on {}: {}, {}, {:.1} s",
-            report.algorithm,
-            report.target,
-            crate::validate::counted(report.concurrency, "task", "tasks"),
-            crate::validate::counted(report.keys, "key", "keys"),
-            report.duration_s
-        );
-        match report.offered_per_sec {
-            Some(offered) => println!(
-                "decisions/s  {:.0} of {offered:.0} offered (open loop: latency from when due)",
-                report.decisions_per_sec
-            ),
-            None => println!("decisions/s  {:.0}", report.decisions_per_sec),
-        }
-        println!(
-            "latency µs   p50 {:.2}   p99 {:.2}   p99.9 {:.2}",
-            report.p50_us, report.p99_us, report.p999_us
-        );
-        println!(
-            "allowed {}   denied {}   errors {}   (p99 of the answered {:.2} µs)",
-            report.allowed, report.denied, report.errors, report.p99_answered_us
-        );
-        if let (Some(ceiling), Some(ratio)) = (report.ceiling_per_sec, report.ratio_to_ceiling) {
-            println!(
-                "redis-benchmark on the same script: {ceiling:.0}/s; Sluice reaches {ratio:.2} of it"
-            );
-        }
+        report.print();
     }
     Ok(())
 }
@@ -276,8 +197,9 @@ pub async fn measure(args: &BenchArgs) -> anyhow::Result<Report> {
                     }
                     None => Instant::now(),
                 };
+                let sent = Instant::now();
                 let outcome = driver.check(key).await;
-                tally.record(t, outcome);
+                tally.record(t, sent, outcome);
                 // The memory store answers without awaiting anything: yield now and then so the
                 // timer that ends the run (and the other tasks) get a turn.
                 if i % (stride * 64) < stride {
@@ -309,6 +231,10 @@ pub async fn measure(args: &BenchArgs) -> anyhow::Result<Report> {
         total
             .answered
             .add(&tally.answered)
+            .context("merging histograms")?;
+        total
+            .service
+            .add(&tally.service)
             .context("merging histograms")?;
         total.allowed += tally.allowed;
         total.denied += tally.denied;
@@ -345,6 +271,8 @@ pub async fn measure(args: &BenchArgs) -> anyhow::Result<Report> {
         p99_us: h.value_at_quantile(0.99) as f64 / 1_000.0,
         p999_us: h.value_at_quantile(0.999) as f64 / 1_000.0,
         p99_answered_us: total.answered.value_at_quantile(0.99) as f64 / 1_000.0,
+        service_p50_us: total.service.value_at_quantile(0.5) as f64 / 1_000.0,
+        service_p99_us: total.service.value_at_quantile(0.99) as f64 / 1_000.0,
         allowed: total.allowed,
         denied: total.denied,
         errors: total.errors,
