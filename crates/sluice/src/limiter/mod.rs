@@ -77,6 +77,7 @@ pub use admin::{BlockInfo, BlockList};
 pub use batch::RuleCheck;
 use breaker::Breaker;
 pub use builder::{IntoDynStore, LimiterBuilder};
+#[cfg(feature = "tower")]
 pub(crate) use choice::denial_message as denied_by_override;
 pub use compile::{CompiledRule, RuleBook};
 pub use denial_cache::{DenialCache, DenialCacheOptions};

@@ -160,6 +160,7 @@ impl Algorithm {
     }
 
     /// The number the Redis decision script knows this algorithm by.
+    #[cfg(any(feature = "redis", test))]
     pub(crate) fn wire_code(self) -> u8 {
         self.entry().wire_code
     }

@@ -43,6 +43,7 @@ mod runtime_limit;
 
 pub use address::{AddressGroup, DEFAULT_ADDRESS_ATTRIBUTE};
 pub use algorithm::Algorithm;
+#[cfg(any(feature = "redis", test))]
 pub(crate) use algorithm::REGISTRY;
 pub use batch::{Batches, MAX_HOLD, refusal as batch_refusal};
 pub use condition::{Condition, MAX_MATCHER_ITEMS, Matcher, parse_network};
