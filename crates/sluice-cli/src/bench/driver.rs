@@ -5,17 +5,27 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use sluice::limiter::DenialCacheOptions;
-use sluice::model::{Batches, Limit, Penalty, Rule, RuntimeLimit};
+use sluice::model::{Batches, Limit, Override, Penalty, Rate, Rule, RuntimeLimit};
 use sluice::{Limiter, Options};
 use sluice_server::config::StoreConfig;
 use sluice_server::store_url;
 
 use super::BenchArgs;
 
+/// What a `--tiers` request carries besides its key: it holds the rule's condition and falls
+/// through every override (the costliest case).
+const TIER_ATTRIBUTES: [(&str, &str); 4] = [
+    ("method", "GET"),
+    ("plan", "free"),
+    ("tenant", "t1"),
+    ("ip", "198.51.100.7"),
+];
+
 /// What the tasks call: the library, or the service over HTTP.
 #[derive(Clone)]
 pub(super) enum Driver {
-    Library(Limiter),
+    /// The library; `tiers`: the requests carry [`TIER_ATTRIBUTES`].
+    Library { limiter: Limiter, tiers: bool },
     Http {
         client: reqwest::Client,
         url: Arc<str>,
@@ -33,23 +43,10 @@ impl Driver {
         if args.batch.is_some() && args.limits > 1 {
             bail!("--batch takes one limit (--limits 1)");
         }
-        let limits = (0..args.limits)
-            .map(|i| {
-                let mut rate = args.limit;
-                rate.window += Duration::from_secs(i as u64);
-                let mut limit = Limit::new(&["key"], rate, args.algorithm);
-                limit.block = args.block;
-                limit.penalty = args.penalty.then_some(Penalty {
-                    warn_after: 1,
-                    ban_after: 3,
-                    ban: Duration::from_secs(3600),
-                    memory: Duration::from_secs(3600),
-                });
-                limit.batch = args.batch.map(|max| Batches::new(max, args.batch_hold));
-                limit.settable = args.settable;
-                limit
-            })
-            .collect();
+        if args.batch.is_some() && args.tiers {
+            bail!("--batch and --tiers: a limit with batches takes no override with other numbers");
+        }
+        let rule = rule(args)?;
         let mut builder = Limiter::builder(opened.store)
             .options(Options {
                 timeout: args.timeout,
@@ -61,7 +58,7 @@ impl Driver {
                 in_flight: args.in_flight,
                 ..Options::default()
             })
-            .rule("bench", Rule::new(limits));
+            .rule("bench", rule);
         if let Some(channel) = opened.channel {
             builder = builder.invalidation_channel(channel);
         }
@@ -86,7 +83,10 @@ impl Driver {
                 }
             }
         }
-        Ok(Driver::Library(limiter))
+        Ok(Driver::Library {
+            limiter,
+            tiers: args.tiers,
+        })
     }
 
     pub(super) fn http(base: &str, rule: &str, attribute: &str) -> anyhow::Result<Driver> {
@@ -105,10 +105,18 @@ impl Driver {
     /// One decision: `Some(allowed)`, or `None` when it failed or was degraded.
     pub(super) async fn check(&self, key: &str) -> Option<bool> {
         match self {
-            Driver::Library(limiter) => match limiter.check("bench", &[("key", key)]).await {
-                Ok(d) if !d.degraded => Some(d.allowed),
-                _ => None,
-            },
+            Driver::Library { limiter, tiers } => {
+                let decision = if *tiers {
+                    let [a, b, c, d] = TIER_ATTRIBUTES;
+                    limiter.check("bench", &[a, b, c, d, ("key", key)]).await
+                } else {
+                    limiter.check("bench", &[("key", key)]).await
+                };
+                match decision {
+                    Ok(d) if !d.degraded => Some(d.allowed),
+                    _ => None,
+                }
+            }
             Driver::Http {
                 client,
                 url,
@@ -124,5 +132,98 @@ impl Driver {
                 }
             }
         }
+    }
+}
+
+/// The benchmark rule: `--limits` limits counting by `key`, with the flags' block, penalty,
+/// batches, run-time numbers and tiers.
+fn rule(args: &BenchArgs) -> anyhow::Result<Rule> {
+    let limits = (0..args.limits)
+        .map(|i| {
+            let mut rate = args.limit;
+            rate.window += Duration::from_secs(i as u64);
+            let mut limit = Limit::new(&["key"], rate, args.algorithm);
+            limit.block = args.block;
+            limit.penalty = args.penalty.then_some(Penalty {
+                warn_after: 1,
+                ban_after: 3,
+                ban: Duration::from_secs(3600),
+                memory: Duration::from_secs(3600),
+            });
+            limit.batch = args.batch.map(|max| Batches::new(max, args.batch_hold));
+            limit.settable = args.settable;
+            if args.tiers {
+                limit.overrides = tier_overrides(&limit.rate)?;
+            }
+            Ok(limit)
+        })
+        .collect::<anyhow::Result<_>>()?;
+    let mut rule = Rule::new(limits);
+    if args.tiers {
+        rule.when = Some(serde_json::from_value(
+            serde_json::json!({"method": ["GET", "POST"]}),
+        )?);
+    }
+    Ok(rule)
+}
+
+/// The overrides of a `--tiers` limit (README, "Tiers and conditions"): `plan: pro` gets twice
+/// the rate, three tenants are unlimited, a /24 is refused; [`TIER_ATTRIBUTES`] matches none.
+fn tier_overrides(rate: &Rate) -> anyhow::Result<Vec<Override>> {
+    let pro = Rate {
+        count: rate.count.saturating_mul(2),
+        ..*rate
+    };
+    Ok(serde_json::from_value(serde_json::json!([
+        {"when": {"plan": "pro"}, "rate": pro.to_string()},
+        {"when": {"tenant": ["monitoring", "partner-a", "partner-b"]}, "unlimited": true},
+        {"when": {"ip": {"cidr": ["203.0.113.0/24"]}}, "deny": "this range is refused"},
+    ]))?)
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+    use sluice::MemoryStore;
+
+    use super::*;
+
+    #[derive(Parser)]
+    struct Command {
+        #[command(flatten)]
+        bench: BenchArgs,
+    }
+
+    fn args(line: &[&str]) -> BenchArgs {
+        Command::parse_from(std::iter::once("bench").chain(line.iter().copied())).bench
+    }
+
+    #[tokio::test]
+    async fn tiered_requests_fall_through_a_condition_and_three_overrides() {
+        let rule = rule(&args(&["--tiers", "--limit", "2/1m"])).unwrap();
+        assert!(rule.when.is_some());
+        assert_eq!(rule.limits[0].overrides.len(), 3);
+        let limiter = Limiter::builder(MemoryStore::new())
+            .rule("bench", rule)
+            .build()
+            .unwrap();
+        let allowed = async |extra: (&str, &str), key: &str| {
+            let [a, b, c, d] = TIER_ATTRIBUTES;
+            let mut attrs = vec![a, b, c, d, ("key", key)];
+            attrs.retain(|(name, _)| *name != extra.0);
+            attrs.push(extra);
+            let mut n = 0;
+            for _ in 0..6 {
+                n += usize::from(limiter.check("bench", &attrs).await.unwrap().allowed);
+            }
+            n
+        };
+        // The benchmark's own requests: the limit's numbers.
+        assert_eq!(allowed(("plan", "free"), "a").await, 2);
+        // What each override does, so that falling through them is a real test of each.
+        assert_eq!(allowed(("plan", "pro"), "b").await, 4);
+        assert_eq!(allowed(("tenant", "monitoring"), "c").await, 6);
+        assert_eq!(allowed(("ip", "203.0.113.9"), "d").await, 0);
+        assert_eq!(allowed(("method", "DELETE"), "e").await, 6);
     }
 }

@@ -74,6 +74,11 @@ pub struct BenchArgs {
     /// (library mode): what a decision costs when the store reads an identity's own numbers.
     #[arg(long)]
     pub settable: bool,
+    /// Give each limit three overrides and the rule a condition, as README's "Tiers and
+    /// conditions" writes them, with requests that hold the condition and fall through every
+    /// override (library mode): what a tiered rule costs a decision on this store.
+    #[arg(long)]
+    pub tiers: bool,
     /// Print one JSON object instead of text.
     #[arg(long)]
     pub json: bool,
@@ -165,6 +170,9 @@ pub async fn measure(args: &BenchArgs) -> anyhow::Result<Report> {
     let stop = Arc::new(AtomicBool::new(false));
     let done = Arc::new(AtomicU64::new(0));
     let driver = match &args.via {
+        Some(_) if args.tiers => {
+            bail!("--tiers is for library mode: with --via, the rule is the service's")
+        }
         Some(base) => Driver::http(base, &args.rule, &args.attribute)?,
         None => Driver::library(args, &keys).await?,
     };
@@ -247,7 +255,7 @@ pub async fn measure(args: &BenchArgs) -> anyhow::Result<Report> {
     let h = &total.histogram;
     let decisions_per_sec = h.len() as f64 / elapsed;
     let batches = match &driver {
-        Driver::Library(limiter) if args.batch.is_some() => {
+        Driver::Library { limiter, .. } if args.batch.is_some() => {
             limiter.give_back_batches().await;
             limiter.held_units().first().map(|u| BatchTotals {
                 taken: u.taken,
@@ -257,7 +265,7 @@ pub async fn measure(args: &BenchArgs) -> anyhow::Result<Report> {
         _ => None,
     };
     let ceiling_per_sec = match (&driver, args.ceiling) {
-        (Driver::Library(limiter), true) => Some(ceiling(args, limiter, h.len()).await?),
+        (Driver::Library { limiter, .. }, true) => Some(ceiling(args, limiter, h.len()).await?),
         (Driver::Http { .. }, true) => bail!("--ceiling measures a Redis store: not with --via"),
         _ => None,
     };
