@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use sluice::limiter::DenialCacheOptions;
-use sluice::model::{Batches, Limit, Override, Penalty, Rate, Rule, RuntimeLimit};
+use sluice::model::{Batches, Limit, MAX_COUNT, Override, Penalty, Rate, Rule, RuntimeLimit};
 use sluice::{Limiter, Options};
 use sluice_server::config::StoreConfig;
 use sluice_server::store_url;
@@ -170,9 +170,13 @@ fn rule(args: &BenchArgs) -> anyhow::Result<Rule> {
 /// The overrides of a `--tiers` limit (README, "Tiers and conditions"): `plan: pro` gets twice
 /// the rate, three tenants are unlimited, a /24 is refused; [`TIER_ATTRIBUTES`] matches none.
 fn tier_overrides(rate: &Rate) -> anyhow::Result<Vec<Override>> {
-    let pro = Rate {
-        count: rate.count.saturating_mul(2),
-        ..*rate
+    // Twice the rate: twice the count, or half the window where the count is at its maximum.
+    let pro = match rate.count.checked_mul(2).filter(|c| *c <= MAX_COUNT) {
+        Some(count) => Rate { count, ..*rate },
+        None => Rate {
+            window: rate.window / 2,
+            ..*rate
+        },
     };
     Ok(serde_json::from_value(serde_json::json!([
         {"when": {"plan": "pro"}, "rate": pro.to_string()},
@@ -196,6 +200,12 @@ mod tests {
 
     fn args(line: &[&str]) -> BenchArgs {
         Command::parse_from(std::iter::once("bench").chain(line.iter().copied())).bench
+    }
+
+    #[test]
+    fn the_default_limit_takes_tiers() {
+        let rule = rule(&args(&["--tiers"])).unwrap();
+        assert_eq!(rule.limits[0].overrides.len(), 3);
     }
 
     #[tokio::test]
