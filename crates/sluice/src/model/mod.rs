@@ -31,6 +31,7 @@ mod fail_policy;
 mod headers;
 pub(crate) mod limit;
 mod limit_choices;
+mod limit_fields;
 mod micros;
 mod name;
 mod overrides;
