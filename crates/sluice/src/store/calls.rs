@@ -18,8 +18,7 @@ pub struct LimitCall {
     pub step: LimitStep,
 }
 
-/// One lease on one concurrency limit, as [`Store::release`](super::Store::release) and
-/// [`Store::renew`](super::Store::renew) find it.
+/// One lease on one concurrency limit, as [`Store::release`] and [`Store::renew`] find it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LeaseCall {
     /// The concurrency limit's state for the identity that took the lease.

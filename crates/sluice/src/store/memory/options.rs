@@ -7,7 +7,7 @@ pub const SHARDS: usize = 64;
 /// can double it).
 pub const DEFAULT_MAX_KEYS: usize = 1_000_000;
 
-/// Settings of a [`MemoryStore`](super::MemoryStore).
+/// Settings of a [`MemoryStore`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct MemoryOptions {
     /// Most keys held at once (rounded up to a multiple of [`SHARDS`]; each shard holds its
