@@ -205,8 +205,7 @@ pub async fn measure(args: &BenchArgs) -> anyhow::Result<Report> {
                     }
                     None => Instant::now(),
                 };
-                // Closed loop, a decision is sent when it is due: one clock reading serves both.
-                let sent = if pace.is_some() { Instant::now() } else { t };
+                let sent = Instant::now();
                 let outcome = driver.check(key).await;
                 tally.record(t, sent, outcome);
                 // The memory store answers without awaiting anything: yield now and then so the

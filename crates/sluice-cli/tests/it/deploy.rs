@@ -3,8 +3,8 @@
 //! where the container port and the Service point, probe paths the service answers 200 on, and
 //! mount the rules where `SLUICE_CONFIG` reads them; the ConfigMap's rules validate and, updated
 //! the way the kubelet updates a mounted ConfigMap (a new timestamped directory swapped in under
-//! `..data`), are reloaded. The schemas themselves are checked by `kubernetes-validate`, which
-//! no test here runs: `scripts/test` runs it, from the venv `scripts/python-tools` installs.
+//! `..data`), are reloaded. The schemas themselves are `kubernetes-validate`'s job
+//! (`scripts/test`).
 
 use crate::common;
 

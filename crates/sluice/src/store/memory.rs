@@ -38,7 +38,6 @@
 mod blocks;
 mod give_back;
 mod leases;
-mod options;
 mod packed_state;
 mod reservations;
 mod runtime;
@@ -61,9 +60,31 @@ use crate::algorithm::{KeyState, LimitOutcome, LimitStep, Mode, RuntimeNumbers, 
 use crate::clock::{Clock, SystemClock};
 use crate::model::Micros;
 use crate::store::KeyRef;
-pub use options::{DEFAULT_MAX_KEYS, MemoryOptions, SHARDS};
 use packed_state::PackedState;
 use shard::{Full, Shard};
+
+/// Number of shards; a power of two well above the core count keeps contention low.
+pub const SHARDS: usize = 64;
+
+/// Default [`MemoryOptions::max_keys`]: 64 MB of entries at the cap (the tables' free slots
+/// can double it).
+pub const DEFAULT_MAX_KEYS: usize = 1_000_000;
+
+/// Settings of a [`MemoryStore`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MemoryOptions {
+    /// Most keys held at once (rounded up to a multiple of [`SHARDS`]; each shard holds its
+    /// share). See the module docs for what happens at the cap.
+    pub max_keys: usize,
+}
+
+impl Default for MemoryOptions {
+    fn default() -> MemoryOptions {
+        MemoryOptions {
+            max_keys: DEFAULT_MAX_KEYS,
+        }
+    }
+}
 
 /// A shard's lock: taken with one locked instruction, released with a plain store. A waiter
 /// yields its thread between attempts, so a holder the OS has preempted gets the core back. The

@@ -9,19 +9,15 @@
 //! a denial.
 //!
 //! # Layout
-//! - `mod.rs` (this file): the [`Store`] trait, the keys it is handed ([`LimitKey`], [`KeyRef`])
-//!   and what it answers besides decisions ([`BlocksCursor`], [`BlocksPage`], [`RuntimeEntry`],
-//!   [`StoreError`]);
-//! - `calls`: what a decision, a lease, a reservation, a settlement and a give-back hand a store
-//!   ([`LimitCall`], [`LeaseCall`], [`ReserveCall`], [`SettleCall`], [`GiveBackCall`]), and the
-//!   decision's answer ([`StoreReply`]);
+//! - `mod.rs` (this file): the [`Store`] trait and what it is handed and answers ([`LimitKey`],
+//!   [`KeyRef`], [`LimitCall`], [`LeaseCall`], [`ReserveCall`], [`SettleCall`], [`GiveBackCall`],
+//!   [`StoreReply`], [`BlocksCursor`], [`BlocksPage`], [`RuntimeEntry`], [`StoreError`]);
 //! - `dyn_store`: [`DynStore`], the object-safe form the limiter holds;
 //! - [`memory`]: [`MemoryStore`](memory::MemoryStore), state in this process (sharded, capped);
 //! - `redis` (feature `redis`): the Redis store, one server, Sentinel or Cluster;
 //! - [`invalidation`]: how a change on one node reaches every node's denial cache;
 //! - [`url`]: store URLs, recognised in one place.
 
-mod calls;
 mod dyn_store;
 pub mod invalidation;
 pub mod memory;
@@ -33,9 +29,9 @@ use std::fmt;
 use std::future::Future;
 use std::time::Duration;
 
+use crate::algorithm::concurrency::LeaseToken;
 use crate::algorithm::{LimitOutcome, LimitStep, Mode, RuntimeNumbers};
 use crate::model::{Micros, Name};
-pub use calls::{GiveBackCall, LeaseCall, LimitCall, ReserveCall, SettleCall, StoreReply};
 pub use dyn_store::{BoxFuture, DynStore};
 
 /// The state of one limit for one identity: rule, limit id, escaped identity.
@@ -78,6 +74,88 @@ impl<'a> From<&'a LimitKey> for KeyRef<'a> {
             identity: &key.identity,
         }
     }
+}
+
+/// One limit of a request, as handed to a store.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LimitCall {
+    /// Whose state.
+    pub key: LimitKey,
+    /// What to decide.
+    pub step: LimitStep,
+}
+
+/// One lease on one concurrency limit, as [`Store::release`] and [`Store::renew`] find it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeaseCall {
+    /// The concurrency limit's state for the identity that took the lease.
+    pub key: LimitKey,
+    /// The token it is held under.
+    pub token: LeaseToken,
+    /// The units it holds (the cost of the request that took it).
+    pub units: u64,
+    /// How long a renewal makes it last from the store's now: the limit's `lease`.
+    pub lease_us: Micros,
+}
+
+/// A reservation to remember on one limit, so that it can be settled once (see
+/// [`crate::algorithm::settle`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReserveCall {
+    /// The limit's state for the identity the reservation was admitted for.
+    pub key: LimitKey,
+    /// The token it is remembered under.
+    pub token: LeaseToken,
+    /// The units the check consumed.
+    pub estimate: u64,
+    /// The store's time of the decision that consumed them (since the epoch).
+    pub at_us: Micros,
+    /// How long it can be settled: afterwards it is forgotten and its estimate stands.
+    pub for_us: Micros,
+}
+
+/// The settlement of one reservation on one limit.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SettleCall {
+    /// The limit's state for the identity the reservation was admitted for.
+    pub key: LimitKey,
+    /// The token it is remembered under.
+    pub token: LeaseToken,
+    /// The limit's algorithm now.
+    pub algorithm: crate::model::Algorithm,
+    /// The limit's numbers now.
+    pub params: crate::algorithm::Params,
+    /// What the request really cost.
+    pub actual: u64,
+}
+
+/// Units a batch took on one limit and did not spend, to give back (see `limiter::held`).
+///
+/// The store removes `units` admitted at `at_us` from the limit's state, never by more than they
+/// still weigh on it: on a draining state (`token_bucket`, `gcra`) they weigh `units` minus what
+/// drained since `at_us`; on a `fixed_window` they weigh `units` while `at_us`'s window lasts and
+/// nothing after. Other algorithms are left alone.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GiveBackCall {
+    /// The limit's state for the identity the batch was taken for.
+    pub key: LimitKey,
+    /// The limit's algorithm.
+    pub algorithm: crate::model::Algorithm,
+    /// The limit's numbers.
+    pub params: crate::algorithm::Params,
+    /// The units to give back.
+    pub units: u64,
+    /// The store's time they are taken to have been admitted at (since the epoch).
+    pub at_us: Micros,
+}
+
+/// A store's answer: the time it decided at and each limit's outcome, in call order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoreReply {
+    /// The store's clock at the decision (since the epoch).
+    pub now_us: Micros,
+    /// One outcome per call.
+    pub outcomes: Vec<LimitOutcome>,
 }
 
 /// An active block or ban.

@@ -71,23 +71,6 @@ impl Building {
     }
 
     /// Adds the limit `d` describes, named by the file's `name` or by its path.
-    /// The index in `rules` of the rule for `domain` and descriptor shape `keys`, added if new.
-    pub(super) fn find_or_add(
-        rules: &mut Vec<Building>,
-        domain: &str,
-        keys: &[String],
-        rule_names: &mut Taken,
-    ) -> usize {
-        if let Some(i) = rules
-            .iter()
-            .position(|r| r.domain == domain && r.keys == keys)
-        {
-            return i;
-        }
-        rules.push(Building::new(domain, keys, rule_names));
-        rules.len() - 1
-    }
-
     pub(super) fn push(&mut self, d: Draft<'_>) {
         let r = self;
         let mut by = d.scope.by.clone();

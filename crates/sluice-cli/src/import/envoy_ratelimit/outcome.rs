@@ -140,21 +140,6 @@ impl Outcome {
     }
 }
 
-/// Values grouped by their rate, in the order the rates first appear.
-pub(super) fn by_rate(items: impl Iterator<Item = (Outcome, String)>) -> Vec<(Rate, Vec<String>)> {
-    let mut out: Vec<(Rate, Vec<String>)> = Vec::new();
-    for (o, value) in items {
-        let Outcome::Rate { rate, .. } = o else {
-            continue;
-        };
-        match out.iter_mut().find(|(r, _)| *r == rate) {
-            Some((_, values)) => values.push(value),
-            None => out.push((rate, vec![value])),
-        }
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -23,7 +23,7 @@ use sluice_server::config::gateway::{DescriptorEntry, DescriptorMapping};
 
 use super::building::{Building, Draft, Scope, Step, scope};
 use super::config::{ErlFile, Node};
-use super::outcome::{DENY_MESSAGE, Outcome, ValueMatch, by_rate};
+use super::outcome::{DENY_MESSAGE, Outcome, ValueMatch};
 use super::tree::{live, on, one_of, taken_by_siblings};
 use crate::import::names::Taken;
 use crate::import::report::Report;
@@ -389,6 +389,30 @@ impl<'r> Translation<'r> {
     }
 
     fn rule_for(&mut self, domain: &str, keys: &[String]) -> usize {
-        Building::find_or_add(&mut self.rules, domain, keys, &mut self.rule_names)
+        if let Some(i) = self
+            .rules
+            .iter()
+            .position(|r| r.domain == domain && r.keys == keys)
+        {
+            return i;
+        }
+        self.rules
+            .push(Building::new(domain, keys, &mut self.rule_names));
+        self.rules.len() - 1
     }
+}
+
+/// Values grouped by their rate, in the order the rates first appear.
+fn by_rate(items: impl Iterator<Item = (Outcome, String)>) -> Vec<(Rate, Vec<String>)> {
+    let mut out: Vec<(Rate, Vec<String>)> = Vec::new();
+    for (o, value) in items {
+        let Outcome::Rate { rate, .. } = o else {
+            continue;
+        };
+        match out.iter_mut().find(|(r, _)| *r == rate) {
+            Some((_, values)) => values.push(value),
+            None => out.push((rate, vec![value])),
+        }
+    }
+    out
 }

@@ -137,7 +137,6 @@
 
 mod admin;
 mod channel;
-mod client_error;
 mod connection;
 mod cross_slot;
 mod decision;
@@ -179,6 +178,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::time::Duration;
 
+use redis::{RedisError, RetryMethod};
+
 use super::{
     BlocksCursor, BlocksPage, GiveBackCall, LeaseCall, LimitCall, LimitKey, ReserveCall,
     RuntimeEntry, SettleCall, Store, StoreError, StoreReply,
@@ -186,7 +187,6 @@ use super::{
 use crate::algorithm::{Mode, RuntimeNumbers};
 use crate::clock::Clock;
 use crate::model::Micros;
-use client_error::store_error;
 use connection::RedisConnection;
 use failover::Dial;
 use keys::Part;
@@ -215,6 +215,20 @@ struct Inner {
     /// Where the invalidation channel subscribes (see `channel`), and how to dial it.
     subscribe_to: Vec<redis::ConnectionInfo>,
     dial: Dial,
+}
+
+/// Maps a client error: whatever may pass by retrying later is transient.
+fn store_error(e: RedisError) -> StoreError {
+    let transient = e.is_io_error()
+        || e.is_timeout()
+        || e.is_connection_dropped()
+        || e.is_connection_refusal()
+        || !matches!(e.retry_method(), RetryMethod::NoRetry);
+    StoreError {
+        store: NAME,
+        message: e.to_string(),
+        transient,
+    }
 }
 
 impl RedisStore {
