@@ -219,21 +219,28 @@ async fn reshard_worker() {
     for _ in 0..TASKS {
         let (limiter, stop) = (limiter.clone(), stop.clone());
         tasks.spawn(async move {
-            let (mut admitted, mut degraded) = (0u64, 0u64);
+            let (mut admitted, mut degraded, mut why) = (0u64, 0u64, None);
             while !stop.exists() {
                 let d = limiter.check("hammer", &[("ip", "a")]).await.unwrap();
                 admitted += u64::from(d.allowed);
                 degraded += u64::from(d.degraded);
+                if d.degraded && why.is_none() {
+                    why = d.reason;
+                }
             }
-            (admitted, degraded)
+            (admitted, degraded, why)
         });
     }
-    let (mut admitted, mut degraded) = (0, 0);
+    let (mut admitted, mut degraded, mut why) = (0, 0, None);
     while let Some(r) = tasks.join_next().await {
-        let (a, d) = r.expect("no task panics");
+        let (a, d, w) = r.expect("no task panics");
         admitted += a;
         degraded += d;
+        why = why.or(w);
     }
-    assert_eq!(degraded, 0, "every decision came from Redis");
+    assert_eq!(
+        degraded, 0,
+        "every decision came from Redis; the first degraded one: {why:?}"
+    );
     println!("admitted={admitted}");
 }
