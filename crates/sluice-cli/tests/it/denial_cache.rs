@@ -6,8 +6,6 @@
 
 use crate::common;
 
-use std::time::Duration;
-
 use common::{ADMIN_TOKEN, Server, WITHIN, eventually, version_of, wait_for_version};
 use reqwest::Method;
 use serde_json::json;

@@ -5,8 +5,6 @@
 
 use crate::common;
 
-use std::time::Duration;
-
 use common::{Server, WITHIN, eventually};
 use envoy_types::pb::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
 use envoy_types::pb::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::Entry;

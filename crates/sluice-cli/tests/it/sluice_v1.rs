@@ -6,7 +6,6 @@
 use crate::common;
 
 use std::collections::HashMap;
-use std::time::Duration;
 
 use common::{Server, WITHIN, eventually};
 use serde_json::json;
