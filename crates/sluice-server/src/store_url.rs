@@ -51,6 +51,11 @@ pub async fn open(url: &str, settings: &StoreConfig) -> Result<OpenedStore, Serv
                     client_cert_file: settings.tls.cert_file.clone(),
                     client_key_file: settings.tls.key_file.clone(),
                 },
+                // A reply may take as long as a decision may wait: a shorter deadline per reply
+                // would cut `store.timeout` to it (a planned failover holds writes for seconds).
+                response_timeout: settings
+                    .timeout
+                    .max(RedisOptions::default().response_timeout),
                 ..RedisOptions::default()
             };
             let store =

@@ -21,15 +21,18 @@ use common::Server;
 use sluice_test_support::{Fault, FaultProxy, RedisServer};
 use tokio::sync::Mutex;
 
-const TIMEOUT: Duration = Duration::from_millis(100);
+/// The store timeout: far above what a healthy call takes on a loaded machine, so that once the
+/// store is back no decision of the store's is cut by a slow moment.
+const TIMEOUT: Duration = Duration::from_secs(1);
 /// Scheduling slack on a loaded two-core machine, on top of the store timeout: the bound on the
 /// 99th percentile.
 const MARGIN: Duration = Duration::from_millis(400);
 /// The bound on the slowest answer: a stall of the service (a decision waiting on the store past
 /// its timeout) would take seconds; a busy machine's scheduling takes this much at worst.
 const WORST: Duration = Duration::from_millis(1500);
-/// Decisions started this long after the store is back must all be the store's.
-const RECOVERY: Duration = Duration::from_secs(1);
+/// Decisions started this long after the store is back must all be the store's: the breaker's
+/// longest back-off (0.5 s), a probe, and room for a loaded machine.
+const RECOVERY: Duration = Duration::from_secs(3);
 const RSS_TOLERANCE_KB: u64 = 16 * 1024;
 const FD_TOLERANCE: usize = 16;
 const CLIENTS: usize = 8;
@@ -236,7 +239,8 @@ async fn a_redis_that_answers_one_byte_at_a_time() {
     outage_under_load(
         "one byte at a time",
         &proxy.redis_url(),
-        || proxy.set(Fault::Trickle(Duration::from_millis(50))),
+        // Even the shortest reply (`:0\r\n`) takes twice the timeout.
+        || proxy.set(Fault::Trickle(TIMEOUT / 2)),
         || proxy.set(Fault::None),
     )
     .await;

@@ -31,7 +31,10 @@ const IDENTITIES: u64 = 200;
 const RSS_TOLERANCE_KB: u64 = 16 * 1024;
 const FD_TOLERANCE: usize = 16;
 
-const CONFIG: &str = "store: { timeout: 100ms }
+/// The store timeout of [`CONFIG`]: far above what a healthy call takes on a loaded machine.
+const TIMEOUT: Duration = Duration::from_secs(1);
+
+const CONFIG: &str = "store: { timeout: 1s }
 rules:
   api:
     fail: open
@@ -189,11 +192,12 @@ async fn the_service_holds_under_mixed_traffic_and_recurring_faults() {
         fds_max <= fds_before + FD_TOLERANCE,
         "open files rose from {fds_before} to {fds_max}"
     );
+    // A second's p99 is at most a call cut at the timeout, and room for a loaded machine.
     assert!(
-        worst_p99 <= 500_000,
+        worst_p99 <= (TIMEOUT + Duration::from_millis(500)).as_micros() as u64,
         "the worst second's p99 was {worst_p99} µs"
     );
-    common::eventually(Duration::from_secs(3), "Redis to decide again", || async {
+    common::eventually(common::WITHIN, "Redis to decide again", || async {
         let answer = server
             .check("api", serde_json::json!({ "ip": "10.9.9.9" }))
             .await;

@@ -335,6 +335,29 @@ async fn a_store_slower_than_the_request_timeout_gets_a_408() {
     assert!(took < Duration::from_secs(15), "answered after {took:?}");
 }
 
+/// A `store.timeout` longer than a second is the deadline of a decision: no shorter deadline of
+/// the connection cuts it (a planned failover holds a primary's writes for seconds).
+#[tokio::test]
+async fn a_store_timeout_above_a_second_is_waited_for_in_full() {
+    let redis = RedisServer::start();
+    let config = format!("store:\n  timeout: 3s\n{CONFIG}{MORE_RULES}");
+    let server = Server::start_on(&config, &redis.url());
+    let a = server.check("fail_closed", json!({ "id": "warm" })).await;
+    assert_eq!((a.status, a.json["degraded"].as_bool()), (200, Some(false)));
+
+    redis.pause();
+    let started = Instant::now();
+    let a = server.check("fail_closed", json!({ "id": "paused" })).await;
+    let took = started.elapsed();
+    redis.resume();
+    assert_eq!((a.status, a.json["degraded"].as_bool()), (429, Some(true)));
+    // A lower bound: a loaded machine can only make the answer later.
+    assert!(
+        took >= Duration::from_millis(2900),
+        "cut before the store timeout: answered after {took:?}"
+    );
+}
+
 #[tokio::test]
 async fn a_service_starts_while_redis_is_down_and_picks_it_up() {
     let mut redis = RedisServer::start();

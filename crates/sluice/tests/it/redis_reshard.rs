@@ -30,11 +30,17 @@ const LIMIT: u64 = 1000;
 /// Decisions a node must run before the next step is taken.
 const PROGRESS: u64 = 200;
 
+/// The decisions' deadline: a planned failover holds the old primary's writes until the replica
+/// has taken over, which on a loaded machine takes seconds.
+const TIMEOUT: Duration = Duration::from_secs(10);
+
 async fn limiter(url: &str, prefix: &str, algorithm: Algorithm) -> Limiter {
     let store = RedisStore::connect(
         url,
         RedisOptions {
             prefix: prefix.to_string(),
+            // As long as the decision's own deadline (as `sluice serve` sets it).
+            response_timeout: TIMEOUT,
             ..RedisOptions::default()
         },
     )
@@ -52,7 +58,7 @@ async fn limiter(url: &str, prefix: &str, algorithm: Algorithm) -> Limiter {
         // Every decision goes to Redis (denials too), and one that cannot is a failure.
         .options(Options {
             fail: FailPolicy::Closed,
-            timeout: Duration::from_secs(10),
+            timeout: TIMEOUT,
             denial_cache: DenialCacheOptions {
                 enabled: false,
                 ..DenialCacheOptions::default()

@@ -17,8 +17,9 @@ pub struct RedisOptions {
     pub clock: Option<Arc<dyn Clock>>,
     /// Deadline for establishing a connection.
     pub connect_timeout: Duration,
-    /// Deadline for one reply. The limiter's own timeout is usually shorter; this one bounds calls
-    /// made outside it (admin operations) and lets the connection notice a silent server.
+    /// Deadline for one reply. It bounds calls made outside the limiter's own timeout (admin
+    /// operations) and lets the connection notice a silent server. Keep it at least the
+    /// limiter's [`timeout`](crate::Options::timeout): a shorter one cuts every decision to it.
     pub response_timeout: Duration,
     /// The shortest expiry written to Redis. Keep it zero (every key then lives exactly as long
     /// as it can affect a decision). Only a client [`clock`](Self::clock) that runs slower than
