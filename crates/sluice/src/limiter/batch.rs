@@ -9,6 +9,9 @@
 //! - parts that count on the same counter (the same rule, limit and identity) are one request on
 //!   it: their costs are added up and judged once against the one count (see `repeated`), so
 //!   repeating a part never admits more than asking once for the sum;
+//! - on a remote store, a consuming part the denial cache knows to be denied answers the whole
+//!   request without a store call (see `batch_cache`), and the denials of a step that consumed
+//!   fill the cache, as a check's do;
 //! - a part of cost 0 only looks (as [`Limiter::peek`]) but can still deny the request; such
 //!   parts are asked first, in a step that changes nothing, and a denial there turns the rest
 //!   into a look too;
@@ -28,8 +31,9 @@ use crate::model::{Decision, FailPolicy};
 use crate::store::{LimitCall, StoreError, StoreReply};
 
 use super::choice::{Picks, Selection};
-use super::decide::{attach_lease, decision};
-use super::{Attributes, Check, CompiledRule, Limiter, MAX_COST, keys, repeated};
+use super::decide::{CACHED, attach_lease, decision};
+use super::denial_cache::DenialCache;
+use super::{Attributes, Check, CompiledRule, Limiter, MAX_COST, batch_cache, keys, repeated};
 use std::sync::Arc;
 
 /// One part of a request decided by [`Limiter::check_all`].
@@ -142,19 +146,37 @@ impl Limiter {
             .filter(|r| r.asks(false))
             .collect();
 
+        let all: Vec<&Resolved> = looks.iter().chain(&applies).copied().collect();
         let mut replies: Vec<Option<StoreReply>> = Vec::new();
         let mut failure: Option<StoreError> = None;
         let mut denied = too_big;
-        for (group, mode) in [(&looks, Mode::Peek), (&applies, Mode::Apply)] {
+        let denials = self.inner.denials.as_deref();
+        // A part the denial cache knows to be denied answers the whole request.
+        let mut cached = None;
+        if let Some((hit, outcomes)) =
+            denials.filter(|_| !denied).and_then(|c| batch_cache::answer(c, &applies))
+        {
+            let hit = looks.len() + hit;
+            replies = batch_cache::replies(&all, hit, outcomes);
+            all[hit].rule.meters.cache_hit();
+            cached = Some(hit);
+        }
+        let groups = [(&looks, Mode::Peek), (&applies, Mode::Apply)];
+        for (group, mode) in groups.into_iter().filter(|_| cached.is_none()) {
             if group.is_empty() {
                 continue;
             }
             let mode = if denied { Mode::Peek } else { mode };
             let (calls, at) = repeated::unique(group);
+            let mark = denials.filter(|_| mode == Mode::Apply).map(DenialCache::mark);
             match self.call_store(&calls, mode).await {
                 Ok(reply) => {
                     denied |= denies(&calls, &reply);
-                    replies.extend(split(&reply, group, &at));
+                    let split = split(&reply, group, &at);
+                    if let (Some(cache), Some(mark)) = (denials, mark) {
+                        batch_cache::remember(cache, mark, group, &split);
+                    }
+                    replies.extend(split);
                 }
                 Err(error) => {
                     failure = Some(error);
@@ -162,7 +184,6 @@ impl Limiter {
                 }
             }
         }
-        let all: Vec<&Resolved> = looks.iter().chain(&applies).copied().collect();
         let mut degraded = None;
         if let Some(error) = failure {
             replies = self.fail_policies(&all, &error);
@@ -171,7 +192,8 @@ impl Limiter {
         let mut decided: Vec<(Decision, Option<StoreReply>)> = all
             .iter()
             .zip(replies)
-            .map(|(r, reply)| {
+            .enumerate()
+            .map(|(i, (r, reply))| {
                 let policy = self.policy(&r.rule);
                 let fallback = policy == FailPolicy::Open;
                 let mut d = decision(
@@ -181,6 +203,9 @@ impl Limiter {
                     reply.as_ref(),
                     fallback,
                 );
+                if cached == Some(i) {
+                    d.reason = Some(CACHED.to_string());
+                }
                 if let Some(error) = &degraded {
                     d.degraded = true;
                     d.reason = Some(

@@ -21,6 +21,7 @@
 //!   metric the library records, with its help and unit ([`describe_metrics`]);
 //! - `batch`: [`Limiter::check_all`], several rules ([`RuleCheck`]s) decided as one request;
 //!   `repeated`: its parts that count on the same counter, added up into one call;
+//!   `batch_cache`: the denial cache on its path;
 //! - `admin`: reset, block, unblock, the blocks in force ([`BlockList`], [`BlockInfo`]);
 //! - `inspect`: [`Limiter::keys`], what a check would touch, without making it;
 //! - `lease`: lease ids, [`Limiter::release`] and [`Limiter::renew`] (concurrency limits);
@@ -43,6 +44,7 @@
 mod admin;
 mod at_once;
 mod batch;
+mod batch_cache;
 mod breaker;
 mod builder;
 mod cached_denial;

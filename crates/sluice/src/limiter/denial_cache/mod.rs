@@ -66,7 +66,7 @@ use crate::store::invalidation::{Invalidation, InvalidationListener};
 
 mod requests;
 use crate::store::{KeyRef, LimitKey};
-pub(crate) use requests::cacheable_limits;
+pub(crate) use requests::{cacheable_limits, leaves_no_trace};
 
 /// Settings of the denial cache (the `denial_cache` section of a rule file).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
