@@ -147,15 +147,27 @@ async fn a_batch_that_passed_holds_its_leases() {
 async fn repeated_parts_add_up(server: Server) {
     let ip = json!({ "ip": "198.51.100.4" });
     let nine = json!({ "rule": "per_ip", "attributes": ip, "cost": 9 });
-    assert_eq!(server.post("/v1/check", &nine.to_string()).await.status, 200);
+    assert_eq!(
+        server.post("/v1/check", &nine.to_string()).await.status,
+        200
+    );
     let copies = vec![part("per_ip", ip.clone()); 3];
     let denied = batch(&server, "", &copies).await;
     assert_eq!(denied.status, 429, "3 copies with 1 left: {denied:?}");
     assert_eq!(remaining(&server, "per_ip", ip.clone()).await, 1);
     let mut three = json!({ "rule": "per_path", "attributes": { "path": "/r" }, "cost": 3 });
-    assert_eq!(batch(&server, "", &[three.clone(), three.clone()]).await.status, 429);
+    assert_eq!(
+        batch(&server, "", &[three.clone(), three.clone()])
+            .await
+            .status,
+        429
+    );
     three["cost"] = json!(1);
-    assert_eq!(batch(&server, "", &[three.clone(), three]).await.status, 429, "2 of 1");
+    assert_eq!(
+        batch(&server, "", &[three.clone(), three]).await.status,
+        429,
+        "2 of 1"
+    );
     // Two copies on a concurrency limit of one: one lease of two units does not fit.
     let jobs = part("jobs", json!({ "tenant": "t9" }));
     let two = batch(&server, "", &[jobs.clone(), jobs.clone()]).await;

@@ -94,7 +94,10 @@ async fn batches_and_envoy_are_answered_without_redis() {
     for _ in 0..5 {
         let denied = server.post("/v1/check-all", &checks).await;
         assert_eq!(denied.status, 429, "{denied:?}");
-        let edge = request("edge", vec![descriptor(&[("remote_address", "203.0.113.9")])]);
+        let edge = request(
+            "edge",
+            vec![descriptor(&[("remote_address", "203.0.113.9")])],
+        );
         assert_eq!(ask(&mut envoy, edge).await.overall_code(), Code::OverLimit);
     }
     assert_eq!(redis.decision_calls(), asked, "Redis was not asked");

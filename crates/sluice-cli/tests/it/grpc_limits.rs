@@ -43,7 +43,11 @@ async fn a_stalled_call_is_cut_at_the_request_timeout_and_streams_are_bounded() 
         () = guard => panic!("no answer in 2 minutes; request_timeout is 500 ms"),
     };
     let header = |name: &str| response.headers().get(name).map(|v| v.to_str().unwrap());
-    assert_eq!(header("grpc-status"), Some("4"), "DEADLINE_EXCEEDED: {response:?}");
+    assert_eq!(
+        header("grpc-status"),
+        Some("4"),
+        "DEADLINE_EXCEEDED: {response:?}"
+    );
     assert_eq!(header("sluice-error-code"), Some("timeout"));
     assert_eq!(connection.max_concurrent_send_streams(), 128);
 }

@@ -174,7 +174,10 @@ fn a_hostile_envoy_ratelimit_file_is_refused_quickly_and_in_little_memory() {
     let head: String = done.stderr.chars().take(300).collect();
     assert_eq!(done.code, Some(2), "{head}");
     assert!(done.stderr.starts_with("error:"), "{head}");
-    assert!(done.stderr.contains("more than a rule file may hold"), "{head}");
+    assert!(
+        done.stderr.contains("more than a rule file may hold"),
+        "{head}"
+    );
     assert!(done.cpu < Duration::from_secs(2), "used {:?}", done.cpu);
     assert!(done.max_rss < 200 * 1024 * 1024, "{} bytes", done.max_rss);
 }

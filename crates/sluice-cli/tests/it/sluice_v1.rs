@@ -193,7 +193,10 @@ async fn check_all_adds_up_repeated_parts() {
     assert!(!four.allowed, "4 copies on a concurrency limit of 1");
     assert!(four.decisions.iter().all(|d| d.lease.is_none()));
     let one = grpc.check(jobs).await.unwrap().into_inner();
-    assert!(one.allowed && one.lease.is_some(), "the denial took nothing");
+    assert!(
+        one.allowed && one.lease.is_some(),
+        "the denial took nothing"
+    );
     let ip = ask("per_ip", &[("ip", "192.0.2.44")]);
     let three = CheckAllRequest {
         checks: vec![ip.clone(); 3],

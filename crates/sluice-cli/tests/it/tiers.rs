@@ -212,7 +212,9 @@ async fn rules_show_condition_values_only_to_an_administrator() {
     }
     assert!(text.contains(r#""tenant":["***","***","***"]"#), "{text}");
     for token in [None, Some("wrong")] {
-        let answer = server.admin(reqwest::Method::GET, "/v1/rules", "", token).await;
+        let answer = server
+            .admin(reqwest::Method::GET, "/v1/rules", "", token)
+            .await;
         assert!(!answer.json.to_string().contains("partner-a"));
     }
     let admin = server

@@ -161,8 +161,7 @@ pub async fn decide_all(state: &AppState, parts: &[Part<'_>]) -> Result<Vec<Deci
 /// The part the limiter's `error` is about, if it says (so the answer can say which).
 fn part_of(error: &sluice::Error, parts: &[Part<'_>]) -> Option<usize> {
     match error {
-        sluice::Error::UnknownRule { rule }
-        | sluice::Error::MissingAttribute { rule, .. } => {
+        sluice::Error::UnknownRule { rule } | sluice::Error::MissingAttribute { rule, .. } => {
             parts.iter().position(|p| p.rule == rule.as_str())
         }
         sluice::Error::ConflictingParts { second, .. } => Some(*second),

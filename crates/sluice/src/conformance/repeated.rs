@@ -26,7 +26,10 @@ async fn passes(limiter: &Limiter, parts: &[RuleCheck<'_, Attrs<'_>>]) -> bool {
     assert_eq!(decided.len(), parts.len());
     let allowed = decided.iter().all(|d| d.allowed);
     if !allowed {
-        assert!(decided.iter().all(|d| d.lease.is_none()), "denied: no lease");
+        assert!(
+            decided.iter().all(|d| d.lease.is_none()),
+            "denied: no lease"
+        );
     }
     allowed
 }
@@ -47,7 +50,11 @@ pub async fn repeated_parts_add_up_against_one_count(h: Subject) {
         // 2 of 3 taken: three copies of a one-unit part ask for 3 and are denied, taking nothing.
         let two = limiter.check_with("pair", &a, Check::cost(2)).await;
         assert!(two.unwrap().allowed, "{algorithm}");
-        let copies = [part("pair", &a, 1), part("pair", &a, 1), part("pair", &a, 1)];
+        let copies = [
+            part("pair", &a, 1),
+            part("pair", &a, 1),
+            part("pair", &a, 1),
+        ];
         assert!(!passes(&limiter, &copies).await, "{algorithm}");
         assert_eq!(left(&limiter, "pair", &a).await, 1, "{algorithm}");
         // Copies that look (cost 0) are one look: they consume nothing.
@@ -68,7 +75,10 @@ pub async fn repeated_parts_add_up_against_one_count(h: Subject) {
         assert!(decided.iter().all(|d| d.remaining == 1), "{algorithm}");
 
         // Parts that share only the member's counter add up on it alone: 2 + 2 > 3.
-        let (ma, mb) = ([("member", "m3"), ("ip", "a")], [("member", "m3"), ("ip", "b")]);
+        let (ma, mb) = (
+            [("member", "m3"), ("ip", "a")],
+            [("member", "m3"), ("ip", "b")],
+        );
         let shared = [part("pair", &ma, 2), part("pair", &mb, 2)];
         assert!(!passes(&limiter, &shared).await, "{algorithm}");
         let shared = [part("pair", &ma, 2), part("pair", &mb, 1)];
@@ -97,12 +107,25 @@ pub async fn repeated_parts_share_one_lease(h: Subject) {
     assert!(!passes(&limiter, &four).await, "4 leases of 2");
     let decided = limiter.check_all(&four[..2]).await.unwrap();
     assert!(decided.iter().all(|d| d.allowed));
-    let lease = decided[0].lease.clone().expect("a passed request holds a lease");
-    assert_eq!(decided[1].lease.as_deref(), Some(lease.as_str()), "one lease");
+    let lease = decided[0]
+        .lease
+        .clone()
+        .expect("a passed request holds a lease");
+    assert_eq!(
+        decided[1].lease.as_deref(),
+        Some(lease.as_str()),
+        "one lease"
+    );
     assert!(!limiter.check("jobs", &t1).await.unwrap().allowed, "2 held");
     assert!(limiter.release(&lease).await.unwrap());
-    assert!(!limiter.release(&lease).await.unwrap(), "released once, whole");
-    assert!(passes(&limiter, &four[..2]).await, "both places are free again");
+    assert!(
+        !limiter.release(&lease).await.unwrap(),
+        "released once, whole"
+    );
+    assert!(
+        passes(&limiter, &four[..2]).await,
+        "both places are free again"
+    );
 
     // A lease shared by parts that differ on another limit could not say what each holds.
     let (a, b) = (

@@ -153,8 +153,9 @@ impl Limiter {
         let denials = self.inner.denials.as_deref();
         // A part the denial cache knows to be denied answers the whole request.
         let mut cached = None;
-        if let Some((hit, outcomes)) =
-            denials.filter(|_| !denied).and_then(|c| batch_cache::answer(c, &applies))
+        if let Some((hit, outcomes)) = denials
+            .filter(|_| !denied)
+            .and_then(|c| batch_cache::answer(c, &applies))
         {
             let hit = looks.len() + hit;
             replies = batch_cache::replies(&all, hit, outcomes);
@@ -168,7 +169,9 @@ impl Limiter {
             }
             let mode = if denied { Mode::Peek } else { mode };
             let (calls, at) = repeated::unique(group);
-            let mark = denials.filter(|_| mode == Mode::Apply).map(DenialCache::mark);
+            let mark = denials
+                .filter(|_| mode == Mode::Apply)
+                .map(DenialCache::mark);
             match self.call_store(&calls, mode).await {
                 Ok(reply) => {
                     denied |= denies(&calls, &reply);
@@ -372,7 +375,9 @@ fn split(reply: &StoreReply, group: &[&Resolved], at: &[usize]) -> Vec<Option<St
             let outcomes = at.by_ref().take(r.calls.len());
             Some(StoreReply {
                 now_us: reply.now_us,
-                outcomes: outcomes.filter_map(|&k| reply.outcomes.get(k).copied()).collect(),
+                outcomes: outcomes
+                    .filter_map(|&k| reply.outcomes.get(k).copied())
+                    .collect(),
             })
         })
         .collect()

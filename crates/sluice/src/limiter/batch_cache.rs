@@ -73,11 +73,9 @@ pub(super) fn remember(
     replies: &[Option<StoreReply>],
 ) {
     for (r, reply) in group.iter().zip(replies) {
-        if let (Some(reply), false, false) = (
-            reply,
-            r.rule.cacheable.is_empty(),
-            r.rule.definition.shadow,
-        ) {
+        if let (Some(reply), false, false) =
+            (reply, r.rule.cacheable.is_empty(), r.rule.definition.shadow)
+        {
             cache.record(mark, &r.calls, &r.rule.cacheable, reply);
         }
     }

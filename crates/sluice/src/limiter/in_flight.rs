@@ -189,7 +189,9 @@ mod tests {
         let light = in_flight.enter(2).expect("8 + 2 fits");
         assert!(in_flight.enter(1).is_none());
         drop((heavy, light));
-        let huge = in_flight.enter(64).expect("capped at the bound: an idle store takes it");
+        let huge = in_flight
+            .enter(64)
+            .expect("capped at the bound: an idle store takes it");
         assert!(in_flight.enter(1).is_none());
         drop(huge);
         assert_eq!(in_flight.count(), 0);

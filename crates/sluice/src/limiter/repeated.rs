@@ -60,7 +60,10 @@ pub(super) fn merge(resolved: &mut [Option<Resolved>]) -> Result<(), Error> {
             .iter()
             .map(|&(i, j, units)| {
                 let step = resolved[i].as_ref().expect("a part that asks").calls[j].step;
-                LimitStep { cost: units, ..step }
+                LimitStep {
+                    cost: units,
+                    ..step
+                }
             })
             .collect();
         for (&(i, j, _), step) in firsts.iter().zip(&merged) {

@@ -205,16 +205,30 @@ async fn check_all_answers_a_cached_denial_without_the_store() {
     counted.count_denied = true;
     let rules = vec![
         ("login", gcra("1/1m")),
-        ("per_path", Rule::new(vec![Limit::new(&["path"], "10/1m".parse().unwrap(), Algorithm::Gcra)])),
+        (
+            "per_path",
+            Rule::new(vec![Limit::new(
+                &["path"],
+                "10/1m".parse().unwrap(),
+                Algorithm::Gcra,
+            )]),
+        ),
         ("counted", Rule::new(vec![counted])),
     ];
     let a = node(&h, rules, Duration::from_secs(3600)).await;
     let path = [("path", "/a")];
-    let part = |rule, attrs| RuleCheck { rule, attrs, cost: 1 };
+    let part = |rule, attrs| RuleCheck {
+        rule,
+        attrs,
+        cost: 1,
+    };
     let both = [part("login", &IP[..]), part("per_path", &path[..])];
     assert!(a.check_all(&both).await.unwrap().iter().all(|d| d.allowed));
     let denied = a.check_all(&both).await.unwrap();
-    assert!(!denied[0].allowed && denied[0].reason.is_none(), "the store's answer");
+    assert!(
+        !denied[0].allowed && denied[0].reason.is_none(),
+        "the store's answer"
+    );
     let asked = store_calls(&h);
     for _ in 0..5 {
         let cached = a.check_all(&both).await.unwrap();
@@ -223,14 +237,20 @@ async fn check_all_answers_a_cached_denial_without_the_store() {
         assert_eq!(cached[0].retry_after_ms, denied[0].retry_after_ms);
     }
     // The batch's denial answers a check of that rule too.
-    assert_eq!(a.check("login", &IP).await.unwrap().reason.as_deref(), Some(CACHED));
+    assert_eq!(
+        a.check("login", &IP).await.unwrap().reason.as_deref(),
+        Some(CACHED)
+    );
     assert_eq!(store_calls(&h), asked, "the store was not asked again");
     // A part whose denial would count (`count_denied`) sends the request to the store.
     let with_counted = [part("login", &IP[..]), part("counted", &path[..])];
     assert_eq!(a.check_all(&with_counted).await.unwrap()[0].reason, None);
     assert_eq!(store_calls(&h), asked + 1);
     // Nothing was consumed by the denied requests.
-    let left = a.check_with("per_path", &path, Check::ONE.peek()).await.unwrap();
+    let left = a
+        .check_with("per_path", &path, Check::ONE.peek())
+        .await
+        .unwrap();
     assert_eq!(left.remaining, 9);
 }
 

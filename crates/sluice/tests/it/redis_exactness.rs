@@ -196,7 +196,10 @@ fn repeated_parts_never_over_admit(url: &str, entries: impl Fn(&str) -> String) 
         let (admitted, _) = run_workers(url, &prefix, "repeated", algorithm);
         // IP `a` takes two units a request: 300 requests spend its 600.
         let most = IP_LIMIT / 2;
-        assert!(admitted <= most, "{algorithm}: {admitted} requests admitted");
+        assert!(
+            admitted <= most,
+            "{algorithm}: {admitted} requests admitted"
+        );
         assert!(admitted >= most * 9 / 10, "{algorithm}: only {admitted}");
         if algorithm == Algorithm::SlidingLog {
             let [member, ip] = pair_limits(algorithm).map(|l| l.id());
@@ -431,7 +434,10 @@ async fn exactness_worker() {
 /// One request of the `repeated` rule: the member on IP `a` twice and on IP `b` once. Its
 /// decision stands for the request's: allowed when every part is, degraded when any is.
 async fn repeated_request(limiter: &Limiter) -> sluice::Decision {
-    let (a, b) = ([("member", "m"), ("ip", "a")], [("member", "m"), ("ip", "b")]);
+    let (a, b) = (
+        [("member", "m"), ("ip", "a")],
+        [("member", "m"), ("ip", "b")],
+    );
     let part = |attrs| sluice::limiter::RuleCheck {
         rule: "repeated",
         attrs,

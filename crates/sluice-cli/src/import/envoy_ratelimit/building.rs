@@ -172,7 +172,10 @@ impl Weight {
             most_values: 0,
         };
         w.nodes += 4 * limit.overrides.len() as u64;
-        let conditions = limit.when.iter().chain(limit.overrides.iter().map(|o| &o.when));
+        let conditions = limit
+            .when
+            .iter()
+            .chain(limit.overrides.iter().map(|o| &o.when));
         for condition in conditions {
             w.bytes += 16;
             w.nodes += 2;

@@ -285,15 +285,18 @@ impl<'r> Translation<'r> {
                 Rate { count: 1, window }
             }
         };
-        self.add(rule, Draft {
-            scope: scope.clone(),
-            last: key.clone(),
-            node: base_node,
-            rate,
-            shadow,
-            overrides,
-            also,
-        });
+        self.add(
+            rule,
+            Draft {
+                scope: scope.clone(),
+                last: key.clone(),
+                node: base_node,
+                rate,
+                shadow,
+                overrides,
+                also,
+            },
+        );
         let own: Vec<_> = exacts
             .iter()
             .filter(|(n, o, _)| counts(o) && !fits(n, o))
@@ -356,15 +359,18 @@ impl<'r> Translation<'r> {
             let first = members[0];
             scope.name.push(format!("{}_{}", first.0.key, first.2));
             let also = members[1..].iter().map(|m| m.0).collect();
-            self.add(rule, Draft {
-                scope,
-                last: String::new(),
-                node: first.0,
-                rate,
-                shadow,
-                overrides,
-                also,
-            });
+            self.add(
+                rule,
+                Draft {
+                    scope,
+                    last: String::new(),
+                    node: first.0,
+                    rate,
+                    shadow,
+                    overrides,
+                    also,
+                },
+            );
         }
     }
 
@@ -402,15 +408,18 @@ impl<'r> Translation<'r> {
                 }
             }
         };
-        self.add(rule, Draft {
-            scope,
-            last: String::new(),
-            node,
-            rate,
-            shadow: outcome.shadow(),
-            overrides,
-            also: Vec::new(),
-        });
+        self.add(
+            rule,
+            Draft {
+                scope,
+                last: String::new(),
+                node,
+                rate,
+                shadow: outcome.shadow(),
+                overrides,
+                also: Vec::new(),
+            },
+        );
     }
 
     fn rule_for(&mut self, domain: &str, keys: &[String]) -> usize {

@@ -154,7 +154,8 @@ fn a_new_identity_does_not_scan_a_full_map() {
     );
     // An identity that no longer holds anything makes room, at the next reclaiming scan.
     h.refused(&key("0"), None);
-    let admitted = (0..RECLAIM_EVERY).any(|i| h.spend(&key(&format!("late {i}")), 1, S).take.is_some());
+    let admitted =
+        (0..RECLAIM_EVERY).any(|i| h.spend(&key(&format!("late {i}")), 1, S).take.is_some());
     assert!(admitted, "room reclaimed within {RECLAIM_EVERY} newcomers");
 }
 
