@@ -199,7 +199,11 @@ impl Holdings {
         let mut keys = self.keys.lock();
         if !keys.contains_key(key) && keys.len() >= MAX_HELD_KEYS {
             // Reclaiming scans every identity: once per `RECLAIM_EVERY` turned away.
-            if self.turned_away.fetch_add(1, Ordering::Relaxed) % RECLAIM_EVERY == 0 {
+            if self
+                .turned_away
+                .fetch_add(1, Ordering::Relaxed)
+                .is_multiple_of(RECLAIM_EVERY)
+            {
                 #[cfg(test)]
                 self.scanned.fetch_add(keys.len() as u64, Ordering::Relaxed);
                 keys.retain(|_, h| h.units() > 0 || h.taking);
