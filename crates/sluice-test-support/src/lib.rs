@@ -201,24 +201,40 @@ impl RedisServer {
 }
 
 impl RedisServer {
-    /// How many times Redis has run `command` (lower case, e.g. `evalsha`) since it started, from
-    /// `INFO commandstats`: whether a test's request reached Redis at all.
+    /// How many times Redis has run `command` (lower case, e.g. `evalsha`) since it started (or
+    /// since `CONFIG RESETSTAT`), from `INFO commandstats`: whether a test's request reached Redis
+    /// at all.
     pub fn command_calls(&self, command: &str) -> u64 {
-        let prefix = format!("cmdstat_{command}:calls=");
+        self.command_stat(command, "calls")
+    }
+
+    /// One figure of `command`'s line in `INFO commandstats` (`calls`, `usec`, …); 0 when it has
+    /// not run.
+    pub fn command_stat(&self, command: &str, field: &str) -> u64 {
+        let prefix = format!("cmdstat_{command}:");
+        let field = format!("{field}=");
         self.cli(&["INFO", "commandstats"])
             .lines()
             .find_map(|l| l.strip_prefix(prefix.as_str()))
-            .and_then(|rest| rest.split(',').next())
+            .and_then(|stats| {
+                stats
+                    .split(',')
+                    .find_map(|f| f.strip_prefix(field.as_str()))
+            })
             .map_or(0, |n| {
-                n.parse().expect("INFO commandstats counts are numbers")
+                n.parse().expect("INFO commandstats figures are numbers")
             })
     }
-}
 
-impl RedisServer {
     /// How many decisions Redis has run: the scripts (`EVALSHA`) and the function (`FCALL`).
     pub fn decision_calls(&self) -> u64 {
         self.command_calls("evalsha") + self.command_calls("fcall")
+    }
+
+    /// The time Redis spent running decisions, in µs (wall time inside the calls, so a call
+    /// during which the machine stopped Redis counts that pause too).
+    pub fn decision_usec(&self) -> u64 {
+        self.command_stat("evalsha", "usec") + self.command_stat("fcall", "usec")
     }
 }
 

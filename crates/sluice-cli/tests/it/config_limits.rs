@@ -7,7 +7,7 @@ use crate::common;
 
 use std::time::{Duration, Instant};
 
-use common::{CONFIG, Server, TempDir, eventually, sluice};
+use common::{CONFIG, Server, TempDir, WITHIN, eventually, sluice};
 
 const MB: u64 = 1024 * 1024;
 
@@ -138,7 +138,7 @@ async fn a_hostile_file_on_hot_reload_is_refused_and_serving_goes_on() {
     let errors = r#"sluice_config_reloads_total{result="error"}"#;
     let before = server.metric(errors).await;
     std::fs::write(&server.config, hostile_yaml()).unwrap();
-    eventually(Duration::from_secs(5), "the reload is refused", || async {
+    eventually(WITHIN, "the reload is refused", || async {
         (server.metric(errors).await > before).then_some(())
     })
     .await;

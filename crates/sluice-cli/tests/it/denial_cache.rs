@@ -6,9 +6,7 @@
 
 use crate::common;
 
-use std::time::Duration;
-
-use common::{ADMIN_TOKEN, Server, eventually, version_of, wait_for_version};
+use common::{ADMIN_TOKEN, Server, WITHIN, eventually, version_of, wait_for_version};
 use reqwest::Method;
 use serde_json::json;
 use sluice_test_support::RedisServer;
@@ -28,7 +26,7 @@ rules:
 /// held.
 async fn subscribed(redis: &RedisServer, servers: usize) {
     let servers = servers.to_string();
-    eventually(Duration::from_secs(10), "subscriptions", || async {
+    eventually(WITHIN, "subscriptions", || async {
         let out = redis.cli(&["PUBSUB", "NUMSUB", "sluice:denial-cache"]);
         (out.lines().nth(1) == Some(servers.as_str())).then_some(())
     })
@@ -66,7 +64,7 @@ async fn denials_are_answered_without_redis_until_an_admin_lifts_them() {
         .admin(Method::POST, "/v1/reset", &body, Some(ADMIN_TOKEN))
         .await;
     assert_eq!(reset.status, 200, "{reset:?}");
-    eventually(Duration::from_secs(10), "A admits again", || async {
+    eventually(WITHIN, "A admits again", || async {
         (a.check("login", ip.clone()).await.status == 200).then_some(())
     })
     .await;
@@ -120,7 +118,7 @@ async fn the_cache_section_is_checked_and_needs_a_restart() {
     let changed = CONFIG.replace("max_entries: 1000", "max_entries: 2000");
     std::fs::write(&server.config, &changed).unwrap();
     wait_for_version(&server, &version_of(&changed)).await;
-    eventually(Duration::from_secs(5), "the restart warning", || async {
+    eventually(WITHIN, "the restart warning", || async {
         server
             .log()
             .iter()

@@ -10,9 +10,7 @@ use crate::common;
 
 use std::path::{Path, PathBuf};
 
-use common::{
-    Options, RELOAD_WITHIN, Server, TempDir, eventually, sluice, version_of, wait_for_version,
-};
+use common::{Options, Server, TempDir, WITHIN, eventually, sluice, version_of, wait_for_version};
 use serde_json::Value;
 
 fn repo() -> PathBuf {
@@ -262,7 +260,7 @@ async fn the_configmap_rules_serve_the_probes_and_reload_when_the_kubelet_swaps_
         .check("api", serde_json::json!({ "client": "c1" }))
         .await;
     assert_eq!(answer.json["limit"].as_u64(), Some(30), "{answer:?}");
-    eventually(RELOAD_WITHIN, "the reload counted", || async {
+    eventually(WITHIN, "the reload counted", || async {
         (server
             .metric("sluice_config_reloads_total{result=\"ok\"}")
             .await

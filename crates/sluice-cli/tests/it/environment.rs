@@ -7,7 +7,7 @@ use crate::common;
 
 use std::process::Stdio;
 
-use common::{CONFIG, Options, RELOAD_WITHIN, SERVE_VARIABLES, Server, eventually, sluice};
+use common::{CONFIG, Options, SERVE_VARIABLES, Server, WITHIN, eventually, sluice};
 use serde_json::json;
 
 fn start(file: &str, listen: Option<&str>, args: &[&str], env: &[(&str, &str)]) -> Server {
@@ -85,7 +85,7 @@ async fn the_grpc_address_and_the_shutdown_timeout_come_from_the_environment() {
             ("SLUICE_SHUTDOWN_TIMEOUT", "2s"),
         ],
     );
-    eventually(RELOAD_WITHIN, "the gRPC service", || async {
+    eventually(WITHIN, "the gRPC service", || async {
         said(&server, "Envoy rate-limit service (gRPC) on 127.0.0.5:").then_some(())
     })
     .await;

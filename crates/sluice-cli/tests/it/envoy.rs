@@ -5,9 +5,7 @@
 
 use crate::common;
 
-use std::time::Duration;
-
-use common::{Server, eventually};
+use common::{Server, WITHIN, eventually};
 use envoy_types::pb::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
 use envoy_types::pb::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::Entry;
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::Code;
@@ -62,7 +60,7 @@ envoy:
 
 /// The gRPC address from the server's log line.
 pub(crate) async fn grpc_client(server: &Server) -> RateLimitServiceClient<Channel> {
-    let address = eventually(Duration::from_secs(10), "the gRPC listener", || async {
+    let address = eventually(WITHIN, "the gRPC listener", || async {
         server.log().iter().find_map(|line| {
             line.split("Envoy rate-limit service (gRPC) on ")
                 .nth(1)

@@ -1,6 +1,6 @@
 //! The real binary beyond one plain Redis: `sluice serve`, `check` and `bench` on a Redis Cluster
 //! and behind sentinels; a served Redis demoted by `REPLICAOF` (degraded decisions, `/readyz`
-//! 503) and promoted back (exact within 1 s); `rediss://` with certificates made by the test and
+//! 503) and promoted back (exact again within a back-off); `rediss://` with certificates made by the test and
 //! a password that never shows in logs, errors or `/v1/rules`.
 
 use crate::common;
@@ -8,13 +8,16 @@ use crate::common;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
-use common::{CONFIG, Server, TempDir, eventually, sluice};
+use common::{CONFIG, Server, TempDir, WITHIN, eventually, sluice};
 use serde_json::json;
 use sluice_test_support::{RedisCluster, RedisSentinel, RedisServer, TlsFiles, TlsRedis};
 
-/// The shared rules with a 50 ms store timeout and the given `store` lines.
+/// The shared rules with the given `store` lines. The store timeout (1 s) is far above what a
+/// healthy call takes on a loaded machine: a decision the test expects from Redis is never
+/// degraded by a slow moment, and the failures these tests cause (a demoted server, a refused
+/// password or certificate) answer at once.
 fn config(store: &str) -> String {
-    format!("store:\n  timeout: 50ms\n{store}{CONFIG}")
+    format!("store:\n  timeout: 1s\n{store}{CONFIG}")
 }
 
 /// A prefix of its own, so tests sharing a cluster keep apart.
@@ -37,7 +40,7 @@ async fn employee_is_exact(server: &Server, id: &str) {
 
 /// Waits until `/readyz` answers 200 (the store connected).
 async fn ready(server: &Server) {
-    eventually(Duration::from_secs(10), "ready", || async {
+    eventually(WITHIN, "ready", || async {
         (server.get("/readyz").await.status == 200).then_some(())
     })
     .await;
@@ -150,7 +153,7 @@ async fn a_demoted_redis_degrades_and_is_not_ready_until_promoted_again() {
     let port = other.port().to_string();
     assert_eq!(redis.cli(&["REPLICAOF", "127.0.0.1", &port]), "OK");
     let started = Instant::now();
-    eventually(Duration::from_secs(5), "degraded and not ready", || async {
+    eventually(WITHIN, "degraded and not ready", || async {
         (state(&server).await == (503, true)).then_some(())
     })
     .await;
@@ -161,13 +164,15 @@ async fn a_demoted_redis_degrades_and_is_not_ready_until_promoted_again() {
 
     assert_eq!(redis.cli(&["REPLICAOF", "NO", "ONE"]), "OK");
     let promoted = Instant::now();
-    eventually(Duration::from_secs(5), "exact and ready again", || async {
+    eventually(WITHIN, "exact and ready again", || async {
         (state(&server).await == (200, false)).then_some(())
     })
     .await;
     let recovered = promoted.elapsed();
     eprintln!("REPLICAOF NO ONE: exact and ready again after {recovered:?}");
-    assert!(recovered < Duration::from_secs(1), "{recovered:?}");
+    // Within the breaker's longest back-off (0.5 s) and a probe, with room for a loaded machine:
+    // well under the seconds a fixed reconnection schedule would take.
+    assert!(recovered < Duration::from_secs(3), "{recovered:?}");
     employee_is_exact(&server, "after").await;
 }
 

@@ -5,9 +5,7 @@ use crate::common;
 
 use std::time::Duration;
 
-use common::{
-    CONFIG, Options, RELOAD_WITHIN as WITHIN, Server, eventually, version_of, wait_for_version,
-};
+use common::{CONFIG, Options, Server, WITHIN, eventually, version_of, wait_for_version};
 use serde_json::json;
 
 #[tokio::test]

@@ -6,9 +6,8 @@
 use crate::common;
 
 use std::collections::HashMap;
-use std::time::Duration;
 
-use common::{Server, eventually};
+use common::{Server, WITHIN, eventually};
 use serde_json::json;
 use sluice_server::grpc::pb::sluice_client::SluiceClient;
 use sluice_server::grpc::pb::{CheckAllRequest, CheckRequest, LeaseRequest, SettleRequest};
@@ -36,7 +35,7 @@ rules:
 
 /// The gRPC address from the server's log line.
 pub async fn grpc_address(server: &Server) -> String {
-    eventually(Duration::from_secs(10), "the gRPC listener", || async {
+    eventually(WITHIN, "the gRPC listener", || async {
         server.log().iter().find_map(|line| {
             line.split("(gRPC) on ").nth(1).map(|rest| {
                 rest.split_whitespace()

@@ -236,7 +236,7 @@ async fn a_killed_primary_degrades_per_policy_then_decisions_are_exact_again() {
 
 #[tokio::test]
 async fn scripts_and_functions_are_reloaded_on_every_primary_after_a_flush() {
-    let cluster = RedisCluster::shared();
+    let cluster = RedisCluster::start();
     let store = url_store(&cluster.url(), None, &unique_prefix()).await;
     // Identities on every primary, and a cross-slot pair (decide and give-back scripts).
     let ips: Vec<String> = (0..30).map(|i| format!("ip={i}")).collect();

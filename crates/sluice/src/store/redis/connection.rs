@@ -1,11 +1,14 @@
 //! The connection a [`RedisStore`](super::RedisStore) talks through, whatever the deployment:
 //! one server or a Sentinel-managed primary ([`Failover`]), or a Redis Cluster (the redis crate's
 //! async cluster client, which refreshes its slot map when a node fails or is demoted, and
-//! [`redirected`], which follows `MOVED` / `ASK` and retries `TRYAGAIN`).
+//! [`redirected`], which follows `MOVED` / `ASK` and asks again on `TRYAGAIN` for as long as a
+//! reply may take).
 //!
 //! [`RedisConnection`] is a [`ConnectionLike`], so commands and scripts run on it unchanged; a
 //! script call is routed by its first key, and `NOSCRIPT` reloads the script on the node that
 //! lacked it (`SCRIPT LOAD` goes to every node).
+
+use std::time::Duration;
 
 use redis::aio::ConnectionLike;
 use redis::cluster::ClusterClientBuilder;
@@ -25,14 +28,20 @@ pub enum RedisConnection {
     /// One primary at a time (a single server, or the one the sentinels name).
     Primary(Failover),
     /// A Redis Cluster.
-    Cluster(ClusterConnection),
+    Cluster {
+        /// The cluster client's connection.
+        connection: ClusterConnection,
+        /// How long one call keeps asking a slot that answers `TRYAGAIN` (the response
+        /// timeout): a resharding in progress, not a failure.
+        patience: Duration,
+    },
 }
 
 impl std::fmt::Debug for RedisConnection {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             RedisConnection::Primary(p) => p.fmt(f),
-            RedisConnection::Cluster(_) => f.write_str("ClusterConnection"),
+            RedisConnection::Cluster { .. } => f.write_str("ClusterConnection"),
         }
     }
 }
@@ -100,9 +109,10 @@ impl RedisConnection {
                 let config = redis::cluster::ClusterConfig::new()
                     .set_connection_timeout(dial.connect_timeout)
                     .set_response_timeout(dial.response_timeout);
-                Ok(RedisConnection::Cluster(
-                    client.get_pending_async_connection_with_config(config),
-                ))
+                Ok(RedisConnection::Cluster {
+                    connection: client.get_pending_async_connection_with_config(config),
+                    patience: dial.response_timeout,
+                })
             }
         }
     }
@@ -122,7 +132,7 @@ impl RedisConnection {
                     Err(e) => Err(e.to_string()),
                 }
             }
-            RedisConnection::Cluster(c) => {
+            RedisConnection::Cluster { connection: c, .. } => {
                 let mut conn = c.clone();
                 let info: String = conn
                     .route_command(
@@ -152,7 +162,7 @@ impl RedisConnection {
 
     /// `host:port` of every Cluster primary (empty for a single primary).
     pub async fn cluster_primaries(&self) -> RedisResult<Vec<(String, u16)>> {
-        let RedisConnection::Cluster(c) = self else {
+        let RedisConnection::Cluster { connection: c, .. } = self else {
             return Ok(Vec::new());
         };
         let mut conn = c.clone();
@@ -192,7 +202,7 @@ impl RedisConnection {
         port: u16,
     ) -> RedisResult<redis::Value> {
         match self {
-            RedisConnection::Cluster(c) => {
+            RedisConnection::Cluster { connection: c, .. } => {
                 c.clone()
                     .route_command(
                         cmd,
@@ -209,7 +219,7 @@ impl RedisConnection {
 
     /// Whether this is a Cluster connection.
     pub fn is_cluster(&self) -> bool {
-        matches!(self, RedisConnection::Cluster(_))
+        matches!(self, RedisConnection::Cluster { .. })
     }
 }
 
@@ -220,7 +230,10 @@ impl ConnectionLike for RedisConnection {
     ) -> redis::RedisFuture<'a, redis::Value> {
         match self {
             RedisConnection::Primary(p) => p.req_packed_command(cmd),
-            RedisConnection::Cluster(c) => Box::pin(redirected(c, cmd)),
+            RedisConnection::Cluster {
+                connection,
+                patience,
+            } => Box::pin(redirected(connection, cmd, *patience)),
         }
     }
 
@@ -232,21 +245,29 @@ impl ConnectionLike for RedisConnection {
     ) -> redis::RedisFuture<'a, Vec<redis::Value>> {
         match self {
             RedisConnection::Primary(p) => p.req_packed_commands(pipeline, offset, count),
-            RedisConnection::Cluster(c) => c.req_packed_commands(pipeline, offset, count),
+            RedisConnection::Cluster { connection: c, .. } => {
+                c.req_packed_commands(pipeline, offset, count)
+            }
         }
     }
 
     fn get_db(&self) -> i64 {
         match self {
             RedisConnection::Primary(p) => p.get_db(),
-            RedisConnection::Cluster(c) => c.get_db(),
+            RedisConnection::Cluster { connection: c, .. } => c.get_db(),
         }
     }
 }
 
-/// Redirections one call follows at most: a slot on the move answers `ASK` once, a stale slot
-/// map `MOVED` once, a multi-key call on a moving slot `TRYAGAIN` until the move ends.
+/// Redirections one try follows at most: a slot on the move answers `ASK` once, a stale slot map
+/// `MOVED` once.
 const MAX_REDIRECTIONS: u32 = 5;
+
+/// The first pause before a call answered "try again" is asked again; each next one doubles, up
+/// to [`MAX_PAUSE`].
+const FIRST_PAUSE: Duration = Duration::from_millis(5);
+/// The longest pause between two tries.
+const MAX_PAUSE: Duration = Duration::from_millis(100);
 
 /// Runs `cmd` on the Cluster, following redirections.
 ///
@@ -256,10 +277,41 @@ const MAX_REDIRECTIONS: u32 = 5;
 /// the node that no longer has the key (under load, most calls on a migrating slot failed that
 /// way, and some hung until the response timeout). Here `ASKING` and the command go in one
 /// pipeline, written as one piece, so nothing comes between them. `MOVED` goes to the node it
-/// names (the client refreshes its slot map meanwhile); `TRYAGAIN` waits a little and asks again.
-async fn redirected(c: &mut ClusterConnection, cmd: &redis::Cmd) -> RedisResult<redis::Value> {
+/// names (the client refreshes its slot map meanwhile).
+///
+/// `TRYAGAIN` is asked again, after a pause that grows, for up to `patience`. Redis answers `TRYAGAIN` to a call naming several keys of a slot on the move when some of
+/// them are on the other node or do not exist yet: the general decision names a limit's state,
+/// block and violations keys, so on a migrating slot every such call gets it from the first
+/// `SETSLOT … MIGRATING` until the last `SETSLOT … NODE`, however long the operator (or a busy
+/// machine) takes between the steps. A planned move must not fail decisions, and the answer is
+/// not a failure of the store: a fixed number of tries failed them once a step took longer than
+/// the tries' pauses added up. The limiter's own deadline still ends the wait.
+async fn redirected(
+    c: &mut ClusterConnection,
+    cmd: &redis::Cmd,
+    patience: Duration,
+) -> RedisResult<redis::Value> {
+    let started = tokio::time::Instant::now();
+    let mut pause = FIRST_PAUSE;
+    loop {
+        let answer = followed(c, cmd).await;
+        let moving = matches!(
+            &answer,
+            Err(e) if e.kind() == ErrorKind::Server(ServerErrorKind::TryAgain)
+        );
+        if !moving || started.elapsed() + pause > patience {
+            return answer;
+        }
+        tokio::time::sleep(pause).await;
+        pause = (pause * 2).min(MAX_PAUSE);
+    }
+}
+
+/// One try of `cmd`: sent where the slot map says, then to where `ASK` and `MOVED` answers send
+/// it.
+async fn followed(c: &mut ClusterConnection, cmd: &redis::Cmd) -> RedisResult<redis::Value> {
     let mut answer = c.req_packed_command(cmd).await;
-    for attempt in 1..=MAX_REDIRECTIONS {
+    for _ in 0..MAX_REDIRECTIONS {
         let error = match &answer {
             Err(error) => error,
             Ok(_) => break,
@@ -284,10 +336,6 @@ async fn redirected(c: &mut ClusterConnection, cmd: &redis::Cmd) -> RedisResult<
                 let route = SingleNodeRoutingInfo::ByAddress { host, port };
                 c.route_command(cmd.clone(), RoutingInfo::SingleNode(route))
                     .await
-            }
-            (ErrorKind::Server(ServerErrorKind::TryAgain), _) => {
-                tokio::time::sleep(std::time::Duration::from_millis(5 << attempt)).await;
-                c.req_packed_command(cmd).await
             }
             _ => break,
         };
