@@ -291,6 +291,9 @@ impl From<sluice::Error> for ApiError {
                 ..ApiError::new(ErrorCode::BadAttribute, message)
             },
             sluice::Error::InvalidCost { .. } => ApiError::new(ErrorCode::BadCost, message),
+            sluice::Error::ConflictingParts { rule, .. } => {
+                ApiError::new(ErrorCode::BadBatch, message).with_rule(rule)
+            }
             sluice::Error::InvalidLease { .. } => ApiError::new(ErrorCode::InvalidLease, message),
             sluice::Error::InvalidReservation { .. } => {
                 ApiError::new(ErrorCode::InvalidReservation, message)

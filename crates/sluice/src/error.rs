@@ -79,6 +79,21 @@ pub enum Error {
         /// The bound ([`Options::max_runtime_limits`](crate::Options::max_runtime_limits)).
         max: usize,
     },
+    /// Two parts of one [`Limiter::check_all`](crate::Limiter::check_all) request count the same
+    /// identity of a rule in ways that cannot be added up into one request: with different
+    /// numbers (overrides matched other attributes), or on a concurrency limit without being the
+    /// same identity on every limit of the rule. Nothing was decided.
+    #[error("parts {first} and {second} count the same identity of rule `{rule}` {reason}")]
+    ConflictingParts {
+        /// The rule.
+        rule: String,
+        /// The first of the two parts (from 0, in the request's order).
+        first: usize,
+        /// The second.
+        second: usize,
+        /// Why they cannot be added up.
+        reason: &'static str,
+    },
     /// A rule failed validation.
     #[error("rule `{rule}`: {error}")]
     InvalidRule {

@@ -1,6 +1,6 @@
 //! `POST /v1/check-all` on the real binary, on memory and on Redis: several rules and several
 //! identities decided all or nothing, the three views, the rate-limit headers of the part that
-//! decided, leases of concurrency limits, and bad parts that decide nothing, with their codes.
+//! decided, leases of concurrency limits, repeated parts added up against one count, and bad parts that decide nothing, with their codes.
 
 use crate::common;
 
@@ -21,6 +21,10 @@ rules:
   jobs:
     limits:
       - { by: [tenant], algorithm: concurrency, limit: 1, lease: 30s }
+  tenant_jobs:
+    limits:
+      - { by: [tenant], algorithm: concurrency, limit: 2, lease: 30s }
+      - { by: [ip], rate: 10/1m, algorithm: sliding_log }
 ";
 
 fn part(rule: &str, attributes: Value) -> Value {
@@ -139,6 +143,50 @@ async fn a_batch_that_passed_holds_its_leases() {
     assert!(alone.header("x-ratelimit-lease").is_some());
 }
 
+/// Copies of one part are one request for their summed cost, never each judged on its own.
+async fn repeated_parts_add_up(server: Server) {
+    let ip = json!({ "ip": "198.51.100.4" });
+    let nine = json!({ "rule": "per_ip", "attributes": ip, "cost": 9 });
+    assert_eq!(
+        server.post("/v1/check", &nine.to_string()).await.status,
+        200
+    );
+    let copies = vec![part("per_ip", ip.clone()); 3];
+    let denied = batch(&server, "", &copies).await;
+    assert_eq!(denied.status, 429, "3 copies with 1 left: {denied:?}");
+    assert_eq!(remaining(&server, "per_ip", ip.clone()).await, 1);
+    let mut three = json!({ "rule": "per_path", "attributes": { "path": "/r" }, "cost": 3 });
+    assert_eq!(
+        batch(&server, "", &[three.clone(), three.clone()])
+            .await
+            .status,
+        429
+    );
+    three["cost"] = json!(1);
+    assert_eq!(
+        batch(&server, "", &[three.clone(), three]).await.status,
+        429,
+        "2 of 1"
+    );
+    // Two copies on a concurrency limit of one: one lease of two units does not fit.
+    let jobs = part("jobs", json!({ "tenant": "t9" }));
+    let two = batch(&server, "", &[jobs.clone(), jobs.clone()]).await;
+    assert_eq!(two.status, 429, "{two:?}");
+    assert_eq!(two.json["decisions"][0].get("lease"), None);
+    assert_eq!(batch(&server, "", &[jobs]).await.status, 200);
+}
+
+#[tokio::test]
+async fn repeated_parts_add_up_on_memory() {
+    repeated_parts_add_up(Server::start(CONFIG)).await;
+}
+
+#[tokio::test]
+async fn repeated_parts_add_up_on_redis() {
+    let redis = RedisServer::start();
+    repeated_parts_add_up(Server::start_on(CONFIG, &redis.url())).await;
+}
+
 #[tokio::test]
 async fn bad_parts_decide_nothing_and_say_which() {
     let server = Server::start(CONFIG);
@@ -176,6 +224,15 @@ async fn bad_parts_decide_nothing_and_say_which() {
             400,
             "bad_batch",
             "checks[0]",
+        ),
+        (
+            vec![
+                part("tenant_jobs", json!({ "tenant": "t", "ip": "1" })),
+                part("tenant_jobs", json!({ "tenant": "t", "ip": "2" })),
+            ],
+            400,
+            "bad_batch",
+            "checks[1]",
         ),
         (vec![], 400, "bad_batch", "1 to 64"),
         (vec![ip.clone(); 65], 400, "bad_batch", "65 parts"),

@@ -32,16 +32,16 @@ fn hostile_toml() -> String {
 
 /// What one run of a child cost: its exit code, standard error, CPU time and peak memory, from
 /// `wait4` on that child alone.
-struct Run {
-    code: Option<i32>,
-    stderr: String,
-    cpu: Duration,
-    max_rss: u64,
+pub(crate) struct Run {
+    pub(crate) code: Option<i32>,
+    pub(crate) stderr: String,
+    pub(crate) cpu: Duration,
+    pub(crate) max_rss: u64,
 }
 
 // The child is reaped by `wait4` below, which also returns its resource usage.
 #[allow(clippy::zombie_processes)]
-fn run(command: &mut std::process::Command) -> Run {
+pub(crate) fn run(command: &mut std::process::Command) -> Run {
     use std::io::Read;
     let mut child = command
         .stdout(std::process::Stdio::null())

@@ -22,11 +22,13 @@ rules:
       - { name: per_ip, by: [ip], rate: 1/1m, algorithm: gcra }
 ";
 
-/// Waits until the server's cache is subscribed: a fresh subscription forgets what it held.
-async fn subscribed(redis: &RedisServer) {
+/// Waits until `servers` servers' caches are subscribed: a fresh subscription forgets what it
+/// held.
+async fn subscribed(redis: &RedisServer, servers: usize) {
+    let servers = servers.to_string();
     eventually(WITHIN, "subscriptions", || async {
         let out = redis.cli(&["PUBSUB", "NUMSUB", "sluice:denial-cache"]);
-        (out.lines().nth(1) == Some("2")).then_some(())
+        (out.lines().nth(1) == Some(servers.as_str())).then_some(())
     })
     .await;
 }
@@ -36,7 +38,7 @@ async fn denials_are_answered_without_redis_until_an_admin_lifts_them() {
     let redis = RedisServer::start();
     let a = Server::start_on(CONFIG, &redis.url());
     let b = Server::start_on(CONFIG, &redis.url());
-    subscribed(&redis).await;
+    subscribed(&redis, 2).await;
     let ip = json!({ "ip": "203.0.113.9" });
     assert_eq!(a.check("login", ip.clone()).await.status, 200);
     let denied = a.check("login", ip.clone()).await;
@@ -66,6 +68,37 @@ async fn denials_are_answered_without_redis_until_an_admin_lifts_them() {
         (a.check("login", ip.clone()).await.status == 200).then_some(())
     })
     .await;
+}
+
+/// `/v1/check-all`, gRPC `CheckAll` and Envoy's RLS answer a denied identity from the cache
+/// too: a ban at the edge costs Redis one call, not one per request.
+#[tokio::test]
+async fn batches_and_envoy_are_answered_without_redis() {
+    use crate::envoy::{ask, descriptor, grpc_client, request};
+    use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::Code;
+    let config = format!(
+        "grpc_listen: 127.0.0.1:0\n{CONFIG}envoy:\n  edge:\n    - descriptor: [remote_address]\n      \
+         rule: login\n      attributes: {{ remote_address: ip }}\n"
+    );
+    let redis = RedisServer::start();
+    let server = Server::start_on(&config, &redis.url());
+    subscribed(&redis, 1).await;
+    let part = json!({ "rule": "login", "attributes": { "ip": "203.0.113.9" } });
+    let checks = json!({ "checks": [part] }).to_string();
+    assert_eq!(server.post("/v1/check-all", &checks).await.status, 200);
+    assert_eq!(server.post("/v1/check-all", &checks).await.status, 429);
+    let asked = redis.decision_calls();
+    let mut envoy = grpc_client(&server).await;
+    for _ in 0..5 {
+        let denied = server.post("/v1/check-all", &checks).await;
+        assert_eq!(denied.status, 429, "{denied:?}");
+        let edge = request(
+            "edge",
+            vec![descriptor(&[("remote_address", "203.0.113.9")])],
+        );
+        assert_eq!(ask(&mut envoy, edge).await.overall_code(), Code::OverLimit);
+    }
+    assert_eq!(redis.decision_calls(), asked, "Redis was not asked");
 }
 
 #[tokio::test]

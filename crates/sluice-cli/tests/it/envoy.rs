@@ -1,6 +1,6 @@
 //! Envoy's rate-limit service (RLS v3) on the real binary, driven by a gRPC client generated from
 //! the same protos Envoy uses: allowed then over the limit, per-descriptor statuses decided
-//! all-or-nothing, `hits_addend`, unknown domains and descriptors, headers, a store that is down
+//! all-or-nothing, `hits_addend`, repeated descriptors adding up their hits, unknown domains and descriptors, headers, a store that is down
 //! (per the rule's fail policy), exactness under concurrent calls, and gRPC health.
 
 use crate::common;
@@ -207,6 +207,21 @@ async fn descriptors_are_decided_all_or_nothing_with_one_status_each() {
     look.hits_addend = Some(UInt64Value { value: 0 });
     let peeked = ask(&mut client, request("edge", vec![look])).await;
     assert_eq!(peeked.statuses[0].limit_remaining, 9);
+}
+
+#[tokio::test]
+async fn repeated_descriptors_add_up_their_hits() {
+    let server = Server::start(CONFIG);
+    let mut client = grpc_client(&server).await;
+    let per_ip = || descriptor(&[("generic_key", "ip"), ("remote_address", "192.0.2.8")]);
+    let mut nine = request("edge", vec![per_ip()]);
+    nine.hits_addend = 9;
+    assert_eq!(ask(&mut client, nine).await.overall_code(), Code::Ok);
+    let twice = ask(&mut client, request("edge", vec![per_ip(), per_ip()])).await;
+    assert_eq!(twice.overall_code(), Code::OverLimit, "2 hits with 1 left");
+    let once = ask(&mut client, request("edge", vec![per_ip()])).await;
+    assert_eq!(once.overall_code(), Code::Ok, "the denial took nothing");
+    assert_eq!(once.statuses[0].limit_remaining, 0);
 }
 
 #[tokio::test]

@@ -1,7 +1,9 @@
 //! `sluice import` on the real binary: the fixtures (every feature envoyproxy/ratelimit and
 //! Limitador document) give the committed rule files and reports (golden; `SLUICE_BLESS=1`
 //! rewrites them), the rule files pass `sluice validate`, and the imported rules decide as the
-//! original service would: over Envoy RLS for envoyproxy/ratelimit, over HTTP for Limitador.
+//! original service would: over Envoy RLS for envoyproxy/ratelimit, over HTTP for Limitador. A
+//! hostile envoyproxy/ratelimit file (nested wildcards whose siblings every limit below repeats)
+//! is refused quickly and in little memory, as a hostile rule file is.
 //!
 //! The expected counts below are worked out by hand from each service's documented semantics
 //! (envoyproxy/ratelimit: fixed windows per descriptor's values, the most specific sibling
@@ -140,6 +142,44 @@ fn the_rule_files_pass_validate() {
         let valid = sluice().arg("validate").arg(&target).output().unwrap();
         assert_eq!(valid.status.code(), Some(0), "{valid:?}");
     }
+}
+
+/// 30 levels of 100 wildcards sharing their prefix, each level nested in the last: 0.8 MB that
+/// would make rules a thousand times larger (each limit repeats what every level above takes).
+fn nested_wildcards() -> String {
+    let mut text = String::from("domain: d\ndescriptors:\n");
+    for depth in 0..30 {
+        let pad = " ".repeat(2 + 4 * depth);
+        for j in 0..100 {
+            text.push_str(&format!(
+                "{pad}- key: k{depth}\n{pad}  value: \"v{j}*\"\n{pad}  rate_limit: {{ unit: minute, requests_per_unit: 5 }}\n"
+            ));
+        }
+        text.push_str(&format!(
+            "{pad}- key: k{depth}\n{pad}  value: \"v*\"\n{pad}  rate_limit: {{ unit: second, requests_per_unit: 5 }}\n{pad}  descriptors:\n"
+        ));
+    }
+    text.push_str(&format!("{}- key: last\n", " ".repeat(2 + 4 * 30)));
+    text
+}
+
+/// The bounds are on the CPU time the process used and its peak memory (see `config_limits`).
+#[test]
+fn a_hostile_envoy_ratelimit_file_is_refused_quickly_and_in_little_memory() {
+    use crate::config_limits::run;
+    use std::time::Duration;
+    let dir = TempDir::new();
+    let path = dir.write("nested.yaml", &nested_wildcards());
+    let done = run(sluice().args(["import", "envoy-ratelimit"]).arg(&path));
+    let head: String = done.stderr.chars().take(300).collect();
+    assert_eq!(done.code, Some(2), "{head}");
+    assert!(done.stderr.starts_with("error:"), "{head}");
+    assert!(
+        done.stderr.contains("more than a rule file may hold"),
+        "{head}"
+    );
+    assert!(done.cpu < Duration::from_secs(2), "used {:?}", done.cpu);
+    assert!(done.max_rss < 200 * 1024 * 1024, "{} bytes", done.max_rss);
 }
 
 #[test]

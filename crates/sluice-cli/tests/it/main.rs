@@ -20,6 +20,7 @@ mod envoy_tiers;
 mod first_hour;
 mod forward_auth;
 mod fuzz_http;
+mod grpc_limits;
 mod hot_keys;
 mod import;
 mod leases;

@@ -176,6 +176,35 @@ async fn a_demoted_redis_degrades_and_is_not_ready_until_promoted_again() {
     employee_is_exact(&server, "after").await;
 }
 
+/// A generated password with an unencoded `/`, `?`, `#` or `@` ends the URL's authority early:
+/// the URL is refused, and the refusal shows none of the password.
+#[test]
+fn a_store_url_that_does_not_parse_never_shows_its_password() {
+    let dir = TempDir::new();
+    let config = dir.write("sluice.yaml", CONFIG);
+    for url in [
+        "redis://:pa/ss-x7@127.0.0.1:1/0",
+        "redis://:pa?ss-x7@127.0.0.1:1",
+        "redis://:pa#ss-x7@127.0.0.1:1",
+        "redis//:pa-ss-x7@127.0.0.1:1",
+    ] {
+        let out = sluice()
+            .args(["serve", "--listen", "127.0.0.1:0", "--config"])
+            .arg(&config)
+            .args(["--store", url])
+            .env_remove("SLUICE_ADMIN_TOKEN")
+            .output()
+            .unwrap();
+        let shown = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(!out.status.success(), "{url}: {shown}");
+        assert!(!shown.contains("ss-x7"), "{url}: {shown}");
+    }
+}
+
 #[tokio::test]
 async fn rediss_with_a_private_ca_a_client_certificate_and_a_hidden_password() {
     const PASSWORD: &str = "s3cret-pw-42";

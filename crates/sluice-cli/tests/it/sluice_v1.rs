@@ -178,6 +178,33 @@ async fn sluice_v1_answers_as_http_does_on_redis() {
 }
 
 #[tokio::test]
+async fn check_all_adds_up_repeated_parts() {
+    let server = Server::start(CONFIG);
+    let mut grpc = client(&server).await;
+    let jobs = ask("jobs", &[("tenant", "t7")]);
+    let four = grpc
+        .check_all(CheckAllRequest {
+            checks: vec![jobs.clone(); 4],
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(!four.allowed, "4 copies on a concurrency limit of 1");
+    assert!(four.decisions.iter().all(|d| d.lease.is_none()));
+    let one = grpc.check(jobs).await.unwrap().into_inner();
+    assert!(
+        one.allowed && one.lease.is_some(),
+        "the denial took nothing"
+    );
+    let ip = ask("per_ip", &[("ip", "192.0.2.44")]);
+    let three = CheckAllRequest {
+        checks: vec![ip.clone(); 3],
+    };
+    assert!(!grpc.check_all(three).await.unwrap().into_inner().allowed);
+    assert_eq!(grpc.peek(ip).await.unwrap().into_inner().remaining, 2);
+}
+
+#[tokio::test]
 async fn errors_carry_the_http_api_codes() {
     let server = Server::start(CONFIG);
     let mut grpc = client(&server).await;

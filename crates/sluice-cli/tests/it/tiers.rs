@@ -1,12 +1,13 @@
 //! Tiers and conditions as `examples/sluice.yaml` writes them, decided by the real binary over
 //! HTTP on the memory store and on a real `redis-server`: plans by tier with the counter kept
 //! across a tier change, an allowlist, a refused range with its own message, IPv6 clients counted
-//! by their /64, a login limit that counts only POST /login, and forward-auth headers as the
-//! attributes the overrides read.
+//! by their /64, a login limit that counts only POST /login, forward-auth headers as the
+//! attributes the overrides read, and `/v1/rules` showing what the conditions test only to an
+//! administrator.
 
 use crate::common;
 
-use common::{Answer, Server};
+use common::{ADMIN_TOKEN, Answer, Server};
 use serde_json::json;
 use sluice_test_support::RedisServer;
 
@@ -196,4 +197,28 @@ fn script_calls(redis: &RedisServer) -> u64 {
         .filter_map(|line| line.split(',').find_map(|f| f.strip_prefix("calls=")))
         .map(|n| n.parse::<u64>().expect("a count"))
         .sum()
+}
+
+/// `/v1/rules` without the admin token names the attributes conditions test, not the values: an
+/// allow-list of partners or a range that is refused is not for every caller to read.
+#[tokio::test]
+async fn rules_show_condition_values_only_to_an_administrator() {
+    let server = Server::start(EXAMPLE);
+    let public = server.get("/v1/rules").await;
+    assert_eq!(public.status, 200);
+    let text = public.json.to_string();
+    for secret in ["partner-a", "203.0.113.0/24", "monitoring"] {
+        assert!(!text.contains(secret), "{secret} in {text}");
+    }
+    assert!(text.contains(r#""tenant":["***","***","***"]"#), "{text}");
+    for token in [None, Some("wrong")] {
+        let answer = server
+            .admin(reqwest::Method::GET, "/v1/rules", "", token)
+            .await;
+        assert!(!answer.json.to_string().contains("partner-a"));
+    }
+    let admin = server
+        .admin(reqwest::Method::GET, "/v1/rules", "", Some(ADMIN_TOKEN))
+        .await;
+    assert!(admin.json.to_string().contains("partner-a"), "{admin:?}");
 }

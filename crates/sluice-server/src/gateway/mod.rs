@@ -20,15 +20,18 @@ use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_server::R
 use tokio::net::TcpListener;
 
 use crate::grpc::{self, SluiceService};
-use crate::http::{Front, accept_loop};
+use crate::http::{DeadlineLayer, Front, accept_loop};
 use crate::state::AppState;
 
-/// Largest gRPC message accepted: a rate-limit request is a few hundred bytes.
+/// Largest gRPC message accepted by every service of the port: a rate-limit request is a few
+/// hundred bytes.
 pub const MAX_GRPC_MESSAGE_BYTES: usize = 64 * 1024;
 
 /// Serves the Envoy rate-limit service, Sluice's own API (`sluice.v1`), gRPC health and server
-/// reflection on `listener` until `shutdown`, with the
-/// HTTP service's connection cap and timeouts (the `server` section).
+/// reflection on `listener` until `shutdown`, with the HTTP service's connection cap, timeouts
+/// and streams per connection (the `server` section, `http::connections`): each call is answered
+/// `DEADLINE_EXCEEDED` once it has waited `request_timeout` (a body that never ends included),
+/// and every service takes messages of at most [`MAX_GRPC_MESSAGE_BYTES`].
 pub async fn serve_grpc(
     listener: TcpListener,
     state: Arc<AppState>,
@@ -36,6 +39,7 @@ pub async fn serve_grpc(
 ) -> std::io::Result<()> {
     let address = listener.local_addr()?;
     let (health, health_service) = tonic_health::server::health_reporter();
+    let health_service = health_service.max_decoding_message_size(MAX_GRPC_MESSAGE_BYTES);
     health
         .set_serving::<RateLimitServiceServer<envoy::RateLimitService>>()
         .await;
@@ -50,16 +54,21 @@ pub async fn serve_grpc(
             .register_encoded_file_descriptor_set(grpc::FILE_DESCRIPTOR_SET)
             .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
     };
-    let reflection_v1 = reflection().build_v1().map_err(std::io::Error::other)?;
+    let reflection_v1 = reflection()
+        .build_v1()
+        .map_err(std::io::Error::other)?
+        .max_decoding_message_size(MAX_GRPC_MESSAGE_BYTES);
     let reflection_v1alpha = reflection()
         .build_v1alpha()
-        .map_err(std::io::Error::other)?;
+        .map_err(std::io::Error::other)?
+        .max_decoding_message_size(MAX_GRPC_MESSAGE_BYTES);
     let app = tonic::service::Routes::new(service)
         .add_service(health_service)
         .add_service(sluice)
         .add_service(reflection_v1)
         .add_service(reflection_v1alpha)
         .into_axum_router()
+        .layer(DeadlineLayer::grpc(limits.request_timeout))
         .layer(axum::middleware::from_fn(crate::http::timed));
     tracing::info!(%address, "Envoy rate-limit service (gRPC) on {address}");
     let (stop, stopped) = tokio::sync::watch::channel(false);

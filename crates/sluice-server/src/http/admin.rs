@@ -11,7 +11,7 @@ use std::sync::Arc;
 use axum::body::Bytes;
 use axum::extract::rejection::{BytesRejection, QueryRejection};
 use axum::extract::{DefaultBodyLimit, Query, Request, State};
-use axum::http::header;
+use axum::http::{HeaderMap, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -97,17 +97,31 @@ pub(super) async fn guard(
         )
         .into_response();
     };
-    let presented = request
-        .headers()
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "));
-    match presented {
+    match presented(request.headers()) {
         Some(presented) if same_secret(presented.trim().as_bytes(), token.as_bytes()) => {
             next.run(request).await
         }
         Some(_) => unauthorized("wrong admin token"),
         None => unauthorized("admin endpoints need `Authorization: Bearer <token>`"),
+    }
+}
+
+/// The bearer token a request presents, if any.
+fn presented(headers: &HeaderMap) -> Option<&str> {
+    headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+}
+
+/// Whether a request presents the admin token (never while the admin endpoints are off): what
+/// public routes ask before showing more than using the API needs (`/v1/rules`).
+pub(super) fn is_admin(state: &AppState, headers: &HeaderMap) -> bool {
+    match (&state.admin_token, presented(headers)) {
+        (Some(token), Some(presented)) => {
+            same_secret(presented.trim().as_bytes(), token.as_bytes())
+        }
+        _ => false,
     }
 }
 

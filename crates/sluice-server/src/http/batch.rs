@@ -146,12 +146,10 @@ pub async fn decide_all(state: &AppState, parts: &[Part<'_>]) -> Result<Vec<Deci
         .limiter
         .check_all(&rule_checks)
         .await
-        .map_err(
-            |error| match parts.iter().position(|p| error_is_about(&error, p.rule)) {
-                Some(index) => at(index)(ApiError::from(error)),
-                None => ApiError::from(error),
-            },
-        )?;
+        .map_err(|error| match part_of(&error, parts) {
+            Some(index) => at(index)(ApiError::from(error)),
+            None => ApiError::from(error),
+        })?;
     for (decision, part) in decisions.iter().zip(parts) {
         if part.cost > 0 && decision.limits.iter().any(|l| !l.allowed) {
             state.top_denied.record(decision, &part.attributes);
@@ -160,12 +158,14 @@ pub async fn decide_all(state: &AppState, parts: &[Part<'_>]) -> Result<Vec<Deci
     Ok(decisions)
 }
 
-/// Whether the limiter's `error` names `rule` (so the answer can say which part it is about).
-fn error_is_about(error: &sluice::Error, rule: &str) -> bool {
+/// The part the limiter's `error` is about, if it says (so the answer can say which).
+fn part_of(error: &sluice::Error, parts: &[Part<'_>]) -> Option<usize> {
     match error {
-        sluice::Error::UnknownRule { rule: r }
-        | sluice::Error::MissingAttribute { rule: r, .. } => r == rule,
-        _ => false,
+        sluice::Error::UnknownRule { rule } | sluice::Error::MissingAttribute { rule, .. } => {
+            parts.iter().position(|p| p.rule == rule.as_str())
+        }
+        sluice::Error::ConflictingParts { second, .. } => Some(*second),
+        _ => None,
     }
 }
 

@@ -9,7 +9,10 @@
 //! - once the first byte of a request head arrives, the whole head must arrive within
 //!   `header_read_timeout`;
 //! - from a complete head to the response, a request has `request_timeout` (body reading
-//!   included; 408 past it) — see [`super::deadline`];
+//!   included; 408 past it, `DEADLINE_EXCEEDED` on the gRPC port) — see [`super::deadline`];
+//! - an HTTP/2 connection (gRPC, Envoy) carries at most [`MAX_STREAMS_PER_CONNECTION`] requests
+//!   at once: more wait in the client, so stalled streams on one connection cannot take more
+//!   than that many tasks;
 //! - on shutdown the listener closes at once and the open connections get `shutdown_timeout` to
 //!   finish the requests in flight; whatever is still open then is cut, so a stop is bounded.
 //!
@@ -38,6 +41,10 @@ use tokio::time::Instant;
 use super::Front;
 use super::tracker::{CLOSE, DRAIN, TrackedIo, Tracker};
 
+/// The most requests (HTTP/2 streams) one connection may have in progress at once, announced
+/// in the connection's settings.
+pub const MAX_STREAMS_PER_CONNECTION: u32 = 128;
+
 /// Accepts connections until `shutdown` flips to true, then lets the open ones finish their
 /// requests in flight, for at most `limits.shutdown_timeout`, and returns.
 pub(crate) async fn accept_loop(
@@ -56,6 +63,9 @@ pub(crate) async fn accept_loop(
         .timer(TokioTimer::new())
         .header_read_timeout(None)
         .writev(false);
+    builder
+        .http2()
+        .max_concurrent_streams(MAX_STREAMS_PER_CONNECTION);
     let builder = Arc::new(builder);
     let limits = Arc::new(limits);
     let mut open = tokio::task::JoinSet::new();

@@ -1,5 +1,6 @@
 //! `request_timeout`: a request that has not been answered this long after its head is answered
-//! 408 instead (a slow body, a store that stalls past its own timeout).
+//! 408 instead (a slow body, a store that stalls past its own timeout); on the gRPC port, with
+//! the same status as a gRPC error (`DEADLINE_EXCEEDED`, code `timeout`: [`DeadlineLayer::grpc`]).
 //!
 //! Most decisions are answered at their first poll (a memory store, a denial from the cache), so
 //! the timer is armed only when a request is still pending after it: such a request costs the
@@ -27,11 +28,24 @@ use tower::{Layer, Service};
 #[derive(Debug, Clone, Copy)]
 pub struct DeadlineLayer {
     timeout: Duration,
+    answer: fn() -> Response,
 }
 
 impl DeadlineLayer {
+    /// Answers a request past `timeout` with 408 and the JSON error body.
     pub fn new(timeout: Duration) -> DeadlineLayer {
-        DeadlineLayer { timeout }
+        DeadlineLayer {
+            timeout,
+            answer: timed_out,
+        }
+    }
+
+    /// Answers a gRPC call past `timeout` with its error status (`DEADLINE_EXCEEDED`).
+    pub fn grpc(timeout: Duration) -> DeadlineLayer {
+        DeadlineLayer {
+            timeout,
+            answer: grpc_timed_out,
+        }
     }
 }
 
@@ -42,6 +56,7 @@ impl<S> Layer<S> for DeadlineLayer {
         Deadline {
             inner,
             timeout: self.timeout,
+            answer: self.answer,
         }
     }
 }
@@ -51,6 +66,7 @@ impl<S> Layer<S> for DeadlineLayer {
 pub struct Deadline<S> {
     inner: S,
     timeout: Duration,
+    answer: fn() -> Response,
 }
 
 impl<S, B> Service<Request<B>> for Deadline<S>
@@ -66,7 +82,9 @@ where
     }
 
     fn call(&mut self, request: Request<B>) -> Self::Future {
-        DeadlineFuture::new(self.inner.call(request), self.timeout)
+        let mut future = DeadlineFuture::new(self.inner.call(request), self.timeout);
+        future.answer = self.answer;
+        future
     }
 }
 
@@ -113,13 +131,21 @@ impl Budget {
     }
 }
 
-/// The answer to a request whose time is up.
-pub fn timed_out() -> Response {
+fn timeout_error() -> crate::api_error::ApiError {
     crate::api_error::ApiError::new(
         crate::api_error::ErrorCode::Timeout,
         "the request was not answered within `request_timeout`",
     )
-    .into_response()
+}
+
+/// The answer to a request whose time is up.
+pub fn timed_out() -> Response {
+    timeout_error().into_response()
+}
+
+/// The answer to a gRPC call whose time is up: its status, in the trailers-only form.
+pub fn grpc_timed_out() -> Response {
+    timeout_error().to_status().into_http()
 }
 
 pin_project_lite::pin_project! {
@@ -128,6 +154,7 @@ pin_project_lite::pin_project! {
         #[pin]
         inner: F,
         budget: Budget,
+        answer: fn() -> Response,
     }
 }
 
@@ -137,6 +164,7 @@ impl<F> DeadlineFuture<F> {
         DeadlineFuture {
             inner,
             budget: Budget::new(timeout),
+            answer: timed_out,
         }
     }
 }
@@ -153,7 +181,7 @@ where
             return Poll::Ready(response);
         }
         if this.budget.poll_spent(cx) {
-            return Poll::Ready(Ok(timed_out()));
+            return Poll::Ready(Ok((this.answer)()));
         }
         Poll::Pending
     }

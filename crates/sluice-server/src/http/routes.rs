@@ -208,14 +208,18 @@ fn detached(body: Bytes) -> Bytes {
     Bytes::copy_from_slice(&body)
 }
 
-#[utoipa::path(get, path = "/v1/rules", tag = "service", description = "The rules in force, the file's version and when it was loaded.", responses((status = 200, description = "The rules in force", body = Object), (status = 408, description = "Not answered within `request_timeout` (`timeout`)", body = ErrorBody)))]
-pub(super) async fn rules(State(state): State<Arc<AppState>>) -> Json<Value> {
+#[utoipa::path(get, path = "/v1/rules", tag = "service", description = "The rules in force, the file's version and when it was loaded. The values the conditions (`when`) of rules, limits and overrides test are shown as `***` unless the request carries the admin token: an allow-list or a header value that grants `unlimited` is not for every caller to read.", responses((status = 200, description = "The rules in force", body = Object), (status = 408, description = "Not answered within `request_timeout` (`timeout`)", body = ErrorBody)))]
+pub(super) async fn rules(State(state): State<Arc<AppState>>, headers: HeaderMap) -> Json<Value> {
+    let admin = super::admin::is_admin(&state, &headers);
     let live = state.live.load();
     let book = state.limiter.rules();
     let rules: serde_json::Map<String, Value> = book
         .iter()
         .map(|(name, compiled)| {
             let mut rule = serde_json::to_value(&compiled.definition).unwrap_or(Value::Null);
+            if !admin {
+                hide_condition_values(&mut rule);
+            }
             if let Value::Object(fields) = &mut rule {
                 let ids: Vec<String> = compiled.definition.limits.iter().map(|l| l.id()).collect();
                 fields.insert("limit_ids".into(), json!(ids));
@@ -230,6 +234,31 @@ pub(super) async fn rules(State(state): State<Arc<AppState>>) -> Json<Value> {
         "enabled": live.config.enabled,
         "rules": rules,
     }))
+}
+
+/// Replaces every value the conditions (`when`) in `value` test with `***`, keeping the
+/// attribute names and the matchers' shape (what a caller needs to send).
+fn hide_condition_values(value: &mut Value) {
+    fn hide(matcher: &mut Value) {
+        match matcher {
+            Value::String(s) => *s = "***".to_string(),
+            Value::Array(items) => items.iter_mut().for_each(hide),
+            Value::Object(fields) => fields.values_mut().for_each(hide),
+            _ => {}
+        }
+    }
+    match value {
+        Value::Object(fields) => {
+            for (key, inner) in fields.iter_mut() {
+                match (key.as_str(), inner) {
+                    ("when", Value::Object(condition)) => condition.values_mut().for_each(hide),
+                    (_, inner) => hide_condition_values(inner),
+                }
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(hide_condition_values),
+        _ => {}
+    }
 }
 
 #[utoipa::path(get, path = "/healthz", tag = "service", description = "The process is up.", responses((status = 200, description = "Up", body = HealthBody), (status = 408, description = "Not answered within `request_timeout` (`timeout`)", body = ErrorBody)))]

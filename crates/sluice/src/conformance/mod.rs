@@ -27,6 +27,7 @@ mod algorithms;
 mod batches;
 mod blocks;
 mod leases;
+mod repeated;
 mod requests;
 mod reservations;
 mod runtime;
@@ -36,6 +37,7 @@ pub use algorithms::*;
 pub use batches::*;
 pub use blocks::*;
 pub use leases::*;
+pub use repeated::*;
 pub use requests::*;
 pub use reservations::*;
 pub use runtime::*;
@@ -196,6 +198,8 @@ macro_rules! conformance_suite {
             count_denied_makes_denials_count,
             peek_consumes_nothing,
             multi_limit_rules_are_all_or_nothing,
+            repeated_parts_add_up_against_one_count,
+            repeated_parts_share_one_lease,
             shadow_limits_and_rules_never_deny,
             a_named_limit_that_changes_algorithm_starts_fresh,
             identities_are_counted_separately,

@@ -6,6 +6,12 @@
 //! step, exactly as the limits of one rule do.
 //!
 //! Invariants:
+//! - parts that count on the same counter (the same rule, limit and identity) are one request on
+//!   it: their costs are added up and judged once against the one count (see `repeated`), so
+//!   repeating a part never admits more than asking once for the sum;
+//! - on a remote store, a consuming part the denial cache knows to be denied answers the whole
+//!   request without a store call (see `batch_cache`), and the denials of a step that consumed
+//!   fill the cache, as a check's do;
 //! - a part of cost 0 only looks (as [`Limiter::peek`]) but can still deny the request; such
 //!   parts are asked first, in a step that changes nothing, and a denial there turns the rest
 //!   into a look too;
@@ -25,8 +31,9 @@ use crate::model::{Decision, FailPolicy};
 use crate::store::{LimitCall, StoreError, StoreReply};
 
 use super::choice::{Picks, Selection};
-use super::decide::{attach_lease, decision};
-use super::{Attributes, Check, CompiledRule, Limiter, MAX_COST, keys};
+use super::decide::{CACHED, attach_lease, decision};
+use super::denial_cache::DenialCache;
+use super::{Attributes, Check, CompiledRule, Limiter, MAX_COST, batch_cache, keys, repeated};
 use std::sync::Arc;
 
 /// One part of a request decided by [`Limiter::check_all`].
@@ -42,17 +49,17 @@ pub struct RuleCheck<'a, A: ?Sized> {
 
 /// A part resolved into its store calls, or answered without the store (a condition that does
 /// not hold, an `unlimited` or `deny` override).
-struct Resolved {
-    rule: Arc<CompiledRule>,
+pub(super) struct Resolved {
+    pub(super) rule: Arc<CompiledRule>,
     picks: Option<Picks>,
-    calls: Vec<LimitCall>,
+    pub(super) calls: Vec<LimitCall>,
     look: bool,
     answer: Option<Decision>,
 }
 
 impl Resolved {
     /// Whether the part goes to the store in the step of looks (`true`) or of applies.
-    fn asks(&self, look: bool) -> bool {
+    pub(super) fn asks(&self, look: bool) -> bool {
         self.answer.is_none() && self.look == look
     }
 }
@@ -60,10 +67,12 @@ impl Resolved {
 impl Limiter {
     /// Decides several parts as one request: allowed only if every part is, and a denial consumes
     /// nothing anywhere (see the module docs). Returns one decision per part, in order; the
-    /// request is allowed when all of them are.
+    /// request is allowed when all of them are. Parts that count on the same counter (the same
+    /// rule and identity) are added up and judged once: two parts of cost 1 are one of cost 2,
+    /// and each gets that one answer (the same lease, on a concurrency limit).
     ///
-    /// `Err` is bad input in any part (unknown rule, missing attribute, absurd cost): nothing is
-    /// decided then.
+    /// `Err` is bad input in any part (unknown rule, missing attribute, absurd cost, parts on one
+    /// counter that cannot be added up: [`Error::ConflictingParts`]): nothing is decided then.
     ///
     /// ```
     /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
@@ -97,6 +106,7 @@ impl Limiter {
         for part in parts {
             resolved.push(self.resolve(part)?);
         }
+        repeated::merge(&mut resolved)?;
         // A request of one part is that rule's own check: on a rule with batches it may then be
         // answered from a held batch (a gateway's one descriptor on a hot key).
         if let ([part], [Some(one)]) = (parts, resolved.as_slice())
@@ -136,19 +146,40 @@ impl Limiter {
             .filter(|r| r.asks(false))
             .collect();
 
+        let all: Vec<&Resolved> = looks.iter().chain(&applies).copied().collect();
         let mut replies: Vec<Option<StoreReply>> = Vec::new();
         let mut failure: Option<StoreError> = None;
         let mut denied = too_big;
-        for (group, mode) in [(&looks, Mode::Peek), (&applies, Mode::Apply)] {
+        let denials = self.inner.denials.as_deref();
+        // A part the denial cache knows to be denied answers the whole request.
+        let mut cached = None;
+        if let Some((hit, outcomes)) = denials
+            .filter(|_| !denied)
+            .and_then(|c| batch_cache::answer(c, &applies))
+        {
+            let hit = looks.len() + hit;
+            replies = batch_cache::replies(&all, hit, outcomes);
+            all[hit].rule.meters.cache_hit();
+            cached = Some(hit);
+        }
+        let groups = [(&looks, Mode::Peek), (&applies, Mode::Apply)];
+        for (group, mode) in groups.into_iter().filter(|_| cached.is_none()) {
             if group.is_empty() {
                 continue;
             }
             let mode = if denied { Mode::Peek } else { mode };
-            let calls: Vec<LimitCall> = group.iter().flat_map(|r| r.calls.clone()).collect();
+            let (calls, at) = repeated::unique(group);
+            let mark = denials
+                .filter(|_| mode == Mode::Apply)
+                .map(DenialCache::mark);
             match self.call_store(&calls, mode).await {
                 Ok(reply) => {
                     denied |= denies(&calls, &reply);
-                    replies.extend(split(reply, group));
+                    let split = split(&reply, group, &at);
+                    if let (Some(cache), Some(mark)) = (denials, mark) {
+                        batch_cache::remember(cache, mark, group, &split);
+                    }
+                    replies.extend(split);
                 }
                 Err(error) => {
                     failure = Some(error);
@@ -156,7 +187,6 @@ impl Limiter {
                 }
             }
         }
-        let all: Vec<&Resolved> = looks.iter().chain(&applies).copied().collect();
         let mut degraded = None;
         if let Some(error) = failure {
             replies = self.fail_policies(&all, &error);
@@ -165,7 +195,8 @@ impl Limiter {
         let mut decided: Vec<(Decision, Option<StoreReply>)> = all
             .iter()
             .zip(replies)
-            .map(|(r, reply)| {
+            .enumerate()
+            .map(|(i, (r, reply))| {
                 let policy = self.policy(&r.rule);
                 let fallback = policy == FailPolicy::Open;
                 let mut d = decision(
@@ -175,6 +206,9 @@ impl Limiter {
                     reply.as_ref(),
                     fallback,
                 );
+                if cached == Some(i) {
+                    d.reason = Some(CACHED.to_string());
+                }
                 if let Some(error) = &degraded {
                     d.degraded = true;
                     d.reason = Some(
@@ -299,11 +333,11 @@ impl Limiter {
             } else {
                 Mode::Apply
             };
-            let calls: Vec<LimitCall> = group.iter().flat_map(|r| r.calls.clone()).collect();
+            let (calls, at) = repeated::unique(&group);
             match self.inner.local.decide_now(&calls, mode) {
                 Ok(reply) => {
                     denied |= denies(&calls, &reply);
-                    local_replies.extend(split(reply, &group));
+                    local_replies.extend(split(&reply, &group, &at));
                 }
                 // A local store full of live keys cannot count these identities: deny them.
                 Err(_) => {
@@ -331,15 +365,19 @@ fn denies(calls: &[LimitCall], reply: &StoreReply) -> bool {
         .any(|(c, o)| !c.step.shadow && !o.allowed)
 }
 
-/// One reply per part, each with that part's outcomes.
-fn split(reply: StoreReply, group: &[&Resolved]) -> Vec<Option<StoreReply>> {
-    let mut outcomes = reply.outcomes.into_iter();
+/// One reply per part, each with the outcomes of its counters (`at`: where each call of each
+/// part is among the calls asked, see [`repeated::unique`]).
+fn split(reply: &StoreReply, group: &[&Resolved], at: &[usize]) -> Vec<Option<StoreReply>> {
+    let mut at = at.iter();
     group
         .iter()
         .map(|r| {
+            let outcomes = at.by_ref().take(r.calls.len());
             Some(StoreReply {
                 now_us: reply.now_us,
-                outcomes: outcomes.by_ref().take(r.calls.len()).collect(),
+                outcomes: outcomes
+                    .filter_map(|&k| reply.outcomes.get(k).copied())
+                    .collect(),
             })
         })
         .collect()

@@ -218,12 +218,15 @@ impl Limiter {
                 "skipped after repeated failures",
             ));
         }
-        let Some(permit) = inner.in_flight.enter() else {
+        let Some(permit) = inner.in_flight.enter(calls.len()) else {
             metrics::counter!("sluice_shed_decisions_total", "store" => inner.store.name())
                 .increment(1);
             return Err(StoreError::transient(
                 inner.store.name(),
-                format!("shed: {} calls already waiting", inner.in_flight.bound()),
+                format!(
+                    "shed: calls weighing {} limits already waiting",
+                    inner.in_flight.bound()
+                ),
             ));
         };
         let started = inner.latency.start();

@@ -8,6 +8,10 @@
 //! Shedding answers the excess with that same policy without the wait, and leaves the store the
 //! calls it can serve.
 //!
+//! What is counted is the calls' weight, not their number: a call weighs the limits it asks
+//! about (one for a check of a one-limit rule; a `check_all` of 64 identities weighs 64, about
+//! what it costs the store), capped at the bound so that any call can pass an idle store.
+//!
 //! Invariants: a permit is taken before the call and returned when it ends, however it ends (its
 //! `Drop`); the count never exceeds the bound by more than the racing callers' momentary
 //! increments, which each take back at once; a shed call does not reach the store and does not
@@ -96,6 +100,7 @@ pub(crate) struct InFlight {
 #[derive(Debug)]
 pub(crate) struct Permit<'a> {
     of: &'a InFlight,
+    weight: u32,
 }
 
 impl InFlight {
@@ -115,14 +120,17 @@ impl InFlight {
         }
     }
 
-    /// A permit for one more call, or `None` when the bound is reached.
-    pub(crate) fn enter(&self) -> Option<Permit<'_>> {
-        let before = self.count.fetch_add(1, Ordering::AcqRel);
-        if before >= self.bound.load(Ordering::Relaxed) {
-            self.count.fetch_sub(1, Ordering::AcqRel);
+    /// A permit for one more call of `limits` limits (its weight, at most the bound), or `None`
+    /// when it would take the weight in flight past the bound.
+    pub(crate) fn enter(&self, limits: usize) -> Option<Permit<'_>> {
+        let bound = self.bound.load(Ordering::Relaxed);
+        let weight = u32::try_from(limits).unwrap_or(u32::MAX).clamp(1, bound);
+        let before = self.count.fetch_add(weight, Ordering::AcqRel);
+        if before > bound - weight {
+            self.count.fetch_sub(weight, Ordering::AcqRel);
             return None;
         }
-        Some(Permit { of: self })
+        Some(Permit { of: self, weight })
     }
 
     /// The bound now.
@@ -130,7 +138,7 @@ impl InFlight {
         self.bound.load(Ordering::Relaxed)
     }
 
-    /// Calls in flight now.
+    /// The weight of the calls in flight now.
     pub(crate) fn count(&self) -> u32 {
         self.count.load(Ordering::Relaxed)
     }
@@ -153,7 +161,7 @@ impl Permit<'_> {
 
 impl Drop for Permit<'_> {
     fn drop(&mut self) {
-        self.of.count.fetch_sub(1, Ordering::AcqRel);
+        self.of.count.fetch_sub(self.weight, Ordering::AcqRel);
     }
 }
 
@@ -164,18 +172,35 @@ mod tests {
     #[test]
     fn a_fixed_bound_admits_that_many_calls_and_one_more_when_one_ends() {
         let in_flight = InFlight::new(InFlightLimit::Fixed(2));
-        let (a, b) = (in_flight.enter(), in_flight.enter());
+        let (a, b) = (in_flight.enter(1), in_flight.enter(1));
         assert!(a.is_some() && b.is_some());
-        assert!(in_flight.enter().is_none(), "the third waits for none");
+        assert!(in_flight.enter(1).is_none(), "the third waits for none");
         assert_eq!(in_flight.count(), 2, "a refused call leaves no trace");
         drop(a);
-        assert!(in_flight.enter().is_some());
+        assert!(in_flight.enter(1).is_some());
+    }
+
+    #[test]
+    fn calls_weigh_their_limits() {
+        let in_flight = InFlight::new(InFlightLimit::Fixed(10));
+        let heavy = in_flight.enter(8).expect("8 of 10");
+        assert!(in_flight.enter(3).is_none(), "8 + 3 is past 10");
+        assert_eq!(in_flight.count(), 8);
+        let light = in_flight.enter(2).expect("8 + 2 fits");
+        assert!(in_flight.enter(1).is_none());
+        drop((heavy, light));
+        let huge = in_flight
+            .enter(64)
+            .expect("capped at the bound: an idle store takes it");
+        assert!(in_flight.enter(1).is_none());
+        drop(huge);
+        assert_eq!(in_flight.count(), 0);
     }
 
     #[test]
     fn unbounded_never_refuses() {
         let in_flight = InFlight::new(InFlightLimit::Unbounded);
-        let permits: Vec<_> = (0..10_000).filter_map(|_| in_flight.enter()).collect();
+        let permits: Vec<_> = (0..10_000).filter_map(|_| in_flight.enter(1)).collect();
         assert_eq!(permits.len(), 10_000);
     }
 
@@ -185,7 +210,7 @@ mod tests {
         let feed = |rtt_ns: u64, rounds: usize| {
             for _ in 0..rounds {
                 let permits: Vec<_> = (0..in_flight.bound())
-                    .filter_map(|_| in_flight.enter())
+                    .filter_map(|_| in_flight.enter(1))
                     .collect();
                 permits.into_iter().for_each(|p| p.done(rtt_ns));
             }

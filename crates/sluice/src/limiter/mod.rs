@@ -20,6 +20,8 @@
 //! - `meters`: the per-decision metrics, kept as registered handles; `metric_catalog`: every
 //!   metric the library records, with its help and unit ([`describe_metrics`]);
 //! - `batch`: [`Limiter::check_all`], several rules ([`RuleCheck`]s) decided as one request;
+//!   `repeated`: its parts that count on the same counter, added up into one call;
+//!   `batch_cache`: the denial cache on its path;
 //! - `admin`: reset, block, unblock, the blocks in force ([`BlockList`], [`BlockInfo`]);
 //! - `inspect`: [`Limiter::keys`], what a check would touch, without making it;
 //! - `lease`: lease ids, [`Limiter::release`] and [`Limiter::renew`] (concurrency limits);
@@ -42,6 +44,7 @@
 mod admin;
 mod at_once;
 mod batch;
+mod batch_cache;
 mod breaker;
 mod builder;
 mod cached_denial;
@@ -60,6 +63,7 @@ mod lease_guard;
 mod meters;
 mod metric_catalog;
 mod options;
+mod repeated;
 mod reservation;
 mod runtime;
 

@@ -237,7 +237,9 @@ pub trait Store: Send + Sync + fmt::Debug + 'static {
     }
 
     /// Decides one request over its limits, atomically (see [`crate::algorithm::step`]): one
-    /// outcome per call, in call order.
+    /// outcome per call, in call order. The calls name distinct keys: the limiter adds up parts
+    /// of a request that count on the same key into one call before asking (see
+    /// [`Limiter::check_all`](crate::Limiter::check_all)).
     fn decide(
         &self,
         calls: &[LimitCall],

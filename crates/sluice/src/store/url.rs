@@ -72,20 +72,44 @@ impl<'a> StoreUrl<'a> {
 }
 
 /// The URL with its password replaced by `***` (unchanged when it has none). Works on any URL,
-/// parsed or not, so that even a refused URL never shows its password.
+/// parsed or not, so that even a refused URL never shows its password: everything between `://`
+/// and the last `@` is hidden but a plain user name (a generated password often holds an
+/// unencoded `/`, `?`, `#` or `@`, which ends the authority early for a parser), and a text
+/// without `://` is not shown at all (see [`unparsed`]).
 pub fn redact(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return url.to_string();
+    let Some((scheme, rest)) = url.split_once("://").filter(|(s, _)| is_scheme(s)) else {
+        return unparsed(url);
     };
-    let (authority, path) = rest.split_at(rest.find(['/', '?', '#']).unwrap_or(rest.len()));
-    let path = redact_query(path);
-    match authority.rsplit_once('@') {
-        Some((user_info, host)) => {
+    match rest.rsplit_once('@') {
+        Some((user_info, after)) => {
             let user = user_info.split(':').next().unwrap_or_default();
-            format!("{scheme}://{user}:***@{host}{path}")
+            let user = match user.contains(['/', '?', '#', '@']) {
+                true => "",
+                false => user,
+            };
+            let (host, path) = after.split_at(after.find(['/', '?', '#']).unwrap_or(after.len()));
+            format!("{scheme}://{user}:***@{host}{}", redact_query(path))
         }
-        None => format!("{scheme}://{authority}{path}"),
+        None => {
+            let (authority, path) = rest.split_at(rest.find(['/', '?', '#']).unwrap_or(rest.len()));
+            format!("{scheme}://{authority}{}", redact_query(path))
+        }
     }
+}
+
+/// What is shown of a text that is not even `scheme://…`: its scheme only, or nothing. Such a text
+/// may hold a password in a place no rule can find.
+fn unparsed(url: &str) -> String {
+    match url.split_once("://") {
+        Some((scheme, _)) if is_scheme(scheme) => format!("{scheme}://…"),
+        _ => "(not shown: not a URL)".to_string(),
+    }
+}
+
+fn is_scheme(s: &str) -> bool {
+    !s.is_empty()
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"+-.".contains(&b))
 }
 
 /// `path?query` with the value of every query parameter that names a password hidden.
@@ -126,6 +150,24 @@ mod tests {
             unknown.to_string().contains("expected memory://"),
             "{unknown}"
         );
+    }
+
+    #[test]
+    fn passwords_with_url_delimiters_are_hidden_whole() {
+        for (url, shown) in [
+            ("redis://:pa/ss@h:6379/0", "redis://:***@h:6379/0"),
+            ("redis://:pa?ss@h:6379", "redis://:***@h:6379"),
+            ("redis://:pa#ss@h", "redis://:***@h"),
+            ("redis://u:p@ss@h/1", "redis://u:***@h/1"),
+            ("rediss://a/b:pw@h", "rediss://:***@h"),
+        ] {
+            assert_eq!(redact(url), shown, "{url}");
+        }
+        assert_eq!(redact("redis//:secret@h"), "(not shown: not a URL)");
+        assert_eq!(redact("redis:/:secret@h"), "(not shown: not a URL)");
+        let bad = StoreUrl::parse("redis+unix://:pa/ss@h").unwrap_err();
+        assert_eq!(bad.url, "redis+unix://:***@h");
+        assert_eq!(redact("x y://secret@h"), "(not shown: not a URL)");
     }
 
     #[test]

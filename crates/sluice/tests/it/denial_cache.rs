@@ -195,6 +195,65 @@ async fn a_limit_raised_by_a_reload_admits_at_once() {
     );
 }
 
+/// A part of a `check_all` (Envoy's descriptors, `/v1/check-all`) that the store has denied
+/// answers the whole request from the cache, unless another part's denial would leave a trace.
+#[tokio::test]
+async fn check_all_answers_a_cached_denial_without_the_store() {
+    use sluice::limiter::RuleCheck;
+    let h = Harness::redis().await;
+    let mut counted = Limit::new(&["path"], "10/1m".parse().unwrap(), Algorithm::FixedWindow);
+    counted.count_denied = true;
+    let rules = vec![
+        ("login", gcra("1/1m")),
+        (
+            "per_path",
+            Rule::new(vec![Limit::new(
+                &["path"],
+                "10/1m".parse().unwrap(),
+                Algorithm::Gcra,
+            )]),
+        ),
+        ("counted", Rule::new(vec![counted])),
+    ];
+    let a = node(&h, rules, Duration::from_secs(3600)).await;
+    let path = [("path", "/a")];
+    let part = |rule, attrs| RuleCheck {
+        rule,
+        attrs,
+        cost: 1,
+    };
+    let both = [part("login", &IP[..]), part("per_path", &path[..])];
+    assert!(a.check_all(&both).await.unwrap().iter().all(|d| d.allowed));
+    let denied = a.check_all(&both).await.unwrap();
+    assert!(
+        !denied[0].allowed && denied[0].reason.is_none(),
+        "the store's answer"
+    );
+    let asked = store_calls(&h);
+    for _ in 0..5 {
+        let cached = a.check_all(&both).await.unwrap();
+        assert_eq!(cached[0].reason.as_deref(), Some(CACHED));
+        assert!(!cached[0].allowed && cached[1].allowed);
+        assert_eq!(cached[0].retry_after_ms, denied[0].retry_after_ms);
+    }
+    // The batch's denial answers a check of that rule too.
+    assert_eq!(
+        a.check("login", &IP).await.unwrap().reason.as_deref(),
+        Some(CACHED)
+    );
+    assert_eq!(store_calls(&h), asked, "the store was not asked again");
+    // A part whose denial would count (`count_denied`) sends the request to the store.
+    let with_counted = [part("login", &IP[..]), part("counted", &path[..])];
+    assert_eq!(a.check_all(&with_counted).await.unwrap()[0].reason, None);
+    assert_eq!(store_calls(&h), asked + 1);
+    // Nothing was consumed by the denied requests.
+    let left = a
+        .check_with("per_path", &path, Check::ONE.peek())
+        .await
+        .unwrap();
+    assert_eq!(left.remaining, 9);
+}
+
 #[tokio::test]
 async fn denials_that_must_be_counted_and_peeks_always_ask_the_store() {
     let h = Harness::redis().await;

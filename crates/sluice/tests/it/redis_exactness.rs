@@ -19,6 +19,11 @@
 //! capacity, and the level Redis holds at the end is exactly what the settlements charged: no
 //! give-back is lost or doubled between processes.
 //!
+//! Repeated parts of one `check_all` are hammered too: every request asks the two-limit rule for
+//! the member on IP `a` twice and on IP `b` once, three units of the member's counter, two of
+//! `a`'s, one of `b`'s. Repeated parts add up against one count, so never more than 300 requests
+//! pass (`a`'s 600 binds) and, with `sliding_log`, Redis holds exactly the units they took.
+//!
 //! The parent test re-executes this test binary as the worker processes (the ignored test
 //! `exactness_worker`, configured through environment variables); each prints its admitted count.
 #![cfg(feature = "redis")]
@@ -176,6 +181,58 @@ fn two_limits_never_over_admit(url: &str, units: impl Fn(&str) -> u64) {
     }
 }
 
+/// The `repeated` rule (the two limits of `pair`), asked in requests of three parts; `entries(key)`
+/// reads a sliding log key's members (`ZRANGE key 0 -1`).
+///
+/// With `exact_units` (one server: every request is one script) the logs hold exactly what the
+/// admitted requests took. On a Cluster the three counters are in three slots, and a denied
+/// request gives back the slots it consumed; concurrent give-backs on one `sliding_log` can each
+/// remove the other's newest entry, so a few units may stay consumed (under-admission, never
+/// over): there the logs hold at least what the admitted requests took.
+fn repeated_parts_never_over_admit(url: &str, exact_units: bool, entries: impl Fn(&str) -> String) {
+    // Each member is `<start>:<units>`, one per recorded request.
+    let units = |key: &str| -> (u64, u64) {
+        let members = entries(key);
+        let units = members.lines().filter_map(|m| m.trim().rsplit(':').next());
+        let units: Vec<u64> = units.filter_map(|u| u.parse().ok()).collect();
+        (units.len() as u64, units.iter().sum())
+    };
+    for algorithm in [Algorithm::SlidingLog, Algorithm::Gcra] {
+        let prefix = common::unique_prefix();
+        let (admitted, _) = run_workers(url, &prefix, "repeated", algorithm);
+        // IP `a` takes two units a request: 300 requests spend its 600.
+        let most = IP_LIMIT / 2;
+        assert!(
+            admitted <= most,
+            "{algorithm}: {admitted} requests admitted"
+        );
+        assert!(admitted >= most * 9 / 10, "{algorithm}: only {admitted}");
+        if algorithm == Algorithm::SlidingLog {
+            let [member, ip] = pair_limits(algorithm).map(|l| l.id());
+            let key = |limit: &str, identity: &str| {
+                sluice::store::redis::KeyNames::new(
+                    &prefix,
+                    &sluice::store::LimitKey {
+                        rule: "repeated".into(),
+                        limit_id: limit.into(),
+                        identity: identity.into(),
+                    },
+                )
+                .state
+            };
+            // One entry per admitted request on each counter, holding the units it added up.
+            for (identity, per) in [("member=m", 3), ("ip=a", 2), ("ip=b", 1)] {
+                let (held, units) = units(&key(if per == 3 { &member } else { &ip }, identity));
+                assert_eq!(units, per * held, "{identity}: {per} units an entry");
+                match exact_units {
+                    true => assert_eq!(held, admitted, "{identity}"),
+                    false => assert!(held >= admitted, "{identity}: {held} of {admitted}"),
+                }
+            }
+        }
+    }
+}
+
 fn pair_limits(algorithm: Algorithm) -> [Limit; 2] {
     [
         Limit::new(&["member"], "1000/1d".parse().unwrap(), algorithm),
@@ -271,6 +328,9 @@ fn four_processes_admit_exactly_the_limit() {
     two_limits_never_over_admit(&server.url(), |key| {
         server.cli(&["ZCARD", key]).parse().unwrap()
     });
+    repeated_parts_never_over_admit(&server.url(), true, |key| {
+        server.cli(&["ZRANGE", key, "0", "-1"])
+    });
 }
 
 #[test]
@@ -283,6 +343,9 @@ fn four_processes_on_a_cluster_admit_exactly_the_limit_even_across_slots() {
     reservations_stay_exact(&cluster.url(), |key| cluster.cli_any(&["GET", key]));
     two_limits_never_over_admit(&cluster.url(), |key| {
         cluster.cli_any(&["ZCARD", key]).parse().unwrap()
+    });
+    repeated_parts_never_over_admit(&cluster.url(), false, |key| {
+        cluster.cli_any(&["ZRANGE", key, "0", "-1"])
     });
 }
 
@@ -356,7 +419,11 @@ async fn exactness_worker() {
             let (mut admitted, mut degraded) = (0u64, 0u64);
             for _ in 0..ATTEMPTS_PER_TASK {
                 let attrs = [("member", "m"), ("ip", ip)];
-                let d = limiter.check(&rule, &attrs).await.unwrap();
+                let d = if rule == "repeated" {
+                    repeated_request(&limiter).await
+                } else {
+                    limiter.check(&rule, &attrs).await.unwrap()
+                };
                 admitted += u64::from(d.allowed);
                 degraded += u64::from(d.degraded);
             }
@@ -366,7 +433,7 @@ async fn exactness_worker() {
     let (mut a, mut b, mut degraded) = (0, 0, 0);
     while let Some(r) = tasks.join_next().await {
         let (ip, admitted, d) = r.expect("no task panics");
-        if ip == "a" || rule == "hammer" {
+        if ip == "a" || rule == "hammer" || rule == "repeated" {
             a += admitted;
         } else {
             b += admitted;
@@ -375,6 +442,27 @@ async fn exactness_worker() {
     }
     assert_eq!(degraded, 0, "every decision came from Redis");
     println!("admitted_a={a}\nadmitted_b={b}");
+}
+
+/// One request of the `repeated` rule: the member on IP `a` twice and on IP `b` once. Its
+/// decision stands for the request's: allowed when every part is, degraded when any is.
+async fn repeated_request(limiter: &Limiter) -> sluice::Decision {
+    let (a, b) = (
+        [("member", "m"), ("ip", "a")],
+        [("member", "m"), ("ip", "b")],
+    );
+    let part = |attrs| sluice::limiter::RuleCheck {
+        rule: "repeated",
+        attrs,
+        cost: 1,
+    };
+    let parts: [sluice::limiter::RuleCheck<'_, [(&str, &str)]>; 3] =
+        [part(&a[..]), part(&a[..]), part(&b[..])];
+    let decided = limiter.check_all(&parts).await.unwrap();
+    let mut d = decided[0].clone();
+    d.allowed = decided.iter().all(|d| d.allowed);
+    d.degraded = decided.iter().any(|d| d.degraded);
+    d
 }
 
 /// The `reserve` worker: reserves 10 units per attempt and settles each admitted one at a cost

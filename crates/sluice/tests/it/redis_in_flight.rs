@@ -3,6 +3,9 @@
 //! instead of waiting out the store timeout behind them; the waiting ones are still decided by
 //! Redis when it answers again, and shedding never trips the breaker.
 //!
+//! The bound counts the limits the calls ask about: one `check_all` of `WAITING` parts fills it
+//! alone.
+//!
 //! The store timeout is long (10 s) so that only shedding can answer within the bound.
 #![cfg(feature = "redis")]
 
@@ -100,4 +103,56 @@ async fn decisions_past_the_bound_are_answered_at_once_by_the_fail_policy() {
     assert_eq!(limiter.store_in_flight().0, 0, "every permit returned");
     let after = limiter.check("api", &[("ip", "after")]).await.unwrap();
     assert!(!after.degraded);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_weighs_its_limits_in_the_bound() {
+    let server = RedisServer::start();
+    let proxy = FaultProxy::start(server.port());
+    let limiter = limiter(&proxy.redis_url()).await;
+    assert!(
+        !limiter
+            .check("api", &[("ip", "warm")])
+            .await
+            .unwrap()
+            .degraded
+    );
+
+    proxy.set(Fault::Stall);
+    let ips: Vec<[(&str, String); 1]> = (0..WAITING).map(|i| [("ip", format!("b{i}"))]).collect();
+    let batch = {
+        let limiter = limiter.clone();
+        tokio::spawn(async move {
+            let attrs: Vec<Vec<(&str, &str)>> =
+                ips.iter().map(|[(k, v)]| vec![(*k, v.as_str())]).collect();
+            let parts: Vec<_> = attrs
+                .iter()
+                .map(|a| sluice::limiter::RuleCheck {
+                    rule: "api",
+                    attrs: &a[..],
+                    cost: 1,
+                })
+                .collect();
+            limiter.check_all(&parts).await
+        })
+    };
+    until_waiting(&limiter, WAITING).await;
+    assert_eq!(
+        limiter.store_in_flight().0,
+        WAITING,
+        "one call, {WAITING} limits"
+    );
+    let d = limiter.check("api", &[("ip", "single")]).await.unwrap();
+    assert!(
+        d.degraded && d.reason.as_deref().unwrap_or_default().contains("shed"),
+        "{d:?}"
+    );
+
+    proxy.set(Fault::None);
+    let decided = batch.await.unwrap().unwrap();
+    assert!(
+        decided.iter().all(|d| d.allowed && !d.degraded),
+        "Redis decided the batch"
+    );
+    assert_eq!(limiter.store_in_flight().0, 0, "every permit returned");
 }

@@ -46,7 +46,13 @@ pub fn import(
             read.push(file);
         }
     }
-    let mut imported = translate::translate(&read, shadow_all, report);
+    let mut imported =
+        translate::translate(&read, shadow_all, report).map_err(|(file, message)| {
+            ImportError::Parse {
+                path: PathBuf::from(file),
+                message,
+            }
+        })?;
     let names: Vec<String> = files.iter().map(|p| p.display().to_string()).collect();
     imported.header = vec![
         format!(

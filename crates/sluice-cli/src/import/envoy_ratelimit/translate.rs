@@ -21,7 +21,7 @@ use std::time::Duration;
 use sluice::model::{Condition, Matcher, Override, Rate, Rule};
 use sluice_server::config::gateway::{DescriptorEntry, DescriptorMapping};
 
-use super::building::{Building, Draft, Scope, Step, scope};
+use super::building::{Budget, Building, Draft, Scope, Step, scope};
 use super::config::{ErlFile, Node};
 use super::outcome::{DENY_MESSAGE, Outcome, ValueMatch};
 use super::tree::{live, on, one_of, taken_by_siblings};
@@ -36,12 +36,21 @@ struct Translation<'r> {
     report: &'r mut Report,
     rules: Vec<Building>,
     rule_names: Taken,
+    /// What the limits made so far weigh; why the translation stopped, if it did.
+    budget: Budget,
 }
 
 /// Translates the files (several may share a domain: their descriptors are merged, as
 /// envoyproxy/ratelimit does with `MERGE_DOMAIN_CONFIG=true`). `shadow_all` stands for
 /// envoyproxy/ratelimit's global `SHADOW_MODE=true`.
-pub fn translate(files: &[ErlFile], shadow_all: bool, report: &mut Report) -> Imported {
+///
+/// Refused (the file and why) when the rules would not fit a rule file, or a condition would
+/// list more values than a matcher holds: Sluice could not load them (see [`Budget`]).
+pub fn translate(
+    files: &[ErlFile],
+    shadow_all: bool,
+    report: &mut Report,
+) -> Result<Imported, (String, String)> {
     let mut domains: Vec<(String, Vec<Node>)> = Vec::new();
     for f in files {
         match domains.iter_mut().find(|(d, _)| *d == f.domain) {
@@ -56,9 +65,13 @@ pub fn translate(files: &[ErlFile], shadow_all: bool, report: &mut Report) -> Im
         report,
         rules: Vec::new(),
         rule_names: Taken::default(),
+        budget: Budget::default(),
     };
     for (domain, nodes) in &domains {
         t.walk(domain, nodes, &mut Vec::new());
+    }
+    if let Some(refused) = t.budget.refused {
+        return Err(refused);
     }
     // A shape whose descriptors are all unlimited needs no rule: unmatched is OK, as unlimited is.
     t.rules.retain(|r| !r.limits.is_empty());
@@ -109,11 +122,23 @@ pub fn translate(files: &[ErlFile], shadow_all: bool, report: &mut Report) -> Im
             }
         })
         .collect();
-    imported
+    Ok(imported)
 }
 
 impl<'r> Translation<'r> {
+    /// Adds a limit to rule `rule`, unless the translation was stopped (see [`Budget`]).
+    fn add(&mut self, rule: usize, draft: Draft<'_>) {
+        if self.budget.refused.is_none() {
+            let (file, path) = (draft.node.file.clone(), draft.node.path.clone());
+            let weight = self.rules[rule].push(draft);
+            self.budget.spend(weight, &file, &path);
+        }
+    }
+
     fn walk<'a>(&mut self, domain: &str, siblings: &'a [Node], chain: &mut Vec<Step<'a>>) {
+        if self.budget.refused.is_some() {
+            return;
+        }
         let live = live(siblings, self.report);
         let mut keys: Vec<&str> = Vec::new();
         for n in &live {
@@ -260,15 +285,18 @@ impl<'r> Translation<'r> {
                 Rate { count: 1, window }
             }
         };
-        self.rules[rule].push(Draft {
-            scope: scope.clone(),
-            last: key.clone(),
-            node: base_node,
-            rate,
-            shadow,
-            overrides,
-            also,
-        });
+        self.add(
+            rule,
+            Draft {
+                scope: scope.clone(),
+                last: key.clone(),
+                node: base_node,
+                rate,
+                shadow,
+                overrides,
+                also,
+            },
+        );
         let own: Vec<_> = exacts
             .iter()
             .filter(|(n, o, _)| counts(o) && !fits(n, o))
@@ -331,15 +359,18 @@ impl<'r> Translation<'r> {
             let first = members[0];
             scope.name.push(format!("{}_{}", first.0.key, first.2));
             let also = members[1..].iter().map(|m| m.0).collect();
-            self.rules[rule].push(Draft {
-                scope,
-                last: String::new(),
-                node: first.0,
-                rate,
-                shadow,
-                overrides,
-                also,
-            });
+            self.add(
+                rule,
+                Draft {
+                    scope,
+                    last: String::new(),
+                    node: first.0,
+                    rate,
+                    shadow,
+                    overrides,
+                    also,
+                },
+            );
         }
     }
 
@@ -377,15 +408,18 @@ impl<'r> Translation<'r> {
                 }
             }
         };
-        self.rules[rule].push(Draft {
-            scope,
-            last: String::new(),
-            node,
-            rate,
-            shadow: outcome.shadow(),
-            overrides,
-            also: Vec::new(),
-        });
+        self.add(
+            rule,
+            Draft {
+                scope,
+                last: String::new(),
+                node,
+                rate,
+                shadow: outcome.shadow(),
+                overrides,
+                also: Vec::new(),
+            },
+        );
     }
 
     fn rule_for(&mut self, domain: &str, keys: &[String]) -> usize {

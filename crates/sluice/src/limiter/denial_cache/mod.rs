@@ -28,7 +28,9 @@
 //!    block in force answers alone and counts nothing, but after it a denial would start a new
 //!    block, count a violation or count itself. So a banned identity costs the store one call
 //!    per ban, as a plain denial costs one per retry period.
-//!    Peeks and degraded decisions (store down) neither read nor fill the cache.
+//!    Peeks and degraded decisions (store down) neither read nor fill the cache. A request of
+//!    several parts (`check_all`) is answered only when no other part's limit would leave a
+//!    trace of the denial either (see `limiter::batch_cache`).
 //! 5. **Staleness is bounded.** Administrative changes (reset, block, unblock, rule reload) clear
 //!    the affected entries of the local cache at once and are published on an
 //!    [`InvalidationChannel`](crate::store::invalidation::InvalidationChannel) that every node
@@ -66,7 +68,7 @@ use crate::store::invalidation::{Invalidation, InvalidationListener};
 
 mod requests;
 use crate::store::{KeyRef, LimitKey};
-pub(crate) use requests::cacheable_limits;
+pub(crate) use requests::{cacheable_limits, leaves_no_trace};
 
 /// Settings of the denial cache (the `denial_cache` section of a rule file).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -12,8 +12,7 @@ use crate::store::{LimitCall, StoreReply};
 /// neither a block nor a penalty never has one. Any other limit of the rule must leave no trace
 /// when the request is denied, and start no block.
 pub(crate) fn cacheable_limits(steps: &[LimitStep]) -> Vec<bool> {
-    let quiet =
-        |s: &LimitStep| !s.params.count_denied && s.penalty.is_none() && s.block_us.is_none();
+    let quiet = leaves_no_trace;
     steps
         .iter()
         .enumerate()
@@ -25,6 +24,12 @@ pub(crate) fn cacheable_limits(steps: &[LimitStep]) -> Vec<bool> {
             !s.shadow && others_quiet && (ever_blocked || !own_trace) && !s.algorithm.holds_leases()
         })
         .collect()
+}
+
+/// Whether a limit's part in a denied request leaves no trace in the store: it counts no denial,
+/// no violation, and starts no block.
+pub(crate) fn leaves_no_trace(s: &LimitStep) -> bool {
+    !s.params.count_denied && s.penalty.is_none() && s.block_us.is_none()
 }
 
 impl DenialCache {

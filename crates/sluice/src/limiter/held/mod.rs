@@ -29,6 +29,10 @@
 //! - a batch being asked for always ends, granted, refused, failed or abandoned (the asking
 //!   request dropped mid-call): every end wakes the requests waiting for it;
 //! - at most [`MAX_HELD_KEYS`] identities per rule hold units or sizes; beyond, the exact path.
+//!   Room for a new identity in a full map is reclaimed (identities holding nothing and asking
+//!   for nothing forgotten) once per [`RECLAIM_EVERY`] new identities turned away, so a new
+//!   identity costs the same however many are held (a scan of the map, amortized), never a scan
+//!   of 10,000 entries each under the rule's lock.
 //!
 //! # Layout
 //! - `mod.rs` (this file): [`Holdings`], the batches of one rule, and their bookkeeping;
@@ -58,6 +62,10 @@ use crate::store::{GiveBackCall, LimitKey};
 /// The most identities of one rule whose batches (or batch sizes) a node keeps.
 pub const MAX_HELD_KEYS: usize = 10_000;
 
+/// New identities turned away by a full map between two scans that reclaim room in it: each
+/// turned-away identity pays for at most `MAX_HELD_KEYS / RECLAIM_EVERY` (16) entries scanned.
+const RECLAIM_EVERY: u64 = (MAX_HELD_KEYS / 16) as u64;
+
 /// The batches a node holds for one rule's limit, by identity.
 #[derive(Debug)]
 pub(crate) struct Holdings {
@@ -73,6 +81,11 @@ pub(crate) struct Holdings {
     taken: AtomicU64,
     /// Whether the background task that gives back ended batches runs.
     pub(super) sweeping: AtomicBool,
+    /// New identities turned away by the full map since room was last reclaimed.
+    turned_away: AtomicU64,
+    /// Entries the reclaiming scans visited (what a test measures).
+    #[cfg(test)]
+    pub(super) scanned: AtomicU64,
     /// Bumped each time a batch being asked for ends (granted or not): wakes the requests that
     /// wait for it.
     landed: watch::Sender<u64>,
@@ -158,6 +171,9 @@ impl Holdings {
             given_back: AtomicU64::new(0),
             taken: AtomicU64::new(0),
             sweeping: AtomicBool::new(false),
+            turned_away: AtomicU64::new(0),
+            #[cfg(test)]
+            scanned: AtomicU64::new(0),
             landed: watch::Sender::new(0),
             meters: HeldMeters::new(rule),
         }
@@ -182,7 +198,16 @@ impl Holdings {
     pub(super) fn spend(&self, key: &LimitKey, cost: u64, now: Micros) -> Step {
         let mut keys = self.keys.lock();
         if !keys.contains_key(key) && keys.len() >= MAX_HELD_KEYS {
-            keys.retain(|_, h| h.units() > 0 || h.taking);
+            // Reclaiming scans every identity: once per `RECLAIM_EVERY` turned away.
+            if self
+                .turned_away
+                .fetch_add(1, Ordering::Relaxed)
+                .is_multiple_of(RECLAIM_EVERY)
+            {
+                #[cfg(test)]
+                self.scanned.fetch_add(keys.len() as u64, Ordering::Relaxed);
+                keys.retain(|_, h| h.units() > 0 || h.taking);
+            }
             if keys.len() >= MAX_HELD_KEYS {
                 return Step::default();
             }

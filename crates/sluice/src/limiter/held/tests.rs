@@ -133,6 +133,32 @@ fn the_held_identities_are_bounded() {
     assert!(h.end_batches(100 * S, false).is_empty());
 }
 
+/// Once the map is full of identities that hold units, a new identity costs the same however
+/// many are held: room is reclaimed once per `RECLAIM_EVERY` turned away, not by a scan of the
+/// whole map for each.
+#[test]
+fn a_new_identity_does_not_scan_a_full_map() {
+    let h = holdings(64);
+    for i in 0..MAX_HELD_KEYS {
+        assert!(h.spend(&key(&i.to_string()), 1, S).take.is_some());
+    }
+    let newcomers = 5_000u64;
+    for i in 0..newcomers {
+        let step = h.spend(&key(&format!("new {i}")), 1, S);
+        assert!(step.take.is_none() && step.spent.is_none());
+    }
+    let scanned = h.scanned.load(Ordering::Relaxed);
+    assert!(
+        scanned <= newcomers * 16 + MAX_HELD_KEYS as u64,
+        "{scanned} entries scanned for {newcomers} new identities"
+    );
+    // An identity that no longer holds anything makes room, at the next reclaiming scan.
+    h.refused(&key("0"), None);
+    let admitted =
+        (0..RECLAIM_EVERY).any(|i| h.spend(&key(&format!("late {i}")), 1, S).take.is_some());
+    assert!(admitted, "room reclaimed within {RECLAIM_EVERY} newcomers");
+}
+
 /// The memory store as if it ran in another process, which can be switched off, counting the
 /// decisions asked of it.
 #[derive(Debug, Default)]

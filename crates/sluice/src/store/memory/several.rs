@@ -13,6 +13,13 @@ impl MemoryStore {
         calls: &[LimitCall],
         mode: Mode,
     ) -> Result<StoreReply, StoreError> {
+        debug_assert!(
+            calls
+                .iter()
+                .enumerate()
+                .all(|(i, c)| calls[..i].iter().all(|d| d.key != c.key)),
+            "the calls of one request name distinct keys"
+        );
         let located: Vec<(u64, usize)> =
             calls.iter().map(|c| self.locate((&c.key).into())).collect();
         let mut order: Vec<usize> = located.iter().map(|&(_, s)| s).collect();
