@@ -17,9 +17,9 @@ use tokio::net::TcpStream;
 
 const CONFIG: &str = "\
 server:
-  header_read_timeout: 1s
-  request_timeout: 1s
-  keep_alive_timeout: 2s
+  header_read_timeout: 5s
+  request_timeout: 5s
+  keep_alive_timeout: 6s
 rules:
   one:
     limits:
@@ -80,14 +80,15 @@ async fn stalled_connections_neither_starve_callers_nor_stay_open() {
             .expect("the check is answered");
         let took = start.elapsed();
         assert_eq!(answer.status(), 200);
-        assert!(took < Duration::from_millis(100), "check {i} took {took:?}");
+        // A starved caller would wait for a stalled connection's timeout (5 s).
+        assert!(took < Duration::from_secs(2), "check {i} took {took:?}");
     }
 
     // Every stalled connection is closed once its timeout has passed; the one that sent half
     // a body is told why.
     let closed = join_spawned(stalled.into_iter().map(until_closed)).await;
     let took = opened.elapsed();
-    assert!(took < Duration::from_secs(10), "closing took {took:?}");
+    assert!(took < Duration::from_secs(30), "closing took {took:?}");
     for (i, seen) in closed.iter().enumerate() {
         match i % 3 {
             1 => assert!(seen.starts_with("HTTP/1.1 408"), "{i}: {seen:?}"),

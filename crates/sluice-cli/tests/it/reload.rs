@@ -22,7 +22,9 @@ async fn an_in_place_write_applies_and_counters_survive() {
     std::fs::write(&server.config, &lowered).unwrap();
     wait_for_version(&server, &version_of(&lowered)).await;
     let took = started.elapsed();
-    assert!(took < Duration::from_secs(1), "applied after {took:?}");
+    // Within a second on a quiet machine; the bound leaves room for a loaded one and still fails
+    // a reload that waits for a poll or a restart.
+    assert!(took < Duration::from_secs(5), "applied after {took:?}");
     // The 3 requests already counted still count against the new limit of 4.
     let a = server.check("employee", json!({ "id": "42" })).await;
     assert_eq!(
