@@ -75,7 +75,7 @@ impl<'a> StoreUrl<'a> {
 /// parsed or not, so that even a refused URL never shows its password: everything between `://`
 /// and the last `@` is hidden but a plain user name (a generated password often holds an
 /// unencoded `/`, `?`, `#` or `@`, which ends the authority early for a parser), and a text
-/// without `://` is not shown at all (see [`unparsed`]).
+/// without `://` is not shown at all.
 pub fn redact(url: &str) -> String {
     let Some((scheme, rest)) = url.split_once("://").filter(|(s, _)| is_scheme(s)) else {
         return unparsed(url);

@@ -45,7 +45,8 @@ struct Translation<'r> {
 /// envoyproxy/ratelimit's global `SHADOW_MODE=true`.
 ///
 /// Refused (the file and why) when the rules would not fit a rule file, or a condition would
-/// list more values than a matcher holds: Sluice could not load them (see [`Budget`]).
+/// list more values than a matcher holds: Sluice could not load them (rules past 4 MiB or
+/// 200,000 YAML nodes, or a matcher of more than 10,000 values).
 pub fn translate(
     files: &[ErlFile],
     shadow_all: bool,
