@@ -23,7 +23,8 @@ COPY deploy/sluice.yaml /etc/sluice/sluice.yaml
 ENV SLUICE_LISTEN=0.0.0.0:8080 \
     SLUICE_CONFIG=/etc/sluice/sluice.yaml \
     SLUICE_LOG_FORMAT=json
-EXPOSE 8080
+# 8081: Envoy's rate-limit service over gRPC, when SLUICE_GRPC_LISTEN is set (off by default).
+EXPOSE 8080 8081
 # distroless' nonroot user (65532); the manifests in deploy/kubernetes run as the same.
 USER 65532:65532
 # On SIGTERM the service stops accepting and finishes requests in flight (SLUICE_SHUTDOWN_TIMEOUT).

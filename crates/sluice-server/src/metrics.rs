@@ -68,7 +68,7 @@ pub const REQUEST_DURATION: &str = "sluice_http_request_duration_seconds";
 
 /// The version and, when the build knew it, the commit of this build.
 pub fn build_info() -> (&'static str, Option<&'static str>) {
-    (env!("CARGO_PKG_VERSION"), option_env!("SLUICE_COMMIT"))
+    (env!("CARGO_PKG_VERSION"), option_env!("SLUICE_BUILD_COMMIT"))
 }
 
 /// Installs the global recorder (once) and returns its handle.

@@ -203,8 +203,17 @@ async fn every_metric_family_has_help_and_type_and_requests_are_timed_per_route(
         .unwrap_or_else(|| panic!("no build info:\n{text}"));
     assert!(info.contains(&format!("version=\"{version}\"")), "{info}");
     assert!(info.ends_with(" 1"), "{info}");
-    // Built from this repository's checkout, the commit is known.
+    // Built from this repository's checkout, the commit is known, and it is the one `sluice
+    // --version` names: both come from the one build variable.
     assert!(info.contains(commit), "{info}");
+    let out = sluice().arg("--version").output().unwrap();
+    let line = String::from_utf8(out.stdout).unwrap();
+    let named = line
+        .trim_end()
+        .rsplit_once("(commit ")
+        .and_then(|(_, c)| c.strip_suffix(')'))
+        .unwrap_or_else(|| panic!("{line}"));
+    assert!(info.contains(&format!("commit=\"{named}\"")), "{info} / {line}");
 
     let count = |route: &str| {
         let series = format!("sluice_http_request_duration_seconds_count{{route=\"{route}\"}} ");
