@@ -184,6 +184,8 @@ async fn every_metric_family_has_help_and_type_and_requests_are_timed_per_route(
         assert_eq!(tried.status, 200, "a shadow limit denies nothing");
     }
     assert_eq!(server.get("/v1/rules").await.status, 200);
+    // Forward-auth without the attribute: refused, and timed under its template.
+    server.get("/v1/auth/trial").await;
     assert_eq!(server.get("/no/such/path/12345").await.status, 404);
     // The decision path, answered through the router for a wrong method.
     assert_eq!(server.get("/v1/check").await.status, 405);
@@ -226,6 +228,21 @@ async fn every_metric_family_has_help_and_type_and_requests_are_timed_per_route(
     assert_eq!(count("/v1/peek"), 1);
     assert_eq!(count("/v1/rules"), 1);
     assert_eq!(count("unmatched"), 1);
+    assert_eq!(count("/v1/auth/{rule}"), 1);
+    // The route labels README gives as examples are labels the service has.
+    let readme = include_str!("../../../../README.md");
+    let examples = readme
+        .split("`route` is the route's template as\nthe router matched it (")
+        .nth(1)
+        .and_then(|rest| rest.split(", on the gRPC port").next())
+        .expect("README names example route labels");
+    for label in examples.split(", ") {
+        let label = label.trim_matches('`');
+        assert!(
+            text.contains(&format!("route=\"{label}\"")),
+            "README names the route label {label}, which the service does not have:\n{text}"
+        );
+    }
     assert!(!text.contains("12345"), "a path is never a label:\n{text}");
 
     // The check and the peek that saw the identity denied, as `sluice_decisions_total` counts.
