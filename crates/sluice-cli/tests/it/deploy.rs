@@ -147,7 +147,10 @@ fn the_build_commit_comes_from_one_variable() {
         "the build script reads SLUICE_BUILD_COMMIT"
     );
     let dockerfile = std::fs::read_to_string(repo().join("Dockerfile")).unwrap();
-    assert!(dockerfile.contains("ARG SLUICE_BUILD_COMMIT="), "Dockerfile ARG");
+    assert!(
+        dockerfile.contains("ARG SLUICE_BUILD_COMMIT="),
+        "Dockerfile ARG"
+    );
     assert!(
         dockerfile.contains("ENV SLUICE_BUILD_COMMIT=${SLUICE_BUILD_COMMIT}"),
         "the build argument reaches cargo"

@@ -82,7 +82,10 @@ fn descriptor_of(rate_limit: &Value, request: &Request) -> Option<Vec<(String, S
                     "type.googleapis.com/envoy.extensions.rate_limit_descriptors.expr.v3.Descriptor"
                 );
                 let text = config["text"].as_str().expect("text");
-                assert_eq!(text, "request.url_path", "an expression this test does not know");
+                assert_eq!(
+                    text, "request.url_path",
+                    "an expression this test does not know"
+                );
                 let path = request.path.split('?').next().expect("a path");
                 (
                     config["descriptor_key"]
@@ -245,7 +248,11 @@ fn the_example_keys_the_path_without_its_query_string() {
         ("user", "m1"),
         ("path", "/api/orders"),
     ]);
-    for path in ["/api/orders", "/api/orders?page=1", "/api/orders?page=2&x=y"] {
+    for path in [
+        "/api/orders",
+        "/api/orders?page=1",
+        "/api/orders?page=2&x=y",
+    ] {
         assert_eq!(envoy_descriptors(&request(path))[1], api, "{path}");
     }
 }
@@ -262,7 +269,10 @@ async fn a_changed_query_string_does_not_reset_the_count() {
             "{ by: [user, path], rate: 10/1s, algorithm: token_bucket, burst: 20 }",
             "{ by: [user, path], rate: 10/1h, algorithm: token_bucket, burst: 20 }",
         );
-    assert!(!example.contains("rate: 10/1s"), "the example's api rule changed");
+    assert!(
+        !example.contains("rate: 10/1s"),
+        "the example's api rule changed"
+    );
     let server = Server::start(&example);
     let mut client = grpc_client(&server).await;
     let sent = |path: &str| {
@@ -280,7 +290,11 @@ async fn a_changed_query_string_does_not_reset_the_count() {
     let over = ask(&mut client, sent("/api/orders?n=fresh")).await;
     assert_eq!(over.overall_code(), Code::OverLimit);
     let codes: Vec<Code> = over.statuses.iter().map(|s| s.code()).collect();
-    assert_eq!(codes, [Code::Ok, Code::OverLimit], "the api limit is the one over");
+    assert_eq!(
+        codes,
+        [Code::Ok, Code::OverLimit],
+        "the api limit is the one over"
+    );
     // Another path is another key.
     let other = ask(&mut client, sent("/api/users?n=0")).await;
     assert_eq!(other.overall_code(), Code::Ok);

@@ -198,6 +198,32 @@ async fn every_metric_family_has_help_and_type_and_requests_are_timed_per_route(
         assert!(kind.contains(family), "no # TYPE for {family}:\n{text}");
     }
 
+    // Every family served is in the metric reference, and carries only the labels it lists.
+    for line in text
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+    {
+        let name = line.split(['{', ' ']).next().unwrap_or_default();
+        let family = ["_bucket", "_sum", "_count"]
+            .iter()
+            .find_map(|s| name.strip_suffix(s).filter(|f| kind.contains(*f)))
+            .unwrap_or(name);
+        let documented = sluice_server::metrics::labels(family)
+            .unwrap_or_else(|| panic!("{family} is served and not in the metric reference"));
+        let labels = line
+            .split_once('{')
+            .and_then(|(_, rest)| rest.rsplit_once('}'))
+            .map(|(labels, _)| labels)
+            .unwrap_or_default();
+        for pair in labels.split("\",").filter(|p| !p.is_empty()) {
+            let label = pair.split('=').next().unwrap_or_default();
+            assert!(
+                label == "le" || documented.contains(&label),
+                "{family} has the label {label}, which the reference does not list: {line}"
+            );
+        }
+    }
+
     let (version, commit) = (env!("CARGO_PKG_VERSION"), "commit=\"");
     let info = text
         .lines()
@@ -215,7 +241,10 @@ async fn every_metric_family_has_help_and_type_and_requests_are_timed_per_route(
         .rsplit_once("(commit ")
         .and_then(|(_, c)| c.strip_suffix(')'))
         .unwrap_or_else(|| panic!("{line}"));
-    assert!(info.contains(&format!("commit=\"{named}\"")), "{info} / {line}");
+    assert!(
+        info.contains(&format!("commit=\"{named}\"")),
+        "{info} / {line}"
+    );
 
     let count = |route: &str| {
         let series = format!("sluice_http_request_duration_seconds_count{{route=\"{route}\"}} ");
