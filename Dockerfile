@@ -11,7 +11,8 @@
 FROM rust:1-bookworm AS build
 WORKDIR /src
 COPY . .
-# .git is not sent to the build (.dockerignore): the commit `sluice --version` prints comes in here.
+# .git is not sent to the build (.dockerignore): the commit `sluice --version` prints and
+# `sluice_build_info{commit}` carries comes in here, through the one variable the build reads.
 ARG SLUICE_BUILD_COMMIT=
 ENV SLUICE_BUILD_COMMIT=${SLUICE_BUILD_COMMIT}
 RUN cargo build --release --locked -p sluice-ratelimit-cli \
