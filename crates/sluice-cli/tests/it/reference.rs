@@ -1,6 +1,7 @@
 //! README's reference parts are the code's: the metric table is rendered from the catalogs
 //! (`sluice_server::metrics::reference`), every environment variable the binary reads is in the
-//! environment table, and no example or crate doc uses a former spelling.
+//! environment table, no example or crate doc uses a former spelling, and the docs say where
+//! sentinels' credentials come from.
 //!
 //! `SLUICE_BLESS_README=1 cargo test -p sluice-ratelimit-cli --test it reference::` rewrites the
 //! metric table after a deliberate change.
@@ -198,5 +199,24 @@ fn examples_and_crate_docs_use_no_former_spelling() {
                     .any(|k| line.contains(k));
             assert!(!concurrency_limit, "`limit:` for `max_leases:`: {at}");
         }
+    }
+}
+
+/// Sentinels get credentials of their own from the URL's query (`sentinel_password`): the docs
+/// may not say they are always asked without any.
+#[test]
+fn the_docs_say_where_sentinel_credentials_come_from() {
+    for doc in ["README.md", "SECURITY.md"] {
+        let text = std::fs::read_to_string(repo().join(doc)).unwrap();
+        let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
+        assert!(
+            !flat.contains("sentinels are asked without credentials,")
+                && !flat.contains("the sentinels are asked without any"),
+            "{doc} says sentinels are always asked without credentials"
+        );
+        assert!(
+            flat.contains("sentinel_password"),
+            "{doc} names sentinel_password"
+        );
     }
 }
