@@ -11,7 +11,8 @@
 FROM rust:1-bookworm AS build
 WORKDIR /src
 COPY . .
-# .git is not sent to the build (.dockerignore): the commit `sluice --version` prints comes in here.
+# .git is not sent to the build (.dockerignore): the commit `sluice --version` prints and
+# `sluice_build_info{commit}` carries comes in here, through the one variable the build reads.
 ARG SLUICE_BUILD_COMMIT=
 ENV SLUICE_BUILD_COMMIT=${SLUICE_BUILD_COMMIT}
 RUN cargo build --release --locked -p sluice-ratelimit-cli \
@@ -23,7 +24,8 @@ COPY deploy/sluice.yaml /etc/sluice/sluice.yaml
 ENV SLUICE_LISTEN=0.0.0.0:8080 \
     SLUICE_CONFIG=/etc/sluice/sluice.yaml \
     SLUICE_LOG_FORMAT=json
-EXPOSE 8080
+# 8081: Envoy's rate-limit service over gRPC, when SLUICE_GRPC_LISTEN is set (off by default).
+EXPOSE 8080 8081
 # distroless' nonroot user (65532); the manifests in deploy/kubernetes run as the same.
 USER 65532:65532
 # On SIGTERM the service stops accepting and finishes requests in flight (SLUICE_SHUTDOWN_TIMEOUT).

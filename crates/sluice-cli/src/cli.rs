@@ -11,7 +11,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 
 /// Distributed rate limiter: decision service, rule file validation, one-off checks.
 #[derive(Debug, Parser)]
-#[command(name = "sluice", version = crate::version::VERSION, about)]
+#[command(name = "sluice", version = crate::version::version(), about)]
 pub struct Cli {
     /// What to do.
     #[command(subcommand)]

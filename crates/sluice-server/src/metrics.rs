@@ -40,7 +40,7 @@ pub const METRICS: &[MetricDoc] = &[
         kind: MetricKind::Histogram,
         unit: Unit::Seconds,
         help: "Time from a request's head to its response, by route: the route's template \
-               (/v1/check, /v1/blocks/{rule}), a gRPC method, or `unmatched`",
+               (/v1/check, /v1/auth/{rule}), a gRPC method, or `unmatched`",
     },
     MetricDoc {
         name: "sluice_store_in_flight",
@@ -63,12 +63,111 @@ pub const METRICS: &[MetricDoc] = &[
     },
 ];
 
+/// `sluice_top_denied_identities`: rendered at scrape time by `topk` rather than recorded
+/// through the facade, so it is in neither catalog's recorder description, only here.
+pub const TOP_DENIED: MetricDoc = MetricDoc {
+    name: "sluice_top_denied_identities",
+    kind: MetricKind::Gauge,
+    unit: Unit::Count,
+    help: "Denials of the K most denied identities per rule (metrics.top_denied; a Space-Saving \
+           estimate, an upper bound); the identity hashed unless `metrics.top_denied: raw`",
+};
+
+/// The labels of every metric `/metrics` serves, by name: the one place they are written. README's
+/// metric reference is [`reference`] (a test holds README to it, and `/metrics` to these labels).
+pub const LABELS: &[(&str, &[&str])] = &[
+    ("sluice_batch_decisions_total", &["rule"]),
+    ("sluice_batch_give_back_failures_total", &[]),
+    ("sluice_batch_takes_total", &["rule", "result"]),
+    ("sluice_batch_units_given_back_total", &["rule"]),
+    ("sluice_batch_units_held", &["rule"]),
+    ("sluice_batch_units_taken_total", &["rule"]),
+    ("sluice_block_listing_skipped_total", &[]),
+    ("sluice_build_info", &["version", "commit"]),
+    ("sluice_config_reloads_total", &["result"]),
+    ("sluice_connections_timed_out_total", &[]),
+    ("sluice_decisions_total", &["rule", "outcome"]),
+    ("sluice_degraded_decisions_total", &["rule"]),
+    ("sluice_denial_cache_entries", &[]),
+    ("sluice_denial_cache_evictions_total", &[]),
+    ("sluice_denial_cache_hits_total", &["rule"]),
+    ("sluice_denial_cache_invalidations_total", &["kind"]),
+    (REQUEST_DURATION, &["route"]),
+    ("sluice_lease_releases_total", &["rule", "held"]),
+    ("sluice_limit_denials_total", &["rule", "limit", "outcome"]),
+    ("sluice_memory_evictions_total", &[]),
+    ("sluice_memory_refused_keys_total", &[]),
+    ("sluice_redis_give_back_failures_total", &[]),
+    ("sluice_settlements_total", &["rule", "settled"]),
+    ("sluice_shed_decisions_total", &["store"]),
+    ("sluice_store_errors_total", &["store"]),
+    ("sluice_store_in_flight", &[]),
+    ("sluice_store_in_flight_limit", &[]),
+    ("sluice_store_latency_seconds", &["store"]),
+    ("sluice_store_request_errors_total", &["store"]),
+    ("sluice_top_denied_identities", &["rule", "identity"]),
+];
+
+/// Every metric `/metrics` serves: the library's catalog, the service's, and the top denied
+/// identities.
+pub fn all() -> impl Iterator<Item = &'static MetricDoc> {
+    sluice::limiter::METRICS
+        .iter()
+        .chain(METRICS)
+        .chain(std::iter::once(&TOP_DENIED))
+}
+
+/// The labels of a metric `/metrics` serves, or `None` for a name it does not serve.
+pub fn labels(name: &str) -> Option<&'static [&'static str]> {
+    LABELS.iter().find(|(n, _)| *n == name).map(|(_, l)| *l)
+}
+
+/// The metric reference as a Markdown table, sorted by name: name, type, labels, and the help
+/// text as `# HELP` gives it. README carries it word for word.
+///
+/// # Panics
+/// When a metric has no entry in [`LABELS`], or [`LABELS`] names a metric no catalog has.
+pub fn reference() -> String {
+    let mut docs: Vec<&MetricDoc> = all().collect();
+    docs.sort_by_key(|m| m.name);
+    docs.dedup_by_key(|m| m.name);
+    for (name, _) in LABELS {
+        assert!(
+            docs.iter().any(|m| m.name == *name),
+            "LABELS names {name}, which no catalog describes"
+        );
+    }
+    let mut out = String::from("| metric | type | labels | meaning |\n| --- | --- | --- | --- |\n");
+    for m in docs {
+        let labels = labels(m.name).unwrap_or_else(|| panic!("{} has no entry in LABELS", m.name));
+        let labels = match labels {
+            [] => "—".to_string(),
+            some => some
+                .iter()
+                .map(|l| format!("`{l}`"))
+                .collect::<Vec<_>>()
+                .join(", "),
+        };
+        let kind = match m.kind {
+            MetricKind::Counter => "counter",
+            MetricKind::Gauge => "gauge",
+            MetricKind::Histogram => "histogram",
+        };
+        let help = m.help.replace('|', "\\|");
+        out.push_str(&format!("| `{}` | {kind} | {labels} | {help} |\n", m.name));
+    }
+    out
+}
+
 /// The request-latency histogram's name.
 pub const REQUEST_DURATION: &str = "sluice_http_request_duration_seconds";
 
 /// The version and, when the build knew it, the commit of this build.
 pub fn build_info() -> (&'static str, Option<&'static str>) {
-    (env!("CARGO_PKG_VERSION"), option_env!("SLUICE_COMMIT"))
+    (
+        env!("CARGO_PKG_VERSION"),
+        option_env!("SLUICE_BUILD_COMMIT"),
+    )
 }
 
 /// Installs the global recorder (once) and returns its handle.

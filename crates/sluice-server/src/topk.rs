@@ -193,12 +193,9 @@ impl TopDenied {
         let rules = &tracked.rules;
         let mut names: Vec<&String> = rules.keys().collect();
         names.sort();
-        let _ = writeln!(
-            out,
-            "# HELP sluice_top_denied_identities Denials of the {} most denied identities per rule (Space-Saving estimate, an upper bound).",
-            self.k
-        );
-        let _ = writeln!(out, "# TYPE sluice_top_denied_identities gauge");
+        let doc = crate::metrics::TOP_DENIED;
+        let _ = writeln!(out, "# HELP {} {}", doc.name, doc.help);
+        let _ = writeln!(out, "# TYPE {} gauge", doc.name);
         for rule in names {
             for (key, count) in rules[rule].top(self.k) {
                 let _ = writeln!(

@@ -20,10 +20,10 @@ rules:
       - { by: [path], rate: 1/1m, algorithm: sliding_log }
   jobs:
     limits:
-      - { by: [tenant], algorithm: concurrency, limit: 1, lease: 30s }
+      - { by: [tenant], algorithm: concurrency, max_leases: 1, lease: 30s }
   tenant_jobs:
     limits:
-      - { by: [tenant], algorithm: concurrency, limit: 2, lease: 30s }
+      - { by: [tenant], algorithm: concurrency, max_leases: 2, lease: 30s }
       - { by: [ip], rate: 10/1m, algorithm: sliding_log }
 ";
 

@@ -73,6 +73,106 @@ fn admin_variable(rules: &str) -> String {
         .to_string()
 }
 
+/// Envoy reaches the pods without edits: SLUICE_GRPC_LISTEN binds the container port named grpc,
+/// and the Service forwards to it.
+#[test]
+fn the_manifests_open_the_grpc_port() {
+    let container = container();
+    let listen = env_value(&container, "SLUICE_GRPC_LISTEN").expect("SLUICE_GRPC_LISTEN is set");
+    let (host, port) = listen.rsplit_once(':').unwrap();
+    assert_eq!(host, "0.0.0.0", "reachable from outside the pod");
+    let port: u64 = port.parse().unwrap();
+    let grpc = container["ports"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == "grpc")
+        .expect("a container port named grpc");
+    assert_eq!(grpc["containerPort"].as_u64(), Some(port));
+    let service = manifest("service.yaml");
+    let forwarded = service["spec"]["ports"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|p| p["targetPort"] == "grpc" || p["targetPort"].as_u64() == Some(port));
+    assert!(forwarded, "the Service forwards no port to gRPC: {service}");
+    let dockerfile = std::fs::read_to_string(repo().join("Dockerfile")).unwrap();
+    let exposed = dockerfile
+        .lines()
+        .find_map(|l| l.strip_prefix("EXPOSE "))
+        .expect("EXPOSE");
+    assert!(
+        exposed.split_whitespace().any(|p| p == port.to_string()),
+        "Dockerfile: EXPOSE {exposed}"
+    );
+}
+
+/// Several replicas on the memory store would each count alone (N× every limit), and the service
+/// cannot see its siblings: with more than one replica the manifest makes the Redis URL required,
+/// so a pod without it does not start.
+#[test]
+fn several_replicas_never_run_on_the_memory_store() {
+    let deployment = manifest("deployment.yaml");
+    let replicas = deployment["spec"]["replicas"].as_u64().unwrap_or(1);
+    if replicas <= 1 {
+        return;
+    }
+    let container = container();
+    let store = container["env"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["name"] == "SLUICE_STORE")
+        .unwrap_or_else(|| panic!("{replicas} replicas and no SLUICE_STORE"));
+    match store["value"].as_str() {
+        Some(url) => assert!(url.starts_with("redis"), "{replicas} replicas on {url}"),
+        None => {
+            let secret = &store["valueFrom"]["secretKeyRef"];
+            assert!(secret.is_object(), "SLUICE_STORE from a Secret: {store}");
+            assert_ne!(
+                secret["optional"], true,
+                "{replicas} replicas with an optional store: without the Secret each counts alone"
+            );
+        }
+    }
+}
+
+/// The build commit has one variable: the one the Dockerfile passes is the one the build script
+/// reads (and writes for `sluice_build_info` and `--version`), and no other is read.
+#[test]
+fn the_build_commit_comes_from_one_variable() {
+    let script = std::fs::read_to_string(repo().join("crates/sluice-server/build.rs")).unwrap();
+    assert!(
+        script.contains(r#"const COMMIT: &str = "SLUICE_BUILD_COMMIT";"#),
+        "the build script reads SLUICE_BUILD_COMMIT"
+    );
+    let dockerfile = std::fs::read_to_string(repo().join("Dockerfile")).unwrap();
+    assert!(
+        dockerfile.contains("ARG SLUICE_BUILD_COMMIT="),
+        "Dockerfile ARG"
+    );
+    assert!(
+        dockerfile.contains("ENV SLUICE_BUILD_COMMIT=${SLUICE_BUILD_COMMIT}"),
+        "the build argument reaches cargo"
+    );
+    for crate_dir in std::fs::read_dir(repo().join("crates")).unwrap() {
+        let build = crate_dir.unwrap().path().join("build.rs");
+        let Ok(text) = std::fs::read_to_string(&build) else {
+            continue;
+        };
+        for (n, line) in text.lines().enumerate() {
+            if line.contains("COMMIT") && line.contains("SLUICE_") {
+                assert!(
+                    line.contains("SLUICE_BUILD_COMMIT"),
+                    "{}:{}: {line}",
+                    build.display(),
+                    n + 1
+                );
+            }
+        }
+    }
+}
+
 #[test]
 fn the_manifests_name_what_the_binary_uses() {
     let known = variables_in_help();

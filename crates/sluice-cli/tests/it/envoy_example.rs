@@ -19,6 +19,7 @@ const ENVOY_YAML: &str = include_str!("../../../../examples/envoy/envoy.yaml");
 
 /// A request as the rate-limit filter sees it.
 struct Request<'a> {
+    /// `:path`: the path and its query string.
     path: &'a str,
     remote_address: &'a str,
     headers: &'a [(&'a str, &'a str)],
@@ -70,6 +71,28 @@ fn descriptor_of(rate_limit: &Value, request: &Request) -> Option<Vec<(String, S
                         .expect("descriptor_key")
                         .into(),
                     value.into(),
+                )
+            }
+            // The CEL descriptor extension; only the one expression the example uses.
+            "extension" => {
+                let config = &body["typed_config"];
+                assert_eq!(body["name"], "envoy.rate_limit_descriptors.expr");
+                assert_eq!(
+                    config["@type"],
+                    "type.googleapis.com/envoy.extensions.rate_limit_descriptors.expr.v3.Descriptor"
+                );
+                let text = config["text"].as_str().expect("text");
+                assert_eq!(
+                    text, "request.url_path",
+                    "an expression this test does not know"
+                );
+                let path = request.path.split('?').next().expect("a path");
+                (
+                    config["descriptor_key"]
+                        .as_str()
+                        .expect("descriptor_key")
+                        .into(),
+                    path.into(),
                 )
             }
             other => panic!("envoy.yaml uses the action `{other}`, which this test does not know"),
@@ -211,4 +234,68 @@ async fn the_example_mapping_answers_what_the_example_envoy_sends() {
     assert_eq!(blocked.overall_code(), Code::OverLimit);
     let codes: Vec<Code> = blocked.statuses.iter().map(|s| s.code()).collect();
     assert_eq!(codes, [Code::Ok, Code::OverLimit]);
+}
+
+#[test]
+fn the_example_keys_the_path_without_its_query_string() {
+    let request = |path| Request {
+        path,
+        remote_address: "203.0.113.9",
+        headers: &[("x-user-id", "m1")],
+    };
+    let api = pairs(&[
+        ("generic_key", "api"),
+        ("user", "m1"),
+        ("path", "/api/orders"),
+    ]);
+    for path in [
+        "/api/orders",
+        "/api/orders?page=1",
+        "/api/orders?page=2&x=y",
+    ] {
+        assert_eq!(envoy_descriptors(&request(path))[1], api, "{path}");
+    }
+}
+
+/// A client that changes its query string on every request still spends one count: the 21st
+/// request of a burst of 20 is over the limit, whatever its query.
+#[tokio::test]
+async fn a_changed_query_string_does_not_reset_the_count() {
+    let original = include_str!("../../../../examples/envoy/sluice.yaml");
+    // Nothing refills while the test runs: 10 an hour rather than 10 a second, same burst.
+    let example = original
+        .replace("grpc_listen: 127.0.0.1:8081", "grpc_listen: 127.0.0.1:0")
+        .replace(
+            "{ by: [user, path], rate: 10/1s, algorithm: token_bucket, burst: 20 }",
+            "{ by: [user, path], rate: 10/1h, algorithm: token_bucket, burst: 20 }",
+        );
+    assert!(
+        !example.contains("rate: 10/1s"),
+        "the example's api rule changed"
+    );
+    let server = Server::start(&example);
+    let mut client = grpc_client(&server).await;
+    let sent = |path: &str| {
+        let api = Request {
+            path,
+            remote_address: "198.51.100.7",
+            headers: &[("x-user-id", "m1")],
+        };
+        request("edge", to_proto(&envoy_descriptors(&api)))
+    };
+    for n in 0..20 {
+        let answer = ask(&mut client, sent(&format!("/api/orders?n={n}"))).await;
+        assert_eq!(answer.overall_code(), Code::Ok, "request {n}");
+    }
+    let over = ask(&mut client, sent("/api/orders?n=fresh")).await;
+    assert_eq!(over.overall_code(), Code::OverLimit);
+    let codes: Vec<Code> = over.statuses.iter().map(|s| s.code()).collect();
+    assert_eq!(
+        codes,
+        [Code::Ok, Code::OverLimit],
+        "the api limit is the one over"
+    );
+    // Another path is another key.
+    let other = ask(&mut client, sent("/api/users?n=0")).await;
+    assert_eq!(other.overall_code(), Code::Ok);
 }

@@ -28,6 +28,7 @@ mod nginx;
 mod observability;
 mod redis;
 mod redis_ha;
+mod reference;
 mod reload;
 mod reservations;
 mod runtime_limits;

@@ -184,6 +184,8 @@ async fn every_metric_family_has_help_and_type_and_requests_are_timed_per_route(
         assert_eq!(tried.status, 200, "a shadow limit denies nothing");
     }
     assert_eq!(server.get("/v1/rules").await.status, 200);
+    // Forward-auth without the attribute: refused, and timed under its template.
+    server.get("/v1/auth/trial").await;
     assert_eq!(server.get("/no/such/path/12345").await.status, 404);
     // The decision path, answered through the router for a wrong method.
     assert_eq!(server.get("/v1/check").await.status, 405);
@@ -196,6 +198,32 @@ async fn every_metric_family_has_help_and_type_and_requests_are_timed_per_route(
         assert!(kind.contains(family), "no # TYPE for {family}:\n{text}");
     }
 
+    // Every family served is in the metric reference, and carries only the labels it lists.
+    for line in text
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+    {
+        let name = line.split(['{', ' ']).next().unwrap_or_default();
+        let family = ["_bucket", "_sum", "_count"]
+            .iter()
+            .find_map(|s| name.strip_suffix(s).filter(|f| kind.contains(*f)))
+            .unwrap_or(name);
+        let documented = sluice_server::metrics::labels(family)
+            .unwrap_or_else(|| panic!("{family} is served and not in the metric reference"));
+        let labels = line
+            .split_once('{')
+            .and_then(|(_, rest)| rest.rsplit_once('}'))
+            .map(|(labels, _)| labels)
+            .unwrap_or_default();
+        for pair in labels.split("\",").filter(|p| !p.is_empty()) {
+            let label = pair.split('=').next().unwrap_or_default();
+            assert!(
+                label == "le" || documented.contains(&label),
+                "{family} has the label {label}, which the reference does not list: {line}"
+            );
+        }
+    }
+
     let (version, commit) = (env!("CARGO_PKG_VERSION"), "commit=\"");
     let info = text
         .lines()
@@ -203,8 +231,20 @@ async fn every_metric_family_has_help_and_type_and_requests_are_timed_per_route(
         .unwrap_or_else(|| panic!("no build info:\n{text}"));
     assert!(info.contains(&format!("version=\"{version}\"")), "{info}");
     assert!(info.ends_with(" 1"), "{info}");
-    // Built from this repository's checkout, the commit is known.
+    // Built from this repository's checkout, the commit is known, and it is the one `sluice
+    // --version` names: both come from the one build variable.
     assert!(info.contains(commit), "{info}");
+    let out = sluice().arg("--version").output().unwrap();
+    let line = String::from_utf8(out.stdout).unwrap();
+    let named = line
+        .trim_end()
+        .rsplit_once("(commit ")
+        .and_then(|(_, c)| c.strip_suffix(')'))
+        .unwrap_or_else(|| panic!("{line}"));
+    assert!(
+        info.contains(&format!("commit=\"{named}\"")),
+        "{info} / {line}"
+    );
 
     let count = |route: &str| {
         let series = format!("sluice_http_request_duration_seconds_count{{route=\"{route}\"}} ");
@@ -217,6 +257,21 @@ async fn every_metric_family_has_help_and_type_and_requests_are_timed_per_route(
     assert_eq!(count("/v1/peek"), 1);
     assert_eq!(count("/v1/rules"), 1);
     assert_eq!(count("unmatched"), 1);
+    assert_eq!(count("/v1/auth/{rule}"), 1);
+    // The route labels README gives as examples are labels the service has.
+    let readme = include_str!("../../../../README.md");
+    let examples = readme
+        .split("`route` is the route's template as\nthe router matched it (")
+        .nth(1)
+        .and_then(|rest| rest.split(", on the gRPC port").next())
+        .expect("README names example route labels");
+    for label in examples.split(", ") {
+        let label = label.trim_matches('`');
+        assert!(
+            text.contains(&format!("route=\"{label}\"")),
+            "README names the route label {label}, which the service does not have:\n{text}"
+        );
+    }
     assert!(!text.contains("12345"), "a path is never a label:\n{text}");
 
     // The check and the peek that saw the identity denied, as `sluice_decisions_total` counts.

@@ -27,7 +27,7 @@ rules:
       - { by: [path], rate: 1/1m, algorithm: sliding_log }
   jobs:
     limits:
-      - { by: [tenant], algorithm: concurrency, limit: 1, lease: 30s }
+      - { by: [tenant], algorithm: concurrency, max_leases: 1, lease: 30s }
   tokens:
     limits:
       - { by: [member], rate: 1000/1h, algorithm: token_bucket }

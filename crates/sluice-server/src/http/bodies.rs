@@ -65,7 +65,7 @@ pub struct DecisionBody {
 pub struct LimitBody {
     /// The limit's id.
     pub id: String,
-    /// The attribute names its identity came from.
+    /// The names of the attributes its identity is formed from (never the identity's values).
     pub identity: Vec<String>,
     /// Its algorithm.
     pub algorithm: String,

@@ -1,7 +1,7 @@
 //! `sluice_http_request_duration_seconds{route}`: the time from a request's head to its
 //! response, per route.
 //!
-//! The label is the route's template as the router matched it (`/v1/blocks/{rule}`, a gRPC
+//! The label is the route's template as the router matched it (`/v1/auth/{rule}`, a gRPC
 //! service's `/envoy.service.ratelimit.v3.RateLimitService/{*rest}`), never the path a client
 //! sent, and `unmatched` for whatever no route matched: the series are bounded by the routes of
 //! the build. The decision routes, answered before the router (see `front`), keep their

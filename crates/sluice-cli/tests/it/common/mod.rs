@@ -395,5 +395,5 @@ rules:
       - { by: [id], rate: 1/1m }
   jobs:
     limits:
-      - { by: [tenant], algorithm: concurrency, limit: 2, lease: 30s }
+      - { by: [tenant], algorithm: concurrency, max_leases: 2, lease: 30s }
 ";
