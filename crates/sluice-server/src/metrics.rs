@@ -74,7 +74,7 @@ pub const TOP_DENIED: MetricDoc = MetricDoc {
 };
 
 /// The labels of every metric `/metrics` serves, by name: the one place they are written. README's
-/// metric reference is [`reference`] (a test holds README to it, and `/metrics` to these labels).
+/// metric reference is [`reference()`] (a test holds README to it, and `/metrics` to these labels).
 pub const LABELS: &[(&str, &[&str])] = &[
     ("sluice_batch_decisions_total", &["rule"]),
     ("sluice_batch_give_back_failures_total", &[]),
