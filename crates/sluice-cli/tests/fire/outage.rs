@@ -133,6 +133,9 @@ async fn outage_under_load(name: &str, store_url: &str, begin: impl FnOnce(), en
         rss = (rss.0.min(r), rss.1.max(r));
         fds = (fds.0.min(f), fds.1.max(f));
     }
+    // A decision that waited on the store can be answered by it the moment `end` has made it
+    // answer again, before `end` returns: only what ended before `end` began was the outage's.
+    let ending = Instant::now();
     end();
     let ended = Instant::now();
     let after_until = ended + RECOVERY + Duration::from_secs(2);
@@ -144,7 +147,7 @@ async fn outage_under_load(name: &str, store_url: &str, begin: impl FnOnce(), en
 
     let during: Vec<Seen> = seen
         .iter()
-        .filter(|s| s.started >= began + MARGIN && s.started + s.took <= ended)
+        .filter(|s| s.started >= began + MARGIN && s.started + s.took <= ending)
         .copied()
         .collect();
     assert!(during.len() > 100, "{name}: {} decisions", during.len());
