@@ -35,30 +35,29 @@ const PROGRESS: u64 = 200;
 const TIMEOUT: Duration = Duration::from_secs(10);
 
 async fn limiter(url: &str, prefix: &str, algorithm: Algorithm) -> Limiter {
+    let rate = format!("{LIMIT}/1d").parse().unwrap();
+    limiter_of(url, prefix, Limit::new(&["ip"], rate, algorithm), TIMEOUT).await
+}
+
+/// A limiter whose rule `hammer` holds `limit`, with every decision asked of Redis (denials
+/// too), and one that cannot be a failure.
+async fn limiter_of(url: &str, prefix: &str, limit: Limit, timeout: Duration) -> Limiter {
     let store = RedisStore::connect(
         url,
         RedisOptions {
             prefix: prefix.to_string(),
             // As long as the decision's own deadline (as `sluice serve` sets it).
-            response_timeout: TIMEOUT,
+            response_timeout: timeout,
             ..RedisOptions::default()
         },
     )
     .await
     .expect("a valid URL");
     Limiter::builder(store)
-        .rule(
-            "hammer",
-            Rule::new(vec![Limit::new(
-                &["ip"],
-                format!("{LIMIT}/1d").parse().unwrap(),
-                algorithm,
-            )]),
-        )
-        // Every decision goes to Redis (denials too), and one that cannot is a failure.
+        .rule("hammer", Rule::new(vec![limit]))
         .options(Options {
             fail: FailPolicy::Closed,
-            timeout: TIMEOUT,
+            timeout,
             denial_cache: DenialCacheOptions {
                 enabled: false,
                 ..DenialCacheOptions::default()
@@ -229,16 +228,6 @@ async fn a_decision_on_a_moving_slot_waits_for_the_move_to_end() {
     const DEADLINE: Duration = Duration::from_secs(120);
     let cluster = RedisCluster::start();
     let prefix = common::unique_prefix();
-    let store = RedisStore::connect(
-        &cluster.url(),
-        RedisOptions {
-            prefix: prefix.clone(),
-            response_timeout: DEADLINE,
-            ..RedisOptions::default()
-        },
-    )
-    .await
-    .expect("a valid URL");
     let mut limit = Limit::new(&["ip"], "1/1d".parse().unwrap(), Algorithm::SlidingLog);
     limit.penalty = Some(Penalty {
         warn_after: 100,
@@ -246,20 +235,8 @@ async fn a_decision_on_a_moving_slot_waits_for_the_move_to_end() {
         ban: Duration::from_secs(60),
         memory: Duration::from_secs(3600),
     });
-    let limiter = Limiter::builder(store)
-        .rule("guarded", Rule::new(vec![limit]))
-        .options(Options {
-            fail: FailPolicy::Closed,
-            timeout: DEADLINE,
-            denial_cache: DenialCacheOptions {
-                enabled: false,
-                ..DenialCacheOptions::default()
-            },
-            ..Options::default()
-        })
-        .build()
-        .unwrap();
-    let check = || limiter.check("guarded", &[("ip", "a")]);
+    let limiter = limiter_of(&cluster.url(), &prefix, limit, DEADLINE).await;
+    let check = || limiter.check("hammer", &[("ip", "a")]);
     let first = check().await.unwrap();
     assert!(first.allowed && !first.degraded, "{first:?}");
     let denied = check().await.unwrap();
@@ -277,7 +254,7 @@ async fn a_decision_on_a_moving_slot_waits_for_the_move_to_end() {
     let before = try_again_answers(to);
     let during = tokio::spawn({
         let limiter = limiter.clone();
-        async move { limiter.check("guarded", &[("ip", "a")]).await.unwrap() }
+        async move { limiter.check("hammer", &[("ip", "a")]).await.unwrap() }
     });
     // Held until the node has answered it `TRYAGAIN` 20 times (a decision that gave up earlier
     // has finished by then, and fails below).
