@@ -108,6 +108,19 @@ fn key_under(cluster: &RedisCluster, prefix: &str) -> String {
         .expect("the first decision made a key")
 }
 
+/// The slot of the key the limiter made under `prefix`, the primary serving it, and another
+/// primary to move it to.
+fn move_plan(cluster: &RedisCluster, prefix: &str) -> (u16, u16, u16) {
+    let slot = cluster.slot_of(&key_under(cluster, prefix));
+    let from = cluster.owner_of(slot).expect("a primary serves the slot");
+    let to = *cluster
+        .primaries()
+        .iter()
+        .find(|&&p| p != from)
+        .expect("another primary");
+    (slot, from, to)
+}
+
 fn test_name(function: &str) -> String {
     match module_path!().split_once("::") {
         Some((_, module)) => format!("{module}::{function}"),
@@ -167,13 +180,7 @@ fn move_and_fail_over_under_load(cluster: &RedisCluster, algorithm: Algorithm) {
         limiter.check("hammer", &[("ip", "a")]).await.unwrap()
     });
     assert!(first.allowed && !first.degraded, "{first:?}");
-    let slot = cluster.slot_of(&key_under(cluster, &prefix));
-    let from = cluster.owner_of(slot).expect("a primary serves the slot");
-    let to = *cluster
-        .primaries()
-        .iter()
-        .find(|&&p| p != from)
-        .expect("another primary");
+    let (slot, from, to) = move_plan(cluster, &prefix);
 
     let stop: PathBuf = std::env::temp_dir().join(format!("sluice-reshard-stop-{prefix}"));
     let _ = std::fs::remove_file(&stop);
@@ -242,13 +249,7 @@ async fn a_decision_on_a_moving_slot_waits_for_the_move_to_end() {
     let denied = check().await.unwrap();
     assert!(!denied.allowed && !denied.degraded, "{denied:?}");
 
-    let slot = cluster.slot_of(&key_under(&cluster, &prefix));
-    let from = cluster.owner_of(slot).expect("a primary serves the slot");
-    let to = *cluster
-        .primaries()
-        .iter()
-        .find(|&&p| p != from)
-        .expect("another primary");
+    let (slot, from, to) = move_plan(&cluster, &prefix);
     cluster.begin_migration(slot, from, to);
     assert!(cluster.migrate_keys(slot, from, to) >= 1, "the keys moved");
     let before = try_again_answers(to);
