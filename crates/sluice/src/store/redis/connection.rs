@@ -279,8 +279,9 @@ const MAX_PAUSE: Duration = Duration::from_millis(100);
 /// pipeline, written as one piece, so nothing comes between them. `MOVED` goes to the node it
 /// names (the client refreshes its slot map meanwhile).
 ///
-/// `TRYAGAIN` is asked again, after a pause that grows, for up to `patience`. Redis answers `TRYAGAIN` to a call naming several keys of a slot on the move when some of
-/// them are on the other node or do not exist yet: the general decision names a limit's state,
+/// `TRYAGAIN` is asked again, after a pause that grows, for up to `patience`. Redis answers
+/// `TRYAGAIN` to a call naming several keys of a slot on the move when some of them are on the
+/// other node or do not exist yet: the general decision names a limit's state,
 /// block and violations keys, so on a migrating slot every such call gets it from the first
 /// `SETSLOT … MIGRATING` until the last `SETSLOT … NODE`, however long the operator (or a busy
 /// machine) takes between the steps. A planned move must not fail decisions, and the answer is
