@@ -3,94 +3,24 @@
 //! by [`crate::decision_json`]), a batch's answer, and the small answers of the lease and admin
 //! endpoints, which their handlers build from these types.
 //!
-//! Invariant: each type here is the body its endpoint sends; the tests hold
-//! [`DecisionBody`]'s fields to what `decision_json` writes.
+//! Invariant: each type here is the body its endpoint sends. A decision is described by the
+//! library's own type, so the document cannot drift from what is serialized.
 
 use serde::Serialize;
 use utoipa::ToSchema;
 
-/// A decision, as `/v1/check` answers it (`?view=full`, the default).
+/// A decision, as `/v1/check` answers it (`?view=full`, the default), with the rule's
+/// `message` on a denied check.
+// The library's `Decision` as serde writes it: `decision_json` writes the same bytes without
+// serde, and its tests hold the two equal.
 #[derive(Debug, Serialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct DecisionBody {
-    /// Whether the request may go on.
-    pub allowed: bool,
-    /// The rule decided.
-    pub rule: String,
-    /// The most restrictive limit's quota.
-    pub limit: u64,
-    /// Units left under the most restrictive limit.
-    pub remaining: u64,
-    /// Milliseconds until that limit is full again.
-    pub reset_after_ms: u64,
-    /// When denied, milliseconds until a retry can pass.
-    pub retry_after_ms: Option<u64>,
-    /// When the identity is blocked, until when (epoch ms).
-    pub blocked_until_ms: Option<u64>,
-    /// Violations counted by a penalty.
-    pub violations: u64,
-    /// A penalty's warning threshold is passed.
-    pub warning: bool,
-    /// Decided by the fail policy: the store did not answer (`reason` says why).
-    pub degraded: bool,
-    /// The rule is in shadow mode: it reports, never denies.
-    pub shadow: bool,
-    /// How long a shaping limit asks the request to wait.
-    pub delay_ms: u64,
-    /// Why the decision is not an ordinary one (degraded, disabled).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub reason: Option<String>,
-    /// Each limit's part.
-    pub limits: Vec<LimitBody>,
-    /// The lease an admitted check holds on the rule's concurrency limits.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub lease: Option<String>,
-    /// When the lease ends unless renewed (epoch ms).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub lease_until_ms: Option<u64>,
-    /// The reservation of an admitted check that asked `reserve`.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub reservation: Option<String>,
-    /// When the reservation can no longer be settled (epoch ms).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub reservation_until_ms: Option<u64>,
+pub struct DecisionBody<'a> {
+    /// The decision's fields.
+    #[serde(flatten)]
+    pub decision: &'a sluice::Decision,
     /// The rule's `message`, on a denied check.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub message: Option<String>,
-}
-
-/// One limit's part of a decision.
-#[derive(Debug, Serialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct LimitBody {
-    /// The limit's id.
-    pub id: String,
-    /// The names of the attributes its identity is formed from (never the identity's values).
-    pub identity: Vec<String>,
-    /// Its algorithm.
-    pub algorithm: String,
-    /// Whether this limit allowed.
-    pub allowed: bool,
-    /// Its quota.
-    pub limit: u64,
-    /// Its window (ms).
-    pub window_ms: u64,
-    /// Units left.
-    pub remaining: u64,
-    /// Milliseconds until full again.
-    pub reset_after_ms: u64,
-    /// When denied, milliseconds until a retry can pass.
-    pub retry_after_ms: Option<u64>,
-    /// When blocked, until when (epoch ms).
-    pub blocked_until_ms: Option<u64>,
-    /// Violations counted by its penalty.
-    pub violations: u64,
-    /// Its penalty's warning threshold is passed.
-    pub warning: bool,
-    /// How long it asks the request to wait.
-    pub delay_ms: u64,
-    /// The limit only reports.
-    pub shadow: bool,
+    pub message: Option<&'a str>,
 }
 
 /// A decision in the view asked: full (default) or compact. With `?view=headers` the body is
@@ -101,7 +31,7 @@ pub struct LimitBody {
 #[serde(untagged)]
 pub enum DecisionView {
     /// `?view=full`.
-    Full(DecisionBody),
+    Full(DecisionBody<'static>),
     /// `?view=compact`.
     Compact(super::decision_body::CompactBody<'static>),
 }

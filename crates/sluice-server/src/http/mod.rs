@@ -23,7 +23,7 @@
 
 mod admin;
 pub mod batch;
-mod bodies;
+pub(crate) mod bodies;
 mod connections;
 mod core_yield;
 mod dashboard;

@@ -115,6 +115,7 @@ pub(crate) const REGISTRY: [Entry; 7] = [
 
 /// The algorithm a limit uses. See `crate::algorithm` for each one's semantics.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum Algorithm {

@@ -70,11 +70,13 @@ impl<S: AsRef<str>> PartialEq<Vec<S>> for AttributeNames {
 
 /// The answer to one check of one rule.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[non_exhaustive]
 pub struct Decision {
     /// Whether the caller may proceed (always true in shadow mode).
     pub allowed: bool,
     /// The rule that was checked.
+    #[cfg_attr(feature = "openapi", schema(value_type = String))]
     pub rule: Name,
     /// The quota of the most restrictive limit: the most units it admits (its rate's count, or
     /// its burst), as `X-RateLimit-Limit` and the service's JSON (`"limit"`) report it.
@@ -102,9 +104,10 @@ pub struct Decision {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
     /// Each limit's own answer.
+    #[cfg_attr(feature = "openapi", schema(value_type = Vec<LimitDecision>))]
     pub limits: LimitDecisions,
-    /// The lease an admitted request holds on the rule's concurrency limits: give it back with
-    /// [`Limiter::release`](crate::Limiter::release) (`POST /v1/release`) when the work ends.
+    /// The lease an admitted request holds on the rule's concurrency limits: give it back
+    /// (`Limiter::release`, `POST /v1/release`) when the work ends.
     /// None when the rule has no concurrency limit, or nothing was taken (denied, peeked,
     /// degraded to `open`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -112,9 +115,8 @@ pub struct Decision {
     /// Epoch milliseconds when the lease expires by itself unless renewed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lease_until_ms: Option<u64>,
-    /// The reservation of an admitted check that reserved its cost
-    /// ([`Check::reserve`](crate::Check::reserve)): settle it at the actual cost with
-    /// [`Limiter::settle`](crate::Limiter::settle) (`POST /v1/settle`).
+    /// The reservation of an admitted check that reserved its cost (`Check::reserve`): settle
+    /// it at the actual cost (`Limiter::settle`, `POST /v1/settle`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reservation: Option<String>,
     /// Epoch milliseconds until which the reservation can be settled; afterwards its estimate
@@ -125,13 +127,16 @@ pub struct Decision {
 
 /// One limit's part of a [`Decision`].
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[non_exhaustive]
 pub struct LimitDecision {
     /// The limit's id (its name, or by-algorithm-window).
+    #[cfg_attr(feature = "openapi", schema(value_type = String))]
     pub id: Name,
     /// The attributes whose values formed the identity (after fallback), e.g. `["session"]`;
     /// `"identity"` in the service's JSON.
     #[serde(rename = "identity", alias = "attributes")]
+    #[cfg_attr(feature = "openapi", schema(value_type = Vec<String>))]
     pub attributes: AttributeNames,
     /// The algorithm.
     pub algorithm: Algorithm,
