@@ -14,7 +14,7 @@ use sluice::model::HeaderStyle;
 
 use crate::config::Config;
 use crate::error::ServeError;
-use crate::http::RouteTimer;
+use crate::http::latency::RouteTimer;
 use crate::store_url::OpenedStore;
 use crate::topk;
 use crate::traces::Traces;

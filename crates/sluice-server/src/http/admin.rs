@@ -23,7 +23,7 @@ use crate::api_error::ErrorBody;
 use sluice::model::parse_duration;
 use sluice::store::BlocksCursor;
 
-use super::MAX_BODY_BYTES;
+use super::error::MAX_BODY_BYTES;
 use super::error::{ApiError, ErrorCode, parse_json};
 use super::request::RequestAttributes;
 use crate::state::AppState;
@@ -37,7 +37,7 @@ pub(super) struct IdentityRequest<'a> {
     rule: String,
     /// The identity's values.
     #[serde(default, borrow)]
-    #[schema(schema_with = super::openapi::attributes_schema)]
+    #[schema(schema_with = super::request::attributes_schema)]
     attributes: RequestAttributes<'a>,
 }
 
@@ -50,7 +50,7 @@ pub(super) struct BlockRequest<'a> {
     rule: String,
     /// The identity's values.
     #[serde(default, borrow)]
-    #[schema(schema_with = super::openapi::attributes_schema)]
+    #[schema(schema_with = super::request::attributes_schema)]
     attributes: RequestAttributes<'a>,
     /// How long (`15m`, `1h`, at most `366d`).
     duration: String,

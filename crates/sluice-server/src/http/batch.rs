@@ -29,10 +29,9 @@ use sluice::Decision;
 use sluice::limiter::{MAX_COST, RuleCheck};
 
 use super::bodies::BatchBody;
-use super::decision_body::{decorate, write_body};
+use super::decision_body::{View, ViewQuery, decorate, view_of, write_body};
 use super::error::{ApiError, ErrorCode, parse_json};
 use super::request::DecisionRequest;
-use super::routes::{View, ViewQuery, view_of};
 use crate::api_error::ErrorBody;
 use crate::state::AppState;
 

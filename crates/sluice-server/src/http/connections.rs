@@ -38,7 +38,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{Semaphore, watch};
 use tokio::time::Instant;
 
-use super::Front;
+use super::front::Front;
 use super::tracker::{CLOSE, DRAIN, TrackedIo, Tracker};
 
 /// The most requests (HTTP/2 streams) one connection may have in progress at once, announced

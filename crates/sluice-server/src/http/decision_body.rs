@@ -6,15 +6,48 @@
 //! with no JSON tree in between: this is on every decision's path.
 
 use axum::body::Body;
+use axum::extract::Query;
+use axum::extract::rejection::QueryRejection;
 use axum::http::{StatusCode, header};
 use axum::response::Response;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use sluice::Decision;
 use sluice::middleware::insert_headers;
 use sluice::model::HeaderStyle;
 
-use super::routes::View;
+use super::error::{ApiError, ErrorCode};
 use crate::decision_json::write_decision_json;
+
+/// How much of a decision a response body carries (`?view=`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum View {
+    /// The whole decision, every limit's part included (the default).
+    #[default]
+    Full,
+    /// `allowed`, the `lease` and `lease_until_ms` of a concurrency limit, and the most
+    /// restrictive limit's `limit`, `remaining`, `reset_after_ms`, `retry_after_ms` when denied;
+    /// `degraded`, `reason` and `message` when they apply.
+    Compact,
+    /// No body: the status and the rate-limit headers say it all.
+    Headers,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct ViewQuery {
+    #[serde(default)]
+    view: View,
+}
+
+pub(super) fn view_of(query: Result<Query<ViewQuery>, QueryRejection>) -> Result<View, ApiError> {
+    query.map(|Query(q)| q.view).map_err(|_| {
+        ApiError::new(
+            ErrorCode::BadQuery,
+            "`view` must be full, compact or headers (and nothing else is asked)",
+        )
+    })
+}
 
 /// A decision in the compact view (see [`View::Compact`]).
 #[derive(Debug, Serialize, utoipa::ToSchema)]

@@ -11,9 +11,10 @@ use axum::http::StatusCode;
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 
-pub use crate::api_error::{ApiError, ErrorCode};
+/// Largest request body accepted (bigger ones get 413).
+pub const MAX_BODY_BYTES: usize = 64 * 1024;
 
-use super::MAX_BODY_BYTES;
+pub use crate::api_error::{ApiError, ErrorCode};
 
 /// Parses a JSON body, whatever its content type (gateways and `curl -d` often send none).
 pub fn json_body<T: DeserializeOwned>(body: Result<Bytes, BytesRejection>) -> Result<T, ApiError> {

@@ -6,7 +6,7 @@
 //! request), a boxed service and axum's extractor chain: about a fifth of the service's own
 //! instructions per request, and half of its allocations. Here the same code answers them
 //! ([`routes::answer`](super::routes)) from the same extractions (the `view` query, the body
-//! under [`MAX_BODY_BYTES`](super::MAX_BODY_BYTES)) under the same `request_timeout`, so the
+//! under [`MAX_BODY_BYTES`](super::error::MAX_BODY_BYTES)) under the same `request_timeout`, so the
 //! answers are the router's. Any other method or path, and every request of a service without
 //! decision routes (the gRPC listener), goes to the router, which still routes the decision
 //! paths too (their other methods get its 405).

@@ -28,7 +28,7 @@ use serde::Deserialize;
 use super::bodies::{ReleaseBody, RenewBody, SettleBody};
 use crate::api_error::ErrorBody;
 
-use super::MAX_BODY_BYTES;
+use super::error::MAX_BODY_BYTES;
 use super::error::{ApiError, json_body};
 use crate::state::AppState;
 

@@ -31,7 +31,7 @@ mod deadline;
 mod decision_body;
 pub mod error;
 mod front;
-mod latency;
+pub(crate) mod latency;
 mod leases;
 pub mod openapi;
 mod request;
@@ -45,14 +45,11 @@ use axum::Router;
 
 pub(crate) use connections::accept_loop;
 pub(crate) use deadline::DeadlineLayer;
+pub use error::MAX_BODY_BYTES;
 pub(crate) use front::Front;
-pub(crate) use latency::RouteTimer;
 pub use latency::timed;
 
 use crate::state::AppState;
-
-/// Largest request body accepted (bigger ones get 413).
-pub const MAX_BODY_BYTES: usize = 64 * 1024;
 
 /// The HTTP API's routes over a state (the forward-auth gateway adds its own).
 pub fn router(state: Arc<AppState>) -> Router {
@@ -61,4 +58,5 @@ pub fn router(state: Arc<AppState>) -> Router {
         .merge(leases::router(state.clone()))
         .merge(runtime_limits::router(state.clone()))
         .merge(dashboard::router(state))
+        .merge(openapi::router())
 }

@@ -8,8 +8,10 @@
 
 use std::sync::OnceLock;
 
+use axum::Router;
 use axum::http::{HeaderValue, header};
 use axum::response::{IntoResponse, Response};
+use axum::routing::get;
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
@@ -38,7 +40,7 @@ use crate::gateway::forward_auth;
         routes::healthz,
         routes::readyz,
         routes::prometheus,
-        routes::openapi_json,
+        openapi_json,
         forward_auth::auth,
         admin::reset,
         admin::list,
@@ -50,7 +52,7 @@ use crate::gateway::forward_auth;
         dashboard::stats::stats,
         dashboard::stats::lift,
     ),
-    components(schemas(ErrorCode, ApiError, ErrorBody, routes::View)),
+    components(schemas(ErrorCode, ApiError, ErrorBody, super::decision_body::View)),
     modifiers(&AdminToken),
     tags(
         (name = "decisions", description = "Deciding requests"),
@@ -87,31 +89,24 @@ pub fn document() -> &'static str {
     })
 }
 
-/// `GET /openapi.json`.
-pub(super) fn answer() -> Response {
+/// The route of `GET /openapi.json`.
+pub(super) fn router() -> Router {
+    Router::new().route("/openapi.json", get(openapi_json))
+}
+
+#[utoipa::path(get, path = "/openapi.json", tag = "service", description = "This document.", responses((status = 200, description = "The OpenAPI document", body = Object), (status = 408, description = "Not answered within `request_timeout` (`timeout`)", body = ErrorBody)))]
+async fn openapi_json() -> Response {
+    answer()
+}
+
+/// `GET /openapi.json`'s answer.
+fn answer() -> Response {
     let mut response = document().into_response();
     response.headers_mut().insert(
         header::CONTENT_TYPE,
         HeaderValue::from_static("application/json"),
     );
     response
-}
-
-/// The schema of the `attributes` object of a request body.
-pub(super) fn attributes_schema() -> utoipa::openapi::schema::Object {
-    use utoipa::openapi::schema::{ObjectBuilder, OneOfBuilder, Type};
-    let value = OneOfBuilder::new()
-        .item(ObjectBuilder::new().schema_type(Type::String))
-        .item(ObjectBuilder::new().schema_type(Type::Number));
-    let value = utoipa::openapi::schema::Schema::OneOf(value.build());
-    ObjectBuilder::new()
-        .schema_type(Type::Object)
-        .description(Some(
-            "The request's identity values by attribute name: strings, or numbers taken as \
-             their decimal text.",
-        ))
-        .additional_properties(Some(value))
-        .build()
 }
 
 #[cfg(test)]

@@ -31,7 +31,7 @@ pub struct DecisionRequest<'a> {
     pub rule: Cow<'a, str>,
     /// The request's identity values.
     #[serde(default, borrow)]
-    #[schema(schema_with = super::openapi::attributes_schema)]
+    #[schema(schema_with = attributes_schema)]
     pub attributes: RequestAttributes<'a>,
     /// Units to consume (default 1; 0 peeks).
     #[serde(default)]
@@ -170,6 +170,23 @@ impl<'de> Visitor<'de> for ValueVisitor {
     fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
         Value::deserialize(MapAccessDeserializer::new(map)).map(AttributeValue::Other)
     }
+}
+
+/// The schema of the `attributes` object of a request body.
+pub(super) fn attributes_schema() -> utoipa::openapi::schema::Object {
+    use utoipa::openapi::schema::{ObjectBuilder, OneOfBuilder, Type};
+    let value = OneOfBuilder::new()
+        .item(ObjectBuilder::new().schema_type(Type::String))
+        .item(ObjectBuilder::new().schema_type(Type::Number));
+    let value = utoipa::openapi::schema::Schema::OneOf(value.build());
+    ObjectBuilder::new()
+        .schema_type(Type::Object)
+        .description(Some(
+            "The request's identity values by attribute name: strings, or numbers taken as \
+             their decimal text.",
+        ))
+        .additional_properties(Some(value))
+        .build()
 }
 
 #[cfg(test)]

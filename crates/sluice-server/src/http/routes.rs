@@ -5,7 +5,7 @@
 //! Decision responses carry the decision as JSON and the rate-limit headers of
 //! [`sluice::model::headers`]; `/v1/check` answers 429 when denied, `/v1/peek` always 200 (it
 //! consumed nothing, so nothing was limited; `allowed` says what a check would do). A client
-//! that needs less than the full decision asks for it with `?view=` ([`View`]): `compact` (the
+//! that needs less than the full decision asks for it with `?view=` ([`View`](super::decision_body::View)): `compact` (the
 //! most restrictive limit's numbers only) or `headers` (an empty body).
 
 use sluice::algorithm::Mode;
@@ -21,13 +21,12 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use http_body_util::{BodyExt, Collected, LengthLimitError, Limited};
-use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::MAX_BODY_BYTES;
 use super::bodies::{DecisionView, HealthBody, ReadyBody};
 use super::deadline::{Budget, timed_out};
-use super::decision_body::decision_response;
+use super::decision_body::{View, ViewQuery, decision_response, view_of};
+use super::error::MAX_BODY_BYTES;
 use super::error::{
     ApiError, ErrorCode, no_route, parse_bytes, too_large, unreadable, wrong_method,
 };
@@ -47,42 +46,10 @@ pub(super) fn router(state: Arc<AppState>) -> Router {
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/metrics", get(prometheus))
-        .route("/openapi.json", get(openapi_json))
         .fallback(no_route)
         .method_not_allowed_fallback(wrong_method)
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .with_state(state)
-}
-
-/// How much of a decision a response body carries (`?view=`).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, utoipa::ToSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum View {
-    /// The whole decision, every limit's part included (the default).
-    #[default]
-    Full,
-    /// `allowed`, the `lease` and `lease_until_ms` of a concurrency limit, and the most
-    /// restrictive limit's `limit`, `remaining`, `reset_after_ms`, `retry_after_ms` when denied;
-    /// `degraded`, `reason` and `message` when they apply.
-    Compact,
-    /// No body: the status and the rate-limit headers say it all.
-    Headers,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(super) struct ViewQuery {
-    #[serde(default)]
-    view: View,
-}
-
-pub(super) fn view_of(query: Result<Query<ViewQuery>, QueryRejection>) -> Result<View, ApiError> {
-    query.map(|Query(q)| q.view).map_err(|_| {
-        ApiError::new(
-            ErrorCode::BadQuery,
-            "`view` must be full, compact or headers (and nothing else is asked)",
-        )
-    })
 }
 
 /// Answers a decision route without the router (see [`super::front`]): the extractions of
@@ -266,11 +233,6 @@ pub(super) async fn healthz() -> Json<HealthBody> {
     Json(HealthBody {
         status: "ok".into(),
     })
-}
-
-#[utoipa::path(get, path = "/openapi.json", tag = "service", description = "This document.", responses((status = 200, description = "The OpenAPI document", body = Object), (status = 408, description = "Not answered within `request_timeout` (`timeout`)", body = ErrorBody)))]
-pub(super) async fn openapi_json() -> Response {
-    super::openapi::answer()
 }
 
 /// Whether the store answers a ping within a deadline derived from the store timeout; the error

@@ -24,8 +24,8 @@ use serde::{Deserialize, Serialize};
 use sluice::{RuntimeLimit, RuntimeLimitInfo};
 use utoipa::{IntoParams, ToSchema};
 
-use super::MAX_BODY_BYTES;
 use super::admin::guard;
+use super::error::MAX_BODY_BYTES;
 use super::error::{ApiError, ErrorCode, parse_json};
 use super::request::RequestAttributes;
 use crate::api_error::ErrorBody;
@@ -42,7 +42,7 @@ pub(super) struct RuntimeLimitSet<'a> {
     limit: Option<String>,
     /// The identity's values.
     #[serde(default, borrow)]
-    #[schema(schema_with = super::openapi::attributes_schema)]
+    #[schema(schema_with = super::request::attributes_schema)]
     attributes: RequestAttributes<'a>,
     /// Units per window (`5000/1m`); the window must be the limit's.
     #[schema(value_type = Option<String>)]
@@ -64,7 +64,7 @@ pub(super) struct RuntimeLimitTarget<'a> {
     limit: Option<String>,
     /// The identity's values.
     #[serde(default, borrow)]
-    #[schema(schema_with = super::openapi::attributes_schema)]
+    #[schema(schema_with = super::request::attributes_schema)]
     attributes: RequestAttributes<'a>,
 }
 

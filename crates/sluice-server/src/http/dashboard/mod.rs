@@ -23,7 +23,8 @@ use axum::middleware;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 
-use super::{MAX_BODY_BYTES, admin};
+use super::admin;
+use super::error::MAX_BODY_BYTES;
 use crate::state::AppState;
 
 const INDEX: &str = include_str!("assets/index.html");
