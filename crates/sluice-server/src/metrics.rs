@@ -73,8 +73,9 @@ pub const TOP_DENIED: MetricDoc = MetricDoc {
            estimate, an upper bound); the identity hashed unless `metrics.top_denied: raw`",
 };
 
-/// The labels of every metric `/metrics` serves, by name: the one place they are written. README's
-/// metric reference is [`reference()`] (a test holds README to it, and `/metrics` to these labels).
+/// The labels of every metric `/metrics` serves, by name: the one place they are written. The
+/// book's metric reference is [`reference()`] (a test holds the book to it, and `/metrics` to
+/// these labels).
 pub const LABELS: &[(&str, &[&str])] = &[
     ("sluice_batch_decisions_total", &["rule"]),
     ("sluice_batch_give_back_failures_total", &[]),
@@ -123,7 +124,7 @@ pub fn labels(name: &str) -> Option<&'static [&'static str]> {
 }
 
 /// The metric reference as a Markdown table, sorted by name: name, type, labels, and the help
-/// text as `# HELP` gives it. README carries it word for word.
+/// text as `# HELP` gives it. The book's Operations chapter carries it word for word.
 ///
 /// # Panics
 /// When a metric has no entry in [`LABELS`], or [`LABELS`] names a metric no catalog has.

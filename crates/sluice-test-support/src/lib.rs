@@ -11,7 +11,8 @@
 //! - [`nginx`]: [`Nginx`], a real nginx from a generated config, in a prefix of its own;
 //! - [`fault_proxy`]: [`FaultProxy`], a TCP proxy that resets, stalls, delays, cuts replies,
 //!   swallows or trickles what it carries, for store-fault tests;
-//! - [`otlp`]: [`OtlpReceiver`], an OTLP/gRPC trace receiver standing in for a collector.
+//! - [`otlp`]: [`OtlpReceiver`], an OTLP/gRPC trace receiver standing in for a collector;
+//! - [`docs`]: README.md and the book's chapters, for tests that hold the docs to the code.
 //!
 //! [`RedisServer::start`] spawns `redis-server` with persistence off, waits until it answers
 //! `PING`, and kills it on drop. Tests that need a store fault call [`RedisServer::stop`] and
@@ -20,6 +21,7 @@
 
 pub mod browser;
 pub mod cluster;
+pub mod docs;
 pub mod fault_proxy;
 pub mod member;
 pub mod nginx;

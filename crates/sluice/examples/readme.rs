@@ -1,10 +1,11 @@
-//! The Rust snippets of README.md, each the body of a function here, word for word (after the
-//! `use` lines a snippet leaves out). Building the examples compiles them; `tests/it/readme.rs`
-//! runs them and fails when README.md no longer shows them as written here.
+//! The Rust snippets of the docs (README.md and the book under `docs/src`), each the body of a
+//! function here, word for word (after the `use` lines a snippet leaves out). Building the
+//! examples compiles them; `tests/it/doc_snippets.rs` runs them and fails when a page no longer
+//! shows them as written here.
 //!
 //! `cargo run -p sluice-ratelimit --example readme`
 
-// Formatting would make these differ from the README's text.
+// Formatting would make these differ from the docs' text.
 #![cfg_attr(rustfmt, rustfmt::skip)]
 
 use std::error::Error;

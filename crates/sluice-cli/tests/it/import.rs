@@ -93,13 +93,11 @@ fn the_fixtures_give_the_committed_rule_files_and_reports() {
     );
 }
 
-/// README's example: its input gives its output (less the comments).
+/// The book's example (`migrating.md`): its input gives its output (less the comments).
 #[test]
-fn the_readme_example_is_what_the_import_writes() {
-    let readme =
-        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../README.md"))
-            .unwrap();
-    let section = readme
+fn the_book_example_is_what_the_import_writes() {
+    let docs = sluice_test_support::docs::chapter("migrating.md");
+    let section = docs
         .split("An envoyproxy/ratelimit file such as")
         .nth(1)
         .expect("the example");

@@ -13,6 +13,7 @@ mod config_limits;
 mod dashboard;
 mod denial_cache;
 mod deploy;
+mod docs_links;
 mod environment;
 mod envoy;
 mod envoy_example;

@@ -258,18 +258,18 @@ async fn every_metric_family_has_help_and_type_and_requests_are_timed_per_route(
     assert_eq!(count("/v1/rules"), 1);
     assert_eq!(count("unmatched"), 1);
     assert_eq!(count("/v1/auth/{rule}"), 1);
-    // The route labels README gives as examples are labels the service has.
-    let readme = include_str!("../../../../README.md");
-    let examples = readme
+    // The route labels the book gives as examples are labels the service has.
+    let docs = sluice_test_support::docs::chapter("operations/metrics.md");
+    let examples = docs
         .split("`route` is the route's template as\nthe router matched it (")
         .nth(1)
         .and_then(|rest| rest.split(", on the gRPC port").next())
-        .expect("README names example route labels");
+        .expect("the book names example route labels");
     for label in examples.split(", ") {
         let label = label.trim_matches('`');
         assert!(
             text.contains(&format!("route=\"{label}\"")),
-            "README names the route label {label}, which the service does not have:\n{text}"
+            "the book names the route label {label}, which the service does not have:\n{text}"
         );
     }
     assert!(!text.contains("12345"), "a path is never a label:\n{text}");

@@ -1,23 +1,20 @@
-//! README's reference parts are the code's: the metric table is rendered from the catalogs
-//! (`sluice_server::metrics::reference`), every environment variable the binary reads is in the
-//! environment table, no example or crate doc uses a former spelling, and the docs say where
-//! sentinels' credentials come from.
+//! The book's reference parts are the code's: the metric table (`operations/metrics.md`) is
+//! rendered from the catalogs (`sluice_server::metrics::reference`), every environment variable
+//! the binary reads is in the environment table (`operations/environment.md`), no example or
+//! crate doc uses a former spelling, and the docs say where sentinels' credentials come from.
 //!
-//! `SLUICE_BLESS_README=1 cargo test -p sluice-ratelimit-cli --test it reference::` rewrites the
+//! `SLUICE_BLESS_DOCS=1 cargo test -p sluice-ratelimit-cli --test it reference::` rewrites the
 //! metric table after a deliberate change.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
+use sluice_test_support::docs::{book_src, chapter, repo};
 
-fn readme() -> String {
-    std::fs::read_to_string(repo().join("README.md")).unwrap()
-}
+/// The chapter holding the metric table.
+const METRICS_CHAPTER: &str = "operations/metrics.md";
 
-const METRICS_START: &str = "<!-- metrics: generated from the catalogs; SLUICE_BLESS_README=1 cargo test -p sluice-ratelimit-cli --test it reference:: -->\n";
+const METRICS_START: &str = "<!-- metrics: generated from the catalogs; SLUICE_BLESS_DOCS=1 cargo test -p sluice-ratelimit-cli --test it reference:: -->\n";
 const METRICS_END: &str = "<!-- end metrics -->";
 
 /// The `.rs` files under `dir`, each with its text up to its `#[cfg(test)]` module.
@@ -45,18 +42,18 @@ fn crate_sources() -> Vec<(PathBuf, String)> {
 }
 
 #[test]
-fn readme_lists_every_metric_the_binary_serves() {
+fn the_book_lists_every_metric_the_binary_serves() {
     let table = sluice_server::metrics::reference();
-    let text = readme();
+    let text = chapter(METRICS_CHAPTER);
     let (before, rest) = text
         .split_once(METRICS_START)
-        .expect("README's metric table marker");
+        .expect("the metric table's marker");
     let (current, after) = rest
         .split_once(METRICS_END)
-        .expect("README's metric table end");
-    if std::env::var_os("SLUICE_BLESS_README").is_some() && current != table {
+        .expect("the metric table's end");
+    if std::env::var_os("SLUICE_BLESS_DOCS").is_some() && current != table {
         std::fs::write(
-            repo().join("README.md"),
+            book_src().join(METRICS_CHAPTER),
             format!("{before}{METRICS_START}{table}{METRICS_END}{after}"),
         )
         .unwrap();
@@ -64,7 +61,7 @@ fn readme_lists_every_metric_the_binary_serves() {
     }
     assert!(
         current == table,
-        "README's metric table is not the catalogs' (SLUICE_BLESS_README=1 to rewrite it):\n{table}"
+        "{METRICS_CHAPTER}'s metric table is not the catalogs' (SLUICE_BLESS_DOCS=1 to rewrite it):\n{table}"
     );
     // Every metric recorded in the sources is in the table: a name the catalogs lack fails here.
     let mut recorded = BTreeSet::new();
@@ -72,7 +69,7 @@ fn readme_lists_every_metric_the_binary_serves() {
         for name in sluice::limiter::recorded_names(&text) {
             assert!(
                 table.contains(&format!("| `{name}` |")),
-                "{} records `{name}`, which README's metric table does not document",
+                "{} records `{name}`, which the book's metric table does not document",
                 path.display()
             );
             recorded.insert(name.to_string());
@@ -84,17 +81,10 @@ fn readme_lists_every_metric_the_binary_serves() {
     );
 }
 
-/// The rows of README's environment table: its first column's names.
+/// The rows of the book's environment table (`operations/environment.md`): its first column's
+/// names.
 fn environment_table() -> BTreeSet<String> {
-    let text = readme();
-    let section = text
-        .split("### Configuration from the environment")
-        .nth(1)
-        .expect("the configuration section")
-        .split("\n### ")
-        .next()
-        .unwrap();
-    section
+    chapter("operations/environment.md")
         .lines()
         .filter(|l| l.starts_with("| `"))
         .flat_map(|l| {
@@ -110,7 +100,7 @@ fn environment_table() -> BTreeSet<String> {
 }
 
 #[test]
-fn readme_lists_every_environment_variable_the_binary_reads() {
+fn the_book_lists_every_environment_variable_the_binary_reads() {
     let table = environment_table();
     assert!(table.contains("SLUICE_LISTEN"), "{table:?}");
     let listed = |name: &str| {
@@ -133,7 +123,7 @@ fn readme_lists_every_environment_variable_the_binary_reads() {
             if prefixed && name.len() > 6 {
                 assert!(
                     listed(&name),
-                    "{} reads {name}, which README's environment table does not list",
+                    "{} reads {name}, which the book's environment table does not list",
                     path.display()
                 );
                 read.insert(name);
@@ -146,7 +136,7 @@ fn readme_lists_every_environment_variable_the_binary_reads() {
     for name in table.iter().filter(|n| n.starts_with("SLUICE_")) {
         assert!(
             read.contains(name),
-            "README lists {name}, which nothing reads"
+            "the book's environment table lists {name}, which nothing reads"
         );
     }
 }
@@ -206,7 +196,7 @@ fn examples_and_crate_docs_use_no_former_spelling() {
 /// may not say they are always asked without any.
 #[test]
 fn the_docs_say_where_sentinel_credentials_come_from() {
-    for doc in ["README.md", "SECURITY.md"] {
+    for doc in ["docs/src/operations/stores.md", "SECURITY.md"] {
         let text = std::fs::read_to_string(repo().join(doc)).unwrap();
         let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
         assert!(
@@ -219,4 +209,29 @@ fn the_docs_say_where_sentinel_credentials_come_from() {
             "{doc} names sentinel_password"
         );
     }
+}
+
+/// README's taste of a rule file is a file `sluice validate` accepts.
+#[test]
+fn the_readme_rule_file_validates() {
+    let readme = std::fs::read_to_string(repo().join("README.md")).unwrap();
+    let yaml = readme
+        .split("## A taste of a rule file")
+        .nth(1)
+        .and_then(|s| s.split("```yaml\n").nth(1))
+        .and_then(|s| s.split("```").next())
+        .expect("README's rule file");
+    let dir = crate::common::TempDir::new();
+    let file = dir.write("sluice.yaml", yaml);
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .arg("validate")
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
 }

@@ -1,4 +1,5 @@
-//! `docs/simulate` is what the README's command writes: the command is read from README.md, run
+//! `docs/src/simulate` is what the book's command writes: the command is read from the chapter
+//! `operations/see-it.md`, run
 //! in this process, and every file it writes (report, JSON, plots as SVG and PNG) must equal the
 //! committed one byte for byte, with no committed file left over. The run is deterministic (a
 //! simulated clock and seeded traffic), so any difference is a change of behaviour to look at and
@@ -13,18 +14,17 @@ use common::TempDir;
 use indicatif::ProgressBar;
 use sluice_cli::cli::{Cli, Command as Sub};
 
-const README: &str = include_str!("../../../../README.md");
-
 fn docs() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../docs/simulate")
+    sluice_test_support::docs::book_src().join("simulate")
 }
 
-/// The README's `simulate` command line, its `\` continuations joined: the words after `--`.
-fn readme_command() -> Vec<String> {
-    let start = README
+/// The book's `simulate` command line, its `\` continuations joined: the words after `--`.
+fn book_command() -> Vec<String> {
+    let chapter = sluice_test_support::docs::chapter("operations/see-it.md");
+    let start = chapter
         .find("cargo run --release -p sluice-ratelimit-cli -- simulate")
-        .expect("README shows the command that writes docs/simulate");
-    let block = &README[start..];
+        .expect("the book shows the command that writes docs/src/simulate");
+    let block = &chapter[start..];
     let end = block.find("\n```").expect("the command's block ends");
     let words: Vec<String> = block[..end]
         .split_whitespace()
@@ -43,12 +43,12 @@ fn names(dir: &std::path::Path) -> BTreeSet<String> {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn docs_simulate_is_what_the_readme_command_writes() {
-    let words = readme_command();
+async fn docs_simulate_is_what_the_book_command_writes() {
+    let words = book_command();
     let out = words.iter().position(|w| w == "--out").expect("--out DIR");
-    assert_eq!(words[out + 1], "docs/simulate");
+    assert_eq!(words[out + 1], "docs/src/simulate");
     let line = std::iter::once("sluice".to_string()).chain(words.iter().cloned());
-    let cli = <Cli as clap::Parser>::try_parse_from(line).expect("the README's command parses");
+    let cli = <Cli as clap::Parser>::try_parse_from(line).expect("the book's command parses");
     let Sub::Simulate(args) = cli.command else {
         panic!("a simulate command");
     };
@@ -62,7 +62,7 @@ async fn docs_simulate_is_what_the_readme_command_writes() {
     assert_eq!(
         names(dir.path()),
         names(&docs()),
-        "the files of docs/simulate"
+        "the files of docs/src/simulate"
     );
     for name in names(dir.path()) {
         let written = std::fs::read(dir.path().join(&name)).unwrap();
@@ -78,7 +78,7 @@ async fn docs_simulate_is_what_the_readme_command_writes() {
                 false => format!("{} bytes now, {} committed", written.len(), committed.len()),
             };
             panic!(
-                "docs/simulate/{name} is not what the README's command writes; rerun it \
+                "docs/src/simulate/{name} is not what the book's command writes; rerun it \
                  (`{}`) once the difference is understood. {detail}",
                 words.join(" ")
             );

@@ -1,5 +1,6 @@
 //! Bytes per key of each algorithm's Redis state, by `MEMORY USAGE <key> SAMPLES 0`. Ignored by
-//! default (it measures, it does not check); the figures are in the Redis store's module docs:
+//! default (it measures, it does not check); the figures are in the Redis store's module docs and
+//! the book's capacity-planning chapter (`docs/src/operations/capacity.md`):
 //! `cargo test -p sluice-ratelimit --all-features --test it redis_memory:: -- --ignored --nocapture`.
 #![cfg(feature = "redis")]
 

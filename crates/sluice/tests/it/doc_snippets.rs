@@ -1,12 +1,11 @@
-//! README.md's Rust snippets: each is the body of a function of `examples/readme.rs`, word for
-//! word, and runs without an error (the file is included here, so it is compiled and run by the
-//! tests, not only built).
+//! The docs' Rust snippets (README.md and every chapter of the book under `docs/src`): each is
+//! the body of a function of `examples/readme.rs`, word for word, and runs without an error (the
+//! file is included here, so it is compiled and run by the tests, not only built).
 
 #[allow(dead_code)]
 #[path = "../../examples/readme.rs"]
 mod snippets;
 
-const README: &str = include_str!("../../../../README.md");
 const EXAMPLE: &str = include_str!("../../examples/readme.rs");
 
 /// The ```rust blocks of a Markdown text.
@@ -28,29 +27,29 @@ fn rust_blocks(markdown: &str) -> Vec<String> {
 }
 
 #[test]
-fn every_readme_snippet_is_in_the_example_word_for_word() {
+fn every_doc_snippet_is_in_the_example_word_for_word() {
     // The example's function bodies, one indentation level out.
     let bodies: String = EXAMPLE
         .lines()
         .map(|line| line.strip_prefix("    ").unwrap_or(line))
         .collect::<Vec<_>>()
         .join("\n");
-    let blocks = rust_blocks(README);
-    assert!(
-        blocks.len() >= 2,
-        "README.md has {} Rust snippets",
-        blocks.len()
-    );
-    for block in blocks {
-        assert!(
-            bodies.contains(&block),
-            "this README snippet is not in crates/sluice/examples/readme.rs:\n{block}"
-        );
+    let mut count = 0;
+    for (page, text) in sluice_test_support::docs::pages() {
+        for block in rust_blocks(&text) {
+            assert!(
+                bodies.contains(&block),
+                "this snippet of {} is not in crates/sluice/examples/readme.rs:\n{block}",
+                page.display()
+            );
+            count += 1;
+        }
     }
+    assert!(count >= 3, "the docs have {count} Rust snippets");
 }
 
 #[tokio::test]
-async fn the_readme_snippets_run() {
+async fn the_doc_snippets_run() {
     snippets::using_the_library().await.unwrap();
     snippets::a_lease().await.unwrap();
 }
