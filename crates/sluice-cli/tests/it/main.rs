@@ -24,6 +24,7 @@ mod grpc_limits;
 mod hot_keys;
 mod import;
 mod leases;
+mod monitoring;
 mod nginx;
 mod observability;
 mod redis;
