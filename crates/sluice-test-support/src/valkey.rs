@@ -17,10 +17,7 @@ pub const SERVER_VAR: &str = "SLUICE_VALKEY_SERVER";
 /// If it is not an existing file: the Valkey tests cannot run without it.
 pub fn server() -> PathBuf {
     let path = std::env::var_os(SERVER_VAR).map_or_else(
-        || {
-            PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-                .join("../../../shared/stores/valkey-server")
-        },
+        || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/stores/valkey-server"),
         PathBuf::from,
     );
     assert!(

@@ -33,6 +33,7 @@ mod reference;
 mod reload;
 mod reservations;
 mod runtime_limits;
+mod schema;
 mod shutdown;
 mod simulate;
 mod simulate_docs;
