@@ -46,6 +46,8 @@ pub enum Command {
     Completions(CompletionsArgs),
     /// Print the manual page in roff (`sluice man | man -l -`), or write one page per command.
     Man(ManArgs),
+    /// Print the JSON Schema of rule files (editors complete and check fields with it).
+    Schema,
 }
 
 /// Logging settings, shared by every subcommand.

@@ -17,7 +17,8 @@
 //!   service; [`bench`](mod@bench): the load tool;
 //! - [`import`](mod@import): envoyproxy/ratelimit and Limitador configurations → rule files;
 //! - [`completions`], [`manual`], [`version`]: shell completions, manual pages and the version
-//!   line, generated from the command line's definition and the build.
+//!   line, generated from the command line's definition and the build; `schema` prints the rule
+//!   file's JSON Schema ([`sluice_server::config::schema`]).
 //!
 //! `serve` hands over to [`sluice_server`] (the service, its gateways and rule files), and
 //! `simulate` to [`sluice_simulate`].
@@ -61,6 +62,15 @@ pub fn run(cli: Cli) -> ExitCode {
         }
         Command::Man(args) => return finish(manual::run(args, &mut std::io::stdout().lock())),
         Command::Import(args) => return import::run(args),
+        Command::Schema => {
+            return finish(
+                std::io::Write::write_all(
+                    &mut std::io::stdout().lock(),
+                    sluice_server::config::schema_json().as_bytes(),
+                )
+                .map_err(Into::into),
+            );
+        }
         _ => {}
     }
     if let Err(error) = logging::init(&cli.log) {
@@ -100,7 +110,9 @@ pub fn run(cli: Cli) -> ExitCode {
                 .await
                 .map(|()| ExitCode::SUCCESS)
                 .map_err(anyhow::Error::from),
-            Command::Completions(_) | Command::Man(_) | Command::Import(_) => Ok(ExitCode::SUCCESS),
+            Command::Completions(_) | Command::Man(_) | Command::Import(_) | Command::Schema => {
+                Ok(ExitCode::SUCCESS)
+            }
         }
     });
     match result {

@@ -1,7 +1,8 @@
 //! Test support: real Redis servers on free loopback ports, owned by the tests that start them.
 //!
 //! # Layout
-//! - [`RedisServer`] (this file): one `redis-server`;
+//! - [`RedisServer`] (this file): one `redis-server`, or one `valkey-server`
+//!   ([`RedisServer::start_valkey`]; [`valkey`] says where its binaries are);
 //! - [`cluster`]: [`RedisCluster`], 3 primaries and 3 replicas; [`reshard`]: moving its slots
 //!   and failing it over as planned;
 //! - [`sentinel`]: [`RedisSentinel`], a primary, a replica and three sentinels;
@@ -29,6 +30,7 @@ pub mod otlp;
 pub mod reshard;
 pub mod sentinel;
 pub mod tls;
+pub mod valkey;
 
 pub use browser::Browser;
 pub use cluster::RedisCluster;
@@ -45,9 +47,42 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// A `redis-server` process started for one test.
+/// Which server a [`RedisServer`] runs: both speak the same protocol and run the same scripts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Flavour {
+    /// `redis-server` from the `PATH`.
+    Redis,
+    /// `valkey-server` from [`valkey::server`].
+    Valkey,
+}
+
+impl Flavour {
+    fn server(self) -> PathBuf {
+        match self {
+            Flavour::Redis => PathBuf::from("redis-server"),
+            Flavour::Valkey => valkey::server(),
+        }
+    }
+
+    fn cli(self) -> PathBuf {
+        match self {
+            Flavour::Redis => PathBuf::from("redis-cli"),
+            Flavour::Valkey => valkey::cli(),
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Flavour::Redis => "redis",
+            Flavour::Valkey => "valkey",
+        }
+    }
+}
+
+/// A `redis-server` (or `valkey-server`) process started for one test.
 #[derive(Debug)]
 pub struct RedisServer {
+    flavour: Flavour,
     port: u16,
     dir: PathBuf,
     child: Option<Child>,
@@ -59,14 +94,34 @@ impl RedisServer {
     /// # Panics
     /// If `redis-server` is not installed or does not come up: the test cannot run without it.
     pub fn start() -> RedisServer {
+        RedisServer::start_as(Flavour::Redis)
+    }
+
+    /// Starts a `valkey-server` (see [`valkey`]) on a free port and waits until it answers.
+    ///
+    /// # Panics
+    /// If the binary is missing or the server does not come up.
+    pub fn start_valkey() -> RedisServer {
+        RedisServer::start_as(Flavour::Valkey)
+    }
+
+    /// Starts a server of `flavour` on a free port and waits until it answers.
+    ///
+    /// # Panics
+    /// If its binary is missing or it does not come up.
+    pub fn start_as(flavour: Flavour) -> RedisServer {
         let mut last_error = String::new();
         // A free port can be taken by someone else between probing and binding; retry.
         for _ in 0..5 {
             let port = free_port();
-            let dir =
-                std::env::temp_dir().join(format!("sluice-redis-{}-{port}", std::process::id()));
+            let dir = std::env::temp_dir().join(format!(
+                "sluice-{}-{}-{port}",
+                flavour.name(),
+                std::process::id()
+            ));
             std::fs::create_dir_all(&dir).expect("the temp dir is writable");
             let mut server = RedisServer {
+                flavour,
                 port,
                 dir,
                 child: None,
@@ -76,11 +131,13 @@ impl RedisServer {
                 Err(e) => last_error = e,
             }
         }
-        panic!("could not start redis-server: {last_error}");
+        panic!("could not start {}-server: {last_error}", flavour.name());
     }
 
     fn spawn(&mut self) -> Result<(), String> {
-        let child = Command::new("redis-server")
+        let program = self.flavour.server();
+        let name = self.flavour.name();
+        let child = Command::new(&program)
             .args(["--port", &self.port.to_string()])
             .args(["--bind", "127.0.0.1"])
             .args(["--save", ""])
@@ -98,7 +155,7 @@ impl RedisServer {
                          Run scripts/test (it installs it) or `apt-get install redis-server`."
                     )
                 }
-                format!("spawning redis-server: {e}")
+                format!("spawning {}: {e}", program.display())
             })?;
         self.child = Some(child);
         let deadline = Instant::now() + Duration::from_secs(10);
@@ -108,7 +165,7 @@ impl RedisServer {
             {
                 self.child = None;
                 return Err(format!(
-                    "redis-server exited with {status} on port {}",
+                    "{name}-server exited with {status} on port {}",
                     self.port
                 ));
             }
@@ -119,7 +176,7 @@ impl RedisServer {
         }
         self.stop();
         Err(format!(
-            "redis-server did not answer PING on port {} within 10 s",
+            "{name}-server did not answer PING on port {} within 10 s",
             self.port
         ))
     }
@@ -187,17 +244,18 @@ impl RedisServer {
     pub fn restart(&mut self) {
         self.stop();
         if let Err(e) = self.spawn() {
-            panic!("could not restart redis-server: {e}");
+            panic!("could not restart {}-server: {e}", self.flavour.name());
         }
     }
 
-    /// Runs `redis-cli -p PORT ARGS...` and returns its output, for tests that inspect keys.
+    /// Runs `redis-cli -p PORT ARGS...` (`valkey-cli` for Valkey) and returns its output, for
+    /// tests that inspect keys.
     pub fn cli(&self, args: &[&str]) -> String {
-        let out = Command::new("redis-cli")
+        let out = Command::new(self.flavour.cli())
             .args(["-p", &self.port.to_string()])
             .args(args)
             .output()
-            .expect("redis-cli is installed with redis-server (package redis-tools)");
+            .expect("redis-cli is installed with redis-server (package redis-tools), valkey-cli beside valkey-server");
         String::from_utf8_lossy(&out.stdout).trim().to_string()
     }
 }
@@ -270,5 +328,13 @@ mod tests {
         server.restart();
         assert!(server.ping());
         assert_eq!(server.cli(&["GET", "k"]), "", "restarted empty");
+    }
+
+    #[test]
+    fn starts_valkey_and_says_so() {
+        let server = RedisServer::start_valkey();
+        assert!(server.ping());
+        let info = server.cli(&["INFO", "server"]);
+        assert!(info.contains("valkey_version:"), "{info}");
     }
 }

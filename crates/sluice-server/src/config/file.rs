@@ -8,15 +8,16 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::duration_text as serde_text;
 use super::gateway::{EnvoyDomains, ForwardAuthConfig};
 use sluice::limiter::{DenialCacheOptions, InFlightLimit};
-use sluice::model::{FailPolicy, HeaderStyle, Rule};
+use sluice::model::{DurationText, FailPolicy, HeaderStyle, Rule};
 
 /// Where a store reads the time from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ClockSource {
     /// The store's own clock (Redis `TIME`): every node agrees, whatever its local clock says.
@@ -27,7 +28,7 @@ pub enum ClockSource {
 }
 
 /// The `store` section.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct StoreConfig {
     /// `memory://`, `redis://host:port/db`, `rediss://...`, `redis+cluster://h:p,h:p/`,
@@ -36,6 +37,7 @@ pub struct StoreConfig {
     pub url: String,
     /// Deadline for one store call; past it the fail policy decides.
     #[serde(default = "default_timeout", with = "serde_text")]
+    #[schemars(with = "DurationText")]
     pub timeout: Duration,
     /// Where time comes from.
     #[serde(default)]
@@ -55,13 +57,36 @@ pub struct StoreConfig {
     /// `adaptive` (follows the store's latency) or `unbounded`. Past it, the fail policy answers
     /// at once, marked degraded.
     #[serde(default, with = "in_flight_text")]
+    #[schemars(with = "in_flight_text::InFlightText")]
     pub in_flight: InFlightLimit,
 }
 
 /// `in_flight` written as a number or a word.
 mod in_flight_text {
+    use std::borrow::Cow;
+
+    use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
     use serde::{Deserialize, Deserializer, Serializer};
     use sluice::limiter::InFlightLimit;
+
+    /// The schema of `in_flight`: what `InFlightLimit`'s parser reads.
+    pub struct InFlightText;
+
+    impl JsonSchema for InFlightText {
+        fn schema_name() -> Cow<'static, str> {
+            "InFlight".into()
+        }
+
+        fn json_schema(_: &mut SchemaGenerator) -> Schema {
+            json_schema!({
+                "anyOf": [
+                    { "type": "integer", "minimum": 1, "maximum": u32::MAX, "description": "At most this many calls wait at once." },
+                    { "const": "adaptive", "description": "A bound that follows the store's latency." },
+                    { "const": "unbounded", "description": "No bound." }
+                ]
+            })
+        }
+    }
 
     pub fn serialize<S: Serializer>(limit: &InFlightLimit, s: S) -> Result<S::Ok, S::Error> {
         match limit {
@@ -89,17 +114,20 @@ mod in_flight_text {
 
 /// The `store.tls` section: PEM files for TLS to Redis. Without `ca_file` the system's roots are
 /// trusted; `cert_file` and `key_file` (both or neither) present a client certificate.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct StoreTls {
     /// CAs to trust instead of the system's roots.
     #[serde(default)]
+    #[schemars(example = &"/etc/sluice/redis-ca.pem")]
     pub ca_file: Option<std::path::PathBuf>,
     /// Client certificate chain.
     #[serde(default)]
+    #[schemars(example = &"/etc/sluice/client.pem")]
     pub cert_file: Option<std::path::PathBuf>,
     /// The client certificate's private key.
     #[serde(default)]
+    #[schemars(example = &"/etc/sluice/client.key")]
     pub key_file: Option<std::path::PathBuf>,
 }
 
@@ -134,17 +162,20 @@ fn default_prefix() -> String {
 }
 
 /// The `server` section: how `sluice serve` bounds its connections. Read once, at start-up.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ServerConfig {
     /// Once the first byte of a request head arrives, the whole head must arrive within this time.
     #[serde(default = "default_header_read_timeout", with = "serde_text")]
+    #[schemars(with = "DurationText")]
     pub header_read_timeout: Duration,
     /// From a complete head to the response, body reading included (408 past it).
     #[serde(default = "default_request_timeout", with = "serde_text")]
+    #[schemars(with = "DurationText")]
     pub request_timeout: Duration,
     /// A connection with no request in progress is closed after this much silence.
     #[serde(default = "default_keep_alive_timeout", with = "serde_text")]
+    #[schemars(with = "DurationText")]
     pub keep_alive_timeout: Duration,
     /// Open connections at most; more wait in the accept queue. Also bounded by the process's
     /// file-descriptor limit.
@@ -153,6 +184,7 @@ pub struct ServerConfig {
     /// On SIGTERM or Ctrl-C, how long the requests in flight get to finish once the listener has
     /// closed; connections still open after it are cut and the process exits all the same.
     #[serde(default = "default_shutdown_timeout", with = "serde_text")]
+    #[schemars(with = "DurationText")]
     pub shutdown_timeout: Duration,
 }
 
@@ -190,7 +222,7 @@ fn default_shutdown_timeout() -> Duration {
 }
 
 /// How `/metrics` shows the identities of its top-denied series.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum IdentityLabels {
     /// A stable short hash of `name=value,...` (the first 12 hex digits of its SHA-1), which an
@@ -205,12 +237,13 @@ pub enum IdentityLabels {
 
 /// The `reload` section: how a changed file is taken up while serving. Read from the file in
 /// force (`settle`) and from the file being loaded (`allow_no_rules`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ReloadConfig {
     /// How long a changed file must stay the same before it is applied, so a file caught
     /// half-written (truncated, yet still valid) is never put in force; default 250ms.
     #[serde(default = "default_settle", with = "serde_text")]
+    #[schemars(with = "DurationText")]
     pub settle: Duration,
     /// A file with no rules replaces rules in force only when it says so with this.
     #[serde(default)]
@@ -231,7 +264,7 @@ fn default_settle() -> Duration {
 }
 
 /// The `metrics` section. Read once, at start-up.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct MetricsConfig {
     /// Identities in `sluice_top_denied_identities`.
@@ -245,7 +278,7 @@ fn default_true() -> bool {
 
 /// The `denial_cache` section: the per-process cache that answers requests a remote store has
 /// already denied (see `sluice::limiter::denial_cache`). Stores in this process never use it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct DenialCacheConfig {
     /// On by default.
@@ -258,6 +291,7 @@ pub struct DenialCacheConfig {
     /// the invalidation channel is down or slow, and how long denials live without one;
     /// default 1s.
     #[serde(default = "default_max_stale", with = "serde_text")]
+    #[schemars(with = "DurationText")]
     pub max_stale: Duration,
 }
 
@@ -291,7 +325,7 @@ impl From<DenialCacheConfig> for DenialCacheOptions {
 
 /// The `runtime_limits` section: bounds on identities' run-time limits (`PUT /v1/limits`), read
 /// at start.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RuntimeLimitsConfig {
     /// The most identities with run-time limits per settable limit; default 10000.
@@ -311,38 +345,80 @@ fn default_max_per_limit() -> usize {
     sluice::limiter::DEFAULT_MAX_RUNTIME_LIMITS
 }
 
-/// A whole rule file, before semantic validation.
-#[derive(Debug, Clone, Deserialize)]
+/// A Sluice rule file: the rules, and the settings of the service that applies them.
+///
+/// Every section and field is optional, each with the default given; an empty file is refused
+/// all the same, and a file meant to have no rules says so with `rules: {}`.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[schemars(title = "Sluice rule file")]
 #[serde(deny_unknown_fields)]
 pub(crate) struct ConfigFile {
+    /// Address and port `sluice serve` listens on for HTTP; `SLUICE_LISTEN` or `--listen`
+    /// override it; 127.0.0.1:8080 when none says.
     #[serde(default)]
+    #[schemars(with = "Option<String>", extend("x-sluice-applies" = "restart"), example = &"0.0.0.0:8080")]
     pub listen: Option<SocketAddr>,
+    /// Name of the environment variable holding the admin bearer token; admin endpoints
+    /// (blocks, resets, run-time limits) are off without one.
     #[serde(default)]
+    #[schemars(extend("x-sluice-applies" = "restart"), example = &"SLUICE_ADMIN_TOKEN")]
     pub admin_token_env: Option<String>,
+    /// Where counters live, and how the service talks to it.
     #[serde(default)]
+    #[schemars(extend("x-sluice-applies" = "restart"))]
     pub store: StoreConfig,
+    /// Connection limits and timeouts of `sluice serve`.
     #[serde(default)]
+    #[schemars(extend("x-sluice-applies" = "restart"))]
     pub server: ServerConfig,
+    /// What `/metrics` shows.
     #[serde(default)]
+    #[schemars(extend("x-sluice-applies" = "restart"))]
     pub metrics: MetricsConfig,
+    /// The fail policy of rules that set none: what a decision is when the store cannot answer
+    /// in time.
     #[serde(default)]
+    #[schemars(extend("x-sluice-applies" = "reload"))]
     pub fail: FailPolicy,
+    /// Which rate-limit headers the HTTP API sends with a decision.
     #[serde(default)]
+    #[schemars(extend("x-sluice-applies" = "reload"))]
     pub headers: HeaderStyle,
+    /// Off switch for the whole limiter: while false, every decision allows without touching
+    /// the store.
     #[serde(default = "default_true")]
+    #[schemars(extend("x-sluice-applies" = "reload"))]
     pub enabled: bool,
+    /// The per-node cache of denials a remote store made.
     #[serde(default)]
+    #[schemars(extend("x-sluice-applies" = "restart"))]
     pub denial_cache: DenialCacheConfig,
+    /// How a changed file is taken up while serving.
     #[serde(default)]
+    #[schemars(extend("x-sluice-applies" = "reload"))]
     pub reload: ReloadConfig,
+    /// Bounds on identities' run-time limits.
     #[serde(default)]
+    #[schemars(extend("x-sluice-applies" = "restart"))]
     pub runtime_limits: RuntimeLimitsConfig,
+    /// The rules, by name (1 to 128 characters of a-z, A-Z, 0-9, _, - and .): what to count
+    /// and how much to allow.
     #[serde(default)]
+    #[schemars(extend("x-sluice-applies" = "reload"))]
     pub rules: BTreeMap<String, Rule>,
+    /// Where the gRPC services (Envoy's rate-limit service, `sluice.v1`) listen; off when
+    /// absent.
     #[serde(default)]
+    #[schemars(with = "Option<String>", extend("x-sluice-applies" = "restart"), example = &"0.0.0.0:8081")]
     pub grpc_listen: Option<SocketAddr>,
+    /// Envoy's rate-limit service: domain → the descriptors Sluice answers in it, each with the
+    /// rule that decides it.
     #[serde(default)]
+    #[schemars(extend("x-sluice-applies" = "reload"))]
     pub envoy: EnvoyDomains,
+    /// How the forward-auth endpoint (`/v1/auth/{rule}`, for nginx, Traefik and Caddy) reads a
+    /// request.
     #[serde(default)]
+    #[schemars(extend("x-sluice-applies" = "reload"))]
     pub forward_auth: ForwardAuthConfig,
 }

@@ -28,6 +28,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
 use ipnet::IpNet;
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::ConfigError;
@@ -37,15 +38,18 @@ use sluice::model::Rule;
 pub type EnvoyDomains = BTreeMap<String, Vec<DescriptorMapping>>;
 
 /// One descriptor shape and the rule it is decided by.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct DescriptorMapping {
     /// The descriptor's entries, in Envoy's order.
+    #[schemars(example = &["generic_key=login", "remote_address"])]
     pub descriptor: Vec<DescriptorEntry>,
     /// The rule that decides a matching descriptor.
+    #[schemars(example = &"login")]
     pub rule: String,
     /// Entry key → attribute name, for entries whose key is not the rule's attribute name.
     #[serde(default)]
+    #[schemars(example = serde_json::json!({ "remote_address": "ip" }))]
     pub attributes: BTreeMap<String, String>,
 }
 
@@ -58,6 +62,21 @@ pub struct DescriptorEntry {
     pub key: String,
     /// The value it must have; `None` takes the request's value as an attribute.
     pub value: Option<String>,
+}
+
+impl JsonSchema for DescriptorEntry {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "DescriptorEntry".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "type": "string",
+            "pattern": "^\\s*[^=\\s][^=]*(=.*)?$",
+            "description": "`key`, whose value becomes an attribute, or `key=value`, which must carry exactly that value.",
+            "examples": ["remote_address", "generic_key=login"]
+        })
+    }
 }
 
 impl TryFrom<String> for DescriptorEntry {
@@ -134,7 +153,7 @@ pub fn find_mapping<'a>(
 }
 
 /// Which forwarding header the proxy in front of the forward-auth endpoint writes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum ClientIpHeader {
     /// `X-Forwarded-For` (nginx `$proxy_add_x_forwarded_for`, Traefik, Caddy).
@@ -147,7 +166,7 @@ pub enum ClientIpHeader {
 }
 
 /// Where the forward-auth endpoint finds the client's address.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ClientIpConfig {
     /// The attribute that carries it.
@@ -156,6 +175,7 @@ pub struct ClientIpConfig {
     /// Networks of the proxies whose forwarding header is believed; none by default, as in the
     /// middleware: then the client is the connection's peer, i.e. the proxy itself.
     #[serde(default)]
+    #[schemars(with = "Vec<String>", example = ["10.0.0.0/8"])]
     pub trusted: Vec<IpNet>,
     /// The header the proxy writes.
     #[serde(default)]
@@ -182,7 +202,7 @@ impl Default for ClientIpConfig {
 }
 
 /// The `forward_auth` section.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ForwardAuthConfig {
     /// Headers starting with this (case-insensitively) carry attributes: the rest of the name,
@@ -192,6 +212,7 @@ pub struct ForwardAuthConfig {
     pub header_prefix: String,
     /// Header name → attribute name, for headers the proxy already sends.
     #[serde(default)]
+    #[schemars(example = serde_json::json!({ "x-user-id": "user" }))]
     pub headers: BTreeMap<String, String>,
     /// The client's address.
     #[serde(default)]

@@ -30,7 +30,8 @@
 //!   once the whole file failed; `yaml_blank`: every mistake within one piece;
 //! - `locate`: lines of rules and limits in the text, for errors found after parsing;
 //! - `suggest`: "did you mean", parser messages in the file's words and the field they are about;
-//! - `error`: [`ConfigError`], naming file, line, column, rule and field.
+//! - `error`: [`ConfigError`], naming file, line, column, rule and field;
+//! - `schema`: the file's JSON Schema ([`schema`]), from the same types.
 
 mod duration_text;
 mod error;
@@ -38,6 +39,7 @@ mod file;
 pub mod gateway;
 mod locate;
 mod read_text;
+mod schema;
 mod suggest;
 mod toml_read;
 mod yaml_blank;
@@ -52,6 +54,7 @@ pub use file::{
     RuntimeLimitsConfig, ServerConfig, StoreConfig,
 };
 pub use gateway::{EnvoyDomains, ForwardAuthConfig};
+pub use schema::{schema, schema_json};
 pub use suggest::closest;
 
 use locate::SourceMap;

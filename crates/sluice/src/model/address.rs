@@ -19,6 +19,7 @@ use super::ModelError;
 
 /// Prefix lengths an address-valued attribute is grouped by.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct AddressGroup {
     /// IPv4 addresses are counted by their network of this many bits (32: by address).

@@ -113,9 +113,10 @@ pub(crate) const REGISTRY: [Entry; 7] = [
     },
 ];
 
-/// The algorithm a limit uses. See `crate::algorithm` for each one's semantics.
+/// How a limit counts; `gcra` when a limit names none.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum Algorithm {
@@ -130,9 +131,12 @@ pub enum Algorithm {
     /// Exact: generic cell rate algorithm, one timestamp per key. The default.
     #[default]
     Gcra,
-    /// Exact: a queue drained at the rate; admits with a delay until the queue is full.
+    /// Exact: a queue drained at the rate; admits with a delay until the queue is full. An
+    /// admitted decision carries `delay_ms`, how long the caller should wait before acting so
+    /// that requests leave at the rate (0 while the queue is empty); `burst` is the queue's
+    /// length.
     LeakyBucket,
-    /// Exact: at most `limit` units held at once by leases, each released by its holder or
+    /// Exact: at most `max_leases` units held at once by leases, each released by its holder or
     /// expiring after the limit's `lease` duration. A count of work in progress, not a rate.
     Concurrency,
 }

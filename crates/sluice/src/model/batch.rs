@@ -19,15 +19,18 @@ use super::{Algorithm, ModelError, Override, OverrideOutcome, serde_text};
 
 /// How a limit takes its units in batches: `batch: { max: 200, hold: 500ms }` in a rule file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct Batches {
     /// The most units one batch takes. The size adapts below it: it doubles while the node
     /// spends its batches before they end, halves when one ends unspent, and never takes more
     /// than half of what the store said was left, so near the limit it is one unit per decision.
+    #[cfg_attr(feature = "schema", schemars(example = 200))]
     pub max: u64,
     /// How long a node may spend a batch (from when it asked for it); what is left then goes
     /// back to the store. On `fixed_window` a batch also ends with its window.
     #[serde(with = "serde_text", default = "default_hold")]
+    #[cfg_attr(feature = "schema", schemars(with = "super::DurationText"))]
     pub hold: Duration,
 }
 

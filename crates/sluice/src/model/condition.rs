@@ -26,8 +26,10 @@ use crate::limiter::Attributes;
 /// The most values of a set, or networks of a `cidr`, one matcher may list.
 pub const MAX_MATCHER_ITEMS: usize = 10_000;
 
-/// Attribute name → matcher; holds when every matcher holds.
+/// Attribute name → matcher; holds when every matcher holds (an empty map always holds).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[cfg_attr(feature = "schema", schemars(example = serde_json::json!({ "method": "POST" })))]
 #[serde(transparent)]
 pub struct Condition(pub BTreeMap<String, Matcher>);
 

@@ -4,6 +4,7 @@ use serde::{Deserialize, Serialize};
 
 /// What the limiter does when its store cannot be asked in time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum FailPolicy {
@@ -12,6 +13,7 @@ pub enum FailPolicy {
     Open,
     /// Deny, marked `degraded`.
     Closed,
-    /// Decide with this node's in-memory limiter, marked `degraded`.
+    /// Decide with this node's in-memory limiter, marked `degraded`: each of N nodes counts
+    /// alone, so a fleet admits up to N times the limit while the store is out.
     Local,
 }

@@ -16,8 +16,10 @@ use serde::{Deserialize, Serialize};
 
 use super::{Decision, LimitDecision};
 
-/// Which rate-limit headers to send.
+/// Which rate-limit headers to send: `RateLimit-Policy` and `RateLimit` (IETF draft),
+/// `X-RateLimit-Limit`, `-Remaining` and `-Reset` (legacy), both, or none.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum HeaderStyle {

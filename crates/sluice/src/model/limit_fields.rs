@@ -16,51 +16,98 @@ use super::{
     serde_text,
 };
 
-/// A limit as written in a rule file: `rate` for the rate algorithms, `max_leases` and `lease`
-/// for `concurrency`.
+/// One limit of a rule, as a rule file writes it: `rate` for the rate algorithms,
+/// `max_leases` and `lease` for `concurrency`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[cfg_attr(feature = "schema", schemars(title = "Limit"))]
 #[serde(deny_unknown_fields)]
 pub(super) struct LimitFields {
+    /// A stable name for the limit, used in store keys instead of the id derived from `by`,
+    /// algorithm and window (1 to 64 characters of a-z, A-Z, 0-9, _ and -). Naming a limit keeps
+    /// its counters when its window or algorithm changes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(extend("default" = null)))]
+    #[cfg_attr(feature = "schema", schemars(example = &"per_user"))]
     name: Option<String>,
+    /// The attributes counted per identity, each `name` or alternatives `a|b|c`; empty for one
+    /// counter shared by every request.
     #[serde(default)]
+    #[cfg_attr(feature = "schema", schemars(example = &["member|ip"]))]
     by: Vec<By>,
+    /// Units admitted per window (every algorithm but `concurrency`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(extend("default" = null)))]
     rate: Option<Rate>,
+    /// How the limit counts.
     #[serde(default)]
     algorithm: Algorithm,
+    /// Concurrency limits: how many leases one identity may hold at once (1 to 100000).
     // `limit` was this key's first spelling; "limit" now names only the `Limit` itself.
     #[serde(default, alias = "limit", skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(extend("default" = null)))]
+    #[cfg_attr(feature = "schema", schemars(example = 3))]
     max_leases: Option<u64>,
+    /// Concurrency limits: how long a lease lasts unless released or renewed.
     #[serde(
         default,
         with = "serde_text::option",
         skip_serializing_if = "Option::is_none"
     )]
+    #[cfg_attr(feature = "schema", schemars(extend("default" = null)))]
+    #[cfg_attr(feature = "schema", schemars(with = "Option<super::DurationText>"))]
     lease: Option<Duration>,
+    /// `token_bucket`, `gcra` and `leaky_bucket`: the most units admitted at once (the bucket's
+    /// size, the queue's length); the rate's count when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(extend("default" = null)))]
+    #[cfg_attr(feature = "schema", schemars(example = 20))]
     burst: Option<u64>,
+    /// Once the limit denies an identity, deny it outright for this long (a lock-out), without
+    /// counting; admins can lift it (`DELETE /v1/blocks`).
     #[serde(
         default,
         with = "serde_text::option",
         skip_serializing_if = "Option::is_none"
     )]
+    #[cfg_attr(feature = "schema", schemars(extend("default" = null)))]
+    #[cfg_attr(feature = "schema", schemars(with = "Option<super::DurationText>"))]
     block: Option<Duration>,
+    /// Escalation for identities denied again and again: a warning on their decisions, then a
+    /// ban.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(extend("default" = null)))]
     penalty: Option<Penalty>,
+    /// Count denied requests against the limit too, so a client that keeps trying stays
+    /// locked out (`sliding_log`, `sliding_window` and `fixed_window` only).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    #[cfg_attr(feature = "schema", schemars(extend("default" = false)))]
     count_denied: bool,
+    /// Shadow mode for this limit alone: counted and reported (`shadow_denied`), never denying.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    #[cfg_attr(feature = "schema", schemars(extend("default" = false)))]
     shadow: bool,
+    /// Whether identities may be given their own numbers at run time (`PUT /v1/limits`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    #[cfg_attr(feature = "schema", schemars(extend("default" = false)))]
     settable: bool,
+    /// Hot keys: take units from the store in batches and spend them in this process
+    /// (`token_bucket`, `gcra` and `fixed_window`; a rule's only limit).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(extend("default" = null)))]
     batch: Option<Batches>,
+    /// The limit applies only to requests for which this holds; others are not counted by it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(extend("default" = null)))]
     when: Option<Condition>,
+    /// Other outcomes for some requests, tried in order; the first whose `when` holds decides.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[cfg_attr(feature = "schema", schemars(extend("default" = [])))]
     overrides: Vec<Override>,
+    /// Address-valued attributes of `by` counted by network: attribute → prefix lengths. `ip`
+    /// is counted by address for IPv4 and by /64 for IPv6 unless named here.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[cfg_attr(feature = "schema", schemars(extend("default" = {})))]
     group: BTreeMap<String, AddressGroup>,
 }
 

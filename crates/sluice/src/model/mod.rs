@@ -19,6 +19,7 @@
 //! - `decision`: [`Decision`] and [`LimitDecision`], the answer to a check; `decision_json`: its
 //!   JSON as the service writes it; `headers`: the HTTP rate-limit headers it sets;
 //! - `micros`: [`Micros`], the one time type below the configuration;
+//! - `schema` (feature `schema`): the JSON Schemas of the types rule files write as text;
 //! - `name`: [`Name`], interned names a decision carries without allocating.
 
 mod address;
@@ -41,6 +42,8 @@ mod rate;
 mod registry_tests;
 mod rule;
 mod runtime_limit;
+#[cfg(feature = "schema")]
+mod schema;
 
 pub use address::{AddressGroup, DEFAULT_ADDRESS_ATTRIBUTE};
 pub use algorithm::Algorithm;
@@ -61,6 +64,8 @@ pub use penalty::Penalty;
 pub use rate::{MAX_COUNT, MAX_WINDOW, Rate};
 pub use rule::{By, Rule, validate_rule_name};
 pub use runtime_limit::RuntimeLimit;
+#[cfg(feature = "schema")]
+pub use schema::DurationText;
 
 /// A value in a rule or rate that is not acceptable, with the field it came from.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

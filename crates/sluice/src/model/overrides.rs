@@ -46,20 +46,38 @@ pub enum OverrideOutcome {
     Deny(String),
 }
 
-/// An override as a rule file writes it.
+/// An entry of a limit's `overrides`: for the requests `when` picks out, other numbers
+/// (`rate`, `burst`, `max_leases`), `unlimited: true`, or `deny: "message"` — exactly one of
+/// the three. The first entry whose `when` holds decides.
 #[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[cfg_attr(feature = "schema", schemars(title = "Override"))]
 #[serde(deny_unknown_fields)]
-struct OverrideFields {
+pub(super) struct OverrideFields {
+    /// The requests this override is for.
     when: Condition,
+    /// Units per window for them, with the limit's own window.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(extend("default" = null)))]
     rate: Option<Rate>,
+    /// Their capacity, for the algorithms with a burst.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(extend("default" = null)))]
+    #[cfg_attr(feature = "schema", schemars(example = 50))]
     burst: Option<u64>,
+    /// Leases they may hold at once, for a concurrency limit.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(extend("default" = null)))]
+    #[cfg_attr(feature = "schema", schemars(example = 10))]
     max_leases: Option<u64>,
+    /// The limit never limits them and counts nothing for them.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    #[cfg_attr(feature = "schema", schemars(extend("default" = false)))]
     unlimited: bool,
+    /// They are refused with this message (at most 1024 bytes), without asking the store.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(extend("default" = null)))]
+    #[cfg_attr(feature = "schema", schemars(example = &"this network is not served"))]
     deny: Option<String>,
 }
 

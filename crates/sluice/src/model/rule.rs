@@ -62,25 +62,36 @@ impl From<By> for String {
 
 /// A named action to protect, with one or more limits that must all allow a request.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct Rule {
     /// The limits; the request is allowed only if every one allows it.
     pub limits: Vec<Limit>,
-    /// Off switch: a disabled rule allows everything without touching the store.
+    /// Off switch: a disabled rule allows everything without touching the store, and its
+    /// counters are left as they are until it is enabled again.
     #[serde(default = "default_true", skip_serializing_if = "Clone::clone")]
+    #[cfg_attr(feature = "schema", schemars(extend("default" = true)))]
     pub enabled: bool,
-    /// Evaluate, record and report, but always allow.
+    /// Shadow mode, for trying a rule on live traffic: it is evaluated, counted and reported
+    /// (outcome `shadow_denied` in decisions and metrics) but always allows.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    #[cfg_attr(feature = "schema", schemars(extend("default" = false)))]
     pub shadow: bool,
-    /// Fail policy for this rule; the limiter's default when absent.
+    /// What this rule does when the store cannot answer in time (`open`, `closed` or `local`);
+    /// the file's top-level `fail` when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(extend("default" = null)))]
     pub fail: Option<FailPolicy>,
-    /// Message for denied requests (middleware and service responses).
+    /// The text of a denial: the `message` of the service's 429 body and of the middleware's
+    /// response; a generic message when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(extend("default" = null)))]
+    #[cfg_attr(feature = "schema", schemars(example = &"too many attempts, try again later"))]
     pub message: Option<String>,
     /// The rule applies only to requests for which this holds; others are allowed, counting
     /// nothing, with the reason said.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(extend("default" = null)))]
     pub when: Option<Condition>,
 }
 

@@ -1,7 +1,7 @@
 //! Exactness under contention: 4 OS processes × 32 tokio tasks hammer one key with limit 1,000
 //! (`1000/1d`, so nothing refills during the test). The exact algorithms admit exactly 1,000 in
 //! total, every time; `sliding_window` never more than its limit in a window. The same runs on a
-//! single server, on a Redis Cluster and behind sentinels.
+//! single server (Redis, and Valkey), on a Redis Cluster and behind sentinels.
 //!
 //! A two-limit rule runs too: one member, two IPs; on one server and behind sentinels both limits
 //! are decided in one call (of a script made for the rule), on the Cluster their keys are in
@@ -319,7 +319,16 @@ fn leases_limit() -> Limit {
 
 #[test]
 fn four_processes_admit_exactly_the_limit() {
-    let server = RedisServer::start();
+    exact_on_one_server(&RedisServer::start());
+}
+
+#[test]
+fn four_processes_on_valkey_admit_exactly_the_limit() {
+    exact_on_one_server(&RedisServer::start_valkey());
+}
+
+/// Every exactness run on one server, inspecting its keys with its own client.
+fn exact_on_one_server(server: &RedisServer) {
     single_limit_is_exact(&server.url());
     leases_never_exceed_the_limit(&server.url(), |key| {
         server.cli(&["ZCARD", key]).parse().unwrap()

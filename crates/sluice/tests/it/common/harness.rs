@@ -50,7 +50,17 @@ impl Harness {
     /// The Redis store on its own server and a manual clock.
     #[cfg(feature = "redis")]
     pub async fn redis() -> Harness {
-        let server = RedisServer::start();
+        Harness::on_server(RedisServer::start()).await
+    }
+
+    /// The Redis store on its own `valkey-server`.
+    #[cfg(feature = "redis")]
+    pub async fn valkey() -> Harness {
+        Harness::on_server(RedisServer::start_valkey()).await
+    }
+
+    #[cfg(feature = "redis")]
+    async fn on_server(server: RedisServer) -> Harness {
         let clock = ManualClock::at_2026();
         let store = super::redis_store(&server, Some(clock.clone())).await;
         Harness {
