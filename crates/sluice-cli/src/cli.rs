@@ -35,7 +35,7 @@ pub enum Command {
     /// Load tool: drive a store (or a running service) and report decisions/s and latency.
     Bench(crate::bench::BenchArgs),
     /// Set, read, list and remove identities' run-time limits on a running service (admin API).
-    Limits(crate::limits::LimitsArgs),
+    Limits(LimitsArgs),
     /// Replay traffic through the algorithms or a rule file on a simulated clock; report how
     /// each admits against an exact sliding log, with plots.
     Simulate(Box<sluice_simulate::SimulateArgs>),
@@ -201,6 +201,73 @@ impl From<ServeArgs> for sluice_server::ServeOptions {
     }
 }
 
+/// `sluice limits`.
+#[derive(Debug, Clone, Args)]
+pub struct LimitsArgs {
+    /// The service's base URL.
+    #[arg(long, env = "SLUICE_URL", default_value = "http://127.0.0.1:8080")]
+    pub url: String,
+    /// The admin token (the value of the variable the service's `admin_token_env` names).
+    #[arg(long, env = "SLUICE_ADMIN_TOKEN", hide_env_values = true)]
+    pub token: String,
+    /// What to do.
+    #[command(subcommand)]
+    pub action: LimitsAction,
+}
+
+/// The rule, limit and identity a run-time limit belongs to.
+#[derive(Debug, Clone, Args)]
+pub struct Target {
+    /// The rule.
+    pub rule: String,
+    /// The limit's id, when the rule has several settable limits.
+    #[arg(long)]
+    pub limit: Option<String>,
+    /// The identity, as `name=value` pairs (`customer=42`).
+    #[arg(value_parser = parse_attribute, required = true)]
+    pub attributes: Vec<(String, String)>,
+}
+
+/// `sluice limits <action>`.
+#[derive(Debug, Clone, Subcommand)]
+pub enum LimitsAction {
+    /// Set an identity's run-time limit: `sluice limits set api --rate 5000/1m customer=42`.
+    Set {
+        /// Where.
+        #[command(flatten)]
+        target: Target,
+        /// Units per window; the window must be the limit's.
+        #[arg(long, required_unless_present = "max_leases")]
+        rate: Option<String>,
+        /// Capacity (token bucket, GCRA, leaky bucket); defaults to the rate's count.
+        #[arg(long)]
+        burst: Option<u64>,
+        /// For a concurrency limit: leases held at once.
+        #[arg(long, conflicts_with_all = ["rate", "burst"])]
+        max_leases: Option<u64>,
+    },
+    /// Print an identity's run-time limit; exit 1 when none is set.
+    Get {
+        /// Whose.
+        #[command(flatten)]
+        target: Target,
+    },
+    /// List run-time limits: of every settable limit, or of one rule (and limit).
+    List {
+        /// The rule.
+        rule: Option<String>,
+        /// The limit's id (with a rule).
+        #[arg(long, requires = "rule")]
+        limit: Option<String>,
+    },
+    /// Remove an identity's run-time limit; exit 1 when none was set.
+    Remove {
+        /// Whose.
+        #[command(flatten)]
+        target: Target,
+    },
+}
+
 /// A duration as the rule file writes one (`10s`, `500ms`).
 fn parse_duration(text: &str) -> Result<Duration, String> {
     sluice::model::parse_duration(text).map_err(|e| e.to_string())
@@ -251,7 +318,7 @@ mod tests {
             Ok::<_, clap::Error>(args.action)
         };
         let set = parse(&["set", "api", "--rate", "5000/1m", "customer=42"]).unwrap();
-        let crate::limits::LimitsAction::Set { target, rate, .. } = set else {
+        let LimitsAction::Set { target, rate, .. } = set else {
             panic!("parsed as set");
         };
         assert_eq!(

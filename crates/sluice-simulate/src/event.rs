@@ -1,4 +1,5 @@
-//! One simulated request, and the table of the identities requests come from.
+//! One simulated request, the table of the identities requests come from, and [`Traffic`], a
+//! source of requests.
 //!
 //! A request names its identity by index, so a day of traffic from a few identities does not
 //! carry a copy of their attributes per request. Identities are interned: the same attributes
@@ -7,6 +8,8 @@
 use std::collections::HashMap;
 
 use sluice::Micros;
+
+use crate::error::SimulateError;
 
 /// One request: when, from whom, how many units.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -53,4 +56,14 @@ impl Identities {
     pub fn is_empty(&self) -> bool {
         self.all.is_empty()
     }
+}
+
+/// A source of requests, in time order.
+pub trait Traffic {
+    /// The next request, `None` at the end; `Err` for unreadable input.
+    fn next_event(&mut self) -> Result<Option<Event>, SimulateError>;
+    /// The identities requests name.
+    fn identities(&self) -> &Identities;
+    /// How far along the source is, and out of how much (any unit), for the progress bar.
+    fn progress(&self) -> (u64, u64);
 }

@@ -53,9 +53,10 @@ use sluice_server::config::Config;
 use tracing::instrument::WithSubscriber;
 
 pub use error::SimulateError;
+use event::Traffic;
 use flags::parse_hold;
 pub use flags::parse_span;
-use replay::{Measured, Subject, Traffic};
+use replay::{Measured, Subject};
 use report::{Outage, Report, Setup};
 use traffic::{Pattern, PatternTraffic, TrafficArgs};
 

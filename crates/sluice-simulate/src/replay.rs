@@ -11,21 +11,11 @@ use sluice::Check;
 use sluice::model::Name;
 use sluice::{Limiter, ManualClock, Micros, Rule};
 
-use super::event::{Event, Identities};
+use super::event::Traffic;
 use super::series::Series;
 use super::tally::{Request, Summary, Tally};
 use super::traffic::Attack;
 use crate::error::SimulateError;
-
-/// A source of requests, in time order.
-pub trait Traffic {
-    /// The next request, `None` at the end; `Err` for unreadable input.
-    fn next_event(&mut self) -> Result<Option<Event>, SimulateError>;
-    /// The identities requests name.
-    fn identities(&self) -> &Identities;
-    /// How far along the source is, and out of how much (any unit), for the progress bar.
-    fn progress(&self) -> (u64, u64);
-}
 
 /// One rule replayed on its nodes.
 #[derive(Debug)]

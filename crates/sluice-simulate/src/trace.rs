@@ -19,8 +19,8 @@ use serde::Deserialize;
 
 use sluice::Micros;
 
+use super::event::Traffic;
 use super::event::{Event, Identities};
-use super::replay::Traffic;
 use crate::error::{Context, SimulateError};
 
 /// Requests read from a trace file.

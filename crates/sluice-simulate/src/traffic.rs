@@ -15,9 +15,9 @@ use rand::{Rng, SeedableRng};
 
 use sluice::Micros;
 
+use super::event::Traffic;
 use super::event::{Event, Identities};
 use super::parse_span;
-use super::replay::Traffic;
 use crate::error::SimulateError;
 
 /// The built-in patterns.
