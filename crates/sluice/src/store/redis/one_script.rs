@@ -69,7 +69,7 @@ impl Shape {
 }
 
 /// Where a one-limit script's text holds the slots' modulus of a fixed window's packed answer
-/// (`packed_reply`), or `false`: written in as a literal, since a local more in the constants
+/// (`codec::marked`), or `false`: written in as a literal, since a local more in the constants
 /// would cost Redis on every call.
 const PACKED_SLOTS: &str = "${PACKED_SLOTS}";
 
@@ -120,14 +120,14 @@ pub fn marked(shape: &Shape, min_ttl: Micros) -> bool {
 
 /// How a one-limit script of `shape` learns the time: `time_deferred`, it reads `TIME` itself,
 /// only when it must; and the slots' modulus of a fixed window's packed answer ([`PACKED_SLOTS`])
-/// (`packed_reply`). The match names every algorithm, so that a new one says how its script
+/// (`codec::marked`). The match names every algorithm, so that a new one says how its script
 /// reads the time.
 fn timing(shape: &Shape, min_ttl: Micros) -> (bool, Option<u64>) {
     match shape.algorithm {
         // Counted in marked windows, when its numbers leave a modulus for the packed answer.
         Algorithm::FixedWindow => {
             let slots = marked(shape, min_ttl)
-                .then(|| super::packed_reply::slots(shape.count, shape.window_us))
+                .then(|| super::codec::packed_slots(shape.count, shape.window_us))
                 .flatten();
             (slots.is_some(), slots)
         }
@@ -151,7 +151,7 @@ pub fn one_text(shape: &Shape, min_ttl: Micros) -> Option<String> {
         .warn_after
         .map_or("nil".to_string(), |w| w.to_string());
     // Without a block or penalty, violations and warning are always 0: the reply leaves them out
-    // (wire::SHAPED_REPLY_PER_LIMIT).
+    // (the outcome layout, `codec`).
     let body = write_marker_answers(body);
     let body = if shape.guarded {
         body

@@ -27,7 +27,7 @@
 //! Every script is generated from the Lua sources when a store is made (see `source`).
 //!
 //! The layout of KEYS/ARGV/reply is documented in each script and mirrored by
-//! `store::redis::wire`, which must stay in step with them.
+//! `codec`, which must stay in step with them.
 
 use std::sync::Arc;
 
@@ -198,7 +198,7 @@ pub(super) fn texts() -> Vec<String> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::wire::ARGS_PER_LIMIT;
+    use super::super::codec::ARGS_PER_LIMIT;
     use super::*;
 
     #[test]

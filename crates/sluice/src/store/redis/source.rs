@@ -41,7 +41,7 @@ use crate::model::{Algorithm, REGISTRY};
 /// A fixed window's count in its key is `-(slot * FIXED_WINDOW_M + count)` (`fixed_window.lua`).
 pub(super) const FIXED_WINDOW_M: u64 = 1 << 25;
 
-/// A fixed window's slot is its index modulo this, plus 1 (2^28 − 1: `packed_reply` needs its
+/// A fixed window's slot is its index modulo this, plus 1 (2^28 − 1: the packed answer needs its
 /// factors).
 pub(super) const FIXED_WINDOW_SLOTS: u64 = (1 << 28) - 1;
 
@@ -91,7 +91,7 @@ fn constant(name: &str) -> Option<String> {
         "LEVEL_EPSILON" => format!("{LEVEL_EPSILON:e}"),
         "SLIDING_WINDOW_BUCKETS" => sliding_window::BUCKETS.to_string(),
         "SLIDING_LOG_REBASE" => SLIDING_LOG_REBASE.to_string(),
-        "ARGS_PER_LIMIT" => super::wire::ARGS_PER_LIMIT.to_string(),
+        "ARGS_PER_LIMIT" => super::codec::ARGS_PER_LIMIT.to_string(),
         "GIVE_BACK_ARGS" => super::cross_slot::GIVE_BACK_ARGS.to_string(),
         "LOOKS" => list("look"),
         "RECORDS" => list("record"),

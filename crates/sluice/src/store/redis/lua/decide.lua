@@ -18,7 +18,8 @@
 --   shadow (0/1), block_us ('': none), warn_after ('': no penalty), ban_after, ban_us,
 --   memory_us.
 -- Returns: { now_us, then 8 per limit: allowed (0/1), remaining, reset_after_us,
---   retry_after_us (-1: none), delay_us, blocked_until_us (-1: none), violations, warning (0/1),
+--   retry_after_us (-1: none), violations, warning (0/1), delay_us, blocked_until_us (-1: none)
+--   (the shaped scripts' 4 or 6 values, then these two: codec.rs),
 --   then per settable limit, in order, the run-time count and capacity it decided with (0, 0:
 --   none set) }.
 
@@ -158,10 +159,10 @@ for _, r in ipairs(results) do
   reply[#reply + 1] = r.remaining
   reply[#reply + 1] = r.reset
   reply[#reply + 1] = r.retry or -1
-  reply[#reply + 1] = r.delay
-  reply[#reply + 1] = r.blocked_until or -1
   reply[#reply + 1] = r.violations
   reply[#reply + 1] = r.warning and 1 or 0
+  reply[#reply + 1] = r.delay
+  reply[#reply + 1] = r.blocked_until or -1
 end
 for _, step in ipairs(steps) do
   if step.runtime then

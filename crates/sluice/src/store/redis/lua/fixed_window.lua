@@ -5,7 +5,7 @@
 -- with one native DECRBY instead: see fixed_window.lua#one.)
 --
 -- KEY: one integer, -(slot * FW_M + count), or flagged while a penalty remembers violations: its
--- format, and why every script reads both forms, in `# Fixed window keys` in marked_reply.rs.
+-- format, and why every script reads both forms, in `# Fixed window keys` in codec/marked.rs.
 
 local FW_M = ${FIXED_WINDOW_M}
 local FW_SLOTS = ${FIXED_WINDOW_SLOTS}
@@ -91,16 +91,16 @@ end
 -- undoing a denied count, without the prelude (every function a script defines costs Redis time
 -- on every call), so it divides as idiv does, in exact doubles. Anything but a count in the key
 -- returns {} and the caller decides with the general script instead. Marked windows, their
--- answers and a penalty's violations: `# The one-limit script's answers` in marked_reply.rs.
+-- answers and a penalty's violations: `# The one-limit script's answers` in codec/marked.rs.
 --
 -- KEYS[1]: the state key, -(slot * 2^25 + count), or flagged (see fixed_window.lua).
--- ARGV and the reply: as one_head.lua says, or a marked answer (marked_reply.rs).
+-- ARGV and the reply: as one_head.lua says, or a marked answer (codec/marked.rs).
 
 local key = KEYS[1]
 local held, r, b1, b2
 if guarded and (late or not warn_after or held_forget) then
   -- Read first (a refused DECRBY on a block marker costs three GETs; a penalty's marker holds
-  -- the violations): see `# Reading first` in marked_reply.rs.
+  -- the violations): see `# Reading first` in codec/marked.rs.
   held = redis.pcall('GET', key)
   if held and not held.err and (not late or #held > 17) then
     b1, b2 = string.byte(held, 1, 2)
@@ -123,7 +123,7 @@ if not now then
   if b1 == 66 then
     if b2 == 48 then
       -- A marker that expires with its block: 2 ms or more left prove the block in force and
-      -- tell Redis' time (see `# The one-limit script's answers` in marked_reply.rs).
+      -- tell Redis' time (see `# The one-limit script's answers` in codec/marked.rs).
       local ttl = redis.call('PTTL', key)
       if ttl > 1 and not (late and #held <= 18) then
         -- string.format writes a number for about 1,100 instructions less than `..`.
@@ -137,7 +137,7 @@ if not now then
     if m >= M and count > 0 and count <= limit then
       local ttl = redis.call('PTTL', key)
       if ttl > 0 and ttl * 1000 <= window then
-        -- One number (packed_reply.rs): a table costs Redis more than the Lua that packs it.
+        -- One number (codec/marked.rs, "The packed answer"): a table costs Redis more than the Lua that packs it.
         return (((m - count) / M - 1) % ${PACKED_SLOTS} * (limit + 1) + count) * (window / 1000 + 1) + ttl
       end
     end
@@ -333,7 +333,7 @@ end
 --@@many_marked
 -- fixed_window#many_marked: a fixed-window limit's count in its marked window, in a rule script
 -- whose limits are all fixed windows that fixed_window.lua#one would mark: see `# A rule's
--- fixed windows in their marked windows` in marked_reply.rs.
+-- fixed windows in their marked windows` in codec/marked.rs.
 
 local r_@, ttl_@ = nil, 0
 if all then

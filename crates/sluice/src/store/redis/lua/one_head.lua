@@ -10,7 +10,7 @@
 -- (true: the script reads TIME itself, only when it must: fixed_window.lua#one and gcra.lua#one)
 -- and now_at, 2 (see now.lua). The limit's ${PACKED_SLOTS} is written into the text itself, where
 -- it stands (a local more would cost Redis on every call): a fixed window counted in marked
--- windows, the modulus of its packed answer (packed_reply.rs); else false. Only
+-- windows, the modulus of its packed answer (codec/marked.rs, "The packed answer"); else false. Only
 -- what changes from call to call is an argument: each one costs Redis about 1,000 instructions,
 -- more than most lines of Lua here.
 -- For the same reason, numbers given to a Redis command are written as text (the cost as

@@ -104,7 +104,7 @@ fn a_script_opens_with_its_constants_then_the_algorithms_script() {
 fn only_a_fixed_window_of_whole_ms_packs_and_a_guarded_gcra_reads_the_time_late() {
     // Only a fixed window of whole ms counts in marked windows, and only where keys live no
     // longer than their state matters. Such a script packs its admissions into one number, with
-    // the slots' modulus written in (`packed_reply`); a limit whose numbers leave none reads TIME.
+    // the slots' modulus written in (`codec::marked`); a limit whose numbers leave none reads TIME.
     let fixed = Shape::plain(Algorithm::FixedWindow, 10);
     let timing = |shape: &Shape, min_ttl: u64| {
         let text = one_text(shape, Micros::new(min_ttl)).expect("a script");
