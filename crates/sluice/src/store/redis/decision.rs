@@ -7,8 +7,8 @@ use std::sync::atomic::Ordering;
 
 use redis::{Arg, Cmd, ErrorKind, Script, ServerErrorKind, Value};
 
-use super::keys::{self, Part};
 use super::codec::{self, Reading};
+use super::keys::{self, Part};
 use super::{RedisStore, script, store_error};
 use crate::Error;
 use crate::algorithm::Mode;

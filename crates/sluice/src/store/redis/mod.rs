@@ -11,8 +11,9 @@
 //!   with `shared_script` (the script run once per decision of such a call); `cross_slot` (a
 //!   request whose limits fall in different Cluster slots, and `lua/give_back.lua`); `function`
 //!   (the general decision as a Redis function, `FCALL`, or a script where functions are refused);
-//! - the scripts: `source` (each algorithm's one Lua source, split into its forms, shared
-//!   constants written in); `script` (every script a store loads, and which one decides a
+//! - the scripts: `constants` (every constant Rust and the Lua share, which each script
+//!   declares as it names them); `source` (each algorithm's one Lua source, split into its
+//!   forms); `script` (every script a store loads, and which one decides a
 //!   request); `one_script` (the one-limit scripts, made per limit, its numbers written in);
 //!   `many_script` (the rule scripts, made per rule of several limits); `shape_scripts` (those
 //!   made so far, bounded);
@@ -138,6 +139,7 @@ mod admin;
 mod channel;
 mod codec;
 mod connection;
+mod constants;
 mod cross_slot;
 mod decision;
 mod eviction;

@@ -8,6 +8,7 @@
 //! numbers a one-limit or rule script has written into it (`one_script`, `many_script`) are the
 //! ones checked here.
 
+use super::super::constants::ARGS_PER_LIMIT;
 use crate::algorithm::Mode;
 use crate::model::Micros;
 use crate::store::{LimitCall, StoreError};
@@ -25,9 +26,6 @@ impl redis::FromRedisValue for Micros {
         u64::from_redis_value(v).map(Micros::new)
     }
 }
-
-/// Values `decide.lua` reads per limit (`ARGS_PER_LIMIT` there).
-pub const ARGS_PER_LIMIT: usize = 12;
 
 /// Largest integer the scripts compute with exactly (2^53).
 const LUA_EXACT: u64 = 1 << 53;

@@ -98,7 +98,7 @@
 
 use smallvec::SmallVec;
 
-use super::super::source::{FIXED_WINDOW_M, FIXED_WINDOW_SLOTS};
+use super::super::constants::{FIXED_WINDOW_M, FIXED_WINDOW_SLOTS, MARKER_AT_END};
 use super::{Decided, Reading};
 use crate::algorithm::LimitOutcome;
 use crate::model::Micros;
@@ -149,7 +149,7 @@ pub(super) fn packed(x: i64, reading: &Reading<'_>) -> Option<Decided> {
 /// penalty's violations ` <count> <end>`.
 pub(super) fn block(text: &str, reading: &Reading<'_>) -> Option<Decided> {
     let [call] = reading.calls else { return None };
-    let (ttl, rest) = text.split_once("B0")?;
+    let (ttl, rest) = text.split_once(MARKER_AT_END)?;
     let words = rest
         .split(' ')
         .map(|word| word.parse::<i64>().ok())

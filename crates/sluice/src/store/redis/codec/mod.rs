@@ -22,12 +22,13 @@
 mod arguments;
 mod marked;
 
-pub use arguments::{ARGS_PER_LIMIT, check_exact, decide_args, now_arg, shaped_command};
+pub use arguments::{check_exact, decide_args, now_arg, shaped_command};
 pub use marked::packed_slots;
 
 use redis::Value;
 use smallvec::SmallVec;
 
+use super::constants::MARKER;
 use crate::algorithm::{LimitOutcome, RuntimeNumbers};
 use crate::model::Micros;
 use crate::store::{LimitCall, StoreError};
@@ -75,10 +76,12 @@ pub fn decode(reply: &Value, reading: &Reading<'_>) -> Result<Option<Decided>, S
             }),
         Value::Int(packed) => marked::packed(*packed, reading),
         Value::BulkString(text) => std::str::from_utf8(text).ok().and_then(|text| {
-            match text.as_bytes().first() {
-                Some(b'B') => blocked(text, calls),
-                Some(b) if b.is_ascii_digit() => marked::block(text, reading),
-                _ => None,
+            if text.starts_with(MARKER) {
+                blocked(text, calls)
+            } else if text.starts_with(|c: char| c.is_ascii_digit()) {
+                marked::block(text, reading)
+            } else {
+                None
             }
         }),
         _ => None,
@@ -107,7 +110,11 @@ fn micros(v: i64) -> Option<Micros> {
 
 /// -1 for none.
 fn optional(v: i64) -> Option<Option<Micros>> {
-    if v == -1 { Some(None) } else { micros(v).map(Some) }
+    if v == -1 {
+        Some(None)
+    } else {
+        micros(v).map(Some)
+    }
 }
 
 /// An outcome reply: the time, each limit's values, then the general decision's run-time
@@ -116,9 +123,9 @@ fn outcomes(values: &[i64], calls: &[LimitCall]) -> Option<Decided> {
     let (&now, rest) = values.split_first()?;
     let settable = calls.iter().filter(|c| c.step.settable).count();
     let general = WIDTHS[2];
-    let width = WIDTHS.into_iter().find(|&w| {
-        rest.len() == calls.len() * w + if w == general { 2 * settable } else { 0 }
-    })?;
+    let width = WIDTHS
+        .into_iter()
+        .find(|&w| rest.len() == calls.len() * w + if w == general { 2 * settable } else { 0 })?;
     let (limits, runtime) = rest.split_at(calls.len() * width);
     let mut runtime = runtime.chunks_exact(2);
     let outcomes = limits
@@ -165,7 +172,7 @@ fn outcomes(values: &[i64], calls: &[LimitCall]) -> Option<Decided> {
 fn blocked(text: &str, calls: &[LimitCall]) -> Option<Decided> {
     let [_] = calls else { return None };
     let words = text
-        .strip_prefix('B')?
+        .strip_prefix(MARKER)?
         .split(' ')
         .map(|word| word.parse::<i64>().ok())
         .collect::<Option<SmallVec<[i64; 6]>>>()?;

@@ -4,10 +4,10 @@ use redis::Value;
 
 use super::marked::packed_slots;
 use super::*;
-use crate::store::redis::source;
+use crate::store::redis::constants;
 
-const FIXED_WINDOW_M: i64 = source::FIXED_WINDOW_M as i64;
-const FIXED_WINDOW_SLOTS: i64 = source::FIXED_WINDOW_SLOTS as i64;
+const FIXED_WINDOW_M: i64 = constants::FIXED_WINDOW_M as i64;
+const FIXED_WINDOW_SLOTS: i64 = constants::FIXED_WINDOW_SLOTS as i64;
 
 /// A fixed-window call of `limit` units per `window_us`, with a penalty warning from 2.
 fn fixed_window(limit: u64, window_us: u64) -> LimitCall {
@@ -131,7 +131,9 @@ fn outcome_replies_decode_and_malformed_ones_are_errors() {
     assert!(outcomes_of(&reply, &plain(1)).is_err());
     assert!(outcomes_of(&[1, 1, -5, 0, -1, 0, 0, 0, -1], &plain(1)).is_err());
     // A one-limit or rule script's: the first 4 values, or 6 with a block or penalty.
-    let one = outcomes_of(&[5, 0, 0, 10, 7, 2, 1], &plain(1)).unwrap().unwrap();
+    let one = outcomes_of(&[5, 0, 0, 10, 7, 2, 1], &plain(1))
+        .unwrap()
+        .unwrap();
     assert_eq!(one.1[0].retry_after_us, Some(Micros::new(7)));
     assert_eq!((one.1[0].violations, one.1[0].warning), (2, true));
     let unguarded = outcomes_of(&[5, 1, 3, 10, -1], &plain(1)).unwrap().unwrap();
@@ -335,7 +337,14 @@ fn a_rule_of_marked_windows_answers_two_values_a_limit_at_one_time() {
     assert!(decode_marked(&reply[..2], &rule, local, Micros::ZERO).is_err());
     let four = [held(29_402_281, 3), 40_000, 2, 1];
     assert!(decode_marked(&four, &rule[..1], local, Micros::ZERO).is_ok());
-    let six = [held(29_402_281, 3), 40_000, held(490_039, 7), 3_580_000, 2, 1];
+    let six = [
+        held(29_402_281, 3),
+        40_000,
+        held(490_039, 7),
+        3_580_000,
+        2,
+        1,
+    ];
     assert!(decode_marked(&six, &rule, local, Micros::ZERO).is_err());
     let late = [held(29_402_281, 3), 40_000, held(490_039, 7), 3_600_001];
     assert!(decode_marked(&late, &rule, local, Micros::ZERO).is_err());
@@ -382,8 +391,13 @@ fn a_block_answered_as_one_value_reads_as_its_values() {
     let until: i64 = 1_764_136_823_001_500;
     assert_eq!(
         text(b"3001B01764136823001500").unwrap(),
-        decode_marked(&[until, 3001], std::slice::from_ref(&minute), local, Micros::ZERO)
-            .unwrap()
+        decode_marked(
+            &[until, 3001],
+            std::slice::from_ref(&minute),
+            local,
+            Micros::ZERO
+        )
+        .unwrap()
     );
     assert_eq!(
         text(b"3001B01764136823001500 2 1764136900000000").unwrap(),

@@ -23,9 +23,6 @@
 --   then per settable limit, in order, the run-time count and capacity it decided with (0, 0:
 --   none set) }.
 
-local LOOKS = { ${LOOKS} }
-local RECORDS = { ${RECORDS} }
-local ARGS_PER_LIMIT = ${ARGS_PER_LIMIT}
 
 local now = read_now(ARGV[1])
 min_ttl_us = tonumber(ARGV[2])
@@ -47,7 +44,7 @@ while ARGV[a] do
   if code < 0 then
     -- Read in this same script: a change applies to the next decision, never halfway into one.
     code = -code
-    runtime = redis.call('GET', KEYS[k] .. ':r') or ''
+    runtime = redis.call('GET', KEYS[k] .. RUNTIME) or ''
   end
   local step = {
     look = LOOKS[code],
@@ -126,7 +123,7 @@ if not peek then
           local violations = step.violations + 1
           local forget = now + step.penalty.memory
           put(step.violations_key, int(violations) .. ':' .. int(forget), step.penalty.memory)
-          if step.code == ${CODE_FIXED_WINDOW} then
+          if step.code == CODE_FIXED_WINDOW then
             fixed_window_flag(step.state)
           end
           copy = int(violations) .. ' ' .. int(forget)

@@ -8,8 +8,8 @@
 -- the violations key's own text, as one_head.lua read it (held_violations).
 do
   local held = ...
-  if type(held) == 'string' and string.byte(held, 1) == 66 then
-    local until_us = tonumber(string.match(held, '^B(%d+)')) or 0
+  if type(held) == 'string' and string.byte(held, 1) == MARKER_BYTE then
+    local until_us = tonumber(string.match(held, MARKER_END)) or 0
     if until_us > now then
       return held .. ' ' .. string.format('%d', now) .. ' '
         .. (violations > 0 and held_violations or '0') .. ' ' .. (warning == 1 and '1' or '0')
