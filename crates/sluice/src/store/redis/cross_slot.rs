@@ -39,7 +39,7 @@ use std::collections::BTreeMap;
 use futures::future::join_all;
 
 use super::keys::{self, Part};
-use super::script::prelude;
+use super::script::{PRELUDE, whole};
 use super::source;
 use super::{RedisStore, slot, store_error};
 use crate::algorithm::{LimitOutcome, Mode};
@@ -50,11 +50,8 @@ use crate::store::{LeaseCall, LimitCall, StoreError, StoreReply};
 /// `give_back` section (see `source::with_sections`).
 pub(super) fn give_back_text() -> String {
     let driver = source::with_sections(include_str!("lua/give_back.lua"), source::GIVE_BACK);
-    format!("{}{driver}", prelude())
+    whole(&format!("{PRELUDE}{driver}"))
 }
-
-/// Values the give-back script reads per limit (`GIVE_BACK_ARGS` in `give_back.lua`).
-pub(super) const GIVE_BACK_ARGS: usize = 5;
 
 /// The indices of `calls`, grouped by the slot of their keys, in ascending slot order.
 pub fn groups(prefix: &str, calls: &[LimitCall]) -> Vec<Vec<usize>> {
@@ -253,7 +250,10 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_script_header_matches() {
-        assert!(give_back_text().contains(&format!("local GIVE_BACK_ARGS = {GIVE_BACK_ARGS}\n")));
+    fn the_script_declares_its_arguments_per_limit_and_its_table() {
+        let text = give_back_text();
+        let declared = text.lines().next().expect("the constants");
+        assert!(declared.contains("GIVE_BACK_ARGS"), "{declared}");
+        assert!(text.contains("local GIVE_BACKS = { "));
     }
 }

@@ -7,9 +7,9 @@ use std::sync::atomic::Ordering;
 
 use redis::{Arg, Cmd, ErrorKind, Script, ServerErrorKind, Value};
 
+use super::codec::{self, Reading};
 use super::keys::{self, Part};
-use super::reply::{self, Kind};
-use super::{RedisStore, script, store_error, wire};
+use super::{RedisStore, script, store_error};
 use crate::Error;
 use crate::algorithm::Mode;
 use crate::clock::{Clock, SystemClock};
@@ -62,12 +62,12 @@ impl RedisStore {
     /// The `EVALSHA` of the one-limit or rule script `shaped` for `calls`.
     fn shaped_command(&self, shaped: &Script, calls: &[LimitCall]) -> Result<Cmd, StoreError> {
         for call in calls {
-            wire::check_exact(call)?;
+            codec::check_exact(call)?;
         }
         let names = self.shaped_keys(calls);
         let costs = calls.iter().map(|c| c.step.cost);
         let now = self.client_now();
-        Ok(wire::shaped_command(
+        Ok(codec::shaped_command(
             shaped.get_hash(),
             names.iter(),
             costs,
@@ -106,7 +106,7 @@ impl RedisStore {
                 names.push(keys::key(prefix, &call.key, Part::Violations));
             }
         }
-        let args = wire::decide_args(calls, mode, self.client_now(), self.inner.min_ttl_us)?;
+        let args = codec::decide_args(calls, mode, self.client_now(), self.inner.min_ttl_us)?;
         Ok((names, args))
     }
 
@@ -118,7 +118,7 @@ impl RedisStore {
         mode: Mode,
     ) -> Result<StoreReply, StoreError> {
         let latest_us = Micros::new(self.inner.latest_us.load(Ordering::Relaxed));
-        let reading = reply::Reading {
+        let reading = Reading {
             calls,
             local_now_us: &|| SystemClock.now_us(),
             latest_us,
@@ -130,25 +130,27 @@ impl RedisStore {
             } else {
                 self.decide_shared(&shaped, calls).await?
             };
-            let marked = matches!(
-                reply::kind(&reply),
-                Some(Kind::Packed | Kind::MarkedKeys | Kind::MarkedBlock)
-            );
-            if let Some((now_us, outcomes)) = reply::decode(reply, &reading)? {
+            if let Some(decided) = codec::decode(&reply, &reading)? {
                 // A marked reply's time is known to the millisecond only: it is not kept.
-                if !marked {
-                    self.saw_time(now_us);
+                if decided.exact {
+                    self.saw_time(decided.now_us);
                 }
-                return Ok(StoreReply { now_us, outcomes });
+                return Ok(StoreReply {
+                    now_us: decided.now_us,
+                    outcomes: decided.outcomes,
+                });
             }
         }
         let (keys, args) = self.general_parts(calls, mode)?;
         let reply = self.call_general(&keys, &args).await?;
-        let (now_us, outcomes) = reply::decode(reply, &reading)?.ok_or_else(|| {
+        let decided = codec::decode(&reply, &reading)?.ok_or_else(|| {
             StoreError::permanent("redis", "the general decision declined a request")
         })?;
-        self.saw_time(now_us);
-        Ok(StoreReply { now_us, outcomes })
+        self.saw_time(decided.now_us);
+        Ok(StoreReply {
+            now_us: decided.now_us,
+            outcomes: decided.outcomes,
+        })
     }
 
     /// Sends `cmd`, the `EVALSHA` of `script`. As the redis crate's script invocation does: a
@@ -171,7 +173,7 @@ impl RedisStore {
     }
 
     /// Keeps the latest time Redis reported to the µs, which a marked reply's, known only to the
-    /// millisecond, must not fall behind (see `marked_reply::parse_marked_reply`). Only on Redis
+    /// millisecond, must not fall behind (see `codec::marked`). Only on Redis
     /// `TIME`: on a client's clock no reply is marked.
     fn saw_time(&self, now_us: Micros) {
         if self.inner.clock.is_none() {

@@ -4,7 +4,7 @@
 //! is the one public view of it.
 
 use super::RedisStore;
-use super::keys::{self, Part};
+use super::keys;
 use crate::store::LimitKey;
 
 /// The keys one identity of a limit may have under a prefix.
@@ -24,12 +24,12 @@ pub struct KeyNames {
 impl KeyNames {
     /// The keys of `key` under `prefix` ([`RedisOptions::prefix`](super::RedisOptions::prefix)).
     pub fn new(prefix: &str, key: &LimitKey) -> KeyNames {
-        let state = keys::state_key(prefix, key);
+        let [state, parked, block, violations] = keys::all(prefix, key);
         KeyNames {
-            parked: format!("{state}:h"),
-            block: keys::key(prefix, key, Part::Block),
-            violations: keys::key(prefix, key, Part::Violations),
             state,
+            parked,
+            block,
+            violations,
         }
     }
 }

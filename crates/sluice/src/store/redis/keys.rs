@@ -25,7 +25,7 @@
 //! | --- | --- | --- |
 //! | `sliding_log` | one member `"<start, 16 digits>:<units>"` per recorded request, score = time; `start` counts the units recorded before it, so a count is one subtraction | ZSET |
 //! | `sliding_window` | field = bucket index, value = units; stale buckets deleted by the script (Redis 7.0 has no `HEXPIRE`) | HASH |
-//! | `fixed_window` | `-(slot × 2^25 + count)`, slot = window index mod (2^28 − 1) + 1 (`source::FIXED_WINDOW_M`, `FIXED_WINDOW_SLOTS`): one integer, counted by `DECRBY`; flagged `slot × 2^25 + (2^25 − 1 − count)` while a penalty remembers violations | integer |
+//! | `fixed_window` | `-(slot × 2^25 + count)`, slot = window index mod (2^28 − 1) + 1 (`constants::FIXED_WINDOW_M`, `FIXED_WINDOW_SLOTS`): one integer, counted by `DECRBY`; flagged `slot × 2^25 + (2^25 − 1 − count)` while a penalty remembers violations | integer |
 //! | `token_bucket` | `t<used level>:<last>` | string |
 //! | `gcra` | the tat (µs) | integer |
 //! | `leaky_bucket` | `l<queue level>:<last>` | string |
@@ -64,6 +64,7 @@
 //! with a penalty adds the violations key (120 bytes), and its marker holds their copy (136
 //! bytes with it, `{ip=203.0.113.9}`; the `redis_memory` test prints these, 2026-11-27).
 
+use super::constants::{BLOCK, PARKED, RUNTIME, VIOLATIONS};
 use crate::store::LimitKey;
 
 /// The part of an identity's state a key holds.
@@ -71,6 +72,8 @@ use crate::store::LimitKey;
 pub enum Part {
     /// The algorithm's state (or a block marker while blocked).
     Counter,
+    /// The state parked while the identity is blocked (`{state key}:h`).
+    Parked,
     /// The block end, for listings (`:b`).
     Block,
     /// The remembered violations (`{state key}:v`).
@@ -125,9 +128,10 @@ pub fn state_key_readable(prefix: &str, k: &LimitKey) -> String {
 pub fn key(prefix: &str, k: &LimitKey, part: Part) -> String {
     match part {
         Part::Counter => state_key(prefix, k),
-        Part::Block => format!("{}:b", state_key_readable(prefix, k)),
-        Part::Violations => format!("{}:v", state_key(prefix, k)),
-        Part::Runtime => format!("{}:r", state_key(prefix, k)),
+        Part::Block => format!("{}{BLOCK}", state_key_readable(prefix, k)),
+        Part::Violations => format!("{}{VIOLATIONS}", state_key(prefix, k)),
+        Part::Parked => format!("{}{PARKED}", state_key(prefix, k)),
+        Part::Runtime => format!("{}{RUNTIME}", state_key(prefix, k)),
     }
 }
 
@@ -140,14 +144,7 @@ pub fn runtime_index(prefix: &str, rule: &str, limit_id: &str) -> String {
 
 /// Every key a limit key may have: state, parked state, block, violations.
 pub fn all(prefix: &str, k: &LimitKey) -> [String; 4] {
-    let state = state_key(prefix, k);
-    let parked = format!("{state}:h");
-    [
-        state,
-        parked,
-        key(prefix, k, Part::Block),
-        key(prefix, k, Part::Violations),
-    ]
+    [Part::Counter, Part::Parked, Part::Block, Part::Violations].map(|part| key(prefix, k, part))
 }
 
 /// A `SCAN MATCH` pattern for the block keys of a rule. Glob characters in the prefix are escaped.
@@ -159,7 +156,8 @@ pub fn block_pattern(prefix: &str, rule: &str) -> String {
         }
         pattern.push(c);
     }
-    pattern.push_str(":*:b");
+    pattern.push_str(":*");
+    pattern.push_str(BLOCK);
     pattern
 }
 
@@ -170,7 +168,8 @@ pub fn parse_block_key(prefix: &str, rule: &str, key: &str) -> Option<LimitKey> 
         .strip_prefix(':')?
         .strip_prefix(rule)?
         .strip_prefix(':')?
-        .strip_suffix("}:b")?;
+        .strip_suffix(BLOCK)?
+        .strip_suffix('}')?;
     let (limit, identity) = rest.split_once(":{")?;
     let bad = |s: &str| s.is_empty() || s.contains([':', '{', '}']);
     if bad(limit) || bad(identity) {

@@ -22,6 +22,7 @@
 
 use std::fmt::Write;
 
+use super::constants::declare;
 use super::one_script::{self, Shape};
 use super::script::NOW;
 use super::source;
@@ -169,7 +170,10 @@ pub fn many_text(shapes: &[Shape], min_ttl: Micros) -> Option<String> {
         "\n-- every enforcing limit passes: the admitted ones record\nif {} then\n{records}end\n{reply} }}\n",
         enforced.join(" and ")
     );
-    Some(text)
+    // The shared constants the script names, after its own numbers (which `shared_script` reads
+    // as its first line).
+    let (numbers, body) = text.split_once('\n')?;
+    Some(format!("{numbers}\n{}{body}", declare(body)))
 }
 
 #[cfg(test)]
@@ -205,8 +209,10 @@ mod tests {
         .expect("a rule script");
         assert!(!text.contains('@'), "every part's names are numbered");
         assert!(text.starts_with(&format!(
-            "local min_ttl, time_deferred, now_at = 0, false, 3\n{NOW}"
+            "local min_ttl, time_deferred, now_at = 0, false, 3\n{}{NOW}",
+            declare(&text)
         )));
+        assert!(declare(&text).contains("FIXED_WINDOW_M"));
         assert!(text.contains("local limit_2, window_2, capacity_2 = 100, 60000000, 100\n"));
         assert!(text.contains("if allowed_1 and allowed_2 then\n"));
         assert!(text.ends_with(

@@ -11,15 +11,15 @@
 //!   with `shared_script` (the script run once per decision of such a call); `cross_slot` (a
 //!   request whose limits fall in different Cluster slots, and `lua/give_back.lua`); `function`
 //!   (the general decision as a Redis function, `FCALL`, or a script where functions are refused);
-//! - the scripts: `source` (each algorithm's one Lua source, split into its forms, shared
-//!   constants written in); `script` (every script a store loads, and which one decides a
+//! - the scripts: `constants` (every constant Rust and the Lua share, which each script
+//!   declares as it names them); `source` (each algorithm's one Lua source, split into its
+//!   forms); `script` (every script a store loads, and which one decides a
 //!   request); `one_script` (the one-limit scripts, made per limit, its numbers written in);
 //!   `many_script` (the rule scripts, made per rule of several limits); `shape_scripts` (those
 //!   made so far, bounded);
-//! - the replies: `reply` (every reply's kind, decoded in one place); `wire` (the scripts'
-//!   arguments, and the outcome replies); `marked_reply` (fixed windows counted in marked
-//!   windows: values and PTTLs to outcomes and Redis' time); `packed_reply` (one such admission
-//!   as one number);
+//! - the wire: `codec` (each decision's arguments out, and every reply back, one layout per
+//!   kind, decoded once into outcomes; `codec::marked`: fixed windows counted in marked windows,
+//!   whose values and PTTLs tell the outcomes and Redis' time);
 //! - keys: `keys` (names, state formats, parsing block keys back), `key_names` (their public
 //!   view), `slot` (Cluster hash slots);
 //! - the other operations: `admin` (reset, block, unblock, block listings), `lease` (releasing
@@ -37,7 +37,7 @@
 //!   spend, through `give_back.lua`).
 //!
 //! # Which script decides a request
-//! | request shape | script | reply (see `reply`) | fallback |
+//! | request shape | script | reply (see `codec`) | fallback |
 //! | --- | --- | --- | --- |
 //! | one limit, applied, its algorithm has a `one` section | the one-limit script: the limit's numbers, `now.lua`, `one_head.lua`, `<algorithm>.lua#one` (`EVALSHA`) | outcomes (the time, 4 values; 6 with a block or penalty); a fixed window in its marked window: packed (one integer) or marked keys; a block in force: blocked text, or a marked block's text | declined (`{}`: a block marker it does not answer, another algorithm's state, a sliding log's denial, a guarded limit's denial) → the general decision |
 //! | 2 to 8 limits, applied, each with a `many` section, none `count_denied` | the rule script: `now.lua`, `many_head.lua`, each limit's `<algorithm>.lua#many` look, then the records (`EVALSHA`); all fixed windows counted in marked windows: `fixed_window.lua#many_marked` first | outcomes (4 or 6 values per limit); marked keys | declined (a block marker, a sliding log's denial, a guarded limit's denial) → the general decision |
@@ -137,7 +137,9 @@
 
 mod admin;
 mod channel;
+mod codec;
 mod connection;
+mod constants;
 mod cross_slot;
 mod decision;
 mod eviction;
@@ -148,11 +150,8 @@ mod key_names;
 mod keys;
 mod lease;
 mod many_script;
-mod marked_reply;
 mod one_script;
 mod options;
-mod packed_reply;
-mod reply;
 mod reservation;
 mod runtime;
 mod script;
@@ -163,7 +162,6 @@ mod slot;
 mod source;
 mod tls;
 mod url;
-mod wire;
 
 pub use admin::LIST_BUDGET;
 pub use channel::RedisChannel;
@@ -310,7 +308,7 @@ impl RedisStore {
 
     /// The client clock as a script argument: `''` tells the script to read Redis `TIME`.
     fn client_now_arg(&self) -> String {
-        wire::now_arg(self.client_now())
+        codec::now_arg(self.client_now())
     }
 
     /// The decision time: the client clock if configured, else Redis `TIME`.

@@ -10,6 +10,7 @@
 //! and kept by `shape_scripts`, and loaded into Redis on its first `NOSCRIPT`; the store's
 //! shortest expiry is written into all of them.
 
+use super::constants::declare;
 use super::script::{NOW, guarded};
 use super::source;
 use crate::model::{Algorithm, Micros};
@@ -68,11 +69,6 @@ impl Shape {
     }
 }
 
-/// Where a one-limit script's text holds the slots' modulus of a fixed window's packed answer
-/// (`packed_reply`), or `false`: written in as a literal, since a local more in the constants
-/// would cost Redis on every call.
-const PACKED_SLOTS: &str = "${PACKED_SLOTS}";
-
 /// How every reply of a one-limit script ends but for a block in force.
 const GUARD_VALUES: &str = ", violations, warning }";
 
@@ -119,15 +115,15 @@ pub fn marked(shape: &Shape, min_ttl: Micros) -> bool {
 }
 
 /// How a one-limit script of `shape` learns the time: `time_deferred`, it reads `TIME` itself,
-/// only when it must; and the slots' modulus of a fixed window's packed answer ([`PACKED_SLOTS`])
-/// (`packed_reply`). The match names every algorithm, so that a new one says how its script
+/// only when it must; and the slots' modulus of a fixed window's packed answer (`packed_slots`,
+/// see `codec::marked`). The match names every algorithm, so that a new one says how its script
 /// reads the time.
 fn timing(shape: &Shape, min_ttl: Micros) -> (bool, Option<u64>) {
     match shape.algorithm {
         // Counted in marked windows, when its numbers leave a modulus for the packed answer.
         Algorithm::FixedWindow => {
             let slots = marked(shape, min_ttl)
-                .then(|| super::packed_reply::slots(shape.count, shape.window_us))
+                .then(|| super::codec::packed_slots(shape.count, shape.window_us))
                 .flatten();
             (slots.is_some(), slots)
         }
@@ -143,15 +139,15 @@ fn timing(shape: &Shape, min_ttl: Micros) -> (bool, Option<u64>) {
 }
 
 /// The text of the one-limit script of `shape` on a store whose shortest expiry to write is
-/// `min_ttl` (see `RedisOptions::min_ttl`): its constants, `lua/now.lua`, then the algorithm's
-/// script; or none for an algorithm without one.
+/// `min_ttl` (see `RedisOptions::min_ttl`): the limit's numbers, the shared constants it names,
+/// `lua/now.lua`, then the algorithm's script; or none for an algorithm without one.
 pub fn one_text(shape: &Shape, min_ttl: Micros) -> Option<String> {
     let body = source::forms(shape.algorithm).one.as_deref()?;
     let warn_after = shape
         .warn_after
         .map_or("nil".to_string(), |w| w.to_string());
     // Without a block or penalty, violations and warning are always 0: the reply leaves them out
-    // (wire::SHAPED_REPLY_PER_LIMIT).
+    // (the outcome layout, `codec`).
     let body = write_marker_answers(body);
     let body = if shape.guarded {
         body
@@ -160,17 +156,18 @@ pub fn one_text(shape: &Shape, min_ttl: Micros) -> Option<String> {
     };
     let (time_deferred, packed_slots) = timing(shape, min_ttl);
     let packed_slots = packed_slots.map_or("false".to_string(), |s| s.to_string());
-    let body = body.replace(PACKED_SLOTS, &packed_slots);
+    let body = format!("{NOW}{body}");
     Some(format!(
         "local min_ttl, limit, window, capacity, count_denied, guarded, warn_after, \
-         time_deferred, now_at = {}, {}, {}, {}, {}, {}, {warn_after}, {time_deferred}, 2\n\
-         {NOW}{body}",
+         time_deferred, packed_slots, now_at = {}, {}, {}, {}, {}, {}, {warn_after}, \
+         {time_deferred}, {packed_slots}, 2\n{}{body}",
         min_ttl.get(),
         shape.count,
         shape.window_us,
         shape.capacity,
         shape.count_denied,
         shape.guarded,
+        declare(&body),
     ))
 }
 

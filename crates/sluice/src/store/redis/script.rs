@@ -24,10 +24,11 @@
 //! every call (about 4.5 µs of Redis time, more than most decisions). The same code is kept as
 //! the script [`Scripts::decide`] for a server that refuses functions.
 //!
-//! Every script is generated from the Lua sources when a store is made (see `source`).
+//! Every script is put together from the Lua sources when a store is made (see `source`), and
+//! opens with the shared constants it names (`constants::declare`).
 //!
 //! The layout of KEYS/ARGV/reply is documented in each script and mirrored by
-//! `store::redis::wire`, which must stay in step with them.
+//! `codec`, which must stay in step with them.
 
 use std::sync::Arc;
 
@@ -35,40 +36,43 @@ use redis::Script;
 
 use smallvec::SmallVec;
 
+use super::constants::declare;
 use super::cross_slot;
 use super::many_script::MAX_LIMITS;
 use super::one_script::Shape;
 use super::shape_scripts::ShapeScripts;
 use super::shared_call::Shaped;
-use super::source::{self, render};
+use super::source;
 use crate::algorithm::Mode;
 use crate::model::Micros;
 use crate::store::LimitCall;
 
 /// The shared part of every script but the one-limit ones: `lua/idiv.lua` and
-/// `lua/prelude.lua`, rendered (see [`source`](super::source)).
-pub fn prelude() -> String {
-    render(concat!(
-        include_str!("lua/idiv.lua"),
-        include_str!("lua/prelude.lua")
-    ))
+/// `lua/prelude.lua`.
+pub const PRELUDE: &str = concat!(
+    include_str!("lua/idiv.lua"),
+    include_str!("lua/prelude.lua")
+);
+
+/// A whole script of `code`: the constants it names, then the code.
+pub fn whole(code: &str) -> String {
+    format!("{}{code}", declare(code))
 }
 
 /// The decision time, the first lines of every script made for a limit or a rule: `lua/now.lua`.
 pub const NOW: &str = include_str!("lua/now.lua");
 
 /// The general decision's driver: the blocked answer first, then `lua/decide.lua`.
-fn driver() -> String {
-    render(concat!(
-        include_str!("lua/blocked.lua"),
-        include_str!("lua/decide.lua")
-    ))
-}
+const DRIVER: &str = concat!(
+    include_str!("lua/blocked.lua"),
+    include_str!("lua/decide.lua")
+);
 
-/// The definitions the general decision uses: the prelude and every algorithm's `general`
-/// section, in code order.
+/// The definitions the general decision uses: the constants its code names, the prelude, every
+/// algorithm's `general` section in code order, and their tables.
 fn definitions() -> String {
-    format!("{}{}", prelude(), source::general())
+    let code = format!("{PRELUDE}{}{}", source::general(), source::tables());
+    format!("{}{code}", declare(&format!("{code}{DRIVER}")))
 }
 
 /// The general decision as a function library (`FUNCTION LOAD`): the definitions run once when
@@ -84,7 +88,8 @@ pub struct Library {
 }
 
 impl Library {
-    fn new(definitions: &str, driver: &str) -> Library {
+    fn new(definitions: &str) -> Library {
+        let driver = DRIVER;
         let hash = Script::new(&format!("{definitions}{driver}")).get_hash()[..12].to_string();
         let function = format!("sluice_decide_{hash}");
         let source = format!(
@@ -99,12 +104,12 @@ impl Library {
 /// `settle` section (see `source::with_sections`).
 fn settle_text() -> String {
     let driver = source::with_sections(include_str!("lua/settle.lua"), source::SETTLE);
-    format!("{}{driver}", prelude())
+    whole(&format!("{PRELUDE}{driver}"))
 }
 
-/// A script of the prelude and the given parts, rendered.
-fn after_prelude(parts: &[&str]) -> String {
-    format!("{}{}", prelude(), render(&parts.concat()))
+/// A script of the prelude and `part`.
+fn after_prelude(part: &str) -> String {
+    whole(&format!("{PRELUDE}{part}"))
 }
 
 /// The scripts, hashed once.
@@ -132,16 +137,16 @@ pub struct Scripts {
 impl Scripts {
     /// Hashes the scripts, for a store whose shortest expiry to write is `min_ttl`.
     pub fn new(min_ttl: Micros) -> Scripts {
-        let (definitions, driver) = (definitions(), driver());
+        let definitions = definitions();
         Scripts {
             shaped: ShapeScripts::new(min_ttl),
-            decide: Script::new(&format!("{definitions}{driver}")),
-            block: Script::new(&after_prelude(&[include_str!("lua/block.lua")])),
-            unblock: Script::new(&after_prelude(&[include_str!("lua/unblock.lua")])),
-            lease: Script::new(&after_prelude(&[include_str!("lua/lease.lua")])),
+            decide: Script::new(&format!("{definitions}{DRIVER}")),
+            block: Script::new(&after_prelude(include_str!("lua/block.lua"))),
+            unblock: Script::new(&after_prelude(include_str!("lua/unblock.lua"))),
+            lease: Script::new(&after_prelude(include_str!("lua/lease.lua"))),
             settle: Script::new(&settle_text()),
             give_back: Script::new(&cross_slot::give_back_text()),
-            library: Library::new(&definitions, &driver),
+            library: Library::new(&definitions),
         }
     }
 
@@ -179,10 +184,10 @@ pub fn guarded(call: &LimitCall) -> bool {
 /// Every script a store loads before its first decision, as text.
 #[cfg(test)]
 pub(super) fn texts() -> Vec<String> {
-    let (definitions, driver) = (definitions(), driver());
+    let definitions = definitions();
     let mut texts = vec![
-        format!("{definitions}{driver}"),
-        Library::new(&definitions, &driver).source,
+        format!("{definitions}{DRIVER}"),
+        Library::new(&definitions).source,
         cross_slot::give_back_text(),
     ];
     for part in [
@@ -190,7 +195,7 @@ pub(super) fn texts() -> Vec<String> {
         include_str!("lua/unblock.lua"),
         include_str!("lua/lease.lua"),
     ] {
-        texts.push(after_prelude(&[part]));
+        texts.push(after_prelude(part));
     }
     texts.push(settle_text());
     texts
@@ -198,22 +203,24 @@ pub(super) fn texts() -> Vec<String> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::wire::ARGS_PER_LIMIT;
     use super::*;
 
     #[test]
-    fn every_script_starts_with_the_prelude_and_has_every_constant_written_in() {
+    fn every_script_opens_with_the_constants_it_names_then_the_prelude() {
         let texts = texts();
         for text in &texts {
-            assert!(
-                text.starts_with(&prelude()) || text.starts_with("#!lua name=sluice_"),
-                "{}",
-                &text[..80]
-            );
-            assert!(!text.contains("${"), "a constant left unwritten");
+            let code = text
+                .strip_prefix("#!lua name=sluice_")
+                .map_or(text.as_str(), |rest| {
+                    rest.split_once('\n').expect("the library's name line").1
+                });
+            let (declared, rest) = code.split_once('\n').expect("a declaration line");
+            assert_eq!(format!("{declared}\n"), declare(rest), "{}", &code[..80]);
+            assert!(rest.starts_with(PRELUDE), "{}", &rest[..80]);
         }
         let library = &texts[1];
         assert!(library.contains(&definitions()));
-        assert!(texts[0].contains(&format!("local ARGS_PER_LIMIT = {ARGS_PER_LIMIT}\n")));
+        let (declared, _) = texts[0].split_once(" = ").expect("constants");
+        assert!(declared.contains("ARGS_PER_LIMIT"), "{declared}");
     }
 }

@@ -37,7 +37,7 @@ use redis::{Script, Value};
 use tokio::sync::oneshot;
 
 use super::shared_script::shared_text;
-use super::{RedisStore, wire};
+use super::{RedisStore, codec};
 use crate::model::Micros;
 use crate::store::{LimitCall, StoreError};
 
@@ -199,7 +199,7 @@ impl RedisStore {
     ) -> Result<Value, StoreError> {
         let shared = &shaped.shared;
         for call in calls {
-            wire::check_exact(call)?;
+            codec::check_exact(call)?;
         }
         let (turn, mut answer) = oneshot::channel();
         let me = Waiter {
@@ -293,12 +293,12 @@ impl RedisStore {
     }
 }
 
-/// The `EVALSHA` of the script `hash` for `batch` ([`wire::shaped_command`]): each decision's
+/// The `EVALSHA` of the script `hash` for `batch` ([`codec::shaped_command`]): each decision's
 /// KEYS, then its costs, in turn.
 fn command(hash: &str, batch: &[Waiter], now: Option<Micros>, every_cost: bool) -> redis::Cmd {
     let keys = batch.iter().flat_map(|w| &w.keys);
     let costs = batch.iter().flat_map(|w| w.costs.iter().copied());
-    wire::shaped_command(hash, keys, costs, every_cost, now)
+    codec::shaped_command(hash, keys, costs, every_cost, now)
 }
 
 /// A decision whose call was dropped before it answered (no runtime was left to finish it).

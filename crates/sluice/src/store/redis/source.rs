@@ -16,37 +16,21 @@
 //!
 //! The give-back and settle scripts take, after the prelude, the `general` section of each
 //! algorithm that has such a section, and the sections themselves where their driver says
-//! `--@@give_back` or `--@@settle`; the driver finds them by code (`${GIVE_BACKS}`,
-//! `${SETTLES}`).
+//! `--@@give_back` or `--@@settle`, followed by the table the driver finds them in by code
+//! (`GIVE_BACKS`, `SETTLES`: [`with_sections`]). The general decision finds each algorithm's look
+//! and record in the tables `LOOKS` and `RECORDS` ([`tables`]).
 //!
-//! Constants that Rust and Lua share are defined once, in Rust, and written into the Lua where it
-//! says `${NAME}` ([`render`]): the fixed window's slot modulus and count base, the count cap, the
-//! level epsilon, the sliding window's buckets, the sliding log's rebase point, the general
-//! decision's and the give-back's arguments per limit, each algorithm's code (`${CODE_GCRA}`)
-//! and the general decision's `LOOKS`/`RECORDS` lists, in code order.
-//!
-//! Generated at load time, not in a build script: the constants are the library's own
+//! The constants Rust and Lua share are in `constants`: a script is put together from these parts
+//! and opens with the constants it names (`constants::declare`); no part is edited. Put
+//! together at load time, not in a build script: the constants are the library's own
 //! ([`crate::algorithm::COUNT_CAP`], the registry's codes, the wire layout), which a build script
 //! could only see if they moved out of the crate; and the one-limit and rule scripts are made per
-//! limit and rule at run time anyway, their numbers written in. Each source is split and rendered
-//! once per process ([`forms`]). Rendering only replaces text, so a script's Lua is what it would
-//! be with the numbers typed in, and costs Redis the same. A `${` left in a script would fail
-//! when Redis loads it: a test renders every script and finds none.
+//! limit and rule at run time anyway, their numbers written in. Each source is split once per
+//! process ([`forms`]).
 
 use std::sync::LazyLock;
 
-use crate::algorithm::{COUNT_CAP, LEVEL_EPSILON, sliding_window};
-use crate::model::{Algorithm, REGISTRY};
-
-/// A fixed window's count in its key is `-(slot * FIXED_WINDOW_M + count)` (`fixed_window.lua`).
-pub(super) const FIXED_WINDOW_M: u64 = 1 << 25;
-
-/// A fixed window's slot is its index modulo this, plus 1 (2^28 − 1: `packed_reply` needs its
-/// factors).
-pub(super) const FIXED_WINDOW_SLOTS: u64 = (1 << 28) - 1;
-
-/// A sliding log's starts are rebased to 0 past this (2^51, `sliding_log.lua`).
-const SLIDING_LOG_REBASE: u64 = 1 << 51;
+use crate::model::Algorithm;
 
 /// The Lua source of each algorithm. The match is exhaustive: a new algorithm's source is named
 /// here, and nowhere else in the Redis store but where the compiler points.
@@ -81,59 +65,23 @@ pub(super) const GIVE_BACK: &str = "give_back";
 /// See [`GIVE_BACK`].
 pub(super) const SETTLE: &str = "settle";
 
-/// The text of a shared constant (see the module doc), by its name in `${NAME}`.
-fn constant(name: &str) -> Option<String> {
-    let list = |suffix: &str| REGISTRY.map(|e| format!("{}_{suffix}", e.name)).join(", ");
-    Some(match name {
-        "FIXED_WINDOW_M" => FIXED_WINDOW_M.to_string(),
-        "FIXED_WINDOW_SLOTS" => FIXED_WINDOW_SLOTS.to_string(),
-        "COUNT_CAP" => COUNT_CAP.to_string(),
-        "LEVEL_EPSILON" => format!("{LEVEL_EPSILON:e}"),
-        "SLIDING_WINDOW_BUCKETS" => sliding_window::BUCKETS.to_string(),
-        "SLIDING_LOG_REBASE" => SLIDING_LOG_REBASE.to_string(),
-        "ARGS_PER_LIMIT" => super::wire::ARGS_PER_LIMIT.to_string(),
-        "GIVE_BACK_ARGS" => super::cross_slot::GIVE_BACK_ARGS.to_string(),
-        "LOOKS" => list("look"),
-        "RECORDS" => list("record"),
-        "GIVE_BACKS" => by_code(GIVE_BACK),
-        "SETTLES" => by_code(SETTLE),
-        _ => {
-            let code = name.strip_prefix("CODE_")?;
-            let entry = REGISTRY
-                .iter()
-                .find(|e| e.name.eq_ignore_ascii_case(code))?;
-            entry.wire_code.to_string()
-        }
-    })
+/// `local <name> = { <form> of each algorithm, by code }`: a driver's table of the functions of
+/// a form ([`by_code`]).
+fn table(name: &str, form: &str) -> String {
+    format!("local {name} = {{ {} }}\n", by_code(form))
 }
 
-/// `text` with each `${NAME}` replaced by the constant's text; an unknown name is left as it is
-/// (a test finds none in any script).
-pub(super) fn render(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    let mut rest = text;
-    while let Some(at) = rest.find("${") {
-        out.push_str(&rest[..at]);
-        let after = &rest[at + 2..];
-        match after
-            .find('}')
-            .and_then(|end| Some((constant(&after[..end])?, end)))
-        {
-            Some((value, end)) => {
-                out.push_str(&value);
-                rest = &after[end + 1..];
-            }
-            None => {
-                out.push_str("${");
-                rest = after;
-            }
-        }
-    }
-    out.push_str(rest);
-    out
+/// The general decision's tables of each algorithm's look and record (every algorithm's
+/// `general` section defines both), after their definitions.
+pub(super) fn tables() -> String {
+    let every = |name: &str, suffix: &str| {
+        let functions = Algorithm::ALL.map(|a| format!("{}_{suffix}", a.name()));
+        format!("local {name} = {{ {} }}\n", functions.join(", "))
+    };
+    format!("{}{}", every("LOOKS", "look"), every("RECORDS", "record"))
 }
 
-/// An algorithm's forms, split from its source and rendered.
+/// An algorithm's forms, split from its source.
 #[derive(Debug)]
 pub(super) struct Forms {
     /// The `general` section.
@@ -183,7 +131,7 @@ fn split(algorithm: Algorithm) -> Forms {
         sections
             .iter()
             .find(|(n, _)| *n == name)
-            .map(|(_, body)| render(body))
+            .map(|(_, body)| body.to_string())
     };
     let one = form("one").map(|body| {
         let idiv = if body.contains("idiv(") {
@@ -225,8 +173,8 @@ pub(super) fn general() -> String {
 }
 
 /// `driver` (a script's own part, after the prelude) with the algorithms' sections of `form`
-/// (`GIVE_BACK` or `SETTLE`) written in where it says `--@@<form>`, after the `general` section
-/// of each algorithm that has one; rendered.
+/// (`GIVE_BACK` or `SETTLE`) where it says `--@@<form>`, then their table (`GIVE_BACKS` or
+/// `SETTLES`), after the `general` section of each algorithm that has one.
 pub(super) fn with_sections(driver: &str, form: &str) -> String {
     let section = |a: Algorithm| match form {
         GIVE_BACK => forms(a).give_back.as_deref(),
@@ -235,8 +183,11 @@ pub(super) fn with_sections(driver: &str, form: &str) -> String {
     let having = || Algorithm::ALL.into_iter().filter(|&a| section(a).is_some());
     let generals: String = having().map(|a| forms(a).general.as_str()).collect();
     let sections: String = having().filter_map(section).collect();
-    let driver = render(driver).replacen(&format!("\n--@@{form}\n"), &format!("\n{sections}"), 1);
-    format!("{generals}{driver}")
+    let (head, tail) = driver
+        .split_once(&format!("\n--@@{form}\n"))
+        .expect("the driver says where the sections go");
+    let table = table(&format!("{}S", form.to_uppercase()), form);
+    format!("{generals}{head}\n{sections}{table}{tail}")
 }
 
 #[cfg(test)]

@@ -27,7 +27,7 @@ if ARGV[17] == nil then
           warning = 1
         end
       end
-      return { now, 0, 0, until_us - now, until_us - now, 0, until_us, violations, warning }
+      return { now, 0, 0, until_us - now, until_us - now, violations, warning, 0, until_us }
     end
   end
   kept_key, kept_raw = KEYS[1], held

@@ -18,13 +18,11 @@
 --   shadow (0/1), block_us ('': none), warn_after ('': no penalty), ban_after, ban_us,
 --   memory_us.
 -- Returns: { now_us, then 8 per limit: allowed (0/1), remaining, reset_after_us,
---   retry_after_us (-1: none), delay_us, blocked_until_us (-1: none), violations, warning (0/1),
+--   retry_after_us (-1: none), violations, warning (0/1), delay_us, blocked_until_us (-1: none)
+--   (the shaped scripts' 4 or 6 values, then these two: codec.rs),
 --   then per settable limit, in order, the run-time count and capacity it decided with (0, 0:
 --   none set) }.
 
-local LOOKS = { ${LOOKS} }
-local RECORDS = { ${RECORDS} }
-local ARGS_PER_LIMIT = ${ARGS_PER_LIMIT}
 
 local now = read_now(ARGV[1])
 min_ttl_us = tonumber(ARGV[2])
@@ -46,7 +44,7 @@ while ARGV[a] do
   if code < 0 then
     -- Read in this same script: a change applies to the next decision, never halfway into one.
     code = -code
-    runtime = redis.call('GET', KEYS[k] .. ':r') or ''
+    runtime = redis.call('GET', KEYS[k] .. RUNTIME) or ''
   end
   local step = {
     look = LOOKS[code],
@@ -125,7 +123,7 @@ if not peek then
           local violations = step.violations + 1
           local forget = now + step.penalty.memory
           put(step.violations_key, int(violations) .. ':' .. int(forget), step.penalty.memory)
-          if step.code == ${CODE_FIXED_WINDOW} then
+          if step.code == CODE_FIXED_WINDOW then
             fixed_window_flag(step.state)
           end
           copy = int(violations) .. ' ' .. int(forget)
@@ -158,10 +156,10 @@ for _, r in ipairs(results) do
   reply[#reply + 1] = r.remaining
   reply[#reply + 1] = r.reset
   reply[#reply + 1] = r.retry or -1
-  reply[#reply + 1] = r.delay
-  reply[#reply + 1] = r.blocked_until or -1
   reply[#reply + 1] = r.violations
   reply[#reply + 1] = r.warning and 1 or 0
+  reply[#reply + 1] = r.delay
+  reply[#reply + 1] = r.blocked_until or -1
 end
 for _, step in ipairs(steps) do
   if step.runtime then

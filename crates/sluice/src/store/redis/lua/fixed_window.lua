@@ -4,11 +4,8 @@
 -- fixed_window: restates algorithm/fixed_window.rs as look and record. (A one-limit rule counts
 -- with one native DECRBY instead: see fixed_window.lua#one.)
 --
--- KEY: one integer, -(slot * FW_M + count), or flagged while a penalty remembers violations: its
--- format, and why every script reads both forms, in `# Fixed window keys` in marked_reply.rs.
-
-local FW_M = ${FIXED_WINDOW_M}
-local FW_SLOTS = ${FIXED_WINDOW_SLOTS}
+-- KEY: one integer, -(slot * FIXED_WINDOW_M + count), or flagged while a penalty remembers violations: its
+-- format, and why every script reads both forms, in `# Fixed window keys` in codec/marked.rs.
 
 -- The slot and count of `raw` (a stored value; slot 0 for anything else), and whether it is
 -- flagged.
@@ -18,19 +15,19 @@ local function fixed_window_held(raw)
     return 0, 0, false
   end
   if v > 0 then
-    local s = idiv(v, FW_M)
-    return s, FW_M - 1 - (v - s * FW_M), true
+    local s = idiv(v, FIXED_WINDOW_M)
+    return s, FIXED_WINDOW_M - 1 - (v - s * FIXED_WINDOW_M), true
   end
-  local s = idiv(-v, FW_M)
-  return s, -v - s * FW_M, false
+  local s = idiv(-v, FIXED_WINDOW_M)
+  return s, -v - s * FIXED_WINDOW_M, false
 end
 
 -- A count as stored: flagged or not.
 local function fixed_window_value(slot, count, flagged)
   if flagged then
-    return int(slot * FW_M + FW_M - 1 - count)
+    return int(slot * FIXED_WINDOW_M + FIXED_WINDOW_M - 1 - count)
   end
-  return int(-(slot * FW_M + count))
+  return int(-(slot * FIXED_WINDOW_M + count))
 end
 
 -- Flags the count in `key`, if it holds one that is not (a violation was just counted).
@@ -44,7 +41,7 @@ end
 
 local function fixed_window_slot(now, p)
   local idx = idiv(now, p.window)
-  return idx * p.window, idx - idiv(idx, FW_SLOTS) * FW_SLOTS + 1
+  return idx * p.window, idx - idiv(idx, FIXED_WINDOW_SLOTS) * FIXED_WINDOW_SLOTS + 1
 end
 
 local function fixed_window_fill(o, now, p)
@@ -91,21 +88,21 @@ end
 -- undoing a denied count, without the prelude (every function a script defines costs Redis time
 -- on every call), so it divides as idiv does, in exact doubles. Anything but a count in the key
 -- returns {} and the caller decides with the general script instead. Marked windows, their
--- answers and a penalty's violations: `# The one-limit script's answers` in marked_reply.rs.
+-- answers and a penalty's violations: `# The one-limit script's answers` in codec/marked.rs.
 --
 -- KEYS[1]: the state key, -(slot * 2^25 + count), or flagged (see fixed_window.lua).
--- ARGV and the reply: as one_head.lua says, or a marked answer (marked_reply.rs).
+-- ARGV and the reply: as one_head.lua says, or a marked answer (codec/marked.rs).
 
 local key = KEYS[1]
 local held, r, b1, b2
 if guarded and (late or not warn_after or held_forget) then
   -- Read first (a refused DECRBY on a block marker costs three GETs; a penalty's marker holds
-  -- the violations): see `# Reading first` in marked_reply.rs.
+  -- the violations): see `# Reading first` in codec/marked.rs.
   held = redis.pcall('GET', key)
   if held and not held.err and (not late or #held > 17) then
     b1, b2 = string.byte(held, 1, 2)
   end
-  if b1 ~= 66 then
+  if b1 ~= MARKER_BYTE then
     r = redis.pcall('DECRBY', key, cost_text)
   end
 else
@@ -118,12 +115,11 @@ else
   end
 end
 local counted = r and type(r) == 'number'
-local M, SLOTS, CAP = ${FIXED_WINDOW_M}, ${FIXED_WINDOW_SLOTS}, ${COUNT_CAP}
 if not now then
-  if b1 == 66 then
-    if b2 == 48 then
+  if b1 == MARKER_BYTE then
+    if b2 == AT_END_BYTE then
       -- A marker that expires with its block: 2 ms or more left prove the block in force and
-      -- tell Redis' time (see `# The one-limit script's answers` in marked_reply.rs).
+      -- tell Redis' time (see `# The one-limit script's answers` in codec/marked.rs).
       local ttl = redis.call('PTTL', key)
       if ttl > 1 and not (late and #held <= 18) then
         -- string.format writes a number for about 1,100 instructions less than `..`.
@@ -133,35 +129,35 @@ if not now then
   elseif counted and r < 0 then
     -- Marked: a count of this window (a slot, which a new key's -cost lacks) that admits.
     local m = -r
-    local count = m % M
-    if m >= M and count > 0 and count <= limit then
+    local count = m % FIXED_WINDOW_M
+    if m >= FIXED_WINDOW_M and count > 0 and count <= limit then
       local ttl = redis.call('PTTL', key)
       if ttl > 0 and ttl * 1000 <= window then
-        -- One number (packed_reply.rs): a table costs Redis more than the Lua that packs it.
-        return (((m - count) / M - 1) % ${PACKED_SLOTS} * (limit + 1) + count) * (window / 1000 + 1) + ttl
+        -- One number (codec/marked.rs, "The packed answer"): a table costs Redis more than the Lua that packs it.
+        return (((m - count) / FIXED_WINDOW_M - 1) % packed_slots * (limit + 1) + count) * (window / 1000 + 1) + ttl
       end
     end
   elseif counted and late then
     -- A flagged count of this window that admits: with the violations key's count and end.
-    local s = math.floor(r / M)
-    local count = M - 1 - (r - s * M)
+    local s = math.floor(r / FIXED_WINDOW_M)
+    local count = FIXED_WINDOW_M - 1 - (r - s * FIXED_WINDOW_M)
     if s > 0 and count > 0 and count <= limit then
       local ttl = redis.call('PTTL', key)
       if ttl > 0 and ttl * 1000 <= window then
-        local v = redis.call('GET', key .. ':v')
+        local v = redis.call('GET', key .. VIOLATIONS)
         if v then
           held_violations, held_forget = string.match(v, '^(%d+):(%d+)$')
         end
         if held_forget then
-          return { -(s * M + count), ttl, held_violations, held_forget }
+          return { -(s * FIXED_WINDOW_M + count), ttl, held_violations, held_forget }
         end
-        return ((s - 1) % ${PACKED_SLOTS} * (limit + 1) + count) * (window / 1000 + 1) + ttl
+        return ((s - 1) % packed_slots * (limit + 1) + count) * (window / 1000 + 1) + ttl
       end
     end
   end
   if late then
     -- The violations, which the key did not tell, as one_head.lua reads them.
-    local v = redis.call('GET', key .. ':v')
+    local v = redis.call('GET', key .. VIOLATIONS)
     if v then
       held_violations, held_forget = string.match(v, '^(%d+):(%d+)$')
     end
@@ -191,15 +187,15 @@ if idx * window > now then
 elseif (idx + 1) * window <= now then
   idx = idx + 1
 end
-local slot = idx % SLOTS + 1
+local slot = idx % FIXED_WINDOW_SLOTS + 1
 local left = (idx + 1) * window - now
 -- The count of this window, whether it is flagged (see fixed_window.lua).
 local count, flagged = 0, r > 0
-local s = floor(math.abs(r) / M)
+local s = floor(math.abs(r) / FIXED_WINDOW_M)
 if s == slot then
-  count = math.abs(r) - s * M
+  count = math.abs(r) - s * FIXED_WINDOW_M
   if flagged then
-    count = M - 1 - count
+    count = FIXED_WINDOW_M - 1 - count
   end
 end
 local allowed
@@ -216,7 +212,7 @@ if count == 0 then
     return {}
   end
   if allowed or count_denied then
-    count = math.min(cost, CAP)
+    count = math.min(cost, COUNT_CAP)
     local ms = math.ceil((expiry_from + math.max(left, min_ttl)) / 1000)
     -- A window of an identity with violations is flagged (see fixed_window.lua).
     local flag = violations > 0
@@ -224,22 +220,22 @@ if count == 0 then
       -- The DECRBY made the key (a stored count is never 0): its slot and an expiry complete
       -- it, which costs Redis less than a SET with PXAT.
       if flag then
-        redis.call('INCRBY', key, string.format('%d', slot * M + M - 1))
+        redis.call('INCRBY', key, string.format('%d', slot * FIXED_WINDOW_M + FIXED_WINDOW_M - 1))
       else
-        redis.call('DECRBY', key, string.format('%d', slot * M))
+        redis.call('DECRBY', key, string.format('%d', slot * FIXED_WINDOW_M))
       end
       redis.call(pexpire, key, string.format('%d', ms))
     else
-      local value = -(slot * M + count)
+      local value = -(slot * FIXED_WINDOW_M + count)
       if flag then
-        value = slot * M + M - 1 - count
+        value = slot * FIXED_WINDOW_M + FIXED_WINDOW_M - 1 - count
       end
       redis.call('SET', key, string.format('%d', value), px, string.format('%d', ms))
     end
-    if allowed and count > 0 and ${PACKED_SLOTS} and px == 'PXAT' and not held_forget then
+    if allowed and count > 0 and packed_slots and px == 'PXAT' and not held_forget then
       -- A window's first admission answers as the marked ones after it: the key's PTTL is its
       -- expiry less Redis' millisecond. One number costs Redis less than the table below.
-      return ((slot - 1) % ${PACKED_SLOTS} * (limit + 1) + count) * (window / 1000 + 1) + ms - floor(now / 1000)
+      return ((slot - 1) % packed_slots * (limit + 1) + count) * (window / 1000 + 1) + ms - floor(now / 1000)
     end
   else
     redis.call('DEL', key)
@@ -253,7 +249,7 @@ else
   if not allowed then
     local keep = count - cost
     if count_denied then
-      keep = math.min(count, CAP)
+      keep = math.min(count, COUNT_CAP)
     end
     if keep ~= count then
       redis.call('INCRBY', key, count - keep)
@@ -287,18 +283,18 @@ if idx_@ * window_@ > now then
 elseif (idx_@ + 1) * window_@ <= now then
   idx_@ = idx_@ + 1
 end
-local slot_@ = idx_@ % ${FIXED_WINDOW_SLOTS} + 1
+local slot_@ = idx_@ % FIXED_WINDOW_SLOTS + 1
 local left_@ = (idx_@ + 1) * window_@ - now
 local count_@, flagged_@ = 0, false
 if m_@ and m_@ < 0 then
-  local s = math.floor(-m_@ / ${FIXED_WINDOW_M})
+  local s = math.floor(-m_@ / FIXED_WINDOW_M)
   if s == slot_@ then
-    count_@ = -m_@ - s * ${FIXED_WINDOW_M}
+    count_@ = -m_@ - s * FIXED_WINDOW_M
   end
 elseif m_@ then
-  local s = math.floor(m_@ / ${FIXED_WINDOW_M})
+  local s = math.floor(m_@ / FIXED_WINDOW_M)
   if s == slot_@ then
-    count_@, flagged_@ = (${FIXED_WINDOW_M} - 1) - (m_@ - s * ${FIXED_WINDOW_M}), true
+    count_@, flagged_@ = (FIXED_WINDOW_M - 1) - (m_@ - s * FIXED_WINDOW_M), true
   end
 end
 local allowed_@ = count_@ + cost_@ <= limit_@
@@ -312,11 +308,11 @@ if count_@ > 0 then
   reset_@ = left_@
 end
 --@record
-if count_@ == 0 or count_@ + cost_@ > ${COUNT_CAP} then
-  count_@ = math.min(count_@ + cost_@, ${COUNT_CAP})
-  local value = -(slot_@ * ${FIXED_WINDOW_M} + count_@)
+if count_@ == 0 or count_@ + cost_@ > COUNT_CAP then
+  count_@ = math.min(count_@ + cost_@, COUNT_CAP)
+  local value = -(slot_@ * FIXED_WINDOW_M + count_@)
   if flagged_@ or violations_@ > 0 then
-    value = slot_@ * ${FIXED_WINDOW_M} + (${FIXED_WINDOW_M} - 1) - count_@
+    value = slot_@ * FIXED_WINDOW_M + (FIXED_WINDOW_M - 1) - count_@
   end
   redis.call('SET', key_@, string.format('%d', value), px,
     string.format('%d', math.ceil((expiry_from + math.max(left_@, min_ttl)) / 1000)))
@@ -333,15 +329,15 @@ end
 --@@many_marked
 -- fixed_window#many_marked: a fixed-window limit's count in its marked window, in a rule script
 -- whose limits are all fixed windows that fixed_window.lua#one would mark: see `# A rule's
--- fixed windows in their marked windows` in marked_reply.rs.
+-- fixed windows in their marked windows` in codec/marked.rs.
 
 local r_@, ttl_@ = nil, 0
 if all then
   r_@ = redis.pcall('DECRBY', key_@, cost_text_@)
   if type(r_@) == 'number' then
     local m = -r_@
-    local count = m % ${FIXED_WINDOW_M}
-    if m >= ${FIXED_WINDOW_M} then
+    local count = m % FIXED_WINDOW_M
+    if m >= FIXED_WINDOW_M then
       if count > 0 and count <= limit_@ then
         ttl_@ = redis.call('PTTL', key_@)
         if ttl_@ * 1000 > window_@ then
@@ -363,14 +359,14 @@ if ttl_@ < 0 then
     idx = idx + 1
   end
   local ms = math.ceil((idx + 1) * window_@ / 1000)
-  local slot = (idx % ${FIXED_WINDOW_SLOTS} + 1) * ${FIXED_WINDOW_M}
-  if cost_@ <= ${COUNT_CAP} then
+  local slot = (idx % FIXED_WINDOW_SLOTS + 1) * FIXED_WINDOW_M
+  if cost_@ <= COUNT_CAP then
     -- The DECRBY made the key: its slot and an expiry complete it, for less than a SET.
     r_@ = r_@ - slot
     redis.call('DECRBY', key_@, string.format('%d', slot))
     redis.call('PEXPIREAT', key_@, string.format('%d', ms))
   else
-    r_@ = -(slot + ${COUNT_CAP})
+    r_@ = -(slot + COUNT_CAP)
     redis.call('SET', key_@, string.format('%d', r_@), 'PXAT', string.format('%d', ms))
   end
   ttl_@ = ms - math.floor(now / 1000)
@@ -391,7 +387,7 @@ local function fixed_window_give_back(key, kind, p, cost)
     return
   end
   local idx = idiv(t0, p.window)
-  local slot = idx - idiv(idx, FW_SLOTS) * FW_SLOTS + 1
+  local slot = idx - idiv(idx, FIXED_WINDOW_SLOTS) * FIXED_WINDOW_SLOTS + 1
   local s, count, flagged = fixed_window_held(redis.call('GET', key))
   if s == slot then
     local left = math.max(count - cost, 0)

@@ -74,7 +74,7 @@ if not tat and guarded and not now and type(raw) == 'string' then
   -- its violations (the marker's copy, after `B0` and the end's 16 digits, or the violations
   -- key's as read). Anything else reads TIME.
   local b1, b2 = string.byte(raw, 1, 2)
-  if b1 == 66 and b2 == 48 then
+  if b1 == MARKER_BYTE and b2 == AT_END_BYTE then
     local ttl = redis.call('PTTL', KEYS[1])
     if ttl > 1 then
       -- string.format writes a number for about 1,100 instructions less than `..`.

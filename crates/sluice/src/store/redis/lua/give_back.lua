@@ -23,8 +23,6 @@
 -- only shrink by draining, so the level never drops below what the other admissions hold.
 -- Expiries are kept (KEEPTTL): a state that matters for less time may live a little longer.
 
-local GIVE_BACK_ARGS = ${GIVE_BACK_ARGS}
-
 local now = read_now(ARGV[1])
 local t0 = tonumber(ARGV[2])
 local elapsed = math.max(now - t0, 0)
@@ -40,8 +38,6 @@ local function set_or_del(key, value, keep_it)
 end
 
 --@@give_back
-
-local GIVE_BACKS = { ${GIVE_BACKS} }
 
 for i = 1, #KEYS do
   local a = 3 + (i - 1) * GIVE_BACK_ARGS

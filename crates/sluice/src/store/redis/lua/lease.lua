@@ -20,7 +20,7 @@ local key = KEYS[1]
 local state = key
 local held = redis.pcall('GET', key)
 if is_marker(held) then
-  state = key .. ':h'
+  state = key .. PARKED
 end
 local ends = redis.pcall('ZSCORE', state, token)
 if type(ends) ~= 'string' or tonumber(ends) <= now then

@@ -4,21 +4,20 @@
 --
 -- The script is written for one limit: the store puts the limit's constants before now.lua
 -- (one_script::one_text), as `local min_ttl, limit, window, capacity, count_denied, guarded,
--- warn_after, time_deferred, now_at = ...`: the shortest expiry to write in µs (see
--- RedisOptions::min_ttl), count (units per window), window_us, capacity, count_denied, guarded
--- (the limit has a block or a penalty), the penalty's warn_after (nil: none), time_deferred
--- (true: the script reads TIME itself, only when it must: fixed_window.lua#one and gcra.lua#one)
--- and now_at, 2 (see now.lua). The limit's ${PACKED_SLOTS} is written into the text itself, where
--- it stands (a local more would cost Redis on every call): a fixed window counted in marked
--- windows, the modulus of its packed answer (packed_reply.rs); else false. Only
--- what changes from call to call is an argument: each one costs Redis about 1,000 instructions,
--- more than most lines of Lua here.
+-- warn_after, time_deferred, packed_slots, now_at = ...`: the shortest expiry to write in µs
+-- (see RedisOptions::min_ttl), count (units per window), window_us, capacity, count_denied,
+-- guarded (the limit has a block or a penalty), the penalty's warn_after (nil: none),
+-- time_deferred (true: the script reads TIME itself, only when it must: fixed_window.lua#one and
+-- gcra.lua#one), packed_slots (a fixed window counted in marked windows: the modulus of its
+-- packed answer, codec/marked.rs, "The packed answer"; else false) and now_at, 2 (see now.lua);
+-- then the shared constants the script names (constants.rs). Only what changes from call to call
+-- is an argument: each one costs Redis about 1,000 instructions, more than most lines of Lua here.
 -- For the same reason, numbers given to a Redis command are written as text (the cost as
 -- ARGV[1], '0' rather than 0): Lua turns a number into a string with sprintf.
 --
 -- ARGV: the cost, then now in µs from the client's clock (none: Redis TIME, and then no cost
 --   either when it is 1).
--- KEYS[1]: the state key. With a penalty, the violations key is KEYS[1] .. ':v' (keys.rs), not an
+-- KEYS[1]: the state key. With a penalty, the violations key is KEYS[1] .. VIOLATIONS (keys.rs), not an
 --   argument, which would cost Redis about 1,500 instructions a call: "<count>:<forgotten at µs>".
 --
 -- A guarded limit is decided here unless a block or a penalty must act: a block in force is
@@ -46,15 +45,15 @@ local cost = cost_text == '1' and 1 or tonumber(cost_text)
 -- one_script::one_text writes marker_answer.lua in that place, which answers the block in force,
 -- or {} (a block that is over, or anything else). A function would cost Redis about 1,500
 -- instructions on every call that defines it, used or not.
--- A marked fixed window (its PACKED_SLOTS, the slots' modulus) with a penalty reads the
+-- A marked fixed window (its packed_slots, the slots' modulus) with a penalty reads the
 -- violations key itself, after its own key, which tells them in most cases (`late`,
 -- fixed_window.lua#one). A call of a Lua function (type()) costs Redis about 600 instructions.
 local violations, warning = 0, 0
 local held_violations, held_forget
-local late = warn_after and not now and ${PACKED_SLOTS}
+local late = warn_after and not now and packed_slots
 if guarded then
   if warn_after and not late then
-    local v = redis.call('GET', KEYS[1] .. ':v')
+    local v = redis.call('GET', KEYS[1] .. VIOLATIONS)
     if v then
       held_violations, held_forget = string.match(v, '^(%d+):(%d+)$')
     end

@@ -3,6 +3,8 @@
 -- Every Sluice script but the one-limit ones is idiv.lua and this prelude, followed by its own
 -- parts (see store/redis/script.rs).
 -- KEYS/ARGV/returns: none of its own; each driver documents its own.
+-- Shared constants (COUNT_CAP, LEVEL_EPSILON, the key suffixes, the block marker…) are Rust's,
+-- declared before every script that names them (store/redis/constants.rs).
 -- Times are integer microseconds held in Lua numbers, exact below 2^53 (about 285 years of
 -- microseconds since 1970). Numbers are never turned into strings with `..` or tostring (which
 -- keep only 14 digits): integers go through int(), floats through float() ('%.17g' round-trips).
@@ -23,9 +25,6 @@ end
 local function float(x)
   return string.format('%.17g', x)
 end
-
--- algorithm::LEVEL_EPSILON: float tolerance (units) of the token and leaky bucket comparisons.
-local LEVEL_EPSILON = ${LEVEL_EPSILON}
 
 -- Params::time_to_drain: time for `units` to drain at the rate, rounded up to whole µs.
 local function time_to_drain(units, p)
@@ -137,11 +136,11 @@ end
 -- a copy of its violations key: while the identity is blocked nothing counts a violation, so the
 -- copy stays true, and a one-limit script answers from the marker alone.
 local function is_marker(raw)
-  return type(raw) == 'string' and string.byte(raw, 1) == 66
+  return type(raw) == 'string' and string.byte(raw, 1) == MARKER_BYTE
 end
 
 local function marker_until(raw)
-  return tonumber(string.match(raw, '^B(%d+)')) or 0
+  return tonumber(string.match(raw, MARKER_END)) or 0
 end
 
 -- Reads a state the fast way failed to parse: a block marker (returns its end) or another
@@ -156,8 +155,8 @@ end
 
 -- Puts a parked state back once its block is over (or drops the marker when there was none).
 local function unpark(key)
-  if redis.call('EXISTS', key .. ':h') == 1 then
-    redis.call('RENAME', key .. ':h', key)
+  if redis.call('EXISTS', key .. PARKED) == 1 then
+    redis.call('RENAME', key .. PARKED, key)
   else
     redis.call('DEL', key)
   end
@@ -173,22 +172,22 @@ local function park(key, until_us, now, copy)
   if is_marker(held) then
     until_us = math.max(until_us, marker_until(held))
     copy = copy or string.match(held, ' (.*)$')
-    ttl = redis.call('PTTL', key .. ':h')
+    ttl = redis.call('PTTL', key .. PARKED)
   else
     ttl = redis.call('PTTL', key)
     if ttl == -2 then
-      redis.call('DEL', key .. ':h')
+      redis.call('DEL', key .. PARKED)
     else
-      redis.call('RENAME', key, key .. ':h')
+      redis.call('RENAME', key, key .. PARKED)
     end
   end
   local tail = copy and ' ' .. copy or ''
   if ttl > tonumber(px(until_us - now)) then
-    redis.call('SET', key, 'B' .. int(until_us) .. tail, 'PX', ttl)
+    redis.call('SET', key, MARKER .. int(until_us) .. tail, 'PX', ttl)
   elseif expiry_from_us and until_us - now >= min_ttl_us then
-    redis.call('SET', key, 'B0' .. int(until_us) .. tail, expiry(until_us - now))
+    redis.call('SET', key, MARKER_AT_END .. int(until_us) .. tail, expiry(until_us - now))
   else
-    redis.call('SET', key, 'B' .. int(until_us) .. tail, expiry(until_us - now))
+    redis.call('SET', key, MARKER .. int(until_us) .. tail, expiry(until_us - now))
   end
   return until_us
 end
@@ -210,7 +209,7 @@ local function look_state(look, key, now, p, cost, peek)
     return blocked(until_us, now)
   end
   if peek then
-    return look(key .. ':h', now, p, cost) or blocked(until_us, now)
+    return look(key .. PARKED, now, p, cost) or blocked(until_us, now)
   end
   unpark(key)
   return look(key, now, p, cost)
@@ -227,8 +226,4 @@ local function read_now(arg)
   expiry_from_us = nil
   return tonumber(arg)
 end
-
--- Units counted per window or bucket stop growing here (algorithm::COUNT_CAP): above any limit,
--- so every decision is the same, and far below 2^53.
-local COUNT_CAP = ${COUNT_CAP}
 

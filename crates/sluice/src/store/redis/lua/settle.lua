@@ -32,7 +32,6 @@ if not estimate or tonumber(by) <= now then
 end
 estimate, t0 = tonumber(estimate), tonumber(t0)
 local algorithm = tonumber(ARGV[3])
-local SETTLES = { ${SETTLES} }
 local p = { count = tonumber(ARGV[4]), window = tonumber(ARGV[5]), capacity = tonumber(ARGV[6]) }
 local actual = tonumber(ARGV[7])
 
@@ -41,7 +40,7 @@ local marker = nil
 local raw = redis.pcall('GET', key)
 if is_marker(raw) then
   marker = key
-  key = key .. ':h'
+  key = key .. PARKED
   raw = redis.pcall('GET', key)
 end
 local elapsed = math.max(now - t0, 0)

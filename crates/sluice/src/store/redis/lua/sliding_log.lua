@@ -15,7 +15,6 @@
 -- `limit` matter (see sliding_log::record), so older requests are dropped then. The key expires
 -- when its newest request leaves the window.
 
-local SL_REBASE = ${SLIDING_LOG_REBASE}
 
 local function sliding_log_member(member)
   local s, c = string.match(member, '^(%d+):(%d+)$')
@@ -111,7 +110,7 @@ local function sliding_log_record(key, now, p, cost, o)
   if o.newest_t and o.newest_t > t then
     t = o.newest_t
   end
-  if start + units > SL_REBASE then
+  if start + units > SLIDING_LOG_REBASE then
     local flat = redis.call('ZRANGE', key, 0, -1, 'WITHSCORES')
     redis.call('DEL', key)
     for i = 1, #flat, 2 do
@@ -182,7 +181,7 @@ if first[1] then
   t = math.max(now, tonumber(newest[2]))
 end
 local count = start - base
-if count + cost > limit or start + cost > ${SLIDING_LOG_REBASE} then
+if count + cost > limit or start + cost > SLIDING_LOG_REBASE then
   return {}
 end
 if expired then
@@ -223,7 +222,7 @@ if first_@[1] then
   reset_@ = tonumber(newest[2]) + window_@ - now
   t_@ = math.max(now, tonumber(newest[2]))
 end
-if start_@ - base_@ + cost_@ > limit_@ or start_@ + cost_@ > ${SLIDING_LOG_REBASE} then
+if start_@ - base_@ + cost_@ > limit_@ or start_@ + cost_@ > SLIDING_LOG_REBASE then
   return {}
 end
 local allowed_@, retry_@ = true, -1

@@ -10,19 +10,18 @@
 -- are deleted here, whenever the key is written; the key itself expires when its newest bucket
 -- stops counting.
 
-local SW_BUCKETS = ${SLIDING_WINDOW_BUCKETS}
 
 local function sliding_window_fill(o, now, p)
   o.remaining = math.max(p.count - o.count, 0)
   o.reset = 0
   local newest = o.buckets[#o.buckets]
   if newest then
-    o.reset = (newest[1] + SW_BUCKETS + 1) * o.g - now
+    o.reset = (newest[1] + SLIDING_WINDOW_BUCKETS + 1) * o.g - now
   end
 end
 
 local function sliding_window_look(key, now, p, cost)
-  local g = idiv(p.window, SW_BUCKETS)
+  local g = idiv(p.window, SLIDING_WINDOW_BUCKETS)
   if g < 1 then
     g = 1
   end
@@ -40,7 +39,7 @@ local function sliding_window_look(key, now, p, cost)
   local buckets = o.buckets
   for i = 1, #flat, 2 do
     local idx = tonumber(flat[i])
-    if idx + SW_BUCKETS < current then
+    if idx + SLIDING_WINDOW_BUCKETS < current then
       o.stale[#o.stale + 1] = flat[i]
     else
       buckets[#buckets + 1] = { idx, tonumber(flat[i + 1]) }
@@ -62,7 +61,7 @@ local function sliding_window_look(key, now, p, cost)
     for _, b in ipairs(buckets) do
       freed = freed + b[2]
       if freed >= need then
-        o.retry = (b[1] + SW_BUCKETS + 1) * g - now
+        o.retry = (b[1] + SLIDING_WINDOW_BUCKETS + 1) * g - now
         break
       end
     end
@@ -117,16 +116,15 @@ if flat.err then
   end
   return {}
 end
-local BUCKETS, CAP = ${SLIDING_WINDOW_BUCKETS}, ${COUNT_CAP}
 
-local g = math.max(idiv(window, BUCKETS), 1)
+local g = math.max(idiv(window, SLIDING_WINDOW_BUCKETS), 1)
 local current = idiv(now, g)
 -- The units in the window, its newest bucket (index, units, field) and the buckets that left it:
 -- no table per bucket, since only a denial needs them in order.
 local count, newest, newest_units, field, stale = 0, nil, 0, nil, nil
 for i = 1, #flat, 2 do
   local idx = tonumber(flat[i])
-  if idx + BUCKETS < current then
+  if idx + SLIDING_WINDOW_BUCKETS < current then
     stale = stale or {}
     stale[#stale + 1] = flat[i]
   else
@@ -147,7 +145,7 @@ if not allowed then
   local buckets = {}
   for i = 1, #flat, 2 do
     local idx = tonumber(flat[i])
-    if idx + BUCKETS >= current then
+    if idx + SLIDING_WINDOW_BUCKETS >= current then
       buckets[#buckets + 1] = { idx, tonumber(flat[i + 1]) }
     end
   end
@@ -159,7 +157,7 @@ if not allowed then
   for _, b in ipairs(buckets) do
     freed = freed + b[2]
     if freed >= need then
-      retry = (b[1] + BUCKETS + 1) * g - now
+      retry = (b[1] + SLIDING_WINDOW_BUCKETS + 1) * g - now
       break
     end
   end
@@ -172,7 +170,7 @@ if allowed or count_denied then
   if newest ~= current then
     newest, newest_units, field, started = current, 0, string.format('%d', current), true
   end
-  local units = math.min(newest_units + cost, CAP)
+  local units = math.min(newest_units + cost, COUNT_CAP)
   if units == newest_units + cost then
     redis.call('HINCRBY', key, field, cost_text)
   else
@@ -182,7 +180,7 @@ if allowed or count_denied then
 end
 local reset = 0
 if newest then
-  reset = (newest + BUCKETS + 1) * g - now
+  reset = (newest + SLIDING_WINDOW_BUCKETS + 1) * g - now
 end
 -- The key lives as long as its newest bucket counts. That deadline moves only when a bucket
 -- starts (or while min_ttl, longer than the rest, decides): a bucket that was already there
@@ -204,12 +202,12 @@ local flat_@ = redis.pcall('HGETALL', key_@)
 if flat_@.err then
   return {}
 end
-local g_@ = math.max(idiv(window_@, ${SLIDING_WINDOW_BUCKETS}), 1)
+local g_@ = math.max(idiv(window_@, SLIDING_WINDOW_BUCKETS), 1)
 local current_@ = idiv(now, g_@)
 local count_@, newest_@, newest_units_@, field_@, stale_@ = 0, nil, 0, nil, nil
 for i = 1, #flat_@, 2 do
   local idx = tonumber(flat_@[i])
-  if idx + ${SLIDING_WINDOW_BUCKETS} < current_@ then
+  if idx + SLIDING_WINDOW_BUCKETS < current_@ then
     stale_@ = stale_@ or {}
     stale_@[#stale_@ + 1] = flat_@[i]
   else
@@ -226,7 +224,7 @@ if not allowed_@ then
   local buckets = {}
   for i = 1, #flat_@, 2 do
     local idx = tonumber(flat_@[i])
-    if idx + ${SLIDING_WINDOW_BUCKETS} >= current_@ then
+    if idx + SLIDING_WINDOW_BUCKETS >= current_@ then
       buckets[#buckets + 1] = { idx, tonumber(flat_@[i + 1]) }
     end
   end
@@ -238,7 +236,7 @@ if not allowed_@ then
   for _, b in ipairs(buckets) do
     freed = freed + b[2]
     if freed >= need then
-      retry_@ = (b[1] + (${SLIDING_WINDOW_BUCKETS} + 1)) * g_@ - now
+      retry_@ = (b[1] + (SLIDING_WINDOW_BUCKETS + 1)) * g_@ - now
       break
     end
   end
@@ -246,7 +244,7 @@ end
 local remaining_@ = math.max(limit_@ - count_@, 0)
 local reset_@ = 0
 if newest_@ then
-  reset_@ = (newest_@ + (${SLIDING_WINDOW_BUCKETS} + 1)) * g_@ - now
+  reset_@ = (newest_@ + (SLIDING_WINDOW_BUCKETS + 1)) * g_@ - now
 end
 --@record
 if stale_@ then
@@ -256,7 +254,7 @@ local started = newest_@ ~= current_@
 if started then
   newest_units_@, field_@ = 0, string.format('%d', current_@)
 end
-local units = math.min(newest_units_@ + cost_@, ${COUNT_CAP})
+local units = math.min(newest_units_@ + cost_@, COUNT_CAP)
 if units == newest_units_@ + cost_@ then
   redis.call('HINCRBY', key_@, field_@, cost_text_@)
 else
@@ -264,7 +262,7 @@ else
 end
 count_@ = count_@ + units - newest_units_@
 remaining_@ = math.max(limit_@ - count_@, 0)
-reset_@ = (current_@ + (${SLIDING_WINDOW_BUCKETS} + 1)) * g_@ - now
+reset_@ = (current_@ + (SLIDING_WINDOW_BUCKETS + 1)) * g_@ - now
 if started or reset_@ < min_ttl then
   redis.call(pexpire, key_@, string.format('%d', math.ceil((expiry_from + math.max(reset_@, min_ttl)) / 1000)))
 end
@@ -275,7 +273,7 @@ local function sliding_window_give_back(key, kind, p, cost)
   if kind ~= 'hash' then
     return
   end
-  local g = math.max(idiv(p.window, SW_BUCKETS), 1)
+  local g = math.max(idiv(p.window, SLIDING_WINDOW_BUCKETS), 1)
   local field = int(idiv(t0, g))
   local held = tonumber(redis.call('HGET', key, field))
   if held then

@@ -90,7 +90,7 @@ if level then
   local elapsed = math.max(now - tonumber(last), 0)
   used = math.max(tonumber(level) - elapsed * limit / window, 0)
 end
-local allowed = used + cost <= capacity + ${LEVEL_EPSILON}
+local allowed = used + cost <= capacity + LEVEL_EPSILON
 if not allowed and guarded then
   return {}
 end
@@ -106,7 +106,7 @@ if allowed then
   redis.call('SET', KEYS[1], 't' .. string.format('%.17g', used) .. ':' .. string.format('%d', now),
     px, string.format('%d', ms))
 end
-local remaining = math.max(math.floor(capacity - used + ${LEVEL_EPSILON}), 0)
+local remaining = math.max(math.floor(capacity - used + LEVEL_EPSILON), 0)
 return { now, allowed and 1 or 0, remaining, reset, retry, violations, warning }
 
 --@@many
@@ -128,17 +128,17 @@ local used_@ = 0
 if level_@ then
   used_@ = math.max(tonumber(level_@) - math.max(now - tonumber(last_@), 0) * limit_@ / window_@, 0)
 end
-local allowed_@ = used_@ + cost_@ <= capacity_@ + ${LEVEL_EPSILON}
+local allowed_@ = used_@ + cost_@ <= capacity_@ + LEVEL_EPSILON
 local retry_@ = -1
 if not allowed_@ then
   retry_@ = math.max(math.ceil((used_@ + cost_@ - capacity_@) * window_@ / limit_@), 0)
 end
 local reset_@ = math.max(math.ceil(used_@ * window_@ / limit_@), 0)
-local remaining_@ = math.max(math.floor(capacity_@ - used_@ + ${LEVEL_EPSILON}), 0)
+local remaining_@ = math.max(math.floor(capacity_@ - used_@ + LEVEL_EPSILON), 0)
 --@record
 used_@ = used_@ + cost_@
 reset_@ = math.max(math.ceil(used_@ * window_@ / limit_@), 0)
-remaining_@ = math.max(math.floor(capacity_@ - used_@ + ${LEVEL_EPSILON}), 0)
+remaining_@ = math.max(math.floor(capacity_@ - used_@ + LEVEL_EPSILON), 0)
 redis.call('SET', key_@, 't' .. string.format('%.17g', used_@) .. ':' .. string.format('%d', now),
   px, string.format('%d', math.ceil((expiry_from + math.max(reset_@, min_ttl)) / 1000)))
 

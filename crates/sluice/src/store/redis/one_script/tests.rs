@@ -35,20 +35,20 @@ fn a_script_opens_with_its_constants_then_the_algorithms_script() {
     let gcra = shape(Algorithm::Gcra, 100);
     let text = one_text(&gcra, Micros::ZERO).expect("gcra has a one-limit script");
     let (first, body) = text.split_once('\n').expect("two parts");
-    let body = body.strip_prefix(NOW).expect("the time first");
     assert_eq!(
         first,
         "local min_ttl, limit, window, capacity, count_denied, guarded, warn_after, \
-         time_deferred, now_at = 0, 100, 60000000, 100, false, true, 3, true, 2"
+         time_deferred, packed_slots, now_at = 0, 100, 60000000, 100, false, true, 3, true, \
+         false, 2"
     );
     let gcra_body = source::forms(Algorithm::Gcra)
         .one
         .as_deref()
         .expect("a one-limit GCRA");
-    assert_eq!(
-        body,
-        write_marker_answers(gcra_body).replace(PACKED_SLOTS, "false")
-    );
+    let code = format!("{NOW}{}", write_marker_answers(gcra_body));
+    let declared = declare(&code);
+    assert!(declared.contains("MARKER_BYTE"), "{declared}");
+    assert_eq!(body, format!("{declared}{code}"));
     // Every reply ends with the violations and the warning, which an unguarded limit's
     // script leaves out.
     for algorithm in Algorithm::ALL {
@@ -66,15 +66,13 @@ fn a_script_opens_with_its_constants_then_the_algorithms_script() {
             .filter(|l| !l.trim_start().starts_with("--"));
         assert!(!lines.any(|l| l.contains("from_marker")), "{algorithm}");
         assert_eq!(
-            guarded.matches("string.byte(held, 1) == 66").count(),
+            guarded
+                .matches("string.byte(held, 1) == MARKER_BYTE")
+                .count(),
             body.matches("return from_marker(").count(),
             "{algorithm}"
         );
         assert!(body.contains("return from_marker("), "{algorithm}");
-        assert!(
-            !guarded.contains("${"),
-            "{algorithm}: every constant written in"
-        );
         // `time_deferred` is a boolean, the packed answer's modulus a number or false: one
         // meaning each.
         assert!(matches!(
@@ -104,22 +102,21 @@ fn a_script_opens_with_its_constants_then_the_algorithms_script() {
 fn only_a_fixed_window_of_whole_ms_packs_and_a_guarded_gcra_reads_the_time_late() {
     // Only a fixed window of whole ms counts in marked windows, and only where keys live no
     // longer than their state matters. Such a script packs its admissions into one number, with
-    // the slots' modulus written in (`packed_reply`); a limit whose numbers leave none reads TIME.
+    // the slots' modulus written in (`codec::marked`); a limit whose numbers leave none reads TIME.
     let fixed = Shape::plain(Algorithm::FixedWindow, 10);
     let timing = |shape: &Shape, min_ttl: u64| {
         let text = one_text(shape, Micros::new(min_ttl)).expect("a script");
-        // The modulus stands where the late violations are read (`lua/one_head.lua`).
-        let late = "local late = warn_after and not now and ";
-        let at = text.find(late).expect("the late violations") + late.len();
-        let slots = text[at..].lines().next().expect("a line").to_string();
-        (constant(&text, "time_deferred"), slots)
+        (
+            constant(&text, "time_deferred"),
+            constant(&text, "packed_slots"),
+        )
     };
     let packed = |shape: &Shape, min_ttl: u64| timing(shape, min_ttl).1 != "false";
     assert_eq!(
         timing(&fixed, 0),
         (
             "true".to_string(),
-            super::super::source::FIXED_WINDOW_SLOTS.to_string()
+            super::super::constants::FIXED_WINDOW_SLOTS.to_string()
         )
     );
     let huge = Shape {

@@ -1,6 +1,13 @@
-//! The decoding of marked replies, against replies written by hand as the scripts write them.
+//! The decoding of every reply kind, against replies written by hand as the scripts write them.
 
+use redis::Value;
+
+use super::marked::packed_slots;
 use super::*;
+use crate::store::redis::constants;
+
+const FIXED_WINDOW_M: i64 = constants::FIXED_WINDOW_M as i64;
+const FIXED_WINDOW_SLOTS: i64 = constants::FIXED_WINDOW_SLOTS as i64;
 
 /// A fixed-window call of `limit` units per `window_us`, with a penalty warning from 2.
 fn fixed_window(limit: u64, window_us: u64) -> LimitCall {
@@ -30,15 +37,178 @@ fn fixed_window(limit: u64, window_us: u64) -> LimitCall {
     }
 }
 
-/// The reply for `call` alone.
+/// An array reply of integers, as a script answers a Lua table of numbers.
+fn array(values: &[i64]) -> Value {
+    Value::Array(values.iter().map(|&v| Value::Int(v)).collect())
+}
+
+/// `reply` decoded for `calls`, with the local clock at `local` and Redis' latest time `latest`.
+fn decode_with(
+    reply: &Value,
+    calls: &[LimitCall],
+    local: impl Fn() -> Micros + Sync,
+    latest: Micros,
+) -> Result<Option<(Micros, Vec<LimitOutcome>)>, StoreError> {
+    let reading = Reading {
+        calls,
+        local_now_us: &local,
+        latest_us: latest,
+    };
+    Ok(decode(reply, &reading)?.map(|d| (d.now_us, d.outcomes)))
+}
+
+/// A marked reply (one integer, or integers) for `calls`.
+fn decode_marked(
+    reply: &[i64],
+    calls: &[LimitCall],
+    local: impl Fn() -> Micros + Sync,
+    latest: Micros,
+) -> Result<Option<(Micros, Vec<LimitOutcome>)>, StoreError> {
+    let reply = match reply {
+        [packed] => Value::Int(*packed),
+        _ => array(reply),
+    };
+    decode_with(&reply, calls, local, latest)
+}
+
+/// The marked reply for `call` alone.
 fn parse_one(
     reply: &[i64],
     call: &LimitCall,
-    local_now_us: impl FnOnce() -> Micros,
-    latest_us: Micros,
+    local: impl Fn() -> Micros + Sync,
+    latest: Micros,
 ) -> Result<Option<(Micros, LimitOutcome)>, StoreError> {
-    let parsed = parse_marked_reply(reply, std::slice::from_ref(call), local_now_us, latest_us)?;
+    let parsed = decode_marked(reply, std::slice::from_ref(call), local, latest)?;
     Ok(parsed.map(|(now, mut outcomes)| (now, outcomes.remove(0))))
+}
+
+/// `calls` plain limits of 10 a minute, no block or penalty, for the replies that need no
+/// numbers of theirs.
+fn plain(calls: usize) -> Vec<LimitCall> {
+    let mut call = fixed_window(10, 60_000_000);
+    call.step.penalty = None;
+    vec![call; calls]
+}
+
+/// An outcome reply of the general decision, or a one-limit or rule script, for `limits`.
+fn outcomes_of(
+    reply: &[i64],
+    calls: &[LimitCall],
+) -> Result<Option<(Micros, Vec<LimitOutcome>)>, StoreError> {
+    decode_with(&array(reply), calls, || Micros::ZERO, Micros::ZERO)
+}
+
+#[test]
+fn every_kind_has_its_own_mark() {
+    let calls = plain(1);
+    let text = |t: &[u8]| Value::BulkString(t.to_vec());
+    let local = || Micros::new(1_764_136_800_000_000);
+    let of = |reply: &Value| decode_with(reply, &calls, local, Micros::ZERO);
+    assert_eq!(of(&array(&[])).unwrap(), None);
+    for bad in [text(b"x"), text(b""), Value::Nil, text(b"\xff")] {
+        assert!(of(&bad).is_err(), "{bad:?}");
+    }
+    // Every outcome layout is odd in length: the time, then whole limits.
+    for width in WIDTHS {
+        for limits in 1..=8 {
+            assert_eq!((1 + width * limits) % 2, 1);
+        }
+    }
+}
+
+#[test]
+fn outcome_replies_decode_and_malformed_ones_are_errors() {
+    let two = plain(2);
+    // The general decision's layout: allowed, remaining, reset, retry, violations, warning,
+    // delay, blocked until.
+    let reply = [5, 1, 3, 10, -1, 0, 0, 0, -1, 0, 0, 7, 2, 2, 1, 0, 9];
+    let (now, o) = outcomes_of(&reply, &two).unwrap().unwrap();
+    assert_eq!(now, Micros::new(5));
+    assert!(o[0].allowed && o[0].retry_after_us.is_none());
+    assert_eq!(o[1].retry_after_us, Some(Micros::new(2)));
+    assert_eq!(o[1].blocked_until_us, Some(Micros::new(9)));
+    assert!(o[1].warning);
+    assert!(outcomes_of(&reply, &plain(1)).is_err());
+    assert!(outcomes_of(&[1, 1, -5, 0, -1, 0, 0, 0, -1], &plain(1)).is_err());
+    // A one-limit or rule script's: the first 4 values, or 6 with a block or penalty.
+    let one = outcomes_of(&[5, 0, 0, 10, 7, 2, 1], &plain(1))
+        .unwrap()
+        .unwrap();
+    assert_eq!(one.1[0].retry_after_us, Some(Micros::new(7)));
+    assert_eq!((one.1[0].violations, one.1[0].warning), (2, true));
+    let unguarded = outcomes_of(&[5, 1, 3, 10, -1], &plain(1)).unwrap().unwrap();
+    assert_eq!(unguarded.0, Micros::new(5));
+    let o = &unguarded.1[0];
+    assert!(o.allowed && o.retry_after_us.is_none() && o.blocked_until_us.is_none());
+    assert_eq!((o.remaining, o.violations, o.warning), (3, 0, false));
+    assert_eq!(o.delay_us, Micros::ZERO);
+    assert!(outcomes_of(&[5, 1, 3, 10, -1, 0, 0, 1], &plain(1)).is_err());
+    let (_, many) = outcomes_of(&[5, 1, 3, 10, -1, 0, 0, 4, 4], &two)
+        .unwrap()
+        .unwrap();
+    assert!(many[0].allowed && many[0].retry_after_us.is_none());
+    assert_eq!(many[1].retry_after_us, Some(Micros::new(4)));
+    assert_eq!(many[1].blocked_until_us, None);
+    assert!(outcomes_of(&[5, 1, 3, 10, -1, 0, 0, 4], &two).is_err());
+    let (_, guarded) = outcomes_of(&[5, 1, 3, 10, -1, 0, 0, 1, 4, 9, -1, 2, 1], &two)
+        .unwrap()
+        .unwrap();
+    assert_eq!((guarded[0].violations, guarded[0].warning), (0, false));
+    assert_eq!(
+        (guarded[1].remaining, guarded[1].reset_after_us),
+        (4, Micros::new(9))
+    );
+    assert_eq!((guarded[1].violations, guarded[1].warning), (2, true));
+    assert_eq!(guarded[1].blocked_until_us, None);
+}
+
+#[test]
+fn the_general_decision_adds_each_settable_limits_numbers() {
+    let mut calls = plain(2);
+    calls[1].step.settable = true;
+    let limits = [5, 1, 3, 10, -1, 0, 0, 0, -1, 1, 4, 10, -1, 0, 0, 0, -1];
+    let with = |tail: &[i64]| outcomes_of(&[&limits[..], tail].concat(), &calls);
+    let (_, o) = with(&[7, 9]).unwrap().unwrap();
+    assert_eq!(o[0].runtime, None);
+    let numbers = o[1].runtime.expect("the settable limit's numbers");
+    assert_eq!((numbers.count, numbers.capacity), (7, 9));
+    assert_eq!(with(&[0, 0]).unwrap().unwrap().1[1].runtime, None);
+    for bad in [&[][..], &[7][..], &[7, 9, 1, 1], &[0, 9], &[-1, 9]] {
+        assert!(with(bad).is_err(), "{bad:?}");
+    }
+}
+
+#[test]
+fn a_block_in_force_decodes_from_its_text() {
+    let one = plain(1);
+    let text = |t: &[u8]| Value::BulkString(t.to_vec());
+    let of = |t: &[u8]| decode_with(&text(t), &one, || Micros::ZERO, Micros::ZERO);
+    let (now, o) = of(b"B1000 400 3 1").unwrap().unwrap();
+    assert_eq!(now, Micros::new(400));
+    assert!(!o[0].allowed && o[0].remaining == 0);
+    assert_eq!(o[0].retry_after_us, Some(Micros::new(600)));
+    assert_eq!(o[0].reset_after_us, Micros::new(600));
+    assert_eq!(o[0].blocked_until_us, Some(Micros::new(1000)));
+    assert_eq!((o[0].violations, o[0].warning), (3, true));
+    // A marker that expires with its block (`B0`) reads the same.
+    let b0 = of(b"B01000 400 3 1").unwrap().unwrap();
+    assert_eq!(b0.1[0].blocked_until_us, Some(Micros::new(1000)));
+    // So does one with the copy of its violations: the answer's own count is the one taken.
+    assert_eq!(of(b"B01000 3 5000 400 3 1").unwrap(), Some(b0.clone()));
+    assert_eq!(Some(b0.clone()), of(b"B1000 400 3 1").unwrap());
+    for bad in [
+        &b"B1000 400 0"[..],
+        b"B1000 400 0 0 0",
+        b"B1000 3 5000 400 3 1 0",
+        b"B1000 1000 0 0",
+        b"B1000 4e2 0 0",
+        b"B\xff",
+    ] {
+        assert!(of(bad).is_err(), "{bad:?}");
+    }
+    // A rule script never answers so.
+    let two = plain(2);
+    assert!(decode_with(&text(b"B1000 400 3 1"), &two, || Micros::ZERO, Micros::ZERO).is_err());
 }
 
 #[test]
@@ -104,12 +274,7 @@ fn a_marked_reply_finds_its_window_from_the_slot_and_a_nearby_clock() {
         .unwrap()
         .unwrap();
     assert_eq!((now, o.remaining), (Micros::new(1_764_136_820_000_000), 0));
-    // Any other reply is not a marked one; a marked one out of range is an error.
-    assert_eq!(
-        parse_one(&[5, 1, 3], &ms, clock, Micros::ZERO).unwrap(),
-        None
-    );
-    assert_eq!(parse_one(&[], &ms, clock, Micros::ZERO).unwrap(), None);
+    // A marked reply out of range is an error.
     for bad in [
         [held(1, 1), 2],
         [held(1, 1), 0],
@@ -148,7 +313,7 @@ fn a_rule_of_marked_windows_answers_two_values_a_limit_at_one_time() {
     let reply = [held(29_402_281, 3), 40_000, held(490_039, 7), 3_580_000];
     let local = || Micros::new(1_764_136_800_000_000);
     let redis = Micros::new(1_764_136_820_000_000);
-    let (now, o) = parse_marked_reply(&reply, &rule, local, Micros::ZERO)
+    let (now, o) = decode_marked(&reply, &rule, local, Micros::ZERO)
         .unwrap()
         .unwrap();
     assert_eq!(now, redis);
@@ -163,25 +328,26 @@ fn a_rule_of_marked_windows_answers_two_values_a_limit_at_one_time() {
     assert!(o.iter().all(|o| o.allowed && o.violations == 0));
     // PTTLs read a millisecond apart (a Redis that reads the clock anew): the later one.
     let apart = [held(29_402_281, 3), 40_000, held(490_039, 7), 3_579_999];
-    let (now, o) = parse_marked_reply(&apart, &rule, local, Micros::ZERO)
+    let (now, o) = decode_marked(&apart, &rule, local, Micros::ZERO)
         .unwrap()
         .unwrap();
     assert_eq!(now, redis + Micros::new(1000));
     assert_eq!(o[0].reset_after_us, Micros::new(39_999_000));
-    // Two values a limit, no violations; anything else is no marked reply of the rule.
-    assert!(
-        parse_marked_reply(&reply[..2], &rule, local, Micros::ZERO)
-            .unwrap()
-            .is_none()
-    );
-    let odd = [held(29_402_281, 3), 40_000, 1];
-    assert!(
-        parse_marked_reply(&odd, &rule, local, Micros::ZERO)
-            .unwrap()
-            .is_none()
-    );
+    // Two values a limit, no violations: anything else is an error.
+    assert!(decode_marked(&reply[..2], &rule, local, Micros::ZERO).is_err());
+    let four = [held(29_402_281, 3), 40_000, 2, 1];
+    assert!(decode_marked(&four, &rule[..1], local, Micros::ZERO).is_ok());
+    let six = [
+        held(29_402_281, 3),
+        40_000,
+        held(490_039, 7),
+        3_580_000,
+        2,
+        1,
+    ];
+    assert!(decode_marked(&six, &rule, local, Micros::ZERO).is_err());
     let late = [held(29_402_281, 3), 40_000, held(490_039, 7), 3_600_001];
-    assert!(parse_marked_reply(&late, &rule, local, Micros::ZERO).is_err());
+    assert!(decode_marked(&late, &rule, local, Micros::ZERO).is_err());
 }
 
 #[test]
@@ -207,18 +373,41 @@ fn a_marker_that_ends_with_its_block_answers_the_block_at_redis_time() {
     assert!(parse_one(&[until, 3001], &plain, local, Micros::ZERO).is_err());
     let rule = [minute.clone(), minute];
     let reply = [until, 3001, -(FIXED_WINDOW_M + 1), 40_000];
-    assert!(parse_marked_reply(&reply, &rule, local, Micros::ZERO).is_err());
+    assert!(decode_marked(&reply, &rule, local, Micros::ZERO).is_err());
 }
 
 #[test]
 fn a_block_answered_as_one_value_reads_as_its_values() {
+    let minute = fixed_window(10, 60_000_000);
+    let local = || Micros::new(1_764_100_000_000_000);
+    let text = |t: &[u8]| {
+        decode_with(
+            &Value::BulkString(t.to_vec()),
+            std::slice::from_ref(&minute),
+            local,
+            Micros::ZERO,
+        )
+    };
+    let until: i64 = 1_764_136_823_001_500;
     assert_eq!(
-        text_values(b"3001B01764136823001500").unwrap(),
-        [1_764_136_823_001_500, 3001]
+        text(b"3001B01764136823001500").unwrap(),
+        decode_marked(
+            &[until, 3001],
+            std::slice::from_ref(&minute),
+            local,
+            Micros::ZERO
+        )
+        .unwrap()
     );
     assert_eq!(
-        text_values(b"3001B01764136823001500 2 1764136900000000").unwrap(),
-        [1_764_136_823_001_500, 3001, 2, 1_764_136_900_000_000]
+        text(b"3001B01764136823001500 2 1764136900000000").unwrap(),
+        decode_marked(
+            &[until, 3001, 2, 1_764_136_900_000_000],
+            std::slice::from_ref(&minute),
+            local,
+            Micros::ZERO
+        )
+        .unwrap()
     );
     for bad in [
         &b"3001B1764"[..],
@@ -230,7 +419,7 @@ fn a_block_answered_as_one_value_reads_as_its_values() {
         b"3001B01764 2 3 4",
         b"3001B01764  2 3",
     ] {
-        assert!(text_values(bad).is_err(), "{bad:?}");
+        assert!(text(bad).is_err(), "{bad:?}");
     }
 }
 
@@ -240,7 +429,7 @@ fn a_packed_admission_decodes_as_its_pair() {
     // As fixed_window.lua#one packs `{ value, PTTL }`.
     let pack = |slot: i64, count: i64, ttl: i64, call: &LimitCall| {
         let (limit, window_us) = (call.step.params.count, call.step.params.window_us.get());
-        let s = packed_reply::slots(limit, window_us).expect("packable") as i64;
+        let s = packed_slots(limit, window_us).expect("packable") as i64;
         let (limit, window_ms) = (limit as i64, (window_us / 1000) as i64);
         ((slot - 1) % s * (limit + 1) + count) * (window_ms + 1) + ttl
     };

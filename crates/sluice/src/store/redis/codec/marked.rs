@@ -1,6 +1,6 @@
 //! The reply of fixed windows admitted in their marked windows (`lua/fixed_window.lua#one`,
 //! `lua/fixed_window.lua#many_marked`): each key's value and its PTTL (for one limit, packed into
-//! one number: `packed_reply`), from which the store rebuilds the outcomes and Redis' time. The
+//! one number: see "The packed answer"), from which the store rebuilds the outcomes and Redis' time. The
 //! only reply decoded with the limits' own numbers and a local clock.
 //!
 //! # Marked windows
@@ -14,7 +14,7 @@
 //! The store reads the count and the slot, finds the window from the slot and its own clock (any
 //! clock within a day of Redis' finds the same one), and Redis' time from the window's end and
 //! the PTTL, to the millisecond, raised within it to the latest time Redis reported to the store
-//! ([`parse_marked_reply`]). A PTTL longer than the window (a key written for a longer window) is
+//! ([`outcomes`]). A PTTL longer than the window (a key written for a longer window) is
 //! not taken as a mark; a key written for a shorter one (a limit whose window was changed) counts
 //! as this window's until it ends, as if the change had been made then.
 //!
@@ -37,7 +37,7 @@
 //! On Redis TIME, with `time_deferred` written in
 //! (now.lua then leaves TIME to the script), an admission in a window that the key's expiry marks
 //! answers without TIME: one number, ((slot - 1) % ${PACKED_SLOTS} * (limit + 1) + count) *
-//! (window_ms + 1) + PTTL (packed_reply.rs); or, when a penalty's violations key is there,
+//! (window_ms + 1) + PTTL (see "The packed answer"); or, when a penalty's violations key is there,
 //! { the key's count (as an unflagged value), its PTTL in ms, the violations' count and end as
 //! read }. Nothing else answers one integer, nor four values but a block (below).
 //! A block marker that expires with its block (`B0`, see the prelude) is answered from its PTTL
@@ -80,18 +80,29 @@
 //! one, which only an administrative block leaves, has the `DECRBY` refused and is answered
 //! below it). A marker that expires with its block answers with the copy of its violations, after
 //! `B0` and the end's 16 digits (one without, which an administrative block leaves, reads `TIME`).
+//!
+//! # The packed answer
+//! A one-limit fixed window's admission in its marked window as one number
+//! (`lua/fixed_window.lua#one`): the key's count, its window's slot and its PTTL, packed as
+//!
+//! `x = ((slot − 1) mod S × (limit + 1) + count) × (window_ms + 1) + PTTL`.
+//!
+//! A reply of two values costs Redis about 4,200 instructions more than one number (it looks for
+//! the typed fields, `err`, `ok`…, of every table it converts), a sixth of the whole admission.
+//!
+//! Invariants: `x < 2^53`, so that Lua's doubles hold it exactly; `S` divides the slots' period
+//! (2^28 − 1), so that `(slot − 1) mod S` is the window's index mod `S`; and `S` windows span at
+//! least [`MIN_SPAN_MS`], so that a clock within half of it of Redis' finds the window from the
+//! residue. A limit whose numbers leave no such `S` gets no packed answer (its script reads
+//! `TIME`).
 
-use smallvec::{SmallVec, smallvec};
+use smallvec::SmallVec;
 
-use super::packed_reply::{self, Unpacked};
-use super::{source, wire};
+use super::super::constants::{FIXED_WINDOW_M, FIXED_WINDOW_SLOTS, MARKER_AT_END};
+use super::{Decided, Reading};
 use crate::algorithm::LimitOutcome;
 use crate::model::Micros;
-use crate::store::{LimitCall, StoreError};
-
-/// How a fixed window's key holds its count: -(slot * M + count) (`lua/fixed_window.lua`).
-const FIXED_WINDOW_M: i64 = source::FIXED_WINDOW_M as i64;
-const FIXED_WINDOW_SLOTS: i64 = source::FIXED_WINDOW_SLOTS as i64;
+use crate::store::LimitCall;
 
 /// What one key's value and PTTL tell: a count in its marked window, or a block in force; the
 /// end of either and the start of the millisecond Redis read the PTTL in, in µs.
@@ -102,56 +113,92 @@ struct Marked {
     start_us: u64,
 }
 
+/// A penalty's violations as read beside a key: their count and when they are forgotten (µs).
+type Held = Option<(i64, i64)>;
+
+/// `{ value, PTTL }` per limit, from a one-limit fixed window (an admission in its marked
+/// window, or a block in force, then for a guarded one its violations key's count and end) or
+/// from a rule of such limits, unguarded, all admitted (`lua/fixed_window.lua#many_marked`).
+pub(super) fn keys(values: &[i64], reading: &Reading<'_>) -> Option<Decided> {
+    let calls = reading.calls;
+    let (pairs, held) = match (calls.len(), values) {
+        (1, [_, _]) => (values, None),
+        (1, [value, ttl, count, forget]) => (&[*value, *ttl][..], Some((*count, *forget))),
+        (n, _) if n >= 2 && values.len() == 2 * n => (values, None),
+        _ => return None,
+    };
+    let local_us = (reading.local_now_us)().get();
+    let keys = pairs
+        .chunks_exact(2)
+        .zip(calls)
+        .map(|(pair, call)| marked(pair[0], pair[1], call, local_us))
+        .collect::<Option<SmallVec<[Marked; 4]>>>()?;
+    outcomes(&keys, held, reading)
+}
+
+/// A one-limit fixed window's admission as one number (see "The packed answer").
+pub(super) fn packed(x: i64, reading: &Reading<'_>) -> Option<Decided> {
+    let [call] = reading.calls else { return None };
+    let params = &call.step.params;
+    let counted = unpack(x, params.count, params.window_us.get())?;
+    let key = in_window(counted, call, (reading.local_now_us)().get())?;
+    outcomes(&[key], None, reading)
+}
+
+/// A block in force answered from its marker's PTTL, as one text: `<PTTL>B0<end>`, then with a
+/// penalty's violations ` <count> <end>`.
+pub(super) fn block(text: &str, reading: &Reading<'_>) -> Option<Decided> {
+    let [call] = reading.calls else { return None };
+    let (ttl, rest) = text.split_once(MARKER_AT_END)?;
+    let words = rest
+        .split(' ')
+        .map(|word| word.parse::<i64>().ok())
+        .collect::<Option<SmallVec<[i64; 3]>>>()?;
+    let (end, held) = match words.as_slice() {
+        [end] => (*end, None),
+        [end, count, forget] => (*end, Some((*count, *forget))),
+        _ => return None,
+    };
+    let key = marked(end, ttl.parse().ok()?, call, (reading.local_now_us)().get())?;
+    outcomes(&[key], held, reading)
+}
+
 /// Decodes the value and PTTL of `call`'s key. The window is the one of the value's slot nearest
 /// `local_us` (see [`in_window`]). A positive value is the end of a block whose marker expires
 /// with it (`B0`, see `lua/prelude.lua`), in µs, rounded up to the millisecond for its expiry;
 /// 2 ms or more left prove it in force.
-fn marked(
-    value: i64,
-    ttl_ms: i64,
-    call: &LimitCall,
-    local_us: u64,
-    bad: impl Fn() -> StoreError,
-) -> Result<Marked, StoreError> {
+fn marked(value: i64, ttl_ms: i64, call: &LimitCall, local_us: u64) -> Option<Marked> {
     if value > 0 {
         if ttl_ms < 2 || (call.step.block_us.is_none() && call.step.penalty.is_none()) {
-            return Err(bad());
+            return None;
         }
         let end_ms = value / 1000 + i64::from(value % 1000 != 0);
-        return Ok(Marked {
+        return Some(Marked {
             // A block answers remaining 0 (decide.lua).
             count: call.step.params.count,
             blocked: true,
             end_us: value.unsigned_abs(),
-            start_us: u64::try_from(end_ms - ttl_ms)
-                .ok()
-                .and_then(|ms| ms.checked_mul(1000))
-                .ok_or_else(&bad)?,
+            start_us: u64::try_from(end_ms - ttl_ms).ok()?.checked_mul(1000)?,
         });
     }
-    let held = value.checked_neg().ok_or_else(&bad)?;
-    let (slot, count) = (held / FIXED_WINDOW_M, held % FIXED_WINDOW_M);
-    if !(1..=FIXED_WINDOW_SLOTS).contains(&slot) || count < 1 || ttl_ms < 1 {
-        return Err(bad());
+    let held = value.checked_neg()?;
+    let (slot, count) = (held / FIXED_WINDOW_M as i64, held % FIXED_WINDOW_M as i64);
+    if !(1..=FIXED_WINDOW_SLOTS as i64).contains(&slot) || count < 1 || ttl_ms < 1 {
+        return None;
     }
     let counted = Unpacked {
         residue: (slot - 1).unsigned_abs(),
-        modulus: FIXED_WINDOW_SLOTS.unsigned_abs(),
+        modulus: FIXED_WINDOW_SLOTS,
         count: count.unsigned_abs(),
         ttl_ms: ttl_ms.unsigned_abs(),
     };
-    in_window(counted, call, local_us, bad)
+    in_window(counted, call, local_us)
 }
 
 /// A count in its marked window: the window is the one of index `residue` mod `modulus` nearest
 /// `local_us` (a clock need only be within `modulus / 2` windows of Redis': 2^27 windows for a
 /// key's value, at least a day for a packed answer).
-fn in_window(
-    counted: Unpacked,
-    call: &LimitCall,
-    local_us: u64,
-    bad: impl Fn() -> StoreError,
-) -> Result<Marked, StoreError> {
+fn in_window(counted: Unpacked, call: &LimitCall, local_us: u64) -> Option<Marked> {
     let (limit, window_us) = (call.step.params.count, call.step.params.window_us.get());
     let Unpacked {
         residue,
@@ -166,7 +213,7 @@ fn in_window(
         || !window_us.is_multiple_of(1000)
         || residue >= modulus
     {
-        return Err(bad());
+        return None;
     }
     let guess = local_us / window_us;
     let above = guess + (residue + modulus - guess % modulus) % modulus;
@@ -174,85 +221,32 @@ fn in_window(
         Some(below) if guess - below < above - guess => below,
         _ => above,
     };
-    let end_ms = (index + 1).checked_mul(window_us / 1000).ok_or_else(&bad)?;
-    let to_us = |ms: u64| ms.checked_mul(1000).ok_or_else(&bad);
-    Ok(Marked {
+    let end_ms = (index + 1).checked_mul(window_us / 1000)?;
+    Some(Marked {
         count,
         blocked: false,
-        end_us: to_us(end_ms)?,
-        start_us: to_us(end_ms - ttl_ms)?,
+        end_us: end_ms.checked_mul(1000)?,
+        start_us: (end_ms - ttl_ms).checked_mul(1000)?,
     })
 }
 
-/// A marked block's answer as one value (`lua/fixed_window.lua#one`, `lua/gcra.lua#one`):
-/// `<PTTL>B0<end>`, then with a penalty's violations key ` <count> <end>`; as the values
-/// `[end, PTTL]` or `[end, PTTL, count, end]` that [`parse_marked_reply`] decodes.
-pub fn text_values(text: &[u8]) -> Result<Vec<i64>, StoreError> {
-    wire::parse_text(text, |text| {
-        let (ttl, rest) = text.split_once("B0")?;
-        let mut words = rest.split(' ');
-        let mut values = vec![words.next()?.parse().ok()?, ttl.parse().ok()?];
-        for word in words {
-            values.push(word.parse().ok()?);
-        }
-        matches!(values.len(), 2 | 4).then_some(values)
-    })
-}
-
-/// Decodes an answer from marked keys: `{ the key's value, its PTTL in ms }` per limit, from a
-/// one-limit fixed window (`lua/fixed_window.lua#one`: an admission in its marked window, or a
-/// block in force), then for a guarded one its violations key's count and end (an admission
-/// without them is one number, see `packed_reply`); or from a rule of such limits, unguarded, all
-/// admitted (`lua/fixed_window.lua#many_marked`). `None` for any other reply. Each
-/// window is found from its slot and `local_now_us`; Redis' time was each key's end less its TTL,
-/// to the millisecond (Redis 7 reads one time for a whole script; were the PTTLs read in
-/// different milliseconds, the time is kept where every window still runs).
+/// The outcomes of marked keys. Redis' time was each key's end less its TTL, to the millisecond
+/// (Redis 7 reads one time for a whole script; were the PTTLs read in different milliseconds,
+/// the time is kept where every window still runs).
 ///
 /// The decision's time, which the violations count at, is the latest instant of that millisecond
 /// known to have passed: its start, raised to `latest_us`, the latest Redis time the store has
 /// read, up to its last µs. Redis decided at some instant of the millisecond, and the answer is
 /// the same at every one of them; but a block lifted, or a violation forgotten, earlier in that
 /// millisecond was over for Redis, and must not be in force again at the time reported.
-pub fn parse_marked_reply(
-    reply: &[i64],
-    calls: &[LimitCall],
-    local_now_us: impl FnOnce() -> Micros,
-    latest_us: Micros,
-) -> Result<Option<(Micros, Vec<LimitOutcome>)>, StoreError> {
-    let bad = || StoreError::permanent("redis", format!("unexpected marked reply: {reply:?}"));
-    let mut held = None;
-    let keys: SmallVec<[Marked; 4]> = match (calls, reply) {
-        ([call], [packed]) => {
-            let params = &call.step.params;
-            let counted = packed_reply::unpack(*packed, params.count, params.window_us.get())
-                .ok_or_else(bad)?;
-            smallvec![in_window(counted, call, local_now_us().get(), bad)?]
-        }
-        _ => {
-            let pairs = match (calls.len(), reply) {
-                (1, [_, _]) => reply,
-                (1, [_, _, violations, forget]) => {
-                    held = Some((*violations, *forget));
-                    &reply[..2]
-                }
-                (n, _) if n >= 2 && reply.len() == 2 * n => reply,
-                _ => return Ok(None),
-            };
-            let local_us = local_now_us().get();
-            pairs
-                .chunks_exact(2)
-                .zip(calls)
-                .map(|(pair, call)| marked(pair[0], pair[1], call, local_us, bad))
-                .collect::<Result<_, _>>()?
-        }
-    };
+fn outcomes(keys: &[Marked], held: Held, reading: &Reading<'_>) -> Option<Decided> {
     if keys.len() > 1 && keys.iter().any(|k| k.blocked) {
-        return Err(bad());
+        return None;
     }
     let start_us = keys.iter().map(|k| k.start_us).max().unwrap_or(0);
     let end_us = keys.iter().map(|k| k.end_us).min().unwrap_or(0);
     let now_us = start_us
-        .max(latest_us.get().min(start_us + 999))
+        .max(reading.latest_us.get().min(start_us + 999))
         .min(end_us.saturating_sub(1));
     // As one_head.lua counts them: remembered until their end, a warning from warn_after on.
     let violations = match held {
@@ -263,7 +257,7 @@ pub fn parse_marked_reply(
     };
     let outcomes = keys
         .iter()
-        .zip(calls)
+        .zip(reading.calls)
         .map(|(k, call)| {
             let left = Micros::new(k.end_us - now_us);
             LimitOutcome {
@@ -282,8 +276,147 @@ pub fn parse_marked_reply(
             }
         })
         .collect();
-    Ok(Some((Micros::new(now_us), outcomes)))
+    Some(Decided {
+        now_us: Micros::new(now_us),
+        outcomes,
+        exact: false,
+    })
+}
+
+/// The span of windows a residue must tell apart: a clock within a day of Redis' finds its window.
+const MIN_SPAN_MS: u128 = 2 * 86_400_000;
+
+/// The divisors of the slots' period, 2^28 − 1 = 3 × 5 × 29 × 43 × 113 × 127 (`lua/fixed_window.lua`),
+/// in increasing order: a store decodes each packed answer with its limit's, so finding it is a
+/// binary search.
+const DIVISORS: [u64; 64] = {
+    const FACTORS: [u64; 6] = [3, 5, 29, 43, 113, 127];
+    let mut divisors = [1u64; 64];
+    let mut mask = 0;
+    while mask < 64 {
+        let mut i = 0;
+        while i < FACTORS.len() {
+            if mask & (1 << i) != 0 {
+                divisors[mask] *= FACTORS[i];
+            }
+            i += 1;
+        }
+        mask += 1;
+    }
+    // Insertion sort: `sort` is not const.
+    let mut i = 1;
+    while i < 64 {
+        let mut j = i;
+        while j > 0 && divisors[j - 1] > divisors[j] {
+            let d = divisors[j];
+            divisors[j] = divisors[j - 1];
+            divisors[j - 1] = d;
+            j -= 1;
+        }
+        i += 1;
+    }
+    divisors
+};
+
+/// The slot's modulus `S` in the packed answer of a fixed window of `limit` units per
+/// `window_us`, if its numbers leave one.
+pub fn packed_slots(limit: u64, window_us: u64) -> Option<u64> {
+    if !window_us.is_multiple_of(1000) {
+        return None;
+    }
+    let window_ms = window_us / 1000;
+    let per_slot = limit.checked_add(1)?.checked_mul(window_ms + 1)?;
+    let bound = (1u64 << 53) / per_slot;
+    let best = DIVISORS[DIVISORS.partition_point(|&d| d <= bound).checked_sub(1)?];
+    (u128::from(best) * u128::from(window_ms) >= MIN_SPAN_MS).then_some(best)
+}
+
+/// What a packed answer holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Unpacked {
+    /// The window's index mod `modulus`.
+    residue: u64,
+    /// [`packed_slots`] of the limit.
+    modulus: u64,
+    /// The key's count, this request's cost included.
+    count: u64,
+    /// The key's PTTL, in ms.
+    ttl_ms: u64,
+}
+
+/// Unpacks `x`, the answer for a fixed window of `limit` units per `window_us`; `None` when no
+/// script of that limit could have given it.
+fn unpack(x: i64, limit: u64, window_us: u64) -> Option<Unpacked> {
+    let modulus = packed_slots(limit, window_us)?;
+    let x = u64::try_from(x).ok()?;
+    let (window_ms, limit_1) = (window_us / 1000 + 1, limit + 1);
+    let (rest, ttl_ms) = (x / window_ms, x % window_ms);
+    let (residue, count) = (rest / limit_1, rest % limit_1);
+    (residue < modulus).then_some(Unpacked {
+        residue,
+        modulus,
+        count,
+        ttl_ms,
+    })
 }
 
 #[cfg(test)]
-mod tests;
+mod tests {
+    use super::*;
+
+    /// As `lua/fixed_window.lua#one` packs it.
+    fn pack(slot: u64, count: u64, ttl_ms: u64, limit: u64, window_us: u64) -> i64 {
+        let s = packed_slots(limit, window_us).expect("packable");
+        let x = ((slot - 1) % s * (limit + 1) + count) * (window_us / 1000 + 1) + ttl_ms;
+        i64::try_from(x).expect("below 2^53")
+    }
+
+    #[test]
+    fn a_packed_answer_unpacks_to_what_was_packed() {
+        let minute = 60_000_000;
+        for (limit, window_us) in [
+            (1000, minute),
+            (1, 1000),
+            (16_777_216, minute),
+            (10, 86_400_000_000),
+        ] {
+            let s = packed_slots(limit, window_us).expect("packable");
+            assert_eq!(FIXED_WINDOW_SLOTS % s, 0);
+            assert!(DIVISORS.is_sorted() && DIVISORS[63] == FIXED_WINDOW_SLOTS);
+            let window_ms = window_us / 1000;
+            assert!(u128::from(s) * u128::from(limit + 1) * u128::from(window_ms + 1) <= 1 << 53);
+            assert!(u128::from(s) * u128::from(window_ms) >= MIN_SPAN_MS);
+            for (slot, count, ttl) in [
+                (1, 1, 1),
+                (FIXED_WINDOW_SLOTS, limit, window_ms),
+                (77, 1, window_ms.min(2)),
+            ] {
+                let x = pack(slot, count, ttl, limit, window_us);
+                assert_eq!(
+                    unpack(x, limit, window_us),
+                    Some(Unpacked {
+                        residue: (slot - 1) % s,
+                        modulus: s,
+                        count,
+                        ttl_ms: ttl
+                    })
+                );
+            }
+        }
+        // Small numbers keep every slot; larger ones the largest divisor of the period that fits.
+        assert_eq!(packed_slots(10, 60_000_000), Some(FIXED_WINDOW_SLOTS));
+        assert_eq!(packed_slots(1000, 60_000_000), Some(FIXED_WINDOW_SLOTS / 3));
+    }
+
+    #[test]
+    fn limits_that_leave_no_modulus_get_no_packed_answer() {
+        // Not whole milliseconds; no span of a day; above 2^53 even for one slot.
+        assert_eq!(packed_slots(10, 1500), None);
+        assert_eq!(packed_slots(u64::from(u32::MAX), 1000), None);
+        assert_eq!(packed_slots(16_777_216, 1 << 50), None);
+        assert_eq!(packed_slots(10, 0), None);
+        // A value out of range for the limit is no packed answer.
+        assert_eq!(unpack(-1, 10, 60_000_000), None);
+        assert_eq!(unpack(1 << 60, 10, 60_000_000), None);
+    }
+}
