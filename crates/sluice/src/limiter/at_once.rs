@@ -15,12 +15,14 @@
 use std::cell::RefCell;
 use std::sync::atomic::Ordering;
 
-use super::decide::limit_decision;
+use super::compile::{CompiledLimit, CompiledRule};
+use super::decide::{limit_allows, limit_decision};
 use super::options::Check;
 use super::{Attributes, Limiter, keys};
+use crate::algorithm::{LimitOutcome, LimitStep};
 use crate::clock;
 use crate::error::Error;
-use crate::model::Decision;
+use crate::model::{AttributeNames, Decision, Micros, Verdict};
 use crate::store::KeyRef;
 
 thread_local! {
@@ -37,12 +39,25 @@ pub(super) fn with_identity<T>(f: impl FnOnce(&mut String) -> Option<T>) -> Opti
 
 impl Limiter {
     /// The decision of this check, if it can be made at once; `None` sends it to the general path.
-    pub(super) fn decide_at_once(
+    #[cfg(test)]
+    fn decide_at_once(
         &self,
         name: &str,
         attrs: &(impl Attributes + ?Sized),
         check: Check,
     ) -> Option<Result<Decision, Error>> {
+        self.at_once(name, attrs, check)
+    }
+
+    /// The check made at once, answered as `A` (the full decision, or the verdict); `None`
+    /// sends it to the general path.
+    #[inline]
+    pub(super) fn at_once<A: Answer>(
+        &self,
+        name: &str,
+        attrs: &(impl Attributes + ?Sized),
+        check: Check,
+    ) -> Option<Result<A, Error>> {
         let inner = &self.inner;
         if !inner.store.in_process() || check.reserves() || !inner.enabled.load(Ordering::Relaxed) {
             return None;
@@ -55,14 +70,14 @@ impl Limiter {
                 Ok(limit) => limit,
                 Err(answer) => {
                     rule.meters.decided(&answer);
-                    return Some(Ok(answer));
+                    return Some(Ok(A::of_decision(answer)));
                 }
             },
         };
         let max_len = inner.options.max_attribute_len;
         let step = limit.step(check.units(), None);
-        // Only the limit's outcome and names leave the buffer's scope: the decision, a few hundred
-        // bytes, is built where it is returned.
+        // Only the limit's outcome (and, for a decision, its names) leaves the buffer's scope:
+        // the answer is built where it is returned.
         let answered = with_identity(|identity| {
             if let Err(error) =
                 keys::write_identity(&limit.by, &limit.groups, attrs, max_len, identity)
@@ -80,21 +95,102 @@ impl Limiter {
             });
             let (_, outcome) = answer?.ok()?;
             inner.latency.record(started);
-            Some(Ok((outcome, keys::attribute_names(&limit.by, identity))))
+            Some(Ok((outcome, A::Names::of(limit, identity))))
         });
         let (outcome, names) = match answered? {
             Ok(answered) => answered,
             Err(error) => return Some(Err(error)),
         };
+        Some(Ok(A::of_outcome(rule, limit, names, &step, &outcome)))
+    }
+}
+
+/// What a check answered at once gives its caller, built from its one limit's outcome.
+pub(super) trait Answer: Sized {
+    /// What the answer keeps from the identity while its buffer is lent: the attribute names it
+    /// was built from, for a decision; nothing, for a verdict.
+    type Names: Names;
+    /// The answer from the store's outcome of `limit`, counted in the rule's metrics.
+    fn of_outcome(
+        rule: &CompiledRule,
+        limit: &CompiledLimit,
+        names: Self::Names,
+        step: &LimitStep,
+        outcome: &LimitOutcome,
+    ) -> Self;
+    /// The answer a decision made another way gives (it is counted already).
+    fn of_decision(d: Decision) -> Self;
+}
+
+/// See [`Answer::Names`].
+pub(super) trait Names {
+    fn of(limit: &CompiledLimit, identity: &str) -> Self;
+}
+
+impl Names for AttributeNames {
+    #[inline]
+    fn of(limit: &CompiledLimit, identity: &str) -> AttributeNames {
+        keys::attribute_names(&limit.by, identity)
+    }
+}
+
+impl Names for () {
+    #[inline]
+    fn of(_: &CompiledLimit, _: &str) {}
+}
+
+impl Answer for Decision {
+    type Names = AttributeNames;
+
+    #[inline]
+    fn of_outcome(
+        rule: &CompiledRule,
+        limit: &CompiledLimit,
+        names: AttributeNames,
+        step: &LimitStep,
+        outcome: &LimitOutcome,
+    ) -> Decision {
         // Counted first, so that the decision is built where it is returned: it is a few hundred
         // bytes, and each move of it costs as much as a part of the check.
-        let one = limit_decision(limit, names, &step, &outcome);
-        rule.meters.decided_one(rule.definition.shadow, &one);
-        Some(Ok(Decision::of_one(
-            rule.name.clone(),
-            rule.definition.shadow,
-            one,
-        )))
+        let one = limit_decision(limit, names, step, outcome);
+        rule.meters
+            .decided_one(rule.definition.shadow, one.allowed, one.shadow);
+        Decision::of_one(rule.name.clone(), rule.definition.shadow, one)
+    }
+
+    fn of_decision(d: Decision) -> Decision {
+        d
+    }
+}
+
+impl Answer for Verdict {
+    type Names = ();
+
+    #[inline]
+    fn of_outcome(
+        rule: &CompiledRule,
+        _: &CompiledLimit,
+        _: (),
+        step: &LimitStep,
+        o: &LimitOutcome,
+    ) -> Verdict {
+        let limit_allowed = limit_allows(step, o);
+        rule.meters
+            .decided_one(rule.definition.shadow, limit_allowed, step.shadow);
+        // As `Decision::of_one` reads its one limit.
+        let enforced_ok = limit_allowed || step.shadow;
+        Verdict {
+            allowed: rule.definition.shadow || enforced_ok,
+            retry_after_ms: o
+                .retry_after_us
+                .filter(|_| !enforced_ok)
+                .map(Micros::as_millis_ceil),
+            remaining: o.remaining,
+        }
+    }
+
+    fn of_decision(d: Decision) -> Verdict {
+        Verdict::of(&d)
     }
 }
 
@@ -187,11 +283,13 @@ mod tests {
     }
 
     /// Every check the path answers gets the decision (or error) the general path gives, on a
-    /// store in the same state at the same time; the rest it leaves to the general path.
+    /// store in the same state at the same time; the rest it leaves to the general path. The
+    /// verdict of each check, made by a third limiter in step, is the general decision's.
     #[test]
     fn decides_as_the_general_path_does() {
         let clock = ManualClock::at_2026();
         let (at_once, general) = (limiter(&clock), limiter(&clock));
+        let verdicts = limiter(&clock);
         let runtime = tokio::runtime::Builder::new_current_thread()
             .build()
             .expect("a runtime");
@@ -223,6 +321,15 @@ mod tests {
                 checks[i / 5 % checks.len()],
             );
             let general_answer = runtime.block_on(general.decide_in_store(name, attrs, check));
+            let verdict = runtime.block_on(verdicts.verdict_with(name, attrs, check));
+            assert_eq!(
+                verdict.map_err(|e| e.to_string()),
+                general_answer
+                    .as_ref()
+                    .map(Verdict::of)
+                    .map_err(|e| e.to_string()),
+                "check {i}: {name} {attrs:?} {check:?}"
+            );
             match at_once.decide_at_once(name, attrs, check) {
                 Some(answer) => {
                     assert_eq!(

@@ -59,7 +59,8 @@ impl Limiter {
         })?;
         let one = limit_decision(limit, names, &step, &outcome);
         rule.meters.cache_hit();
-        rule.meters.decided_one(rule.definition.shadow, &one);
+        rule.meters
+            .decided_one(rule.definition.shadow, one.allowed, one.shadow);
         let mut decision = Decision::of_one(rule.name.clone(), rule.definition.shadow, one);
         decision.reason = Some(CACHED.to_string());
         Some(decision)

@@ -10,6 +10,7 @@
 
 use std::sync::atomic::Ordering;
 
+use super::at_once::Answer;
 use super::choice::{self, Picks, Selection};
 use super::compile::{CompiledLimit, CompiledRule};
 use super::denial_cache::DenialCache;
@@ -21,13 +22,14 @@ use crate::model::{AttributeNames, Decision, FailPolicy, LimitDecision, LimitDec
 use crate::store::{DynStore, LimitCall, StoreError, StoreReply};
 
 impl Limiter {
-    pub(super) async fn decide(
+    /// One check, answered as `A`: the full decision, or the verdict.
+    pub(super) async fn decide<A: Answer>(
         &self,
         name: &str,
         attrs: &(impl Attributes + ?Sized),
         check: Check,
-    ) -> Result<Decision, Error> {
-        if let Some(answer) = self.decide_at_once(name, attrs, check) {
+    ) -> Result<A, Error> {
+        if let Some(answer) = self.at_once(name, attrs, check) {
             return answer;
         }
         // Boxed: the general path's future is large, and a check answered at once should not
@@ -39,6 +41,7 @@ impl Limiter {
             }
         })
         .await
+        .map(A::of_decision)
     }
 
     /// The general path: any rule, any store.
@@ -345,13 +348,12 @@ pub(super) fn limit_decision(
     step: &LimitStep,
     o: &LimitOutcome,
 ) -> LimitDecision {
-    let quota = o.runtime.map_or(step.params.capacity, |n| n.capacity);
     LimitDecision {
         id: limit.id.clone(),
         attributes,
         algorithm: step.algorithm,
-        allowed: o.allowed && step.cost <= quota,
-        quota,
+        allowed: limit_allows(step, o),
+        quota: quota(step, o),
         window_ms: step.params.window_us.as_millis(),
         remaining: o.remaining,
         reset_after_ms: o.reset_after_us.as_millis_ceil(),
@@ -362,6 +364,18 @@ pub(super) fn limit_decision(
         delay_ms: o.delay_us.as_millis_ceil(),
         shadow: step.shadow,
     }
+}
+
+/// The limit's quota for this check: its own, or the identity's numbers set at run time.
+#[inline]
+fn quota(step: &LimitStep, o: &LimitOutcome) -> u64 {
+    o.runtime.map_or(step.params.capacity, |n| n.capacity)
+}
+
+/// Whether the limit allowed the request: the store admitted it, within the identity's quota.
+#[inline]
+pub(super) fn limit_allows(step: &LimitStep, o: &LimitOutcome) -> bool {
+    o.allowed && step.cost <= quota(step, o)
 }
 
 /// The part of a decision of a limit whose `deny` override refused the request: a quota of 0, as

@@ -73,7 +73,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use arc_swap::ArcSwap;
 
 use crate::error::Error;
-use crate::model::{Decision, Rule};
+use crate::model::{Decision, Rule, Verdict};
 use crate::store::invalidation::{Invalidation, InvalidationChannel};
 use crate::store::memory::MemoryStore;
 use crate::store::{DynStore, LimitCall, LimitKey};
@@ -164,6 +164,43 @@ impl Limiter {
         attrs: &(impl Attributes + ?Sized),
         check: Check,
     ) -> impl Future<Output = Result<Decision, Error>> {
+        self.decide(rule, attrs, check)
+    }
+
+    /// Checks and records one unit, answering with the compact [`Verdict`]: whether to proceed,
+    /// how long to wait if not, the units left. The same check as [`Limiter::check`], whose
+    /// [`Decision`] says everything else (each limit's numbers, blocks, leases, the reason); on
+    /// the memory store it costs a fraction of building that decision.
+    ///
+    /// ```
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// use sluice::{Limiter, MemoryStore, Rule, model::{Algorithm, Limit}};
+    ///
+    /// let limiter = Limiter::builder(MemoryStore::new())
+    ///     .rule("login", Rule::new(vec![Limit::new(&["ip"], "1/1m".parse()?, Algorithm::Gcra)]))
+    ///     .build()?;
+    /// let attrs = [("ip", "203.0.113.9")];
+    /// assert!(limiter.verdict("login", &attrs).await?.allowed);
+    /// let second = limiter.verdict("login", &attrs).await?;
+    /// assert!(!second.allowed && second.retry_after_ms.is_some());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// # }).unwrap();
+    /// ```
+    pub fn verdict(
+        &self,
+        rule: &str,
+        attrs: &(impl Attributes + ?Sized),
+    ) -> impl Future<Output = Result<Verdict, Error>> {
+        self.decide(rule, attrs, Check::ONE)
+    }
+
+    /// [`Limiter::verdict`] with another cost, or only peeking ([`Limiter::check_with`]).
+    pub fn verdict_with(
+        &self,
+        rule: &str,
+        attrs: &(impl Attributes + ?Sized),
+        check: Check,
+    ) -> impl Future<Output = Result<Verdict, Error>> {
         self.decide(rule, attrs, check)
     }
 

@@ -41,6 +41,7 @@ mod rate;
 mod registry_tests;
 mod rule;
 mod runtime_limit;
+mod verdict;
 
 pub use address::{AddressGroup, DEFAULT_ADDRESS_ATTRIBUTE};
 pub use algorithm::Algorithm;
@@ -61,6 +62,7 @@ pub use penalty::Penalty;
 pub use rate::{MAX_COUNT, MAX_WINDOW, Rate};
 pub use rule::{By, Rule, validate_rule_name};
 pub use runtime_limit::RuntimeLimit;
+pub use verdict::Verdict;
 
 /// A value in a rule or rate that is not acceptable, with the field it came from.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
