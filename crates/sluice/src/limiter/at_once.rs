@@ -68,7 +68,8 @@ impl Limiter {
             None => rule.sole_limit(check.units())?,
             Some(choice) => match choice.sole(rule, attrs, check.units())? {
                 Ok(limit) => limit,
-                Err(answer) => {
+                Err(unasked) => {
+                    let answer = unasked.decision(rule);
                     rule.meters.decided(&answer);
                     return Some(Ok(A::of_decision(answer)));
                 }

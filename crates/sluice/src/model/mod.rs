@@ -56,6 +56,7 @@ pub use fail_policy::FailPolicy;
 pub use headers::{HeaderStyle, headers, retry_after_secs, write_headers};
 pub use limit::{Limit, MAX_LEASES};
 pub use micros::Micros;
+pub(crate) use name::same_bytes;
 pub use name::{MAX_INTERNED, MAX_INTERNED_BYTES, Name};
 pub use overrides::{MAX_DENY_MESSAGE, Override, OverrideOutcome};
 pub use penalty::Penalty;
