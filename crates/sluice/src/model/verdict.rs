@@ -35,9 +35,3 @@ impl Verdict {
         }
     }
 }
-
-impl From<&Decision> for Verdict {
-    fn from(d: &Decision) -> Verdict {
-        Verdict::of(d)
-    }
-}
