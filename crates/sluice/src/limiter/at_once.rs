@@ -4,7 +4,7 @@
 //! The identity is written into a per-thread buffer, the store decides from the borrowed key
 //! parts ([`Store::decide_one_now`](crate::Store::decide_one_now)) on the clock reading that
 //! starts its timer (lent by [`clock::lending`]), and the decision holds interned names and its
-//! one limit inline, built from it directly ([`Decision::of_one`]). It is the decision the
+//! one limit inline, built from it directly (`Decision::of_one`). It is the decision the
 //! general path in `decide` gives: the same limit decision, the same metrics. Whatever this path
 //! does not cover — several limits, leases, reservations, a cost above the capacity, a disabled
 //! rule or limiter, an unknown rule, a store that cannot answer at once or fails — goes to the
@@ -15,14 +15,11 @@
 use std::cell::RefCell;
 use std::sync::atomic::Ordering;
 
-use super::compile::{CompiledLimit, CompiledRule};
-use super::decide::{limit_allows, limit_decision};
+use super::answer::{Answer, Names};
 use super::options::Check;
 use super::{Attributes, Limiter, keys};
-use crate::algorithm::{LimitOutcome, LimitStep};
 use crate::clock;
 use crate::error::Error;
-use crate::model::{AttributeNames, Decision, Micros, Verdict};
 use crate::store::KeyRef;
 
 thread_local! {
@@ -45,7 +42,7 @@ impl Limiter {
         name: &str,
         attrs: &(impl Attributes + ?Sized),
         check: Check,
-    ) -> Option<Result<Decision, Error>> {
+    ) -> Option<Result<crate::model::Decision, Error>> {
         self.at_once(name, attrs, check)
     }
 
@@ -106,95 +103,6 @@ impl Limiter {
     }
 }
 
-/// What a check answered at once gives its caller, built from its one limit's outcome.
-pub(super) trait Answer: Sized {
-    /// What the answer keeps from the identity while its buffer is lent: the attribute names it
-    /// was built from, for a decision; nothing, for a verdict.
-    type Names: Names;
-    /// The answer from the store's outcome of `limit`, counted in the rule's metrics.
-    fn of_outcome(
-        rule: &CompiledRule,
-        limit: &CompiledLimit,
-        names: Self::Names,
-        step: &LimitStep,
-        outcome: &LimitOutcome,
-    ) -> Self;
-    /// The answer a decision made another way gives (it is counted already).
-    fn of_decision(d: Decision) -> Self;
-}
-
-/// See [`Answer::Names`].
-pub(super) trait Names {
-    fn of(limit: &CompiledLimit, identity: &str) -> Self;
-}
-
-impl Names for AttributeNames {
-    #[inline]
-    fn of(limit: &CompiledLimit, identity: &str) -> AttributeNames {
-        keys::attribute_names(&limit.by, identity)
-    }
-}
-
-impl Names for () {
-    #[inline]
-    fn of(_: &CompiledLimit, _: &str) {}
-}
-
-impl Answer for Decision {
-    type Names = AttributeNames;
-
-    #[inline]
-    fn of_outcome(
-        rule: &CompiledRule,
-        limit: &CompiledLimit,
-        names: AttributeNames,
-        step: &LimitStep,
-        outcome: &LimitOutcome,
-    ) -> Decision {
-        // Counted first, so that the decision is built where it is returned: it is a few hundred
-        // bytes, and each move of it costs as much as a part of the check.
-        let one = limit_decision(limit, names, step, outcome);
-        rule.meters
-            .decided_one(rule.definition.shadow, one.allowed, one.shadow);
-        Decision::of_one(rule.name.clone(), rule.definition.shadow, one)
-    }
-
-    fn of_decision(d: Decision) -> Decision {
-        d
-    }
-}
-
-impl Answer for Verdict {
-    type Names = ();
-
-    #[inline]
-    fn of_outcome(
-        rule: &CompiledRule,
-        _: &CompiledLimit,
-        _: (),
-        step: &LimitStep,
-        o: &LimitOutcome,
-    ) -> Verdict {
-        let limit_allowed = limit_allows(step, o);
-        rule.meters
-            .decided_one(rule.definition.shadow, limit_allowed, step.shadow);
-        // As `Decision::of_one` reads its one limit.
-        let enforced_ok = limit_allowed || step.shadow;
-        Verdict {
-            allowed: rule.definition.shadow || enforced_ok,
-            retry_after_ms: o
-                .retry_after_us
-                .filter(|_| !enforced_ok)
-                .map(Micros::as_millis_ceil),
-            remaining: o.remaining,
-        }
-    }
-
-    fn of_decision(d: Decision) -> Verdict {
-        Verdict::of(&d)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;
@@ -202,7 +110,7 @@ mod tests {
 
     use super::*;
     use crate::clock::ManualClock;
-    use crate::model::{Algorithm, Limit, Override, Penalty};
+    use crate::model::{Algorithm, Limit, Override, Penalty, Verdict};
     use crate::{MemoryStore, Rule};
 
     fn rules() -> Vec<(&'static str, Rule)> {

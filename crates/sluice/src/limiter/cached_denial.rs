@@ -12,8 +12,9 @@
 
 use std::sync::atomic::Ordering;
 
+use super::answer::limit_decision;
 use super::at_once::with_identity;
-use super::decide::{CACHED, limit_decision};
+use super::decide::CACHED;
 use super::options::Check;
 use super::{Attributes, Limiter, keys};
 use crate::algorithm::Mode;

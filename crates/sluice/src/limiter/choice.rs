@@ -15,9 +15,9 @@
 
 use smallvec::SmallVec;
 
+use super::answer::limit_decision_refused;
 use super::compile::{CompiledLimit, CompiledRule};
 use super::compiled_condition::CompiledCondition;
-use super::decide::limit_decision_refused;
 use super::{Attributes, MAX_COST};
 use crate::model::{Decision, Limit, OverrideOutcome, Rule};
 

@@ -17,6 +17,8 @@
 //! - `keys`: attributes → escaped identities → store keys and calls;
 //! - `decide`: the store call with deadline, breaker, fail policy, metrics, and the decision;
 //!   `at_once`: the same decision, allocation-free, for a one-limit rule on an in-process store;
+//!   `answer`: each limit's part of a decision, and a check's answer as asked (the full
+//!   [`Decision`] or the compact [`Verdict`]), built in one place;
 //! - `meters`: the per-decision metrics, kept as registered handles; `metric_catalog`: every
 //!   metric the library records, with its help and unit ([`describe_metrics`]);
 //! - `batch`: [`Limiter::check_all`], several rules ([`RuleCheck`]s) decided as one request;
@@ -42,6 +44,7 @@
 //!   it answers a one-limit rule with.
 
 mod admin;
+mod answer;
 mod at_once;
 mod batch;
 mod batch_cache;
