@@ -6,8 +6,9 @@
 //! (outside the timed part) before any key could use up half of it. `sluice_store/*` calls the
 //! memory store directly, as the limiter does, with the key's parts (the identities governor is
 //! given) and the limit's step: the algorithm, state lookup and locking;
-//! `sluice_limiter/*` goes through `Limiter::check` (rule lookup, identity, decision) from the
-//! request's attributes, polled once: an in-process store answers at once.
+//! `sluice_limiter/*` goes through `Limiter::check` (rule lookup, identity, the full decision)
+//! from the request's attributes, polled once: an in-process store answers at once;
+//! `sluice_verdict/*` makes the same check through `Limiter::verdict` (the compact answer).
 
 use std::future::Future;
 use std::hint::black_box;
@@ -188,6 +189,14 @@ fn store_vs_governor(c: &mut Criterion) {
                 group.bench_function(BenchmarkId::new("sluice_limiter", algorithm), |b| {
                     b.iter_custom(|iters| limiter.sample(iters, threads))
                 });
+                let mut verdicts = Renewed::new(keys, fresh, |limiter, key| {
+                    let attrs = [("user", values[key].as_str())];
+                    let verdict = ready(limiter.verdict("bench", &attrs));
+                    assert!(black_box(verdict.is_ok_and(|v| v.allowed)));
+                });
+                group.bench_function(BenchmarkId::new("sluice_verdict", algorithm), |b| {
+                    b.iter_custom(|iters| verdicts.sample(iters, threads))
+                });
             }
             group.finish();
         }
@@ -195,7 +204,7 @@ fn store_vs_governor(c: &mut Criterion) {
 }
 
 /// A one-limit rule with a condition and three overrides, against the same rule without them,
-/// through `Limiter::check`: the request carries the attributes the overrides read and falls
+/// through `Limiter::check` and `Limiter::verdict`: the request carries the attributes the overrides read and falls
 /// through all of them (the costliest case). `scripts/tier-instructions` counts the same in
 /// instructions.
 fn tiers(c: &mut Criterion) {
@@ -219,19 +228,28 @@ fn tiers(c: &mut Criterion) {
                 .build()
                 .expect("valid rule")
         };
-        let mut limiter = Renewed::new(KEYS, fresh, |limiter, key| {
-            let attrs = [
+        let attrs = |key: usize| {
+            [
                 ("method", "GET"),
                 ("plan", "free"),
                 ("tenant", "t1"),
                 ("ip", "198.51.100.7"),
                 ("user", values[key].as_str()),
-            ];
-            let decision = ready(limiter.check("bench", &attrs));
+            ]
+        };
+        let mut limiter = Renewed::new(KEYS, fresh, |limiter, key| {
+            let decision = ready(limiter.check("bench", &attrs(key)));
             assert!(black_box(decision.is_ok_and(|d| d.allowed)));
         });
         group.bench_function(BenchmarkId::new("sluice_limiter", name), |b| {
             b.iter_custom(|iters| limiter.sample(iters, 1))
+        });
+        let mut verdicts = Renewed::new(KEYS, fresh, |limiter, key| {
+            let verdict = ready(limiter.verdict("bench", &attrs(key)));
+            assert!(black_box(verdict.is_ok_and(|v| v.allowed)));
+        });
+        group.bench_function(BenchmarkId::new("sluice_verdict", name), |b| {
+            b.iter_custom(|iters| verdicts.sample(iters, 1))
         });
     }
     group.finish();

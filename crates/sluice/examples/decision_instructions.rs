@@ -2,8 +2,10 @@
 //! under callgrind (`scripts/tier-instructions` runs it with N and with 0 and divides the
 //! difference): a figure the shared, noisy machine does not move.
 //!
-//! usage: decision_instructions RULE_JSON ATTRIBUTES_JSON N
+//! usage: decision_instructions RULE_JSON ATTRIBUTES_JSON N [check|verdict]
 //!
+//! The checks are made with `Limiter::check` (the full decision, the default) or
+//! `Limiter::verdict` (the compact answer).
 //! The rule is JSON in the rule file's shape, so the same source measures a plain rule on a
 //! tree that predates tiers. Identities vary over 1,000 values of the attribute `user` (the
 //! others are taken as given), and the limit admits every check.
@@ -28,8 +30,16 @@ fn ready<F: Future>(future: F) -> F::Output {
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().collect();
-    let [_, rule, attributes, n] = args.as_slice() else {
-        return Err("usage: decision_instructions RULE_JSON ATTRIBUTES_JSON N".into());
+    let (rule, attributes, n, verdict) = match args.as_slice() {
+        [_, rule, attributes, n] => (rule, attributes, n, false),
+        [_, rule, attributes, n, answer] if answer == "check" || answer == "verdict" => {
+            (rule, attributes, n, answer == "verdict")
+        }
+        _ => {
+            return Err(
+                "usage: decision_instructions RULE_JSON ATTRIBUTES_JSON N [check|verdict]".into(),
+            );
+        }
     };
     let rule: Rule = serde_json::from_str(rule)?;
     let given: Vec<(String, String)> =
@@ -55,7 +65,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut allowed = 0usize;
     for i in 0..n {
         attrs[last].1 = &users[i % users.len()];
-        allowed += usize::from(black_box(ready(limiter.check("bench", &attrs))?).allowed);
+        let passed = if verdict {
+            black_box(ready(limiter.verdict("bench", &attrs))?).allowed
+        } else {
+            black_box(ready(limiter.check("bench", &attrs))?).allowed
+        };
+        allowed += usize::from(passed);
     }
     println!("{allowed} of {n} allowed");
     Ok(())

@@ -102,6 +102,7 @@ pub use limited::{Limited, check_call, global_limiter, hold_lease, set_global_li
 pub use limiter::{Attributes, Check, Limiter, LimiterBuilder, Options, RuntimeLimitInfo};
 pub use model::{
     Algorithm, Decision, FailPolicy, Limit, LimitDecision, Micros, Rate, Rule, RuntimeLimit,
+    Verdict,
 };
 #[cfg(feature = "macros")]
 pub use sluice_macros::{limit, limited};

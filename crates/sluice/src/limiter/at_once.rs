@@ -4,7 +4,7 @@
 //! The identity is written into a per-thread buffer, the store decides from the borrowed key
 //! parts ([`Store::decide_one_now`](crate::Store::decide_one_now)) on the clock reading that
 //! starts its timer (lent by [`clock::lending`]), and the decision holds interned names and its
-//! one limit inline, built from it directly ([`Decision::of_one`]). It is the decision the
+//! one limit inline, built from it directly (`Decision::of_one`). It is the decision the
 //! general path in `decide` gives: the same limit decision, the same metrics. Whatever this path
 //! does not cover — several limits, leases, reservations, a cost above the capacity, a disabled
 //! rule or limiter, an unknown rule, a store that cannot answer at once or fails — goes to the
@@ -15,12 +15,11 @@
 use std::cell::RefCell;
 use std::sync::atomic::Ordering;
 
-use super::decide::limit_decision;
+use super::answer::{Answer, Names};
 use super::options::Check;
 use super::{Attributes, Limiter, keys};
 use crate::clock;
 use crate::error::Error;
-use crate::model::Decision;
 use crate::store::KeyRef;
 
 thread_local! {
@@ -37,12 +36,25 @@ pub(super) fn with_identity<T>(f: impl FnOnce(&mut String) -> Option<T>) -> Opti
 
 impl Limiter {
     /// The decision of this check, if it can be made at once; `None` sends it to the general path.
-    pub(super) fn decide_at_once(
+    #[cfg(test)]
+    fn decide_at_once(
         &self,
         name: &str,
         attrs: &(impl Attributes + ?Sized),
         check: Check,
-    ) -> Option<Result<Decision, Error>> {
+    ) -> Option<Result<crate::model::Decision, Error>> {
+        self.at_once(name, attrs, check)
+    }
+
+    /// The check made at once, answered as `A` (the full decision, or the verdict); `None`
+    /// sends it to the general path.
+    #[inline]
+    pub(super) fn at_once<A: Answer>(
+        &self,
+        name: &str,
+        attrs: &(impl Attributes + ?Sized),
+        check: Check,
+    ) -> Option<Result<A, Error>> {
         let inner = &self.inner;
         if !inner.store.in_process() || check.reserves() || !inner.enabled.load(Ordering::Relaxed) {
             return None;
@@ -53,16 +65,17 @@ impl Limiter {
             None => rule.sole_limit(check.units())?,
             Some(choice) => match choice.sole(rule, attrs, check.units())? {
                 Ok(limit) => limit,
-                Err(answer) => {
+                Err(unasked) => {
+                    let answer = unasked.decision(rule);
                     rule.meters.decided(&answer);
-                    return Some(Ok(answer));
+                    return Some(Ok(A::of_decision(answer)));
                 }
             },
         };
         let max_len = inner.options.max_attribute_len;
         let step = limit.step(check.units(), None);
-        // Only the limit's outcome and names leave the buffer's scope: the decision, a few hundred
-        // bytes, is built where it is returned.
+        // Only the limit's outcome (and, for a decision, its names) leaves the buffer's scope:
+        // the answer is built where it is returned.
         let answered = with_identity(|identity| {
             if let Err(error) =
                 keys::write_identity(&limit.by, &limit.groups, attrs, max_len, identity)
@@ -80,21 +93,13 @@ impl Limiter {
             });
             let (_, outcome) = answer?.ok()?;
             inner.latency.record(started);
-            Some(Ok((outcome, keys::attribute_names(&limit.by, identity))))
+            Some(Ok((outcome, A::Names::of(limit, identity))))
         });
         let (outcome, names) = match answered? {
             Ok(answered) => answered,
             Err(error) => return Some(Err(error)),
         };
-        // Counted first, so that the decision is built where it is returned: it is a few hundred
-        // bytes, and each move of it costs as much as a part of the check.
-        let one = limit_decision(limit, names, &step, &outcome);
-        rule.meters.decided_one(rule.definition.shadow, &one);
-        Some(Ok(Decision::of_one(
-            rule.name.clone(),
-            rule.definition.shadow,
-            one,
-        )))
+        Some(Ok(A::of_outcome(rule, limit, names, &step, &outcome)))
     }
 }
 
@@ -105,7 +110,7 @@ mod tests {
 
     use super::*;
     use crate::clock::ManualClock;
-    use crate::model::{Algorithm, Limit, Override, Penalty};
+    use crate::model::{Algorithm, Limit, Override, Penalty, Verdict};
     use crate::{MemoryStore, Rule};
 
     fn rules() -> Vec<(&'static str, Rule)> {
@@ -187,11 +192,13 @@ mod tests {
     }
 
     /// Every check the path answers gets the decision (or error) the general path gives, on a
-    /// store in the same state at the same time; the rest it leaves to the general path.
+    /// store in the same state at the same time; the rest it leaves to the general path. The
+    /// verdict of each check, made by a third limiter in step, is the general decision's.
     #[test]
     fn decides_as_the_general_path_does() {
         let clock = ManualClock::at_2026();
         let (at_once, general) = (limiter(&clock), limiter(&clock));
+        let verdicts = limiter(&clock);
         let runtime = tokio::runtime::Builder::new_current_thread()
             .build()
             .expect("a runtime");
@@ -223,6 +230,15 @@ mod tests {
                 checks[i / 5 % checks.len()],
             );
             let general_answer = runtime.block_on(general.decide_in_store(name, attrs, check));
+            let verdict = runtime.block_on(verdicts.verdict_with(name, attrs, check));
+            assert_eq!(
+                verdict.map_err(|e| e.to_string()),
+                general_answer
+                    .as_ref()
+                    .map(Verdict::of)
+                    .map_err(|e| e.to_string()),
+                "check {i}: {name} {attrs:?} {check:?}"
+            );
             match at_once.decide_at_once(name, attrs, check) {
                 Some(answer) => {
                     assert_eq!(

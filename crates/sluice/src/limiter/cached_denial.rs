@@ -12,8 +12,9 @@
 
 use std::sync::atomic::Ordering;
 
+use super::answer::limit_decision;
 use super::at_once::with_identity;
-use super::decide::{CACHED, limit_decision};
+use super::decide::CACHED;
 use super::options::Check;
 use super::{Attributes, Limiter, keys};
 use crate::algorithm::Mode;
@@ -59,7 +60,8 @@ impl Limiter {
         })?;
         let one = limit_decision(limit, names, &step, &outcome);
         rule.meters.cache_hit();
-        rule.meters.decided_one(rule.definition.shadow, &one);
+        rule.meters
+            .decided_one(rule.definition.shadow, one.allowed, one.shadow);
         let mut decision = Decision::of_one(rule.name.clone(), rule.definition.shadow, one);
         decision.reason = Some(CACHED.to_string());
         Some(decision)

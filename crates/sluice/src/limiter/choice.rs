@@ -15,9 +15,9 @@
 
 use smallvec::SmallVec;
 
+use super::answer::limit_decision_refused;
 use super::compile::{CompiledLimit, CompiledRule};
 use super::compiled_condition::CompiledCondition;
-use super::decide::limit_decision_refused;
 use super::{Attributes, MAX_COST};
 use crate::model::{Decision, Limit, OverrideOutcome, Rule};
 
@@ -146,34 +146,34 @@ impl Choice {
     }
 
     /// For the allocation-free path (`at_once`): the one limit a check of `units` on a one-limit
-    /// rule is decided on, or the answer made without the store; `None` where
-    /// [`CompiledRule::sole_limit`] would say `None` (the general path decides).
+    /// rule is decided on, or why it is answered without the store; `None` where
+    /// [`CompiledRule::sole_limit`] would say `None` (the general path decides). What is
+    /// returned is a few words: the decision of an answer without the store is built by its
+    /// caller, on that rarer path, so that the common one does not carry it.
     #[inline]
     pub(crate) fn sole<'a>(
         &'a self,
         rule: &'a CompiledRule,
         attrs: &(impl Attributes + ?Sized),
         units: u64,
-    ) -> Option<Result<&'a CompiledLimit, Decision>> {
+    ) -> Option<Result<&'a CompiledLimit, Unasked<'a>>> {
         if rule.limits.len() != 1 || !rule.direct || !rule.definition.enabled || units > MAX_COST {
             return None;
         }
         // What `select` decides for the one limit, without collecting picks.
         if self.when.as_ref().is_some_and(|w| !w.holds(attrs)) {
-            return Some(Err(Decision::pass_through(rule.name.clone(), RULE_WHEN)));
+            return Some(Err(Unasked::Pass(RULE_WHEN)));
         }
         let choice = self.limits.first()?;
         if choice.when.as_ref().is_some_and(|w| !w.holds(attrs)) {
-            return Some(Err(Decision::pass_through(rule.name.clone(), NO_LIMIT)));
+            return Some(Err(Unasked::Pass(NO_LIMIT)));
         }
         let limit = match choice.overrides.iter().find(|(w, _)| w.holds(attrs)) {
             None => rule.limits.first()?,
             Some((_, Tier::Numbers(limit))) => limit,
-            Some((_, Tier::Unlimited)) => {
-                return Some(Err(Decision::pass_through(rule.name.clone(), NO_LIMIT)));
-            }
+            Some((_, Tier::Unlimited)) => return Some(Err(Unasked::Pass(NO_LIMIT))),
             Some((_, Tier::Deny(message))) => {
-                return Some(Err(refused(rule, rule.limits.first()?, message)));
+                return Some(Err(Unasked::Refused(rule.limits.first()?, message)));
             }
         };
         limit.fits(units).then_some(Ok(limit))
@@ -184,6 +184,25 @@ impl Choice {
         match pick.tier.map(|t| &self.limits[pick.limit].overrides[t].1) {
             Some(Tier::Numbers(limit)) => limit,
             _ => &rule.limits[pick.limit],
+        }
+    }
+}
+
+/// Why a check of a one-limit rule is answered without the store ([`Choice::sole`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Unasked<'a> {
+    /// Allowed, nothing counted, for this reason.
+    Pass(&'static str),
+    /// Refused by a `deny` override of this limit, with its message.
+    Refused(&'a CompiledLimit, &'a str),
+}
+
+impl Unasked<'_> {
+    /// The decision of the check.
+    pub(crate) fn decision(self, rule: &CompiledRule) -> Decision {
+        match self {
+            Unasked::Pass(reason) => Decision::pass_through(rule.name.clone(), reason),
+            Unasked::Refused(limit, message) => refused(rule, limit, message),
         }
     }
 }

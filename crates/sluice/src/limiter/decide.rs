@@ -10,24 +10,26 @@
 
 use std::sync::atomic::Ordering;
 
+use super::answer::{Answer, limit_decision};
 use super::choice::{self, Picks, Selection};
-use super::compile::{CompiledLimit, CompiledRule};
+use super::compile::CompiledRule;
 use super::denial_cache::DenialCache;
 use super::options::{Check, MAX_COST};
 use super::{Attributes, Limiter, held, keys, lease, reservation};
-use crate::algorithm::{LimitOutcome, LimitStep, Mode};
+use crate::algorithm::{LimitOutcome, Mode};
 use crate::error::Error;
-use crate::model::{AttributeNames, Decision, FailPolicy, LimitDecision, LimitDecisions, Micros};
+use crate::model::{Decision, FailPolicy, LimitDecisions, Micros};
 use crate::store::{DynStore, LimitCall, StoreError, StoreReply};
 
 impl Limiter {
-    pub(super) async fn decide(
+    /// One check, answered as `A`: the full decision, or the verdict.
+    pub(super) async fn decide<A: Answer>(
         &self,
         name: &str,
         attrs: &(impl Attributes + ?Sized),
         check: Check,
-    ) -> Result<Decision, Error> {
-        if let Some(answer) = self.decide_at_once(name, attrs, check) {
+    ) -> Result<A, Error> {
+        if let Some(answer) = self.at_once(name, attrs, check) {
             return answer;
         }
         // Boxed: the general path's future is large, and a check answered at once should not
@@ -39,6 +41,7 @@ impl Limiter {
             }
         })
         .await
+        .map(A::of_decision)
     }
 
     /// The general path: any rule, any store.
@@ -334,55 +337,6 @@ pub(super) fn attach_lease(d: &mut Decision, calls: &[LimitCall], reply: Option<
                 .as_millis()
         })
         .min();
-}
-
-/// One limit's part of the decision: the limit and the attribute names its identity was built
-/// from say whose counter, the step what was asked, the outcome what the store answered.
-#[inline]
-pub(super) fn limit_decision(
-    limit: &CompiledLimit,
-    attributes: AttributeNames,
-    step: &LimitStep,
-    o: &LimitOutcome,
-) -> LimitDecision {
-    let quota = o.runtime.map_or(step.params.capacity, |n| n.capacity);
-    LimitDecision {
-        id: limit.id.clone(),
-        attributes,
-        algorithm: step.algorithm,
-        allowed: o.allowed && step.cost <= quota,
-        quota,
-        window_ms: step.params.window_us.as_millis(),
-        remaining: o.remaining,
-        reset_after_ms: o.reset_after_us.as_millis_ceil(),
-        retry_after_ms: o.retry_after_us.map(Micros::as_millis_ceil),
-        blocked_until_ms: o.blocked_until_us.map(Micros::as_millis_ceil),
-        violations: o.violations,
-        warning: o.warning,
-        delay_ms: o.delay_us.as_millis_ceil(),
-        shadow: step.shadow,
-    }
-}
-
-/// The part of a decision of a limit whose `deny` override refused the request: a quota of 0, as
-/// a limit that admits nothing, with nothing counted and no wait that would help.
-pub(super) fn limit_decision_refused(limit: &CompiledLimit) -> LimitDecision {
-    LimitDecision {
-        id: limit.id.clone(),
-        attributes: AttributeNames::default(),
-        algorithm: limit.algorithm(),
-        allowed: false,
-        quota: 0,
-        window_ms: limit.lease_us().as_millis(),
-        remaining: 0,
-        reset_after_ms: 0,
-        retry_after_ms: None,
-        blocked_until_ms: None,
-        violations: 0,
-        warning: false,
-        delay_ms: 0,
-        shadow: limit.is_shadow(),
-    }
 }
 
 /// The `reason` of a decision answered by the denial cache.

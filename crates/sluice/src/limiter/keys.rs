@@ -18,7 +18,7 @@ use super::lease;
 use super::options::Check;
 use crate::algorithm::Mode;
 use crate::error::Error;
-use crate::model::{AddressGroup, AttributeNames, Name};
+use crate::model::{AddressGroup, AttributeNames, Name, same_bytes};
 use crate::store::{LimitCall, LimitKey};
 
 /// Longest value kept readable in keys; longer ones are hashed.
@@ -50,20 +50,24 @@ impl Attributes for BTreeMap<String, String> {
 }
 
 impl<K: AsRef<str>, V: AsRef<str>> Attributes for [(K, V)] {
+    // Names compared without `memcmp`: a check looks up each name a rule reads, along the list.
+    #[inline]
     fn get(&self, name: &str) -> Option<&str> {
         self.iter()
-            .find(|(k, _)| k.as_ref() == name)
+            .find(|(k, _)| same_bytes(k.as_ref().as_bytes(), name.as_bytes()))
             .map(|(_, v)| v.as_ref())
     }
 }
 
 impl<K: AsRef<str>, V: AsRef<str>, const N: usize> Attributes for [(K, V); N] {
+    #[inline]
     fn get(&self, name: &str) -> Option<&str> {
         Attributes::get(self.as_slice(), name)
     }
 }
 
 impl<K: AsRef<str>, V: AsRef<str>> Attributes for Vec<(K, V)> {
+    #[inline]
     fn get(&self, name: &str) -> Option<&str> {
         Attributes::get(self.as_slice(), name)
     }

@@ -18,7 +18,7 @@ use std::sync::{Arc, OnceLock};
 use arc_swap::ArcSwapOption;
 use metrics::{Counter, Histogram, Recorder};
 
-use crate::model::{Decision, LimitDecision, Name};
+use crate::model::{Decision, Name};
 
 /// Handles registered with one recorder.
 pub(crate) struct Registered<T> {
@@ -129,16 +129,14 @@ impl RuleMeters {
         self.count(d.allowed, d.shadow && any_denied);
     }
 
-    /// Counts the decision a rule of one limit gets from `limit` ([`Decision::of_limits`]), before
-    /// it is built: so that it can be built where it is returned.
+    /// Counts the decision a rule of one limit gets from that limit's answer
+    /// ([`Decision::of_limits`]) without it being built: whether the limit allowed, and whether
+    /// it is a shadow one.
     #[inline]
-    pub(crate) fn decided_one(&self, shadow: bool, limit: &LimitDecision) {
-        self.count(
-            shadow || limit.allowed || limit.shadow,
-            shadow && !limit.allowed,
-        );
-        if !limit.allowed {
-            self.limit_denied(0, shadow || limit.shadow);
+    pub(crate) fn decided_one(&self, shadow: bool, allowed: bool, limit_shadow: bool) {
+        self.count(shadow || allowed || limit_shadow, shadow && !allowed);
+        if !allowed {
+            self.limit_denied(0, shadow || limit_shadow);
         }
     }
 

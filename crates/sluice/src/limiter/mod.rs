@@ -17,6 +17,8 @@
 //! - `keys`: attributes → escaped identities → store keys and calls;
 //! - `decide`: the store call with deadline, breaker, fail policy, metrics, and the decision;
 //!   `at_once`: the same decision, allocation-free, for a one-limit rule on an in-process store;
+//!   `answer`: each limit's part of a decision, and a check's answer as asked (the full
+//!   [`Decision`] or the compact [`Verdict`]), built in one place;
 //! - `meters`: the per-decision metrics, kept as registered handles; `metric_catalog`: every
 //!   metric the library records, with its help and unit ([`describe_metrics`]);
 //! - `batch`: [`Limiter::check_all`], several rules ([`RuleCheck`]s) decided as one request;
@@ -42,6 +44,7 @@
 //!   it answers a one-limit rule with.
 
 mod admin;
+mod answer;
 mod at_once;
 mod batch;
 mod batch_cache;
@@ -73,7 +76,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use arc_swap::ArcSwap;
 
 use crate::error::Error;
-use crate::model::{Decision, Rule};
+use crate::model::{Decision, Rule, Verdict};
 use crate::store::invalidation::{Invalidation, InvalidationChannel};
 use crate::store::memory::MemoryStore;
 use crate::store::{DynStore, LimitCall, LimitKey};
@@ -164,6 +167,43 @@ impl Limiter {
         attrs: &(impl Attributes + ?Sized),
         check: Check,
     ) -> impl Future<Output = Result<Decision, Error>> {
+        self.decide(rule, attrs, check)
+    }
+
+    /// Checks and records one unit, answering with the compact [`Verdict`]: whether to proceed,
+    /// how long to wait if not, the units left. The same check as [`Limiter::check`], whose
+    /// [`Decision`] says everything else (each limit's numbers, blocks, leases, the reason); on
+    /// the memory store it costs a fraction of building that decision.
+    ///
+    /// ```
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// use sluice::{Limiter, MemoryStore, Rule, model::{Algorithm, Limit}};
+    ///
+    /// let limiter = Limiter::builder(MemoryStore::new())
+    ///     .rule("login", Rule::new(vec![Limit::new(&["ip"], "1/1m".parse()?, Algorithm::Gcra)]))
+    ///     .build()?;
+    /// let attrs = [("ip", "203.0.113.9")];
+    /// assert!(limiter.verdict("login", &attrs).await?.allowed);
+    /// let second = limiter.verdict("login", &attrs).await?;
+    /// assert!(!second.allowed && second.retry_after_ms.is_some());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// # }).unwrap();
+    /// ```
+    pub fn verdict(
+        &self,
+        rule: &str,
+        attrs: &(impl Attributes + ?Sized),
+    ) -> impl Future<Output = Result<Verdict, Error>> {
+        self.decide(rule, attrs, Check::ONE)
+    }
+
+    /// [`Limiter::verdict`] with another cost, or only peeking ([`Limiter::check_with`]).
+    pub fn verdict_with(
+        &self,
+        rule: &str,
+        attrs: &(impl Attributes + ?Sized),
+        check: Check,
+    ) -> impl Future<Output = Result<Verdict, Error>> {
         self.decide(rule, attrs, check)
     }
 

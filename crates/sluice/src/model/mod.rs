@@ -44,6 +44,7 @@ mod rule;
 mod runtime_limit;
 #[cfg(feature = "schema")]
 mod schema;
+mod verdict;
 
 pub use address::{AddressGroup, DEFAULT_ADDRESS_ATTRIBUTE};
 pub use algorithm::Algorithm;
@@ -58,6 +59,7 @@ pub use fail_policy::FailPolicy;
 pub use headers::{HeaderStyle, headers, retry_after_secs, write_headers};
 pub use limit::{Limit, MAX_LEASES};
 pub use micros::Micros;
+pub(crate) use name::same_bytes;
 pub use name::{MAX_INTERNED, MAX_INTERNED_BYTES, Name};
 pub use overrides::{MAX_DENY_MESSAGE, Override, OverrideOutcome};
 pub use penalty::Penalty;
@@ -66,6 +68,7 @@ pub use rule::{By, Rule, validate_rule_name};
 pub use runtime_limit::RuntimeLimit;
 #[cfg(feature = "schema")]
 pub use schema::DurationText;
+pub use verdict::Verdict;
 
 /// A value in a rule or rate that is not acceptable, with the field it came from.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
