@@ -34,12 +34,19 @@ fn every_algorithm_has_its_lua_file_with_its_functions() {
 
 #[test]
 fn the_scripts_take_the_algorithms_and_their_codes_from_the_registry() {
-    // The general decision's tables and the scripts that act on one algorithm's state name it
-    // by its code, written in from the registry when the store generates them (the Redis
-    // store's unit tests check each algorithm against every place it must be in).
+    // The general decision reaches each algorithm through tables by code that the store
+    // generates from the registry after the functions (the Redis store's unit tests check each
+    // algorithm against every place it must be in): decide.lua indexes them, never lists them.
     let decide = read_lua("decide.lua");
-    for table in ["LOOKS = { ${LOOKS} }", "RECORDS = { ${RECORDS} }"] {
-        assert!(decide.contains(table), "decide.lua's `{table}`");
+    for table in ["LOOKS", "RECORDS"] {
+        assert!(
+            decide.contains(&format!("{table}[code]")),
+            "decide.lua indexes `{table}` by code"
+        );
+        assert!(
+            !decide.contains(&format!("{table} = {{")),
+            "decide.lua lists `{table}` itself"
+        );
     }
     for file in ["decide.lua", "give_back.lua", "settle.lua"] {
         let text = read_lua(file);
