@@ -142,6 +142,18 @@ fn a_file_with_a_mistake_is_rejected_by_the_schema() {
     let good = "rules:\n  login:\n    limits:\n      - { by: [ip], rate: 5/1m, algorithm: sliding_log, block: 15m }\n";
     let good: Value = serde_saphyr::from_str(good).unwrap();
     assert!(validator.is_valid(&good));
+    // The file `text` (whose mistake is `mistake`) is refused with an error at `path`.
+    let refused_at = |text: &str, mistake: &str, path: &str| {
+        let bad: Value = serde_saphyr::from_str(text).unwrap_or_else(|e| panic!("{text}: {e}"));
+        let errors: Vec<String> = validator
+            .iter_errors(&bad)
+            .map(|e| e.instance_path().to_string())
+            .collect();
+        assert!(
+            errors.iter().any(|p| p == path),
+            "`{mistake}` is not rejected at {path}: {errors:?}"
+        );
+    };
     for (mistake, path) in [
         ("mesage: hi", "/rules/login"),
         (
@@ -181,16 +193,7 @@ fn a_file_with_a_mistake_is_rejected_by_the_schema() {
             "/rules/login/limits/0/penalty",
         ),
     ] {
-        let text = format!("rules:\n  login:\n    {mistake}\n");
-        let bad: Value = serde_saphyr::from_str(&text).unwrap_or_else(|e| panic!("{text}: {e}"));
-        let errors: Vec<String> = validator
-            .iter_errors(&bad)
-            .map(|e| e.instance_path().to_string())
-            .collect();
-        assert!(
-            errors.iter().any(|p| p == path),
-            "`{mistake}` is not rejected at {path}: {errors:?}"
-        );
+        refused_at(&format!("rules:\n  login:\n    {mistake}\n"), mistake, path);
     }
     for (mistake, path) in [
         ("store: { url: memory://, timeot: 1s }", "/store"),
@@ -198,15 +201,7 @@ fn a_file_with_a_mistake_is_rejected_by_the_schema() {
         ("headers: all", "/headers"),
         ("store: { in_flight: lots }", "/store/in_flight"),
     ] {
-        let bad: Value = serde_saphyr::from_str(&format!("{mistake}\nrules: {{}}\n")).unwrap();
-        let errors: Vec<String> = validator
-            .iter_errors(&bad)
-            .map(|e| e.instance_path().to_string())
-            .collect();
-        assert!(
-            errors.iter().any(|p| p == path),
-            "`{mistake}` is not rejected at {path}: {errors:?}"
-        );
+        refused_at(&format!("{mistake}\nrules: {{}}\n"), mistake, path);
     }
 }
 
