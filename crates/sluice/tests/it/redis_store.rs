@@ -50,13 +50,23 @@ async fn a_thousand_units_in_one_millisecond_are_a_thousand_members() {
     assert!(scores.lines().skip(1).step_by(2).all(|s| s == now));
 }
 
-/// Every state key with its PTTL, by SCAN.
-fn keys_with_pttl(server: &RedisServer) -> Vec<(String, i64)> {
+/// Every key but the key format's marker (the one key without an expiry), by SCAN.
+fn keys_but_the_format(server: &RedisServer) -> Vec<String> {
+    let marker = "sluice:format";
     let keys = server.cli(&["--scan", "--pattern", "*"]);
     keys.lines()
+        .filter(|k| *k != marker)
+        .map(str::to_string)
+        .collect()
+}
+
+/// Every state key with its PTTL, by SCAN.
+fn keys_with_pttl(server: &RedisServer) -> Vec<(String, i64)> {
+    keys_but_the_format(server)
+        .into_iter()
         .map(|k| {
-            let pttl = server.cli(&["PTTL", k]).parse().expect("PTTL is a number");
-            (k.to_string(), pttl)
+            let pttl = server.cli(&["PTTL", &k]).parse().expect("PTTL is a number");
+            (k, pttl)
         })
         .collect()
 }
@@ -315,8 +325,7 @@ async fn hostile_identities_cannot_break_their_key_or_collide() {
         let d = limiter.check("login", &attrs).await.unwrap();
         assert!(!d.allowed && d.blocked_until_ms.is_some(), "{v:.20}");
     }
-    let names = h.server().cli(&["--scan", "--pattern", "*"]);
-    let names: Vec<&str> = names.lines().collect();
+    let names = keys_but_the_format(h.server());
     assert_eq!(
         names.len(),
         values.len() * 3,
@@ -790,5 +799,36 @@ async fn a_block_listing_page_stops_at_its_time_budget() {
     assert!(
         pages >= 3,
         "one SCAN batch (COUNT 1000) per page: {pages} pages"
+    );
+}
+
+/// The key format's marker: written once per prefix, read back as this release's format, and
+/// a newer format is refused with the reason instead of being misread.
+#[tokio::test]
+async fn the_key_format_is_written_once_and_a_newer_one_is_refused() {
+    let server = RedisServer::start();
+    let store = RedisStore::connect(&server.url(), RedisOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(
+        store.key_format().await.unwrap(),
+        sluice::store::redis::KEY_FORMAT
+    );
+    assert_eq!(server.cli(&["GET", "sluice:format"]), "1");
+    assert_eq!(
+        server.cli(&["PTTL", "sluice:format"]),
+        "-1",
+        "the marker never expires"
+    );
+    server.cli(&["SET", "sluice:format", "2"]);
+    let error = store.key_format().await.unwrap_err();
+    assert!(
+        error.message.contains("format \"2\"") && error.message.contains("reads format 1"),
+        "{error}"
+    );
+    assert_eq!(
+        server.cli(&["GET", "sluice:format"]),
+        "2",
+        "a newer marker is left as it is"
     );
 }

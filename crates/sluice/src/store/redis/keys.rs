@@ -36,7 +36,8 @@
 //! clock), equal to the time after which it can no longer affect a decision: the newest unit
 //! leaving the window, the end of the window, the bucket being back to full, the block's end,
 //! the violations' memory.
-//! A state that is already equivalent to no state is deleted instead. Upgrading from a version
+//! A state that is already equivalent to no state is deleted instead. The one key without an
+//! expiry is the key format's marker, `{prefix}:format` (see `format`). Upgrading from a version
 //! with the former key names starts every counter afresh (the old keys expire by themselves).
 //!
 //! # Memory per key

@@ -4,7 +4,7 @@
 //! Public: [`RedisStore`] (this file) and what a user gives or gets from it: [`RedisOptions`]
 //! (`options`), [`TlsOptions`] (`tls`), [`RedisUrl`], [`Topology`] and [`UrlError`] (`url`),
 //! [`RedisChannel`] (`channel`), [`KeyNames`] (`key_names`), [`LIST_BUDGET`] (`admin`),
-//! [`RISKY_EVICTION_POLICIES`] (`eviction`). Everything else is the store's own plumbing:
+//! [`RISKY_EVICTION_POLICIES`] (`eviction`), [`KEY_FORMAT`] (`format`). Everything else is the store's own plumbing:
 //! - `mod.rs` (this file): [`RedisStore`], its connection and the [`Store`] operations;
 //! - deciding: `decision` (one decision on one server or slot, and the command that makes it,
 //!   [`RedisStore::command_for`]); `shared_call` (concurrent decisions of one shape in one call)
@@ -25,7 +25,8 @@
 //! - the other operations: `admin` (reset, block, unblock, block listings), `lease` (releasing
 //!   and renewing concurrency leases), `reservation` (reserving and settling), `runtime`
 //!   (run-time numbers of settable limits and their listing), `channel` (the
-//!   invalidation channel on pub/sub), `eviction` (the start-up check of the eviction policy);
+//!   invalidation channel on pub/sub), `eviction` (the start-up check of the eviction policy), `format` (the key format's version,
+//!   `{prefix}:format`, written and checked at start-up);
 //! - the connection: `connection` (one type behind one server, Cluster and Sentinel),
 //!   `failover` (following a Sentinel-managed primary), `url`, `tls`, `options`;
 //! - `lua/`: one source per algorithm (`<name>.lua`, sections `general`, `one`, `many`,
@@ -144,6 +145,7 @@ mod cross_slot;
 mod decision;
 mod eviction;
 mod failover;
+mod format;
 mod function;
 mod give_back;
 mod key_names;
@@ -166,6 +168,7 @@ mod url;
 pub use admin::LIST_BUDGET;
 pub use channel::RedisChannel;
 pub use eviction::RISKY_EVICTION_POLICIES;
+pub use format::KEY_FORMAT;
 pub use key_names::KeyNames;
 pub use options::RedisOptions;
 pub use tls::TlsOptions;
@@ -276,6 +279,7 @@ impl RedisStore {
                     return;
                 }
                 warm.warn_of_eviction().await;
+                warm.check_key_format().await;
             });
         }
         Ok(store)
