@@ -305,6 +305,16 @@ impl Drop for RedisServer {
     }
 }
 
+/// The keys a limiter's decisions wrote, from the lines of a `SCAN` (`redis-cli --scan`): every
+/// key but the key format's marker, `{prefix}:format`, which a store writes once per prefix and
+/// never expires.
+pub fn decision_keys(scan: &str) -> Vec<String> {
+    scan.lines()
+        .filter(|key| !key.ends_with(":format"))
+        .map(str::to_string)
+        .collect()
+}
+
 /// A port that was free a moment ago.
 pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")

@@ -67,11 +67,8 @@ fn state_key(rule: &str, limit: &str, identity: &str) -> String {
 
 /// The keys under `pattern` with their PTTL (ms), sorted.
 fn keys(redis: &RedisServer, pattern: &str) -> Vec<(String, i64)> {
-    let mut names: Vec<String> = redis
-        .cli(&["--scan", "--pattern", pattern])
-        .lines()
-        .map(str::to_string)
-        .collect();
+    let mut names =
+        sluice_test_support::decision_keys(&redis.cli(&["--scan", "--pattern", pattern]));
     names.sort();
     names
         .into_iter()

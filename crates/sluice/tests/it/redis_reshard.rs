@@ -103,7 +103,7 @@ fn key_under(cluster: &RedisCluster, prefix: &str) -> String {
         .into_iter()
         .find_map(|port| {
             let keys = member::cli(port, &["--scan", "--pattern", &pattern]);
-            keys.lines().next().map(str::to_string)
+            sluice_test_support::decision_keys(&keys).into_iter().next()
         })
         .expect("the first decision made a key")
 }

@@ -52,12 +52,7 @@ async fn a_thousand_units_in_one_millisecond_are_a_thousand_members() {
 
 /// Every key but the key format's marker (the one key without an expiry), by SCAN.
 fn keys_but_the_format(server: &RedisServer) -> Vec<String> {
-    let marker = "sluice:format";
-    let keys = server.cli(&["--scan", "--pattern", "*"]);
-    keys.lines()
-        .filter(|k| *k != marker)
-        .map(str::to_string)
-        .collect()
+    sluice_test_support::decision_keys(&server.cli(&["--scan", "--pattern", "*"]))
 }
 
 /// Every state key with its PTTL, by SCAN.

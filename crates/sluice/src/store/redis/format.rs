@@ -6,8 +6,9 @@
 //! changes the format can tell the keys under a prefix apart from its own, and a release that
 //! finds a format newer than its own says so instead of misreading the keys.
 //!
-//! Invariants: the marker is the one key without an expiry (it is a few bytes per prefix, and a
-//! marker that expired would make old keys look new); nothing here runs on a decision's path.
+//! Invariants: the marker never expires, as the run-time numbers do not (it is a few bytes per
+//! prefix, and a marker that expired would make old keys look new); nothing here runs on a
+//! decision's path.
 
 use super::{NAME, RedisStore, store_error};
 use crate::store::StoreError;

@@ -36,9 +36,10 @@
 //! clock), equal to the time after which it can no longer affect a decision: the newest unit
 //! leaving the window, the end of the window, the bucket being back to full, the block's end,
 //! the violations' memory.
-//! A state that is already equivalent to no state is deleted instead. The one key without an
-//! expiry is the key format's marker, `{prefix}:format` (see `format`). Upgrading from a version
-//! with the former key names starts every counter afresh (the old keys expire by themselves).
+//! A state that is already equivalent to no state is deleted instead. Besides the run-time
+//! numbers, the one key without an expiry is the key format's marker, `{prefix}:format` (see
+//! `format`). Upgrading from a version with the former key names starts every counter afresh
+//! (the old keys expire by themselves).
 //!
 //! # Memory per key
 //! `MEMORY USAGE <key> SAMPLES 0` on Redis 7.0.15 (Debian's `redis-server`, 64-bit, jemalloc),

@@ -4,7 +4,8 @@
 //! Public: [`RedisStore`] (this file) and what a user gives or gets from it: [`RedisOptions`]
 //! (`options`), [`TlsOptions`] (`tls`), [`RedisUrl`], [`Topology`] and [`UrlError`] (`url`),
 //! [`RedisChannel`] (`channel`), [`KeyNames`] (`key_names`), [`LIST_BUDGET`] (`admin`),
-//! [`RISKY_EVICTION_POLICIES`] (`eviction`), [`KEY_FORMAT`] (`format`). Everything else is the store's own plumbing:
+//! [`RISKY_EVICTION_POLICIES`] (`eviction`), [`KEY_FORMAT`] (`format`). Everything else is the
+//! store's own plumbing:
 //! - `mod.rs` (this file): [`RedisStore`], its connection and the [`Store`] operations;
 //! - deciding: `decision` (one decision on one server or slot, and the command that makes it,
 //!   [`RedisStore::command_for`]); `shared_call` (concurrent decisions of one shape in one call)
@@ -25,8 +26,8 @@
 //! - the other operations: `admin` (reset, block, unblock, block listings), `lease` (releasing
 //!   and renewing concurrency leases), `reservation` (reserving and settling), `runtime`
 //!   (run-time numbers of settable limits and their listing), `channel` (the
-//!   invalidation channel on pub/sub), `eviction` (the start-up check of the eviction policy), `format` (the key format's version,
-//!   `{prefix}:format`, written and checked at start-up);
+//!   invalidation channel on pub/sub), `eviction` (the start-up check of the eviction policy),
+//!   `format` (the key format's version, `{prefix}:format`, written and checked at start-up);
 //! - the connection: `connection` (one type behind one server, Cluster and Sentinel),
 //!   `failover` (following a Sentinel-managed primary), `url`, `tls`, `options`;
 //! - `lua/`: one source per algorithm (`<name>.lua`, sections `general`, `one`, `many`,
