@@ -88,6 +88,7 @@ pub const LABELS: &[(&str, &[&str])] = &[
     ("sluice_config_reloads_total", &["result"]),
     ("sluice_connections_timed_out_total", &[]),
     ("sluice_decisions_total", &["rule", "outcome"]),
+    ("sluice_deadline_decisions_total", &["store", "when"]),
     ("sluice_degraded_decisions_total", &["rule"]),
     ("sluice_denial_cache_entries", &[]),
     ("sluice_denial_cache_evictions_total", &[]),

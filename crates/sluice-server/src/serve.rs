@@ -71,7 +71,9 @@ pub async fn serve_with_grace(
         "listening on http://{address}"
     );
     let app = Front::with_decisions(
-        router(state.clone()).layer(DeadlineLayer::new(limits.request_timeout)),
+        router(state.clone())
+            .layer(axum::middleware::from_fn(http::caller_deadline::middleware))
+            .layer(DeadlineLayer::new(limits.request_timeout)),
         state,
         limits.request_timeout,
     );

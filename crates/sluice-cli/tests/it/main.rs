@@ -11,6 +11,7 @@ mod common;
 mod completions;
 mod config_limits;
 mod dashboard;
+mod deadlines;
 mod denial_cache;
 mod deploy;
 mod docs_links;

@@ -68,6 +68,9 @@ pub async fn serve_grpc(
         .add_service(reflection_v1)
         .add_service(reflection_v1alpha)
         .into_axum_router()
+        .layer(axum::middleware::from_fn(
+            crate::http::caller_deadline::middleware,
+        ))
         .layer(DeadlineLayer::grpc(limits.request_timeout))
         .layer(axum::middleware::from_fn(crate::http::timed));
     tracing::info!(%address, "Envoy rate-limit service (gRPC) on {address}");

@@ -27,6 +27,7 @@ use hyper::body::Incoming;
 use sluice::algorithm::Mode;
 use tower::ServiceExt;
 
+use super::caller_deadline;
 use super::deadline::Budget;
 use super::latency::RouteTimer;
 use super::routes;
@@ -81,9 +82,10 @@ impl Front {
             let start = RouteTimer::start();
             let state = decisions.state.clone();
             let (budget, store_bounded) = (Budget::new(decisions.timeout), decisions.store_bounded);
+            let deadline = caller_deadline::deadline(request.headers());
             return Either::Left(async move {
-                let response =
-                    routes::answer_request(&state, request, mode, budget, store_bounded).await;
+                let answer = routes::answer_request(&state, request, mode, budget, store_bounded);
+                let response = caller_deadline::scoped(deadline, answer).await;
                 // The state holds the timers: cloning its `Arc` is all a request pays.
                 state.decision_timers[usize::from(mode == Mode::Peek)].record(start);
                 Ok(response)

@@ -17,6 +17,8 @@
 //! - `core_yield`: a worker thread's yield of its core every few dozen responses;
 //! - `front`: what answers each request: the decision routes at once, the rest via the router;
 //! - `deadline`: `request_timeout`, a 408 for a request not answered in time;
+//!   `caller_deadline`: the caller's own deadline, read from its headers, under which its
+//!   checks run;
 //! - `latency`: the request-latency histogram per route ([`timed`] for routers);
 //! - [`error`]: JSON errors and body parsing (every client mistake is a 4xx with `{"error"}`);
 //! - `request`: the bodies that name a rule and an identity, read in place.
@@ -24,6 +26,7 @@
 mod admin;
 pub mod batch;
 pub(crate) mod bodies;
+pub(crate) mod caller_deadline;
 mod connections;
 mod core_yield;
 mod dashboard;

@@ -31,7 +31,7 @@ use crate::model::{Decision, FailPolicy};
 use crate::store::{LimitCall, StoreError, StoreReply};
 
 use super::choice::{Picks, Selection};
-use super::decide::{CACHED, attach_lease, decision};
+use super::decide::{CACHED, attach_lease, decision, degraded_reason};
 use super::denial_cache::DenialCache;
 use super::{Attributes, Check, CompiledRule, Limiter, MAX_COST, batch_cache, keys, repeated};
 use std::sync::Arc;
@@ -211,9 +211,7 @@ impl Limiter {
                 }
                 if let Some(error) = &degraded {
                     d.degraded = true;
-                    d.reason = Some(
-                        format!("{error}; decided by fail policy `{policy:?}`").to_lowercase(),
-                    );
+                    d.reason = Some(degraded_reason(error, policy));
                 }
                 r.rule.meters.decided(&d);
                 (d, reply)

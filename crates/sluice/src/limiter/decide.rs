@@ -15,7 +15,7 @@ use super::choice::{self, Picks, Selection};
 use super::compile::CompiledRule;
 use super::denial_cache::DenialCache;
 use super::options::{Check, MAX_COST};
-use super::{Attributes, Limiter, held, keys, lease, reservation};
+use super::{Attributes, Limiter, deadline, held, keys, lease, reservation};
 use crate::algorithm::{LimitOutcome, Mode};
 use crate::error::Error;
 use crate::model::{Decision, FailPolicy, LimitDecisions, Micros};
@@ -165,7 +165,7 @@ impl Limiter {
         }
         if let Some(error) = degraded {
             d.degraded = true;
-            d.reason = Some(format!("{error}; decided by fail policy `{policy:?}`").to_lowercase());
+            d.reason = Some(degraded_reason(&error, policy));
         }
         rule.meters.decided(&d);
         Ok(d)
@@ -215,6 +215,15 @@ impl Limiter {
             inner.latency.record(started);
             return result;
         }
+        let caller_left = deadline::remaining();
+        if caller_left.is_some_and(|left| left.is_zero()) {
+            metrics::counter!("sluice_deadline_decisions_total", "store" => inner.store.name(), "when" => "before")
+                .increment(1);
+            return Err(StoreError::transient(
+                inner.store.name(),
+                "not asked: the caller's deadline had passed",
+            ));
+        }
         if !inner.breaker.allow() {
             return Err(StoreError::transient(
                 inner.store.name(),
@@ -232,20 +241,30 @@ impl Limiter {
                 ),
             ));
         };
+        // The caller's deadline, when it comes first, bounds the wait; running out of it says
+        // nothing of the store, so it neither feeds the breaker nor counts as a store error.
+        let (wait, for_caller) = match caller_left {
+            Some(left) if left < inner.options.timeout => (left, true),
+            _ => (inner.options.timeout, false),
+        };
         let started = inner.latency.start();
-        let result = match tokio::time::timeout(
-            inner.options.timeout,
-            inner.store.decide(calls, mode),
-        )
-        .await
-        {
+        let result = tokio::time::timeout(wait, inner.store.decide(calls, mode)).await;
+        permit.done(inner.latency.record(started));
+        let result = match result {
             Ok(result) => result,
+            Err(_) if for_caller => {
+                metrics::counter!("sluice_deadline_decisions_total", "store" => inner.store.name(), "when" => "waiting")
+                    .increment(1);
+                return Err(StoreError::transient(
+                    inner.store.name(),
+                    format!("no answer within the caller's deadline ({wait:?})"),
+                ));
+            }
             Err(_) => Err(StoreError::transient(
                 inner.store.name(),
                 format!("no answer within {:?}", inner.options.timeout),
             )),
         };
-        permit.done(inner.latency.record(started));
         match &result {
             Ok(_) => {
                 if inner.breaker.success() {
@@ -269,6 +288,15 @@ impl Limiter {
         }
         result
     }
+}
+
+/// Why a decision was made by the fail policy: the caller's deadline once it has passed (the
+/// store's failure, if any, no longer matters to anyone), else the store's error.
+pub(super) fn degraded_reason(error: &StoreError, policy: FailPolicy) -> String {
+    if deadline::passed() {
+        return deadline::REASON.to_string();
+    }
+    format!("{error}; decided by fail policy `{policy:?}`").to_lowercase()
 }
 
 /// Whether the store is asked about a call: its cost fits the limit's capacity, or the limit's

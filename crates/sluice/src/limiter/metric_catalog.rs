@@ -83,6 +83,12 @@ pub const METRICS: &[MetricDoc] = &[
         "Decisions answered by their rule's fail policy without waiting for the store, because as many as the in-flight bound allows were already waiting, by store",
     ),
     doc(
+        "sluice_deadline_decisions_total",
+        Counter,
+        Unit::Count,
+        "Decisions answered by their rule's fail policy because the caller's deadline passed, by store and when: `before` the store was asked (it was not), or `waiting` for its answer",
+    ),
+    doc(
         "sluice_degraded_decisions_total",
         Counter,
         Unit::Count,

@@ -16,6 +16,7 @@
 //!   `compiled_condition`: a `when` made ready for checks;
 //! - `keys`: attributes → escaped identities → store keys and calls;
 //! - `decide`: the store call with deadline, breaker, fail policy, metrics, and the decision;
+//!   [`deadline`]: the caller's deadline, past which a decision asks no store;
 //!   `at_once`: the same decision, allocation-free, for a one-limit rule on an in-process store;
 //!   `answer`: each limit's part of a decision, and a check's answer as asked (the full
 //!   [`Decision`] or the compact [`Verdict`]), built in one place;
@@ -54,6 +55,7 @@ mod cached_denial;
 mod choice;
 mod compile;
 mod compiled_condition;
+pub mod deadline;
 mod decide;
 pub(crate) mod denial_cache;
 mod gradient;

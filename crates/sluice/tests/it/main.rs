@@ -23,6 +23,7 @@ mod middleware_store_down;
 mod redis_auth;
 mod redis_channel;
 mod redis_cluster;
+mod redis_deadlines;
 mod redis_differential;
 mod redis_exactness;
 mod redis_fault_proxy;
