@@ -1,13 +1,15 @@
 //! The answers a check gives, built in one place from each limit's outcome: a limit's part of a
-//! [`Decision`] ([`limit_decision`]), and the whole answer of a one-limit check as the caller
-//! asked for it ([`Answer`]: the full decision, or the compact [`Verdict`]).
+//! [`Decision`] ([`limit_decision`]), the whole answer of a one-limit check as the caller
+//! asked for it ([`Answer`]: the full decision, or the compact [`Verdict`]), and the decision
+//! of a request a `deny` override refuses ([`refused`]).
 //!
 //! Invariant: a check's verdict is [`Verdict::of`] the decision the same check gets, whichever
 //! path answers it (`at_once` builds it from the outcome directly; the unit test there holds the
 //! two together).
 
-use super::compile::{CompiledLimit, CompiledRule};
-use super::keys;
+use super::compile::CompiledRule;
+use super::compiled_limit::CompiledLimit;
+use super::identity::attribute_names;
 use crate::algorithm::{LimitOutcome, LimitStep};
 use crate::model::{AttributeNames, Decision, LimitDecision, Micros, Verdict};
 
@@ -36,7 +38,7 @@ pub(super) trait Names {
 impl Names for AttributeNames {
     #[inline]
     fn of(limit: &CompiledLimit, identity: &str) -> AttributeNames {
-        keys::attribute_names(&limit.by, identity)
+        attribute_names(&limit.by, identity)
     }
 }
 
@@ -139,9 +141,21 @@ fn limit_allows(step: &LimitStep, o: &LimitOutcome) -> bool {
     o.allowed && step.cost <= quota(step, o)
 }
 
+/// The decision of a request a `deny` override refuses: its limit reports a quota of 0 (it
+/// admits nothing, and no other limit does) and the decision's reason is the override's message.
+pub(super) fn refused(rule: &CompiledRule, limit: &CompiledLimit, message: &str) -> Decision {
+    let mut d = Decision::of_one(
+        rule.name.clone(),
+        rule.definition.shadow,
+        limit_decision_refused(limit),
+    );
+    d.reason = Some(message.to_string());
+    d
+}
+
 /// The part of a decision of a limit whose `deny` override refused the request: a quota of 0, as
 /// a limit that admits nothing, with nothing counted and no wait that would help.
-pub(super) fn limit_decision_refused(limit: &CompiledLimit) -> LimitDecision {
+fn limit_decision_refused(limit: &CompiledLimit) -> LimitDecision {
     LimitDecision {
         id: limit.id.clone(),
         attributes: AttributeNames::default(),

@@ -16,6 +16,7 @@ use std::cell::RefCell;
 use std::sync::atomic::Ordering;
 
 use super::answer::{Answer, Names};
+use super::identity::write_identity;
 use super::options::Check;
 use super::{Attributes, Limiter, keys};
 use crate::clock;
@@ -77,9 +78,7 @@ impl Limiter {
         // Only the limit's outcome (and, for a decision, its names) leaves the buffer's scope:
         // the answer is built where it is returned.
         let answered = with_identity(|identity| {
-            if let Err(error) =
-                keys::write_identity(&limit.by, &limit.groups, attrs, max_len, identity)
-            {
+            if let Err(error) = write_identity(&limit.by, &limit.groups, attrs, max_len, identity) {
                 return Some(Err(keys::identity_error(rule, limit, error, max_len)));
             }
             let key = KeyRef {

@@ -30,11 +30,11 @@ use crate::error::Error;
 use crate::model::{Decision, FailPolicy};
 use crate::store::{LimitCall, StoreError, StoreReply};
 
-use super::choice::{Picks, Selection};
+use super::choice::Selection;
 use super::decide::{CACHED, attach_lease, decision, degraded_reason};
 use super::denial_cache::DenialCache;
+use super::resolved::Resolved;
 use super::{Attributes, Check, CompiledRule, Limiter, MAX_COST, batch_cache, keys, repeated};
-use std::sync::Arc;
 
 /// One part of a request decided by [`Limiter::check_all`].
 #[derive(Debug, Clone, Copy)]
@@ -45,23 +45,6 @@ pub struct RuleCheck<'a, A: ?Sized> {
     pub attrs: &'a A,
     /// Units to consume (0 looks).
     pub cost: u64,
-}
-
-/// A part resolved into its store calls, or answered without the store (a condition that does
-/// not hold, an `unlimited` or `deny` override).
-pub(super) struct Resolved {
-    pub(super) rule: Arc<CompiledRule>,
-    picks: Option<Picks>,
-    pub(super) calls: Vec<LimitCall>,
-    look: bool,
-    answer: Option<Decision>,
-}
-
-impl Resolved {
-    /// Whether the part goes to the store in the step of looks (`true`) or of applies.
-    pub(super) fn asks(&self, look: bool) -> bool {
-        self.answer.is_none() && self.look == look
-    }
 }
 
 impl Limiter {

@@ -14,8 +14,8 @@
 //! - denials are recorded from the step that consumed (never from a look), for every part whose
 //!   rule may cache them, under the mark taken before that store call.
 
-use super::batch::Resolved;
 use super::denial_cache::{DenialCache, Mark, leaves_no_trace};
+use super::resolved::Resolved;
 use crate::algorithm::LimitOutcome;
 use crate::store::StoreReply;
 

@@ -15,8 +15,9 @@ use std::sync::atomic::Ordering;
 use super::answer::limit_decision;
 use super::at_once::with_identity;
 use super::decide::CACHED;
+use super::identity::{attribute_names, write_identity};
 use super::options::Check;
-use super::{Attributes, Limiter, keys};
+use super::{Attributes, Limiter};
 use crate::algorithm::Mode;
 use crate::model::Decision;
 use crate::store::KeyRef;
@@ -49,14 +50,14 @@ impl Limiter {
         let step = limit.step(check.units(), None);
         let max_len = inner.options.max_attribute_len;
         let (outcome, names) = with_identity(|identity| {
-            keys::write_identity(&limit.by, &limit.groups, attrs, max_len, identity).ok()?;
+            write_identity(&limit.by, &limit.groups, attrs, max_len, identity).ok()?;
             let key = KeyRef {
                 rule: &rule.name,
                 limit_id: &limit.id,
                 identity,
             };
             let outcome = denials.lookup(key, step.cost)?;
-            Some((outcome, keys::attribute_names(&limit.by, identity)))
+            Some((outcome, attribute_names(&limit.by, identity)))
         })?;
         let one = limit_decision(limit, names, &step, &outcome);
         rule.meters.cache_hit();

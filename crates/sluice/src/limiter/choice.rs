@@ -1,12 +1,12 @@
 //! Choosing, per request, which limits of a rule apply and with which numbers: the rule's and
 //! the limits' `when`, and the limits' `overrides`.
 //!
-//! A [`Choice`] is compiled once with the rule (each override's numbers become a
-//! [`CompiledLimit`] of their own, with the base limit's id, so the counter is the same whatever
-//! the tier) and exists only for rules that use a condition or an override: a plain rule pays
-//! one `None` test per check. The choice is made before any key is built or store called, so a
-//! `deny` or `unlimited` outcome costs no store call, and the store call of a chosen tier is the
-//! one the base numbers would make, with other numbers.
+//! A [`Choice`] is compiled once with the rule (`compiled_choice`: each override's numbers become
+//! a [`CompiledLimit`] of their own, with the base limit's id, so the counter is the same
+//! whatever the tier) and exists only for rules that use a condition or an override: a plain
+//! rule pays one `None` test per check. The choice is made before any key is built or store
+//! called, so a `deny` or `unlimited` outcome costs no store call, and the store call of a chosen
+//! tier is the one the base numbers would make, with other numbers.
 //!
 //! Invariants: the first override whose `when` holds decides, else the limit's own numbers; a
 //! limit whose `when` does not hold, or whose override is `unlimited`, counts nothing; a `deny`
@@ -15,32 +15,12 @@
 
 use smallvec::SmallVec;
 
-use super::answer::limit_decision_refused;
-use super::compile::{CompiledLimit, CompiledRule};
-use super::compiled_condition::CompiledCondition;
+use super::answer::refused;
+use super::compile::CompiledRule;
+use super::compiled_choice::{Choice, Tier};
+use super::compiled_limit::CompiledLimit;
 use super::{Attributes, MAX_COST};
-use crate::model::{Decision, Limit, OverrideOutcome, Rule};
-
-/// A rule's conditions and overrides, compiled.
-#[derive(Debug)]
-pub(crate) struct Choice {
-    when: Option<CompiledCondition>,
-    /// One per limit of the rule, in its order.
-    limits: Vec<LimitChoice>,
-}
-
-#[derive(Debug)]
-struct LimitChoice {
-    when: Option<CompiledCondition>,
-    overrides: Vec<(CompiledCondition, Tier)>,
-}
-
-#[derive(Debug)]
-enum Tier {
-    Numbers(CompiledLimit),
-    Unlimited,
-    Deny(String),
-}
+use crate::model::Decision;
 
 /// A limit chosen for a request: its index in the rule, and the override whose numbers apply
 /// (`None`: its own).
@@ -69,47 +49,6 @@ pub(crate) const NO_LIMIT: &str = "no limit applies (each one's `when` does not 
      nothing counted";
 
 impl Choice {
-    /// The choice of a rule, when it uses conditions or overrides; `compile` makes each
-    /// override's numbers into a limit with `compile_limit`, under the base limit's id.
-    pub(crate) fn new(
-        rule: &Rule,
-        base: &[CompiledLimit],
-        compile_limit: impl Fn(&Limit) -> CompiledLimit,
-    ) -> Option<Box<Choice>> {
-        if !rule.is_conditional() {
-            return None;
-        }
-        let limits = rule
-            .limits
-            .iter()
-            .zip(base)
-            .map(|(limit, compiled)| LimitChoice {
-                when: limit.when.as_ref().map(CompiledCondition::new),
-                overrides: limit
-                    .overrides
-                    .iter()
-                    .map(|o| {
-                        let tier = match &o.outcome {
-                            OverrideOutcome::Unlimited => Tier::Unlimited,
-                            OverrideOutcome::Deny(message) => Tier::Deny(message.clone()),
-                            OverrideOutcome::Numbers { .. } => {
-                                let numbers = limit.overridden(o).unwrap_or_else(|| limit.clone());
-                                let mut tier = compile_limit(&numbers);
-                                tier.id = compiled.id.clone();
-                                Tier::Numbers(tier)
-                            }
-                        };
-                        (CompiledCondition::new(&o.when), tier)
-                    })
-                    .collect(),
-            })
-            .collect();
-        Some(Box::new(Choice {
-            when: rule.when.as_ref().map(CompiledCondition::new),
-            limits,
-        }))
-    }
-
     /// The limits a request is decided on, or the answer when none is asked.
     pub(crate) fn select(
         &self,
@@ -205,18 +144,6 @@ impl Unasked<'_> {
             Unasked::Refused(limit, message) => refused(rule, limit, message),
         }
     }
-}
-
-/// The decision of a request a `deny` override refuses: its limit reports a quota of 0 (it
-/// admits nothing, and no other limit does) and the decision's reason is the override's message.
-fn refused(rule: &CompiledRule, limit: &CompiledLimit, message: &str) -> Decision {
-    let mut d = Decision::of_one(
-        rule.name.clone(),
-        rule.definition.shadow,
-        limit_decision_refused(limit),
-    );
-    d.reason = Some(message.to_string());
-    d
 }
 
 /// The limits of `rule` a check is decided on: all of them, or those `picks` chose.

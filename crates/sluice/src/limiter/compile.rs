@@ -1,21 +1,24 @@
 //! Rule compilation: a validated [`Rule`] turned, once, into what every check of it needs.
 //!
-//! A [`CompiledRule`] holds the rule as configured and, per limit, its id, its identity
-//! dimensions and its algorithm parameters in the algorithms' units (µs). Checks only read it;
+//! A [`CompiledRule`] holds the rule as configured, its limits (`compiled_limit`: each one's id,
+//! identity dimensions and algorithm parameters in the algorithms' units, µs) and its conditions
+//! and overrides (`compiled_choice`). It is plain data: checks only read it, and the modules
+//! that choose, build keys and decide sit above it;
 //! [`Limiter::set_rules`](super::Limiter::set_rules) swaps a whole [`RuleBook`] at once.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use super::choice::Choice;
+use super::compiled_choice::Choice;
+use super::compiled_limit::{CompiledLimit, compile_limit};
 use super::denial_cache::cacheable_limits;
 use super::held::Holdings;
+use super::lease_id::check_length;
 use super::meters::RuleMeters;
 
-use crate::algorithm::concurrency::LeaseToken;
-use crate::algorithm::{LimitStep, Params, penalty};
+use crate::algorithm::LimitStep;
 use crate::error::Error;
-use crate::model::{AddressGroup, Algorithm, Limit, Micros, Name, Rule, validate_rule_name};
+use crate::model::{Name, Rule, validate_rule_name};
 
 /// A rule ready to decide: validated, with each limit's parameters computed.
 #[derive(Debug)]
@@ -39,84 +42,6 @@ pub struct CompiledRule {
     pub(crate) direct: bool,
 }
 
-/// One limit of a compiled rule.
-#[derive(Debug, Clone)]
-pub(crate) struct CompiledLimit {
-    /// The limit's id, shared by every key and decision of it.
-    pub(crate) id: Name,
-    /// Whose counter: per identity dimension, its attribute names in order of preference.
-    pub(crate) by: Vec<Vec<Name>>,
-    /// The address-valued attributes of `by` counted by network (usually `ip`, IPv6 by /64).
-    pub(crate) groups: Box<[(Name, AddressGroup)]>,
-    algorithm: Algorithm,
-    params: Params,
-    block_us: Option<Micros>,
-    penalty: Option<penalty::Settings>,
-    shadow: bool,
-    /// Whether identities may have numbers set at run time: the store looks them up, and a
-    /// cost is checked against the identity's capacity there rather than the file's here.
-    pub(crate) settable: bool,
-}
-
-impl CompiledLimit {
-    /// What to decide for a request of `cost` units, taking a lease under `lease` if this is a
-    /// concurrency limit.
-    pub(crate) fn step(&self, cost: u64, lease: Option<LeaseToken>) -> LimitStep {
-        LimitStep {
-            algorithm: self.algorithm,
-            params: self.params,
-            cost,
-            block_us: self.block_us,
-            penalty: self.penalty,
-            shadow: self.shadow,
-            lease: lease.filter(|_| self.algorithm.holds_leases()),
-            settable: self.settable,
-        }
-    }
-
-    /// The limit's algorithm and its numbers.
-    pub(crate) fn meter(&self) -> (Algorithm, Params) {
-        (self.algorithm, self.params)
-    }
-
-    /// The limit's algorithm.
-    pub(crate) fn algorithm(&self) -> Algorithm {
-        self.algorithm
-    }
-
-    /// Whether this limit holds leases.
-    pub(crate) fn holds_leases(&self) -> bool {
-        self.algorithm.holds_leases()
-    }
-
-    /// How long a lease of this limit lasts (its window; for a rate, the window), µs.
-    pub(crate) fn lease_us(&self) -> Micros {
-        self.params.window_us
-    }
-
-    /// The most units one request may be admitted for.
-    pub(crate) fn capacity(&self) -> u64 {
-        self.params.capacity
-    }
-
-    /// Whether this is a shadow limit: its denial is reported, never enforced.
-    pub(crate) fn is_shadow(&self) -> bool {
-        self.shadow
-    }
-
-    /// Whether the store is asked about a request of `units`: they fit the capacity, or the
-    /// numbers may be set at run time (the store then checks them against the identity's).
-    pub(crate) fn fits(&self, units: u64) -> bool {
-        self.settable || units <= self.params.capacity
-    }
-
-    /// Whether a request of `units` can never pass this limit, known without the store: above
-    /// the capacity of an enforcing limit whose numbers cannot be set at run time.
-    pub(crate) fn refuses(&self, units: u64) -> bool {
-        !self.shadow && !self.settable && units > self.params.capacity
-    }
-}
-
 impl CompiledRule {
     /// The rule's one limit, when a check of `units` is decided on it alone with nothing else to
     /// draw (no lease): a one-limit rule, enabled, and the units within the limit's capacity.
@@ -136,7 +61,7 @@ impl CompiledRule {
         validate_rule_name(name).map_err(invalid)?;
         rule.validate().map_err(invalid)?;
         let limits: Vec<CompiledLimit> = rule.limits.iter().map(compile_limit).collect();
-        let choice = Choice::new(&rule, &limits, compile_limit);
+        let choice = Choice::new(&rule, &limits);
         let steps: Vec<LimitStep> = limits.iter().map(|l| l.step(1, None)).collect();
         let mut cacheable = cacheable_limits(&steps);
         // A run-time change can raise an identity's numbers at any moment, on any node: a
@@ -151,7 +76,7 @@ impl CompiledRule {
         }
         let leases = limits.iter().any(CompiledLimit::holds_leases);
         if leases {
-            super::lease::check_length(name, &limits).map_err(invalid)?;
+            check_length(name, &limits).map_err(invalid)?;
         }
         let name = Name::interned(name);
         // Hot keys: a batched limit is its rule's only one (`Rule::validate`).
@@ -173,39 +98,6 @@ impl CompiledRule {
             leases,
             choice,
         })
-    }
-}
-
-/// One limit's id, identity dimensions and algorithm parameters.
-fn compile_limit(l: &Limit) -> CompiledLimit {
-    CompiledLimit {
-        id: Name::interned(&l.id()),
-        by: l
-            .by
-            .iter()
-            .map(|b| b.alternatives.iter().map(|a| Name::interned(a)).collect())
-            .collect(),
-        groups: l
-            .address_groups()
-            .into_iter()
-            .map(|(name, group)| (Name::interned(&name), group))
-            .collect(),
-        algorithm: l.algorithm,
-        params: Params {
-            count: l.rate.count,
-            window_us: l.rate.window_us(),
-            capacity: l.capacity(),
-            count_denied: l.count_denied,
-        },
-        block_us: l.block.map(Micros::from),
-        penalty: l.penalty.map(|p| penalty::Settings {
-            warn_after: p.warn_after.into(),
-            ban_after: p.ban_after.into(),
-            ban_us: p.ban.into(),
-            memory_us: p.memory.into(),
-        }),
-        shadow: l.shadow,
-        settable: l.settable,
     }
 }
 

@@ -14,8 +14,9 @@ use super::answer::{Answer, limit_decision};
 use super::choice::{self, Picks, Selection};
 use super::compile::CompiledRule;
 use super::denial_cache::DenialCache;
+use super::identity::attribute_names;
 use super::options::{Check, MAX_COST};
-use super::{Attributes, Limiter, deadline, held, keys, lease, reservation};
+use super::{Attributes, Limiter, deadline, held, keys, lease_id, reservation};
 use crate::algorithm::{LimitOutcome, Mode};
 use crate::error::Error;
 use crate::model::{Decision, FailPolicy, LimitDecisions, Micros};
@@ -327,7 +328,7 @@ pub(super) fn decision(
         .zip(choice::applied(rule, picks))
         .zip(outcomes)
         .map(|((call, limit), outcome)| {
-            let names = keys::attribute_names(&limit.by, &call.key.identity);
+            let names = attribute_names(&limit.by, &call.key.identity);
             limit_decision(limit, names, &call.step, outcome)
         })
         .collect();
@@ -355,7 +356,12 @@ pub(super) fn attach_lease(d: &mut Decision, calls: &[LimitCall], reply: Option<
         return;
     };
     let token = first.step.lease.expect("filtered on a lease token");
-    d.lease = Some(lease::lease_id(&d.rule, token, first.step.cost, leased()));
+    d.lease = Some(lease_id::lease_id(
+        &d.rule,
+        token,
+        first.step.cost,
+        leased(),
+    ));
     // Rounded down: a holder never believes it holds a lease that has ended.
     d.lease_until_ms = leased()
         .map(|c| {

@@ -1,19 +1,9 @@
-//! Leases of concurrency limits as their holders see them: the lease id a decision carries, and
-//! [`Limiter::release`] / [`Limiter::renew`].
+//! Leases of concurrency limits as their holders see them: [`Limiter::release`] and
+//! [`Limiter::renew`] of the lease id a decision carries (its shape: `lease_id`).
 //!
-//! A check admitted by a rule with concurrency limits takes one lease on each of them, all under
-//! one token, and its decision carries the lease id, which names everything needed to find the
-//! lease again with no other state:
-//!
-//! `<token>:<units>:<rule>:<limit id>:<identity>[:<limit id>:<identity>…]`
-//!
-//! the token (22 URL-safe base64 characters, 128 random bits), the units held (the check's
-//! cost), the rule, then each concurrency limit that took the lease and the identity it counted.
-//! No part can contain `:` (rule names, limit ids and escaped identities never do), so an id has
-//! one reading. Holding an id is what allows releasing or renewing the lease; guessing one is
-//! guessing 128 random bits. Ids are at most [`MAX_LEASE_LEN`] bytes: a rule whose ids could be
-//! longer is refused when it is compiled. A text that is not such an id, or names a limit the
-//! rule does not have, is an [`Error::InvalidLease`] and the store is not asked.
+//! Holding an id is what allows releasing or renewing the lease; guessing one is guessing 128
+//! random bits. A text that is not such an id, or names a limit the rule does not have, is an
+//! [`Error::InvalidLease`] and the store is not asked.
 //!
 //! A lease lives where its check was decided: in the store, or, when the store was down and the
 //! rule's fail policy is `local`, in this node's local store. Both operations look in the local
@@ -23,76 +13,13 @@
 use std::future::Future;
 
 use super::Limiter;
-use super::compile::{CompiledLimit, CompiledRule};
-use super::keys::MAX_PLAIN_LEN;
-use crate::algorithm::concurrency::LeaseToken;
+use super::compile::CompiledRule;
+use super::compiled_limit::CompiledLimit;
+use super::identity::is_plain;
+use super::lease_id::{LeaseId, parse_id};
 use crate::error::Error;
-use crate::model::{MAX_COUNT, Micros, ModelError};
-use crate::store::{LeaseCall, LimitCall, LimitKey, Store, StoreError};
-
-/// The longest lease id.
-pub const MAX_LEASE_LEN: usize = 1024;
-
-/// A fresh token: 128 bits from the thread's cryptographically secure generator.
-pub(crate) fn new_token() -> LeaseToken {
-    LeaseToken(rand::random())
-}
-
-/// The lease id of `calls` (the concurrency limits that took the lease), held under `token`.
-pub(crate) fn lease_id<'a>(
-    rule: &str,
-    token: LeaseToken,
-    units: u64,
-    calls: impl Iterator<Item = &'a LimitCall>,
-) -> String {
-    let mut id = format!("{token}:{units}:{rule}");
-    for call in calls {
-        id.push(':');
-        id.push_str(&call.key.limit_id);
-        id.push(':');
-        id.push_str(&call.key.identity);
-    }
-    id
-}
-
-/// Refuses a rule whose lease ids could be longer than [`MAX_LEASE_LEN`]: the longest identity a
-/// limit can have is its longest attribute names with values of [`MAX_PLAIN_LEN`] bytes.
-pub(crate) fn check_length(rule: &str, limits: &[CompiledLimit]) -> Result<(), ModelError> {
-    let mut longest = LeaseToken::TEXT_LEN + 1 + MAX_COUNT.to_string().len() + 1 + rule.len();
-    for limit in limits.iter().filter(|l| l.holds_leases()) {
-        let identity = if limit.by.is_empty() {
-            1
-        } else {
-            limit
-                .by
-                .iter()
-                .map(|by| by.iter().map(|a| a.len()).max().unwrap_or(0) + 2)
-                .sum::<usize>()
-                + limit.by.len() * MAX_PLAIN_LEN
-        };
-        longest += 2 + limit.id.len() + identity;
-    }
-    if longest > MAX_LEASE_LEN {
-        return Err(ModelError::new(
-            "limits",
-            format!(
-                "its lease ids could reach {longest} bytes, above {MAX_LEASE_LEN}: use fewer \
-                 concurrency limits, or shorter names"
-            ),
-        ));
-    }
-    Ok(())
-}
-
-/// A lease id taken apart, every part checked. Reservation ids have the same shape (see
-/// [`super::reservation`]).
-#[derive(Debug, PartialEq, Eq)]
-pub(super) struct LeaseId<'a> {
-    pub(super) token: LeaseToken,
-    pub(super) units: u64,
-    pub(super) rule: &'a str,
-    pub(super) limits: Vec<(&'a str, &'a str)>,
-}
+use crate::model::Micros;
+use crate::store::{LeaseCall, LimitKey, Store, StoreError};
 
 fn invalid(reason: String) -> Error {
     Error::InvalidLease { reason }
@@ -100,51 +27,6 @@ fn invalid(reason: String) -> Error {
 
 fn parse(text: &str) -> Result<LeaseId<'_>, Error> {
     parse_id(text, "lease", invalid)
-}
-
-/// Parses an id of `kind` (`lease` or `reservation`), refused as `invalid` says.
-pub(super) fn parse_id<'a>(
-    text: &'a str,
-    kind: &str,
-    invalid: fn(String) -> Error,
-) -> Result<LeaseId<'a>, Error> {
-    if text.len() > MAX_LEASE_LEN {
-        return Err(invalid(format!(
-            "{} bytes long; {kind} ids are at most {MAX_LEASE_LEN}",
-            text.len()
-        )));
-    }
-    let mut parts = text.split(':');
-    let shape = || {
-        invalid(format!(
-            "not a {kind} id: expected `<token>:<units>:<rule>:<limit>:<identity>…`"
-        ))
-    };
-    let token = parts
-        .next()
-        .and_then(|t| t.parse::<LeaseToken>().ok())
-        .ok_or_else(shape)?;
-    let units = parts
-        .next()
-        .filter(|u| !u.is_empty() && u.len() <= 8 && u.bytes().all(|b| b.is_ascii_digit()))
-        .and_then(|u| u.parse::<u64>().ok())
-        .filter(|&u| (1..=MAX_COUNT).contains(&u))
-        .ok_or_else(shape)?;
-    let rule = parts.next().ok_or_else(shape)?;
-    let mut limits = Vec::new();
-    while let Some(limit) = parts.next() {
-        let identity = parts.next().ok_or_else(shape)?;
-        limits.push((limit, identity));
-    }
-    if limits.is_empty() {
-        return Err(shape());
-    }
-    Ok(LeaseId {
-        token,
-        units,
-        rule,
-        limits,
-    })
 }
 
 /// Whether `identity` is one that `limit` builds: its attribute names, in order, and escaped
@@ -159,11 +41,7 @@ fn identity_of(limit: &CompiledLimit, identity: &str) -> bool {
             let Some((name, value)) = part.split_once('=') else {
                 return false;
             };
-            let plain = !value.is_empty()
-                && value.len() <= MAX_PLAIN_LEN
-                && value.bytes().all(|b| {
-                    b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'@' | b'+' | b'-')
-                });
+            let plain = !value.is_empty() && is_plain(value);
             let hashed = value.len() == 41
                 && value.starts_with('~')
                 && value[1..]
@@ -327,7 +205,9 @@ impl Limiter {
 
 #[cfg(test)]
 mod tests {
+    use super::super::lease_id::MAX_LEASE_LEN;
     use super::*;
+    use crate::algorithm::concurrency::LeaseToken;
 
     #[test]
     fn ids_parse_back_and_anything_else_is_refused() {

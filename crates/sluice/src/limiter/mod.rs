@@ -11,24 +11,28 @@
 //! - `mod.rs` (this file): [`Limiter`] and its entry points;
 //! - `options`: [`Options`] (the limiter's settings) and [`Check`] (one check's cost and mode);
 //! - `builder`: [`LimiterBuilder`], the one way to make a limiter;
-//! - `compile`: [`CompiledRule`], a rule turned into per-limit algorithm parameters;
+//! - `compile`: [`CompiledRule`], a rule turned into per-limit algorithm parameters, plain data
+//!   that everything deciding reads; `compiled_limit`: one limit of it; `compiled_choice`: its
+//!   conditions and overrides; `compiled_condition`: a `when` made ready for checks;
 //!   `choice`: which limits apply to a request and with which numbers (`when`, `overrides`);
-//!   `compiled_condition`: a `when` made ready for checks;
-//! - `keys`: attributes → escaped identities → store keys and calls;
+//! - `identity`: attributes → escaped identities; `keys`: identities → store keys and calls;
 //! - `decide`: the store call with deadline, breaker, fail policy, metrics, and the decision;
 //!   [`deadline`]: the caller's deadline, past which a decision asks no store;
 //!   `at_once`: the same decision, allocation-free, for a one-limit rule on an in-process store;
-//!   `answer`: each limit's part of a decision, and a check's answer as asked (the full
-//!   [`Decision`] or the compact [`Verdict`]), built in one place;
+//!   `answer`: each limit's part of a decision, a check's answer as asked (the full
+//!   [`Decision`] or the compact [`Verdict`]) and a `deny` override's refusal, built in one
+//!   place;
 //! - `meters`: the per-decision metrics, kept as registered handles; `metric_catalog`: every
 //!   metric the library records, with its help and unit ([`describe_metrics`]);
 //! - `batch`: [`Limiter::check_all`], several rules ([`RuleCheck`]s) decided as one request;
+//!   `resolved`: one of its parts, resolved into store calls or answered without the store;
 //!   `repeated`: its parts that count on the same counter, added up into one call;
 //!   `batch_cache`: the denial cache on its path;
 //! - `admin`: reset, block, unblock, the blocks in force ([`BlockList`], [`BlockInfo`]);
 //! - `inspect`: [`Limiter::keys`], what a check would touch, without making it;
-//! - `lease`: lease ids, [`Limiter::release`] and [`Limiter::renew`] (concurrency limits);
-//!   `lease_guard`: [`LeaseGuard`], a lease released on drop;
+//! - `lease`: [`Limiter::release`] and [`Limiter::renew`] (concurrency limits); `lease_id`: the
+//!   lease ids decisions carry, made, bounded and read back; `lease_guard`: [`LeaseGuard`], a
+//!   lease released on drop;
 //! - `reservation`: reserving a cost and [`Limiter::settle`];
 //! - `held`: hot keys, units taken from the store in batches and spent here
 //!   ([`Limiter::give_back_batches`], [`Limiter::held_units`]);
@@ -54,22 +58,27 @@ mod builder;
 mod cached_denial;
 mod choice;
 mod compile;
+mod compiled_choice;
 mod compiled_condition;
+mod compiled_limit;
 pub mod deadline;
 mod decide;
 pub(crate) mod denial_cache;
 mod gradient;
 mod held;
+mod identity;
 mod in_flight;
 mod inspect;
 mod keys;
 mod lease;
 mod lease_guard;
+mod lease_id;
 mod meters;
 mod metric_catalog;
 mod options;
 mod repeated;
 mod reservation;
+mod resolved;
 mod runtime;
 
 use std::sync::Arc;
@@ -91,11 +100,11 @@ pub(crate) use choice::denial_message as denied_by_override;
 pub use compile::{CompiledRule, RuleBook};
 pub use denial_cache::{DenialCache, DenialCacheOptions};
 pub use held::{HeldUnits, MAX_HELD_KEYS};
+pub use identity::Attributes;
 use in_flight::InFlight;
 pub use in_flight::InFlightLimit;
-pub use keys::Attributes;
-pub use lease::MAX_LEASE_LEN;
 pub use lease_guard::LeaseGuard;
+pub use lease_id::MAX_LEASE_LEN;
 use meters::StoreLatency;
 pub use metric_catalog::{
     METRICS, MetricDoc, MetricKind, describe, describe_metrics, recorded_names,

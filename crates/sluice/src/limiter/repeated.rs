@@ -18,7 +18,7 @@
 
 use std::collections::HashMap;
 
-use super::batch::Resolved;
+use super::resolved::Resolved;
 use crate::algorithm::LimitStep;
 use crate::error::Error;
 use crate::store::{LimitCall, LimitKey};

@@ -15,8 +15,10 @@
 //! degraded to `local`, in this node's local store, which settling looks at first.
 
 use super::Limiter;
-use super::compile::{CompiledLimit, CompiledRule};
-use super::lease::{self, MAX_LEASE_LEN, named_limits, parse_id};
+use super::compile::CompiledRule;
+use super::compiled_limit::CompiledLimit;
+use super::lease::named_limits;
+use super::lease_id::{self, MAX_LEASE_LEN, parse_id};
 use crate::algorithm::LimitStep;
 use crate::error::Error;
 use crate::model::limit::MAX_EXACT;
@@ -69,8 +71,8 @@ impl Limiter {
         let Some(first) = consumed.first() else {
             return;
         };
-        let token = lease::new_token();
-        let id = lease::lease_id(&d.rule, token, first.step.cost, consumed.iter().copied());
+        let token = lease_id::new_token();
+        let id = lease_id::lease_id(&d.rule, token, first.step.cost, consumed.iter().copied());
         if id.len() > MAX_LEASE_LEN {
             tracing::warn!(rule = %d.rule, "a reservation id would exceed {MAX_LEASE_LEN} bytes; none taken");
             return;

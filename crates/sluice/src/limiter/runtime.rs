@@ -11,7 +11,8 @@
 
 use serde::Serialize;
 
-use super::compile::{CompiledLimit, CompiledRule};
+use super::compile::CompiledRule;
+use super::compiled_limit::CompiledLimit;
 use super::{Attributes, Limiter, keys};
 use crate::error::Error;
 use crate::model::{Limit, RuntimeLimit};

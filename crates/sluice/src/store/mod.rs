@@ -36,7 +36,7 @@ pub use dyn_store::{BoxFuture, DynStore};
 
 /// The state of one limit for one identity: rule, limit id, escaped identity.
 ///
-/// Every part is made of safe characters (see `limiter::keys`), so stores may join them
+/// Every part is made of safe characters (see `limiter::identity`), so stores may join them
 /// with `:` without ambiguity.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct LimitKey {

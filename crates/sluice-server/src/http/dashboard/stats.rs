@@ -168,7 +168,7 @@ pub(in crate::http) struct LiftRequest {
     identity: String,
 }
 
-/// Whether `identity` has the shape of an escaped identity (see `sluice::limiter::keys`).
+/// Whether `identity` has the shape of an escaped identity (see `sluice::limiter::identity`).
 fn is_identity(identity: &str) -> bool {
     !identity.is_empty()
         && identity.len() <= MAX_IDENTITY

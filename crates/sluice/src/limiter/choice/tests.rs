@@ -10,7 +10,7 @@ use super::*;
 use crate::algorithm::{LimitOutcome, LimitStep, Mode, RuntimeNumbers};
 use crate::clock::ManualClock;
 use crate::limiter::RuleCheck;
-use crate::model::{Algorithm, Condition, Limit, Micros, Override};
+use crate::model::{Algorithm, Condition, Limit, Micros, Override, Rule};
 use crate::store::{BlocksCursor, BlocksPage, KeyRef, LimitCall, LimitKey, StoreError, StoreReply};
 use crate::{Check, Limiter, MemoryStore, Store};
 

@@ -39,8 +39,7 @@ use std::collections::BTreeMap;
 use futures::future::join_all;
 
 use super::keys::{self, Part};
-use super::script::{PRELUDE, whole};
-use super::source;
+use super::source::{self, PRELUDE, whole};
 use super::{RedisStore, slot, store_error};
 use crate::algorithm::{LimitOutcome, Mode};
 use crate::model::Micros;

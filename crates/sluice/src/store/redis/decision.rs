@@ -9,7 +9,7 @@ use redis::{Arg, Cmd, ErrorKind, Script, ServerErrorKind, Value};
 
 use super::codec::{self, Reading};
 use super::keys::{self, Part};
-use super::{RedisStore, script, store_error};
+use super::{RedisStore, store_error};
 use crate::Error;
 use crate::algorithm::Mode;
 use crate::clock::{Clock, SystemClock};
@@ -101,7 +101,7 @@ impl RedisStore {
         let mut names = Vec::with_capacity(calls.len() * 3);
         for call in calls {
             names.push(keys::state_key(prefix, &call.key));
-            if script::guarded(call) {
+            if keys::guarded(call) {
                 names.push(keys::key(prefix, &call.key, Part::Block));
                 names.push(keys::key(prefix, &call.key, Part::Violations));
             }

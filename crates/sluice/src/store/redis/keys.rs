@@ -16,7 +16,7 @@
 //!
 //! The identity sits inside a Redis Cluster hash tag, so every key of one identity of a limit —
 //! and of all the limits of a rule counting by the same identity — shares a slot. Rule names,
-//! limit ids and escaped identities never contain `:`, `{` or `}` (see [`crate::limiter::keys`]
+//! limit ids and escaped identities never contain `:`, `{` or `}` (see [`crate::limiter::identity`]
 //! and [`crate::model`]), so a key has exactly one parse and a block key can be turned back into
 //! its [`LimitKey`].
 //!
@@ -67,7 +67,7 @@
 //! bytes with it, `{ip=203.0.113.9}`; the `redis_memory` test prints these, 2026-11-27).
 
 use super::constants::{BLOCK, PARKED, RUNTIME, VIOLATIONS};
-use crate::store::LimitKey;
+use crate::store::{LimitCall, LimitKey};
 
 /// The part of an identity's state a key holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -147,6 +147,11 @@ pub fn runtime_index(prefix: &str, rule: &str, limit_id: &str) -> String {
 /// Every key a limit key may have: state, parked state, block, violations.
 pub fn all(prefix: &str, k: &LimitKey) -> [String; 4] {
     [Part::Counter, Part::Parked, Part::Block, Part::Violations].map(|part| key(prefix, k, part))
+}
+
+/// Whether a limit keeps a block key and a violations key beside its state.
+pub fn guarded(call: &LimitCall) -> bool {
+    call.step.block_us.is_some() || call.step.penalty.is_some()
 }
 
 /// A `SCAN MATCH` pattern for the block keys of a rule. Glob characters in the prefix are escaped.

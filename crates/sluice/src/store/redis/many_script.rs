@@ -24,8 +24,7 @@ use std::fmt::Write;
 
 use super::constants::declare;
 use super::one_script::{self, Shape};
-use super::script::NOW;
-use super::source;
+use super::source::{self, NOW};
 use crate::model::Micros;
 
 /// Most limits a rule script decides (Lua allows a function 200 locals, and each limit's part

@@ -14,15 +14,16 @@
 //!   (the general decision as a Redis function, `FCALL`, or a script where functions are refused);
 //! - the scripts: `constants` (every constant Rust and the Lua share, which each script
 //!   declares as it names them); `source` (each algorithm's one Lua source, split into its
-//!   forms); `script` (every script a store loads, and which one decides a
-//!   request); `one_script` (the one-limit scripts, made per limit, its numbers written in);
+//!   forms, and what every script is put together from: the prelude, `lua/now.lua`, the
+//!   constants a script names before its code); `script` (every script a store loads, and
+//!   which one decides a request); `one_script` (the one-limit scripts, made per limit, its numbers written in);
 //!   `many_script` (the rule scripts, made per rule of several limits); `shape_scripts` (those
 //!   made so far, bounded);
 //! - the wire: `codec` (each decision's arguments out, and every reply back, one layout per
 //!   kind, decoded once into outcomes; `codec::marked`: fixed windows counted in marked windows,
 //!   whose values and PTTLs tell the outcomes and Redis' time);
-//! - keys: `keys` (names, state formats, parsing block keys back), `key_names` (their public
-//!   view), `slot` (Cluster hash slots);
+//! - keys: `keys` (names, state formats, which keys a limit keeps, parsing block keys back),
+//!   `key_names` (their public view), `slot` (Cluster hash slots);
 //! - the other operations: `admin` (reset, block, unblock, block listings), `lease` (releasing
 //!   and renewing concurrency leases), `reservation` (reserving and settling), `runtime`
 //!   (run-time numbers of settable limits and their listing), `channel` (the

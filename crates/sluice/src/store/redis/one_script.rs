@@ -11,8 +11,8 @@
 //! shortest expiry is written into all of them.
 
 use super::constants::declare;
-use super::script::{NOW, guarded};
-use super::source;
+use super::keys::guarded;
+use super::source::{self, NOW};
 use crate::model::{Algorithm, Micros};
 use crate::store::LimitCall;
 

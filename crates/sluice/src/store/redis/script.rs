@@ -42,25 +42,10 @@ use super::many_script::MAX_LIMITS;
 use super::one_script::Shape;
 use super::shape_scripts::ShapeScripts;
 use super::shared_call::Shaped;
-use super::source;
+use super::source::{self, PRELUDE, whole};
 use crate::algorithm::Mode;
 use crate::model::Micros;
 use crate::store::LimitCall;
-
-/// The shared part of every script but the one-limit ones: `lua/idiv.lua` and
-/// `lua/prelude.lua`.
-pub const PRELUDE: &str = concat!(
-    include_str!("lua/idiv.lua"),
-    include_str!("lua/prelude.lua")
-);
-
-/// A whole script of `code`: the constants it names, then the code.
-pub fn whole(code: &str) -> String {
-    format!("{}{code}", declare(code))
-}
-
-/// The decision time, the first lines of every script made for a limit or a rule: `lua/now.lua`.
-pub const NOW: &str = include_str!("lua/now.lua");
 
 /// The general decision's driver: the blocked answer first, then `lua/decide.lua`.
 const DRIVER: &str = concat!(
@@ -174,11 +159,6 @@ impl Scripts {
         let shapes: SmallVec<[Shape; 4]> = calls.iter().map(Shape::of).collect();
         self.shaped.get(&shapes)
     }
-}
-
-/// Whether a limit keeps a block key and a violations key beside its state.
-pub fn guarded(call: &LimitCall) -> bool {
-    call.step.block_us.is_some() || call.step.penalty.is_some()
 }
 
 /// Every script a store loads before its first decision, as text.

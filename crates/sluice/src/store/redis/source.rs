@@ -21,7 +21,9 @@
 //! and record in the tables `LOOKS` and `RECORDS` ([`tables`]).
 //!
 //! The constants Rust and Lua share are in `constants`: a script is put together from these parts
-//! and opens with the constants it names (`constants::declare`); no part is edited. Put
+//! and opens with the constants it names ([`whole`], `constants::declare`); no part is edited.
+//! The parts every script is made of are here too, below every module that makes scripts: the
+//! prelude ([`PRELUDE`]) and the decision time ([`NOW`]). Put
 //! together at load time, not in a build script: the constants are the library's own
 //! ([`crate::algorithm::COUNT_CAP`], the registry's codes, the wire layout), which a build script
 //! could only see if they moved out of the crate; and the one-limit and rule scripts are made per
@@ -30,7 +32,23 @@
 
 use std::sync::LazyLock;
 
+use super::constants::declare;
 use crate::model::Algorithm;
+
+/// The shared part of every script but the one-limit ones: `lua/idiv.lua` and
+/// `lua/prelude.lua`.
+pub const PRELUDE: &str = concat!(
+    include_str!("lua/idiv.lua"),
+    include_str!("lua/prelude.lua")
+);
+
+/// The decision time, the first lines of every script made for a limit or a rule: `lua/now.lua`.
+pub const NOW: &str = include_str!("lua/now.lua");
+
+/// A whole script of `code`: the constants it names, then the code.
+pub fn whole(code: &str) -> String {
+    format!("{}{code}", declare(code))
+}
 
 /// The Lua source of each algorithm. The match is exhaustive: a new algorithm's source is named
 /// here, and nowhere else in the Redis store but where the compiler points.
