@@ -16,6 +16,9 @@
 //!   parts are asked first, in a step that changes nothing, and a denial there turns the rest
 //!   into a look too;
 //! - a shadow rule's limits never deny the other parts;
+//! - a limit that cannot hold its part's cost is never sent it, as in a check (`decide`): an
+//!   enforcing one denies the request before the store is asked to consume, a shadow one answers
+//!   denied without the store (which would count its denial, a violation or a block);
 //! - a part on a rule with a concurrency limit gets its `lease` only when the whole request
 //!   passed (a denied request took no lease anywhere);
 //! - when the store cannot answer, each part gets its own rule's fail policy (`open` allows,
@@ -31,7 +34,7 @@ use crate::model::{Decision, FailPolicy};
 use crate::store::{LimitCall, StoreError, StoreReply};
 
 use super::choice::Selection;
-use super::decide::{CACHED, attach_lease, decision, degraded_reason};
+use super::decide::{CACHED, attach_lease, decision, degraded_reason, fits};
 use super::denial_cache::DenialCache;
 use super::resolved::Resolved;
 use super::{Attributes, Check, CompiledRule, Limiter, MAX_COST, batch_cache, keys, repeated};
@@ -155,11 +158,13 @@ impl Limiter {
             let mark = denials
                 .filter(|_| mode == Mode::Apply)
                 .map(DenialCache::mark);
-            match self.call_store(&calls, mode).await {
+            match self.call_store_fitting(&calls, mode).await {
                 Ok(reply) => {
                     denied |= denies(&calls, &reply);
                     let split = split(&reply, group, &at);
-                    if let (Some(cache), Some(mark)) = (denials, mark) {
+                    // As in a check: outcomes the store did not give are not cached.
+                    let all_fit = calls.iter().all(fits);
+                    if let (Some(cache), Some(mark), true) = (denials, mark, all_fit) {
                         batch_cache::remember(cache, mark, group, &split);
                     }
                     replies.extend(split);

@@ -175,7 +175,7 @@ impl Limiter {
     /// The store call for the limits that can hold the cost: a shadow limit whose capacity is
     /// below the cost is checked as an enforced one is (the cost is never sent to the store, where
     /// it could overflow the algorithm's arithmetic) and answers as denied.
-    async fn call_store_fitting(
+    pub(super) async fn call_store_fitting(
         &self,
         calls: &[LimitCall],
         mode: Mode,
@@ -302,7 +302,7 @@ pub(super) fn degraded_reason(error: &StoreError, policy: FailPolicy) -> String 
 
 /// Whether the store is asked about a call: its cost fits the limit's capacity, or the limit's
 /// numbers may be set at run time (the store then checks the cost against the identity's).
-fn fits(c: &LimitCall) -> bool {
+pub(super) fn fits(c: &LimitCall) -> bool {
     c.step.settable || c.step.cost <= c.step.params.capacity
 }
 

@@ -1,16 +1,18 @@
 //! `Limiter::check_all`: several rules decided as one request (Envoy's descriptors), on the
 //! memory store and on a real Redis: all-or-nothing, looks that can deny, shadow rules that
-//! cannot, leases only for a request that passed, bad input that decides nothing, each part's fail policy when the store is down, and
+//! cannot, shadow limits never sent a cost they cannot hold, leases only for a request that
+//! passed, bad input that decides nothing, each part's fail policy when the store is down, and
 //! exactness under concurrent requests.
 
 #![cfg(feature = "conformance")]
 use crate::common;
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use common::{DownStore, Harness};
 use sluice::limiter::RuleCheck;
-use sluice::model::{Algorithm, FailPolicy, Limit};
+use sluice::model::{Algorithm, FailPolicy, Limit, Penalty};
 use sluice::{Check, Limiter, Rule};
 
 fn rule(by: &str, rate: &str) -> Rule {
@@ -173,6 +175,46 @@ async fn leases_only_when_the_request_passed_on_memory() {
 #[tokio::test]
 async fn leases_only_when_the_request_passed_on_redis() {
     leases_only_when_the_request_passed(Harness::redis().await).await;
+}
+
+/// A shadow limit that cannot hold a part's cost is never sent it, as in a check: it answers
+/// denied, and its store counts no violation (nor a ban) for a cost it could never admit.
+async fn a_cost_a_shadow_limit_cannot_hold_is_not_sent(harness: Harness) {
+    let ban = Duration::from_secs(3600);
+    let watched =
+        Limit::new(&["ip"], "1/1h".parse().unwrap(), Algorithm::Gcra).with_penalty(Penalty {
+            warn_after: 1,
+            ban_after: 1,
+            ban,
+            memory: ban,
+        });
+    let rules = vec![(
+        "watched",
+        Rule::new(vec![
+            Limit::new(&["ip"], "10/1m".parse().unwrap(), Algorithm::Gcra),
+            Limit {
+                shadow: true,
+                ..watched
+            },
+        ]),
+    )];
+    let limiter = harness.limiter(rules);
+    let two = limiter.check_all(&[part("watched", &IP, 2)]).await.unwrap();
+    assert!(two[0].allowed && !two[0].limits[1].allowed);
+    let one = limiter.check("watched", &IP).await.unwrap();
+    let shadowed = &one.limits[1];
+    assert!(shadowed.allowed, "its unit was never taken");
+    assert_eq!((shadowed.violations, shadowed.blocked_until_ms), (0, None));
+}
+
+#[tokio::test]
+async fn a_cost_a_shadow_limit_cannot_hold_is_not_sent_on_memory() {
+    a_cost_a_shadow_limit_cannot_hold_is_not_sent(Harness::memory()).await;
+}
+
+#[tokio::test]
+async fn a_cost_a_shadow_limit_cannot_hold_is_not_sent_on_redis() {
+    a_cost_a_shadow_limit_cannot_hold_is_not_sent(Harness::redis().await).await;
 }
 
 #[tokio::test]

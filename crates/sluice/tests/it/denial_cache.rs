@@ -10,17 +10,12 @@ use crate::common;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{Harness, S};
+use common::{CACHED, Harness, S};
 use sluice::limiter::DenialCacheOptions;
 use sluice::model::{Algorithm, Limit, Penalty};
 use sluice::{Check, Decision, FailPolicy, Limiter, Micros, Options, Rule};
 
 const IP: [(&str, &str); 1] = [("ip", "203.0.113.9")];
-
-/// The `reason` of a decision answered by a node's denial cache (what callers and the service's
-/// JSON see).
-const CACHED: &str = "denied by the denial cache: the store denied this request and it cannot \
-pass yet; limits other than the denying one were not consulted";
 
 /// A node: a limiter on the harness's store and clock with its cache on the channel, once its
 /// subscription is up (a new subscription forgets everything: it must not happen mid-test).

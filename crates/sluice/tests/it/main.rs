@@ -20,6 +20,7 @@ mod middleware_leases;
 mod middleware_reservations;
 mod middleware_service;
 mod middleware_store_down;
+mod paths_differential;
 mod redis_auth;
 mod redis_channel;
 mod redis_cluster;

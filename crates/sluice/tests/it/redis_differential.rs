@@ -7,13 +7,15 @@
 //! Concurrency limits take their leases under random tokens, and releases and renewals of leases
 //! taken earlier join the timelines.
 //!
-//! Seeded, so a failure prints its seed and replays exactly (`SLUICE_DIFF_SEED=<seed>`).
+//! Seeded, so a failure prints its seed and replays exactly (`SLUICE_DIFF_SEED=<seed>`, see
+//! `common::seeded`).
 #![cfg(feature = "redis")]
 
 use crate::common;
 
 use std::time::Duration;
 
+use common::seeded::{Rng, seed};
 use common::{S, redis_now, redis_store};
 use sluice::algorithm::concurrency::LeaseToken;
 use sluice::algorithm::{LimitStep, Mode, Params, penalty};
@@ -22,32 +24,6 @@ use sluice::store::{LeaseCall, LimitCall, LimitKey, Store};
 use sluice::{ManualClock, MemoryStore, Micros};
 use sluice_test_support::RedisServer;
 use std::sync::Arc;
-
-/// splitmix64: small, seedable, good enough to pick test inputs.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-    fn pick<T: Copy>(&mut self, items: &[T]) -> T {
-        items[self.below(items.len() as u64) as usize]
-    }
-    fn chance(&mut self, percent: u64) -> bool {
-        self.below(100) < percent
-    }
-    fn token(&mut self) -> LeaseToken {
-        let bits = u128::from(self.next()) << 64 | u128::from(self.next());
-        LeaseToken(bits.to_be_bytes())
-    }
-}
 
 /// A lease taken earlier in a timeline: by whom, its token and units.
 type Taken = (&'static str, LeaseToken, u64);
@@ -175,13 +151,6 @@ fn random_steps(rng: &mut Rng, scale: &Scale, case: usize) -> Vec<LimitStep> {
             step
         })
         .collect()
-}
-
-fn seed() -> u64 {
-    std::env::var("SLUICE_DIFF_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0x5EED_2026)
 }
 
 #[tokio::test]

@@ -13,7 +13,7 @@ use crate::common;
 
 use std::collections::BTreeMap;
 
-use common::{S, call, key, redis_store, step};
+use common::{S, answered, call, key, redis_store, step};
 use sluice::algorithm::{Mode, penalty};
 use sluice::model::Algorithm;
 use sluice::store::redis::RedisStore;
@@ -24,22 +24,6 @@ use tokio::task::JoinHandle;
 
 /// Decisions made at once in each test.
 const AT_ONCE: usize = 100;
-
-/// The `command` calls Redis answered without an error (a script's first call may find it not
-/// loaded yet: `NOSCRIPT`, then the same call again).
-fn answered(server: &RedisServer, command: &str) -> u64 {
-    let stats = server.cli(&["INFO", "commandstats"]);
-    let line = stats
-        .lines()
-        .find_map(|l| l.strip_prefix(&format!("cmdstat_{command}:")))
-        .unwrap_or("calls=0,failed_calls=0");
-    let field = |name: &str| -> u64 {
-        line.split(',')
-            .find_map(|f| f.strip_prefix(name))
-            .map_or(0, |n| n.parse().expect("a count"))
-    };
-    field("calls=") - field("failed_calls=")
-}
 
 /// A decision on its own task.
 type Deciding = JoinHandle<Result<StoreReply, StoreError>>;

@@ -1,6 +1,6 @@
 //! Shared helpers of the integration tests: one harness per store on a shared manual clock
-//! ([`Harness`], a conformance subject), a store that is down ([`DownStore`]), and serving an app
-//! over HTTP ([`serve`]).
+//! ([`Harness`], a conformance subject), a store that is down ([`DownStore`]), serving an app
+//! over HTTP ([`serve`]), and the seeded randomness of the differential tests (`seeded`).
 //!
 //! `Harness::memory()` and `Harness::redis()` build the same thing — a store, its clock, and a
 //! limiter over it — so one test body runs against both.
@@ -15,6 +15,7 @@ mod http;
 pub mod load;
 #[cfg(all(feature = "redis", feature = "conformance"))]
 pub mod marked;
+pub mod seeded;
 
 #[allow(unused_imports)]
 pub use down_store::DownStore;
@@ -35,6 +36,32 @@ use std::time::Duration;
 use sluice::ManualClock;
 #[cfg(feature = "redis")]
 use sluice_test_support::RedisServer;
+
+/// The `reason` of a decision answered by a node's denial cache (what callers and the service's
+/// JSON see).
+pub const CACHED: &str = "denied by the denial cache: the store denied this request and it cannot \
+pass yet; limits other than the denying one were not consulted";
+
+/// The `command` calls Redis answered without an error (a script's first call may find it not
+/// loaded yet: `NOSCRIPT`, then the same call again), since it started or since `CONFIG RESETSTAT`.
+#[cfg(feature = "redis")]
+pub fn answered(server: &RedisServer, command: &str) -> u64 {
+    answered_in(&server.cli(&["INFO", "commandstats"]), command)
+}
+
+/// [`answered`], read from the text of `INFO commandstats`.
+pub fn answered_in(stats: &str, command: &str) -> u64 {
+    let line = stats
+        .lines()
+        .find_map(|l| l.strip_prefix(&format!("cmdstat_{command}:")))
+        .unwrap_or("calls=0,failed_calls=0");
+    let field = |name: &str| -> u64 {
+        line.split(',')
+            .find_map(|f| f.strip_prefix(name))
+            .map_or(0, |n| n.parse().expect("a count"))
+    };
+    field("calls=") - field("failed_calls=")
+}
 
 /// A Redis store on `server` with an optional client clock. With a manual clock, keys live at
 /// least an hour of real time, so Redis never expires a key the manual clock still needs.
