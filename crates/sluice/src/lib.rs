@@ -31,7 +31,8 @@
 //! - [`store`]: the [`Store`] trait, [`MemoryStore`], and `store::redis` (feature `redis`);
 //! - [`algorithm`]: the pure algorithms (time in, decision out) and the multi-limit step;
 //! - [`model`]: rules, limits, rates, decisions, the algorithm registry; [`clock`]: injectable
-//!   time.
+//!   time; `metric_catalog`: every metric the library records, declared once (its name for the
+//!   code that records it, its help and unit for the recorder).
 //!
 //! # Adding an algorithm
 //! 1. Add the variant to [`Algorithm`] and its entry to the registry (`model::REGISTRY`), in the same
@@ -91,6 +92,7 @@ pub mod conformance;
 mod error;
 mod limited;
 pub mod limiter;
+mod metric_catalog;
 #[cfg(feature = "tower")]
 pub mod middleware;
 pub mod model;

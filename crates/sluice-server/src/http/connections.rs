@@ -182,7 +182,7 @@ async fn watchdog(
             () = tokio::time::sleep_until(check) => {
                 if tracker.deadline(&limits).is_some_and(|d| d <= Instant::now()) {
                     tracing::debug!(%peer, "closing a stalled connection");
-                    metrics::counter!("sluice_connections_timed_out_total").increment(1);
+                    metrics::counter!(crate::metrics::CONNECTIONS_TIMED_OUT).increment(1);
                     tracker.give(CLOSE);
                     return;
                 }

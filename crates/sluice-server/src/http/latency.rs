@@ -42,14 +42,14 @@ impl RouteTimer {
     /// Registers the histogram of `route` with the recorder in force.
     pub(crate) fn new(route: &'static str) -> RouteTimer {
         RouteTimer {
-            histogram: metrics::histogram!("sluice_http_request_duration_seconds", "route" => route),
+            histogram: metrics::histogram!(crate::metrics::REQUEST_DURATION, "route" => route),
         }
     }
 
     /// Registers the histogram of a route known only at run time (a router's match).
     fn new_owned(route: &str) -> RouteTimer {
         RouteTimer {
-            histogram: metrics::histogram!("sluice_http_request_duration_seconds", "route" => route.to_string()),
+            histogram: metrics::histogram!(crate::metrics::REQUEST_DURATION, "route" => route.to_string()),
         }
     }
 

@@ -280,8 +280,8 @@ pub(super) async fn readyz(State(state): State<Arc<AppState>>) -> Response {
 pub(super) async fn prometheus(State(state): State<Arc<AppState>>) -> Response {
     // Read at scrape time: the decisions pay nothing for them.
     let (waiting, bound) = state.limiter.store_in_flight();
-    ::metrics::gauge!("sluice_store_in_flight").set(waiting);
-    ::metrics::gauge!("sluice_store_in_flight_limit").set(bound);
+    ::metrics::gauge!(crate::metrics::STORE_IN_FLIGHT).set(waiting);
+    ::metrics::gauge!(crate::metrics::STORE_IN_FLIGHT_LIMIT).set(bound);
     let mut text = metrics::render();
     state.top_denied.render_into(&mut text);
     (

@@ -7,6 +7,7 @@
 //! once decisions fall back to this node. Admin calls have no fail policy: a store error is an
 //! [`Error::Store`].
 
+use crate::metric_catalog::names;
 use std::time::Duration;
 
 use super::{Attributes, Limiter, keys};
@@ -124,7 +125,7 @@ impl Limiter {
                 skipped = page.skipped,
                 "unreadable block values left out"
             );
-            metrics::counter!("sluice_block_listing_skipped_total").increment(page.skipped);
+            metrics::counter!(names::BLOCK_LISTING_SKIPPED_TOTAL).increment(page.skipped);
         }
         Ok(BlockList {
             blocks: page

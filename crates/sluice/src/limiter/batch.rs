@@ -30,6 +30,7 @@
 
 use crate::algorithm::Mode;
 use crate::error::Error;
+use crate::metric_catalog::names;
 use crate::model::{Decision, FailPolicy};
 use crate::store::{LimitCall, StoreError, StoreReply};
 
@@ -304,7 +305,7 @@ impl Limiter {
             .collect();
         for r in all {
             tracing::debug!(rule = %r.rule.name, %error, "store unavailable; fail policy {:?}", self.policy(&r.rule));
-            metrics::counter!("sluice_degraded_decisions_total", "rule" => r.rule.name.to_string())
+            metrics::counter!(names::DEGRADED_DECISIONS_TOTAL, "rule" => r.rule.name.to_string())
                 .increment(1);
         }
         let mut local_replies = Vec::new();

@@ -8,6 +8,7 @@
 //! allocating, and a one-limit check the denial cache can answer by `cached_denial`, which
 //! gives the same decision without building store calls.
 
+use crate::metric_catalog::names;
 use std::sync::atomic::Ordering;
 
 use super::answer::{Answer, limit_decision};
@@ -138,7 +139,7 @@ impl Limiter {
             }
             Err(error) => {
                 tracing::debug!(rule = name, %error, "store unavailable; fail policy {policy:?}");
-                metrics::counter!("sluice_degraded_decisions_total", "rule" => name.to_string())
+                metrics::counter!(names::DEGRADED_DECISIONS_TOTAL, "rule" => name.to_string())
                     .increment(1);
                 let reply = match policy {
                     // A local store full of live keys cannot count this identity: deny it.
@@ -218,7 +219,7 @@ impl Limiter {
         }
         let caller_left = deadline::remaining();
         if caller_left.is_some_and(|left| left.is_zero()) {
-            metrics::counter!("sluice_deadline_decisions_total", "store" => inner.store.name(), "when" => "before")
+            metrics::counter!(names::DEADLINE_DECISIONS_TOTAL, "store" => inner.store.name(), "when" => "before")
                 .increment(1);
             return Err(StoreError::transient(
                 inner.store.name(),
@@ -232,7 +233,7 @@ impl Limiter {
             ));
         }
         let Some(permit) = inner.in_flight.enter(calls.len()) else {
-            metrics::counter!("sluice_shed_decisions_total", "store" => inner.store.name())
+            metrics::counter!(names::SHED_DECISIONS_TOTAL, "store" => inner.store.name())
                 .increment(1);
             return Err(StoreError::transient(
                 inner.store.name(),
@@ -254,7 +255,7 @@ impl Limiter {
         let result = match result {
             Ok(result) => result,
             Err(_) if for_caller => {
-                metrics::counter!("sluice_deadline_decisions_total", "store" => inner.store.name(), "when" => "waiting")
+                metrics::counter!(names::DEADLINE_DECISIONS_TOTAL, "store" => inner.store.name(), "when" => "waiting")
                     .increment(1);
                 return Err(StoreError::transient(
                     inner.store.name(),
@@ -273,13 +274,13 @@ impl Limiter {
                 }
             }
             Err(error) => {
-                metrics::counter!("sluice_store_errors_total", "store" => inner.store.name())
+                metrics::counter!(names::STORE_ERRORS_TOTAL, "store" => inner.store.name())
                     .increment(1);
                 // Only failures that may pass (connection lost, timeout, a busy or loading
                 // server) feed the breaker. A deterministic error (a script error, a wrong type)
                 // belongs to this request alone: the others must not be degraded by it.
                 if !error.transient {
-                    metrics::counter!("sluice_store_request_errors_total", "store" => inner.store.name())
+                    metrics::counter!(names::STORE_REQUEST_ERRORS_TOTAL, "store" => inner.store.name())
                         .increment(1);
                     tracing::error!(store = inner.store.name(), %error, "store error for one request");
                 } else if inner.breaker.failure() {

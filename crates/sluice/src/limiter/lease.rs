@@ -10,6 +10,7 @@
 //! store first, then ask the store under the limiter's timeout. A store error is returned as
 //! [`Error::Store`]: the lease then ends by itself at its expiry.
 
+use crate::metric_catalog::names;
 use std::future::Future;
 
 use super::Limiter;
@@ -125,7 +126,7 @@ impl Limiter {
             held.contains(&true)
         };
         metrics::counter!(
-            "sluice_lease_releases_total",
+            names::LEASE_RELEASES_TOTAL,
             "rule" => rule.name.to_string(),
             "held" => if held { "true" } else { "false" }
         )

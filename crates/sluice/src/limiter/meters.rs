@@ -12,6 +12,7 @@
 //! rules and limit ids of the rule file, never anything from a request, so the series are
 //! bounded by the configuration.
 
+use crate::metric_catalog::names;
 use std::fmt;
 use std::sync::{Arc, OnceLock};
 
@@ -107,7 +108,7 @@ impl RuleMeters {
 
     fn register(&self) -> DecisionCounters {
         let rule = || self.rule.to_string();
-        let decided = |outcome: &'static str| metrics::counter!("sluice_decisions_total", "rule" => rule(), "outcome" => outcome);
+        let decided = |outcome: &'static str| metrics::counter!(names::DECISIONS_TOTAL, "rule" => rule(), "outcome" => outcome);
         DecisionCounters {
             allowed: decided("allowed"),
             denied: decided("denied"),
@@ -149,7 +150,7 @@ impl RuleMeters {
         let register = || {
             let denied = |outcome: &'static str| {
                 metrics::counter!(
-                    "sluice_limit_denials_total",
+                    names::LIMIT_DENIALS_TOTAL,
                     "rule" => self.rule.to_string(),
                     "limit" => id.to_string(),
                     "outcome" => outcome
@@ -179,7 +180,7 @@ impl RuleMeters {
     /// `sluice_denial_cache_hits_total{rule}`.
     pub(crate) fn cache_hit(&self) {
         let register =
-            || metrics::counter!("sluice_denial_cache_hits_total", "rule" => self.rule.to_string());
+            || metrics::counter!(names::DENIAL_CACHE_HITS_TOTAL, "rule" => self.rule.to_string());
         self.cache_hits.with(register, |c| c.increment(1));
     }
 }
@@ -214,8 +215,7 @@ impl StoreLatency {
     #[inline]
     pub(crate) fn record(&self, start: u64) -> u64 {
         let nanos = self.counter.delta_as_nanos(start, self.counter.raw());
-        let register =
-            || metrics::histogram!("sluice_store_latency_seconds", "store" => self.store);
+        let register = || metrics::histogram!(names::STORE_LATENCY_SECONDS, "store" => self.store);
         self.histogram
             .with(register, |h| h.record(nanos as f64 / 1e9));
         nanos

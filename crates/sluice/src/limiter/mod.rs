@@ -22,8 +22,8 @@
 //!   `answer`: each limit's part of a decision, a check's answer as asked (the full
 //!   [`Decision`] or the compact [`Verdict`]) and a `deny` override's refusal, built in one
 //!   place;
-//! - `meters`: the per-decision metrics, kept as registered handles; `metric_catalog`: every
-//!   metric the library records, with its help and unit ([`describe_metrics`]);
+//! - `meters`: the per-decision metrics, kept as registered handles (every metric the library
+//!   records is declared once in the crate's `metric_catalog`, [`describe_metrics`]);
 //! - `batch`: [`Limiter::check_all`], several rules ([`RuleCheck`]s) decided as one request;
 //!   `resolved`: one of its parts, resolved into store calls or answered without the store;
 //!   `repeated`: its parts that count on the same counter, added up into one call;
@@ -74,7 +74,6 @@ mod lease;
 mod lease_guard;
 mod lease_id;
 mod meters;
-mod metric_catalog;
 mod options;
 mod repeated;
 mod reservation;
@@ -87,6 +86,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use arc_swap::ArcSwap;
 
 use crate::error::Error;
+pub use crate::metric_catalog::{METRICS, MetricDoc, MetricKind, describe, describe_metrics};
 use crate::model::{Decision, Rule, Verdict};
 use crate::store::invalidation::{Invalidation, InvalidationChannel};
 use crate::store::memory::MemoryStore;
@@ -106,9 +106,6 @@ pub use in_flight::InFlightLimit;
 pub use lease_guard::LeaseGuard;
 pub use lease_id::MAX_LEASE_LEN;
 use meters::StoreLatency;
-pub use metric_catalog::{
-    METRICS, MetricDoc, MetricKind, describe, describe_metrics, recorded_names,
-};
 pub use options::{Check, DEFAULT_MAX_RUNTIME_LIMITS, MAX_COST, Options};
 pub use runtime::RuntimeLimitInfo;
 

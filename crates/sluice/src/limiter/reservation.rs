@@ -21,6 +21,7 @@ use super::lease::named_limits;
 use super::lease_id::{self, MAX_LEASE_LEN, parse_id};
 use crate::algorithm::LimitStep;
 use crate::error::Error;
+use crate::metric_catalog::names;
 use crate::model::limit::MAX_EXACT;
 use crate::model::{Decision, Micros};
 use crate::store::{DynStore, LimitCall, ReserveCall, SettleCall, Store, StoreReply};
@@ -160,7 +161,7 @@ impl Limiter {
                 .contains(&true)
         };
         metrics::counter!(
-            "sluice_settlements_total",
+            names::SETTLEMENTS_TOTAL,
             "rule" => rule.name.to_string(),
             "settled" => if settled { "true" } else { "false" }
         )

@@ -53,6 +53,7 @@
 //! `sluice_denial_cache_invalidations_total{kind}`; the limiter counts
 //! `sluice_denial_cache_hits_total{rule}`.
 
+use crate::metric_catalog::names;
 use std::hash::BuildHasher;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -305,7 +306,7 @@ impl DenialCache {
             }
         }
         drop(shard);
-        metrics::gauge!("sluice_denial_cache_entries").set(self.len() as f64);
+        metrics::gauge!(names::DENIAL_CACHE_ENTRIES).set(self.len() as f64);
     }
 
     /// Drops expired entries, then arbitrary ones until 1/16 of the shard is free.
@@ -325,7 +326,7 @@ impl DenialCache {
         self.len
             .fetch_sub(before - shard.table.len(), Ordering::Relaxed);
         if evicted > 0 {
-            metrics::counter!("sluice_denial_cache_evictions_total").increment(evicted as u64);
+            metrics::counter!(names::DENIAL_CACHE_EVICTIONS_TOTAL).increment(evicted as u64);
         }
     }
 
@@ -353,8 +354,8 @@ impl DenialCache {
                 "all"
             }
         };
-        metrics::counter!("sluice_denial_cache_invalidations_total", "kind" => kind).increment(1);
-        metrics::gauge!("sluice_denial_cache_entries").set(self.len() as f64);
+        metrics::counter!(names::DENIAL_CACHE_INVALIDATIONS_TOTAL, "kind" => kind).increment(1);
+        metrics::gauge!(names::DENIAL_CACHE_ENTRIES).set(self.len() as f64);
     }
 
     fn retain(&self, keep: impl Fn(&Entry) -> bool) {

@@ -10,6 +10,7 @@
 //! batch being asked for is always ended (`asking`), so no key is left waiting on a request that
 //! was dropped.
 
+use crate::metric_catalog::names;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -342,7 +343,7 @@ async fn give_back(
             units
         }
         Err(error) => {
-            metrics::counter!("sluice_batch_give_back_failures_total").increment(1);
+            metrics::counter!(names::BATCH_GIVE_BACK_FAILURES_TOTAL).increment(1);
             tracing::warn!(%error, units, "could not give back a batch's units; they stay counted until they drain or their window ends");
             0
         }

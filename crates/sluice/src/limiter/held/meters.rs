@@ -4,6 +4,7 @@
 //! Invariant: the handles are made once per rule when it is compiled, so spending a unit costs
 //! an atomic add, never a lookup by name.
 
+use crate::metric_catalog::names;
 use metrics::{Counter, Gauge};
 
 use crate::model::Name;
@@ -23,12 +24,12 @@ impl HeldMeters {
     pub(super) fn new(rule: &Name) -> HeldMeters {
         let rule = rule.to_string();
         HeldMeters {
-            held: metrics::gauge!("sluice_batch_units_held", "rule" => rule.clone()),
-            taken: metrics::counter!("sluice_batch_units_taken_total", "rule" => rule.clone()),
-            given_back: metrics::counter!("sluice_batch_units_given_back_total", "rule" => rule.clone()),
-            spent: metrics::counter!("sluice_batch_decisions_total", "rule" => rule.clone()),
-            takes: metrics::counter!("sluice_batch_takes_total", "rule" => rule.clone(), "result" => "granted"),
-            refused: metrics::counter!("sluice_batch_takes_total", "rule" => rule, "result" => "refused"),
+            held: metrics::gauge!(names::BATCH_UNITS_HELD, "rule" => rule.clone()),
+            taken: metrics::counter!(names::BATCH_UNITS_TAKEN_TOTAL, "rule" => rule.clone()),
+            given_back: metrics::counter!(names::BATCH_UNITS_GIVEN_BACK_TOTAL, "rule" => rule.clone()),
+            spent: metrics::counter!(names::BATCH_DECISIONS_TOTAL, "rule" => rule.clone()),
+            takes: metrics::counter!(names::BATCH_TAKES_TOTAL, "rule" => rule.clone(), "result" => "granted"),
+            refused: metrics::counter!(names::BATCH_TAKES_TOTAL, "rule" => rule, "result" => "refused"),
         }
     }
 }

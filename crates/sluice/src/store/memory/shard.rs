@@ -7,6 +7,7 @@
 //! its limit: when every entry is still live, a new key is refused instead (see
 //! [`Shard::make_room`]).
 
+use crate::metric_catalog::names;
 use foldhash::fast::RandomState;
 use hashbrown::HashTable;
 
@@ -121,13 +122,13 @@ impl Shard {
         if now >= self.earliest_expiry_us {
             let evicted = self.sweep(now);
             self.evictions += evicted as u64;
-            metrics::counter!("sluice_memory_evictions_total").increment(evicted as u64);
+            metrics::counter!(names::MEMORY_EVICTIONS_TOTAL).increment(evicted as u64);
         }
         if self.table.len() + new <= self.cap {
             Ok(())
         } else {
             self.refusals += 1;
-            metrics::counter!("sluice_memory_refused_keys_total").increment(1);
+            metrics::counter!(names::MEMORY_REFUSED_KEYS_TOTAL).increment(1);
             Err(Full)
         }
     }

@@ -34,6 +34,7 @@
 //! identity, or a single limit) it stays one script call. On a single server or behind sentinels
 //! every request is one call whatever its limits.
 
+use crate::metric_catalog::names;
 use std::collections::BTreeMap;
 
 use futures::future::join_all;
@@ -156,7 +157,7 @@ impl RedisStore {
                         }
                     }
                     Err(error) => {
-                        metrics::counter!("sluice_redis_give_back_failures_total").increment(1);
+                        metrics::counter!(names::REDIS_GIVE_BACK_FAILURES_TOTAL).increment(1);
                         tracing::warn!(%error, limits = took.len(), "give-back failed; the units stay consumed until they expire");
                     }
                 }
