@@ -319,10 +319,21 @@ async fn a_block_or_ban_of_a_penalty_limit_is_answered_locally_until_it_ends() {
             .with_penalty(penalty);
         let a = node(
             &h,
-            vec![("login", Rule::new(vec![limit]))],
+            vec![("login", Rule::new(vec![limit.clone()]))],
             Duration::from_secs(3600),
         )
         .await;
+        // A node that always asks the store, for what it answers while the block lasts.
+        let store_only = h.limiter_with(
+            vec![("login", Rule::new(vec![limit]))],
+            Options {
+                denial_cache: DenialCacheOptions {
+                    enabled: false,
+                    ..DenialCacheOptions::default()
+                },
+                ..Options::default()
+            },
+        );
         assert!(a.check("login", &IP).await.unwrap().allowed);
         // Each denial by the algorithm asks the store, which counts it; what follows it is the
         // block, then the ban, answered here until they end.
@@ -336,14 +347,15 @@ async fn a_block_or_ban_of_a_penalty_limit_is_answered_locally_until_it_ends() {
             assert_eq!(denial.reason, None, "{algorithm}");
             assert_eq!((denial.violations, denial.warning), (violations, true));
             let until = denial.blocked_until_ms.expect("blocked");
+            let blocked = store_only.check("login", &IP).await.unwrap();
             let asked = store_calls(&h);
             for _ in 0..5 {
                 let cached = a.check("login", &IP).await.unwrap();
                 assert_eq!(cached.reason.as_deref(), Some(CACHED), "{algorithm}");
                 assert_eq!(
                     without_reason(cached),
-                    denial,
-                    "{algorithm}: the store's answer"
+                    blocked,
+                    "{algorithm}: the store's answer while the block lasts"
                 );
             }
             h.advance_us(lasts - Micros::from_millis(1));

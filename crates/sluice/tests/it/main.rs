@@ -9,6 +9,7 @@ mod common;
 mod concurrency;
 mod conformance;
 mod denial_cache;
+mod denial_cache_attacker;
 mod doc_snippets;
 mod leases;
 mod limiter;

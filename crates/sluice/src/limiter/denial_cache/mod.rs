@@ -19,7 +19,10 @@
 //! 3. **Reported waits are never early.** The `retry_after` of a cached answer counts from the
 //!    moment the store's reply *arrived*, so a client that waits it out does not come back before
 //!    the store would admit it (for the cached cost; another cost gets the same wait, a lower
-//!    bound the store refines when asked again).
+//!    bound the store refines when asked again). While a block or ban is in force the answer is
+//!    the store's answer to a blocked request — nothing remaining, both waits ending with the
+//!    block — not the wait of the denial that imposed it, so a client honouring it comes back
+//!    when it would without the cache.
 //! 4. **Answering changes nothing the store would have changed.** The limiter only caches limits
 //!    whose denials leave no trace and end at a known time (see [`cacheable_limits`]; never a
 //!    concurrency limit, which a release frees at any moment): no shadow denier, and no
@@ -27,7 +30,9 @@
 //!    `penalty` (or `count_denied` with either) is cached only while its block or ban lasts: a
 //!    block in force answers alone and counts nothing, but after it a denial would start a new
 //!    block, count a violation or count itself. So a banned identity costs the store one call
-//!    per ban, as a plain denial costs one per retry period.
+//!    per ban, as a plain denial costs one per retry period. A penalty's violations are repeated
+//!    only while they provably outlast the block (see `violations_outlast`): the store forgets
+//!    them `memory` after the last one, ban or not.
 //!    Peeks and degraded decisions (store down) neither read nor fill the cache. A request of
 //!    several parts (`check_all`) is answered only when no other part's limit would leave a
 //!    trace of the denial either (see `limiter::batch_cache`).
@@ -229,15 +234,24 @@ impl DenialCache {
             return None;
         }
         let replied = entry.started_us + entry.lag_us;
-        let retry_until = if cost >= entry.cost {
-            replied + entry.retry_after_us
+        // While a block is in force the store answers from it alone (`algorithm::step`): nothing
+        // remains and both waits end with the block, whatever the denial that imposed it said
+        // (its algorithm's wait may be longer, or shorter). Answering as the denial did would
+        // tell a client that honours the wait to come back at another time than the store would.
+        let (remaining, reset_until, retry_until) = if blocked {
+            let until = replied + entry.blocked_for_us;
+            (0, until, until)
         } else {
-            replied + entry.blocked_for_us
+            (
+                entry.remaining,
+                replied + entry.reset_after_us,
+                replied + entry.retry_after_us,
+            )
         };
         Some(LimitOutcome {
             allowed: false,
-            remaining: entry.remaining,
-            reset_after_us: (replied + entry.reset_after_us).saturating_sub(now),
+            remaining,
+            reset_after_us: reset_until.saturating_sub(now),
             retry_after_us: Some(retry_until.saturating_sub(now).max(Micros::new(1))),
             delay_us: Micros::ZERO,
             blocked_until_us: entry.blocked_until_us.filter(|_| blocked),
@@ -263,6 +277,10 @@ impl DenialCache {
         let blocked_for_us = outcome
             .blocked_until_us
             .map_or(Micros::ZERO, |until| until.saturating_sub(store_now_us));
+        let blocked_for_us = match violations_outlast(step, outcome, blocked_for_us) {
+            true => blocked_for_us,
+            false => Micros::ZERO,
+        };
         // A limit with a block lock would start a new block when it denies after this one, one
         // with a penalty would count a violation, one with `count_denied` its denial: only a
         // block (or ban) itself may answer for them.
@@ -382,6 +400,26 @@ impl InvalidationListener for DenialCache {
         self.confirmed_us
             .fetch_max(as_of_us.get(), Ordering::SeqCst);
     }
+}
+
+/// Whether the violations `outcome` reports are known to stay what the store reports for the
+/// `blocked_for_us` the block has left: a block answered from the cache repeats them, while the
+/// store forgets them `memory` after the last one, even in the middle of a ban.
+///
+/// When the last violation was counted is not in the reply. But a block the limit imposed itself
+/// started at one of its violations, no later than the last, and lasts at most the limit's
+/// longest block (`ban` or `block`): when `memory` is at least that long, the violations outlive
+/// the block, which may then be answered whole. A block longer than that is not the limit's own
+/// (an administrative one) and says nothing about when the violations were counted; a limit that
+/// forgets violations sooner than it unblocks may forget them mid-ban. Neither is answered here
+/// while violations are remembered: the store is asked (with none remembered, nothing can be
+/// forgotten). An administrative block no longer than the limit's own is taken for one.
+fn violations_outlast(step: &LimitStep, outcome: &LimitOutcome, blocked_for_us: Micros) -> bool {
+    let Some(penalty) = step.penalty.filter(|_| outcome.violations > 0) else {
+        return true;
+    };
+    let longest = penalty.ban_us.max(step.block_us.unwrap_or(Micros::ZERO));
+    penalty.memory_us >= longest && blocked_for_us <= longest
 }
 
 /// How much earlier than its reported retry time a float algorithm may admit (invariant 2). The

@@ -26,9 +26,9 @@ fn a_block_speaks_for_every_cost_and_a_block_lock_only_while_it_lasts() {
     let hit = cache.lookup((&key("a")).into(), 1).unwrap();
     assert_eq!(hit.blocked_until_us, Some(Micros::new(1_000) + 15 * S));
     assert_eq!(
-        hit.retry_after_us,
-        Some(60 * S),
-        "the store's wait, never shorter"
+        (hit.retry_after_us, hit.reset_after_us, hit.remaining),
+        (Some(15 * S), 15 * S, 0),
+        "what the store answers while the block lasts, not the wait of the denial that imposed it"
     );
     advance(&clock, 15 * S - Micros::new(1));
     confirm(&cache);
@@ -93,6 +93,65 @@ fn a_penalty_is_cached_only_while_its_ban_lasts_and_keeps_its_violations() {
         cache.lookup((&key("a")).into(), 1),
         None,
         "after the ban, a denial counts a violation again"
+    );
+}
+
+#[test]
+fn a_ban_is_not_cached_while_the_violations_it_reports_may_be_forgotten_before_it_ends() {
+    let (cache, _clock) = cache(100);
+    let settings = crate::algorithm::penalty::Settings {
+        warn_after: 1,
+        ban_after: 2,
+        ban_us: 60 * S,
+        memory_us: 3600 * S,
+    };
+    let banned = |until_us| LimitOutcome {
+        violations: 2,
+        warning: true,
+        blocked_until_us: Some(until_us),
+        ..denied(until_us)
+    };
+    // Violations forgotten 20 s after the last, a ban of 60 s: the store stops reporting them
+    // in the middle of the ban.
+    let mut forgetful = step(Algorithm::Gcra, 1, 60 * S, 1);
+    forgetful.penalty = Some(crate::algorithm::penalty::Settings {
+        memory_us: 20 * S,
+        ..settings
+    });
+    cache.insert(
+        cache.mark(),
+        &key("a"),
+        &forgetful,
+        &banned(60 * S),
+        Micros::ZERO,
+    );
+    assert_eq!(cache.lookup((&key("a")).into(), 1), None);
+
+    // A block longer than any the limit imposes is an administrative one, which says nothing
+    // about when the violations were counted.
+    let mut punishing = forgetful;
+    punishing.penalty = Some(settings);
+    cache.insert(
+        cache.mark(),
+        &key("b"),
+        &punishing,
+        &banned(61 * S),
+        Micros::ZERO,
+    );
+    assert_eq!(cache.lookup((&key("b")).into(), 1), None);
+    assert!(cache.is_empty());
+
+    // The limit's own ban: its violations outlive it.
+    cache.insert(
+        cache.mark(),
+        &key("c"),
+        &punishing,
+        &banned(60 * S),
+        Micros::ZERO,
+    );
+    assert_eq!(
+        cache.lookup((&key("c")).into(), 1).map(|o| o.violations),
+        Some(2)
     );
 }
 
