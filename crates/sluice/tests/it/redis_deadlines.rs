@@ -12,7 +12,6 @@ use std::time::Duration;
 
 use sluice::limiter::{RuleCheck, deadline};
 use sluice::model::{Algorithm, Limit};
-use sluice::store::redis::{RedisOptions, RedisStore};
 use sluice::{FailPolicy, Limiter, Options, Rule};
 use sluice_test_support::{Fault, FaultProxy, RedisServer};
 use tokio::time::Instant;
@@ -30,16 +29,7 @@ async fn limiter(url: &str) -> Limiter {
         r.fail = Some(fail);
         r
     };
-    let store = RedisStore::connect(
-        url,
-        RedisOptions {
-            prefix: common::unique_prefix(),
-            ..RedisOptions::default()
-        },
-    )
-    .await
-    .expect("a valid URL");
-    Limiter::builder(store)
+    Limiter::builder(common::url_store(url, None, &common::unique_prefix()).await)
         .rule("open", rule(FailPolicy::Open))
         .rule("closed", rule(FailPolicy::Closed))
         .options(Options {
