@@ -7,11 +7,11 @@
 //! once decisions fall back to this node. Admin calls have no fail policy: a store error is an
 //! [`Error::Store`].
 
-use crate::metric_catalog::names;
 use std::time::Duration;
 
 use super::{Attributes, Limiter, keys};
 use crate::error::Error;
+use crate::metric_catalog::names;
 use crate::model::Micros;
 use crate::store::{BlocksCursor, LimitKey, Store};
 

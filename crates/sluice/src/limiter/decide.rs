@@ -8,7 +8,6 @@
 //! allocating, and a one-limit check the denial cache can answer by `cached_denial`, which
 //! gives the same decision without building store calls.
 
-use crate::metric_catalog::names;
 use std::sync::atomic::Ordering;
 
 use super::answer::{Answer, limit_decision};
@@ -20,6 +19,7 @@ use super::options::{Check, MAX_COST};
 use super::{Attributes, Limiter, deadline, held, keys, lease_id, reservation};
 use crate::algorithm::{LimitOutcome, Mode};
 use crate::error::Error;
+use crate::metric_catalog::names;
 use crate::model::{Decision, FailPolicy, LimitDecisions, Micros};
 use crate::store::{DynStore, LimitCall, StoreError, StoreReply};
 

@@ -10,7 +10,6 @@
 //! store first, then ask the store under the limiter's timeout. A store error is returned as
 //! [`Error::Store`]: the lease then ends by itself at its expiry.
 
-use crate::metric_catalog::names;
 use std::future::Future;
 
 use super::Limiter;
@@ -19,6 +18,7 @@ use super::compiled_limit::CompiledLimit;
 use super::identity::is_plain;
 use super::lease_id::{LeaseId, parse_id};
 use crate::error::Error;
+use crate::metric_catalog::names;
 use crate::model::Micros;
 use crate::store::{LeaseCall, LimitKey, Store, StoreError};
 

@@ -12,13 +12,13 @@
 //! rules and limit ids of the rule file, never anything from a request, so the series are
 //! bounded by the configuration.
 
-use crate::metric_catalog::names;
 use std::fmt;
 use std::sync::{Arc, OnceLock};
 
 use arc_swap::ArcSwapOption;
 use metrics::{Counter, Histogram, Recorder};
 
+use crate::metric_catalog::names;
 use crate::model::{Decision, Name};
 
 /// Handles registered with one recorder.

@@ -58,7 +58,6 @@
 //! `sluice_denial_cache_invalidations_total{kind}`; the limiter counts
 //! `sluice_denial_cache_hits_total{rule}`.
 
-use crate::metric_catalog::names;
 use std::hash::BuildHasher;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -69,6 +68,7 @@ use parking_lot::Mutex;
 
 use crate::algorithm::{LEVEL_EPSILON, LimitOutcome, LimitStep};
 use crate::clock::Clock;
+use crate::metric_catalog::names;
 use crate::model::{Algorithm, Micros};
 use crate::store::invalidation::{Invalidation, InvalidationListener};
 
@@ -277,9 +277,10 @@ impl DenialCache {
         let blocked_for_us = outcome
             .blocked_until_us
             .map_or(Micros::ZERO, |until| until.saturating_sub(store_now_us));
-        let blocked_for_us = match violations_outlast(step, outcome, blocked_for_us) {
-            true => blocked_for_us,
-            false => Micros::ZERO,
+        let blocked_for_us = if violations_outlast(step, outcome, blocked_for_us) {
+            blocked_for_us
+        } else {
+            Micros::ZERO
         };
         // A limit with a block lock would start a new block when it denies after this one, one
         // with a penalty would count a violation, one with `count_denied` its denial: only a

@@ -10,7 +10,6 @@
 //! batch being asked for is always ended (`asking`), so no key is left waiting on a request that
 //! was dropped.
 
-use crate::metric_catalog::names;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -23,6 +22,7 @@ use crate::limiter::choice::Picks;
 use crate::limiter::compile::{CompiledRule, RuleBook};
 use crate::limiter::decide::decision;
 use crate::limiter::{Check, Limiter};
+use crate::metric_catalog::names;
 use crate::model::{Algorithm, Decision, Micros};
 use crate::store::{DynStore, GiveBackCall, LimitCall, StoreError, StoreReply};
 

@@ -4,9 +4,9 @@
 //! Invariant: the handles are made once per rule when it is compiled, so spending a unit costs
 //! an atomic add, never a lookup by name.
 
-use crate::metric_catalog::names;
 use metrics::{Counter, Gauge};
 
+use crate::metric_catalog::names;
 use crate::model::Name;
 
 /// The metric handles of one rule's batches.

@@ -7,12 +7,12 @@
 //! its limit: when every entry is still live, a new key is refused instead (see
 //! [`Shard::make_room`]).
 
-use crate::metric_catalog::names;
 use foldhash::fast::RandomState;
 use hashbrown::HashTable;
 
 use super::packed_state::PackedState;
 use super::stored_key::StoredKey;
+use crate::metric_catalog::names;
 use crate::model::Micros;
 use crate::store::KeyRef;
 

@@ -34,7 +34,6 @@
 //! identity, or a single limit) it stays one script call. On a single server or behind sentinels
 //! every request is one call whatever its limits.
 
-use crate::metric_catalog::names;
 use std::collections::BTreeMap;
 
 use futures::future::join_all;
@@ -43,6 +42,7 @@ use super::keys::{self, Part};
 use super::source::{self, PRELUDE, whole};
 use super::{RedisStore, slot, store_error};
 use crate::algorithm::{LimitOutcome, Mode};
+use crate::metric_catalog::names;
 use crate::model::Micros;
 use crate::store::{LeaseCall, LimitCall, StoreError, StoreReply};
 
