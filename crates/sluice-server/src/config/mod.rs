@@ -27,7 +27,7 @@
 //! - `file`: the serde shape of the file and its defaults;
 //! - [`gateway`]: the `grpc_listen`, `envoy` and `forward_auth` sections;
 //! - `yaml_read`, `toml_read`: every parse error of a file, each rule and section read on its own
-//!   once the whole file failed; `yaml_blank`: every mistake within one piece;
+//!   once the whole file failed (and, in YAML, every mistake within one piece);
 //! - `locate`: lines of rules and limits in the text, for errors found after parsing;
 //! - `suggest`: "did you mean", parser messages in the file's words and the field they are about;
 //! - `error`: [`ConfigError`], naming file, line, column, rule and field;
@@ -42,7 +42,6 @@ mod read_text;
 mod schema;
 mod suggest;
 mod toml_read;
-mod yaml_blank;
 mod yaml_read;
 
 use std::net::SocketAddr;
