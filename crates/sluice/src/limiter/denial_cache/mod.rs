@@ -30,7 +30,7 @@
 //!    per ban, as a plain denial costs one per retry period.
 //!    Peeks and degraded decisions (store down) neither read nor fill the cache. A request of
 //!    several parts (`check_all`) is answered only when no other part's limit would leave a
-//!    trace of the denial either (see `limiter::batch_cache`).
+//!    trace of the denial either (see `limiter::check_all_cache`).
 //! 5. **Staleness is bounded.** Administrative changes (reset, block, unblock, rule reload) clear
 //!    the affected entries of the local cache at once and are published on an
 //!    [`InvalidationChannel`](crate::store::invalidation::InvalidationChannel) that every node

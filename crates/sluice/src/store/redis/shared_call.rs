@@ -96,14 +96,14 @@ enum Turn {
 struct Lead {
     store: RedisStore,
     shaped: Arc<Shaped>,
-    batch: Vec<Waiter>,
+    sharers: Vec<Waiter>,
 }
 
 impl Drop for Lead {
     fn drop(&mut self) {
-        let batch = std::mem::take(&mut self.batch);
-        if !batch.is_empty() {
-            let work = self.store.clone().run_shared(self.shaped.clone(), batch);
+        let sharers = std::mem::take(&mut self.sharers);
+        if !sharers.is_empty() {
+            let work = self.store.clone().run_shared(self.shaped.clone(), sharers);
             finish_elsewhere(Box::pin(work), &self.store, &self.shaped);
         }
     }
@@ -131,25 +131,25 @@ fn hand_off(store: &RedisStore, shaped: &Arc<Shaped>) {
         }
         let (own, answer) = oneshot::channel();
         let lead = std::mem::replace(&mut first.turn, own);
-        let mut batch = Vec::with_capacity(queue.waiting.len().min(MAX_SHARED - 1) + 1);
-        batch.push(first);
-        while batch.len() < MAX_SHARED {
+        let mut sharers = Vec::with_capacity(queue.waiting.len().min(MAX_SHARED - 1) + 1);
+        sharers.push(first);
+        while sharers.len() < MAX_SHARED {
             match queue.waiting.pop_front() {
                 Some(w) if w.turn.is_closed() => {}
-                Some(w) => batch.push(w),
+                Some(w) => sharers.push(w),
                 None => break,
             }
         }
         let next = Lead {
             store: store.clone(),
             shaped: shaped.clone(),
-            batch,
+            sharers,
         };
         // Abandoned between the look and the send: the others wait for the next one.
         let Err(Turn::Lead(mut next, _)) = lead.send(Turn::Lead(next, answer)) else {
             return;
         };
-        for w in std::mem::take(&mut next.batch).into_iter().skip(1).rev() {
+        for w in std::mem::take(&mut next.sharers).into_iter().skip(1).rev() {
             queue.waiting.push_front(w);
         }
     }
@@ -217,13 +217,13 @@ impl RedisStore {
                 Some(vec![me])
             }
         };
-        let batch = match alone {
-            Some(batch) => batch,
+        let sharers = match alone {
+            Some(sharers) => sharers,
             None => match (&mut answer).await {
                 Ok(Turn::Answer(reply)) => return reply,
                 Ok(Turn::Lead(mut lead, own)) => {
                     answer = own;
-                    std::mem::take(&mut lead.batch)
+                    std::mem::take(&mut lead.sharers)
                 }
                 Err(_) => return Err(abandoned()),
             },
@@ -231,7 +231,7 @@ impl RedisStore {
         let mut in_flight = InFlight {
             store: self.clone(),
             shaped: shaped.clone(),
-            work: Some(Box::pin(self.clone().run_shared(shaped.clone(), batch))),
+            work: Some(Box::pin(self.clone().run_shared(shaped.clone(), sharers))),
         };
         if let Some(work) = in_flight.work.as_mut() {
             work.await;
@@ -243,61 +243,61 @@ impl RedisStore {
         }
     }
 
-    /// Sends one call for `batch` (but for decisions dropped meanwhile), hands the queue on,
+    /// Sends one call for `sharers` (but for decisions dropped meanwhile), hands the queue on,
     /// then answers each decision in it.
-    async fn run_shared(self, shaped: Arc<Shaped>, mut batch: Vec<Waiter>) {
-        batch.retain(|w| !w.turn.is_closed());
-        if batch.is_empty() {
+    async fn run_shared(self, shaped: Arc<Shaped>, mut sharers: Vec<Waiter>) {
+        sharers.retain(|w| !w.turn.is_closed());
+        if sharers.is_empty() {
             return hand_off(&self, &shaped);
         }
-        let replies = self.call_shared(&shaped, &batch).await;
+        let replies = self.call_shared(&shaped, &sharers).await;
         hand_off(&self, &shaped);
         match replies {
             Ok(replies) => {
-                for (w, reply) in batch.into_iter().zip(replies) {
+                for (w, reply) in sharers.into_iter().zip(replies) {
                     let _ = w.turn.send(Turn::Answer(Ok(reply)));
                 }
             }
             Err(e) => {
-                for w in batch {
+                for w in sharers {
                     let _ = w.turn.send(Turn::Answer(Err(e.clone())));
                 }
             }
         }
     }
 
-    /// One call for `batch`: the one-limit or rule script for a decision alone, else the shared
+    /// One call for `sharers`: the one-limit or rule script for a decision alone, else the shared
     /// script, whose reply holds one value per decision.
     async fn call_shared(
         &self,
         shaped: &Shaped,
-        batch: &[Waiter],
+        sharers: &[Waiter],
     ) -> Result<Vec<Value>, StoreError> {
         let (now, every_cost) = (self.client_now(), shaped.shared.every_cost);
-        if batch.len() == 1 {
-            let cmd = command(shaped.script.get_hash(), batch, now, every_cost);
+        if sharers.len() == 1 {
+            let cmd = command(shaped.script.get_hash(), sharers, now, every_cost);
             return Ok(vec![self.eval_shaped(&shaped.script, &cmd).await?]);
         }
         let script = &shaped.shared.script;
-        let cmd = command(script.get_hash(), batch, now, every_cost);
+        let cmd = command(script.get_hash(), sharers, now, every_cost);
         match self.eval_shaped(script, &cmd).await? {
-            Value::Array(replies) if replies.len() == batch.len() => Ok(replies),
+            Value::Array(replies) if replies.len() == sharers.len() => Ok(replies),
             reply => Err(StoreError::permanent(
                 "redis",
                 format!(
                     "a shared call's reply for {} decisions: {reply:?}",
-                    batch.len()
+                    sharers.len()
                 ),
             )),
         }
     }
 }
 
-/// The `EVALSHA` of the script `hash` for `batch` ([`codec::shaped_command`]): each decision's
+/// The `EVALSHA` of the script `hash` for `sharers` ([`codec::shaped_command`]): each decision's
 /// KEYS, then its costs, in turn.
-fn command(hash: &str, batch: &[Waiter], now: Option<Micros>, every_cost: bool) -> redis::Cmd {
-    let keys = batch.iter().flat_map(|w| &w.keys);
-    let costs = batch.iter().flat_map(|w| w.costs.iter().copied());
+fn command(hash: &str, sharers: &[Waiter], now: Option<Micros>, every_cost: bool) -> redis::Cmd {
+    let keys = sharers.iter().flat_map(|w| &w.keys);
+    let costs = sharers.iter().flat_map(|w| w.costs.iter().copied());
     codec::shaped_command(hash, keys, costs, every_cost, now)
 }
 
