@@ -155,17 +155,17 @@ impl Limiter {
             }
             let mode = if denied { Mode::Peek } else { mode };
             let (calls, at) = repeated::unique(group);
-            let mark = denials
+            let start = denials
                 .filter(|_| mode == Mode::Apply)
-                .map(DenialCache::mark);
+                .map(DenialCache::call_start);
             match self.call_store_fitting(&calls, mode).await {
                 Ok(reply) => {
                     denied |= denies(&calls, &reply);
                     let split = split(&reply, group, &at);
                     // As in a check: outcomes the store did not give are not cached.
                     let all_fit = calls.iter().all(fits);
-                    if let (Some(cache), Some(mark), true) = (denials, mark, all_fit) {
-                        check_all_cache::remember(cache, mark, group, &split);
+                    if let (Some(cache), Some(start), true) = (denials, start, all_fit) {
+                        check_all_cache::remember(cache, start, group, &split);
                     }
                     replies.extend(split);
                 }

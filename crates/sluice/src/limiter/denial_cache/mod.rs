@@ -97,7 +97,7 @@ const SHARDS: usize = 16;
 
 /// Where a cached denial's validity is counted from: taken before the store call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Mark {
+pub(crate) struct CallStart {
     generation: u64,
     started_us: Micros,
 }
@@ -193,8 +193,8 @@ impl DenialCache {
     }
 
     /// Taken just before a store call whose denials may be cached.
-    pub(crate) fn mark(&self) -> Mark {
-        Mark {
+    pub(crate) fn call_start(&self) -> CallStart {
+        CallStart {
             generation: self.generation.load(Ordering::SeqCst),
             started_us: self.clock.now_us(),
         }
@@ -247,10 +247,10 @@ impl DenialCache {
     }
 
     /// Records the store's denial of `step` for `key` (decided at the store's `store_now_us`),
-    /// unless an invalidation was applied since `mark` was taken.
+    /// unless an invalidation was applied since `start` was taken.
     pub(crate) fn insert(
         &self,
-        mark: Mark,
+        start: CallStart,
         key: &LimitKey,
         step: &LimitStep,
         outcome: &LimitOutcome,
@@ -279,8 +279,8 @@ impl DenialCache {
             key: key.clone(),
             hash,
             cost: step.cost,
-            started_us: mark.started_us,
-            lag_us: now.saturating_sub(mark.started_us),
+            started_us: start.started_us,
+            lag_us: now.saturating_sub(start.started_us),
             denied_for_us,
             blocked_for_us,
             retry_after_us: outcome.retry_after_us.unwrap_or(blocked_for_us),
@@ -291,7 +291,7 @@ impl DenialCache {
             warning: outcome.warning,
         };
         let mut shard = self.shard(hash).lock();
-        if self.generation.load(Ordering::SeqCst) != mark.generation {
+        if self.generation.load(Ordering::SeqCst) != start.generation {
             return;
         }
         match shard.table.find_mut(hash, |e| e.key == *key) {
