@@ -196,7 +196,7 @@ impl Path {
         ask(self.limiter.clone(), self.check_all, rule.name, user, check)
     }
 
-    /// Whether every request of a burst reaches Redis as a script call of its own shape (no
+    /// Whether every request of a burst reaches Redis as a script call of its own spec (no
     /// cache answers one, no `check_all` merges them): the path whose script calls are counted.
     fn counts_script_calls(&self) -> bool {
         self.redis && !self.cached && !self.check_all
