@@ -49,8 +49,10 @@ pub enum ErrorCode {
     UnknownLimit,
     /// 400: an identity that is not one as `GET /v1/blocks` lists them.
     BadIdentity,
-    /// 400: a batch with no part or more parts than accepted.
-    BadBatch,
+    /// 400: a check-all request with no part or more parts than accepted. Its code keeps the
+    /// name it was published under.
+    #[serde(rename = "bad_batch")]
+    BadCheckAll,
     /// 400: a run-time limit that cannot be set, read or removed as asked: an unknown or
     /// non-settable limit, or numbers a rule file would refuse (`rule`).
     InvalidRuntimeLimit,
@@ -89,7 +91,7 @@ impl ErrorCode {
         ErrorCode::InvalidRule,
         ErrorCode::UnknownLimit,
         ErrorCode::BadIdentity,
-        ErrorCode::BadBatch,
+        ErrorCode::BadCheckAll,
         ErrorCode::InvalidRuntimeLimit,
         ErrorCode::RuntimeLimitsFull,
         ErrorCode::Unauthorized,
@@ -117,7 +119,7 @@ impl ErrorCode {
             ErrorCode::InvalidRule => "invalid_rule",
             ErrorCode::UnknownLimit => "unknown_limit",
             ErrorCode::BadIdentity => "bad_identity",
-            ErrorCode::BadBatch => "bad_batch",
+            ErrorCode::BadCheckAll => "bad_batch",
             ErrorCode::InvalidRuntimeLimit => "invalid_runtime_limit",
             ErrorCode::RuntimeLimitsFull => "runtime_limits_full",
             ErrorCode::Unauthorized => "unauthorized",
@@ -292,7 +294,7 @@ impl From<sluice::Error> for ApiError {
             },
             sluice::Error::InvalidCost { .. } => ApiError::new(ErrorCode::BadCost, message),
             sluice::Error::ConflictingParts { rule, .. } => {
-                ApiError::new(ErrorCode::BadBatch, message).with_rule(rule)
+                ApiError::new(ErrorCode::BadCheckAll, message).with_rule(rule)
             }
             sluice::Error::InvalidLease { .. } => ApiError::new(ErrorCode::InvalidLease, message),
             sluice::Error::InvalidReservation { .. } => {

@@ -4,7 +4,7 @@
 //!
 //! Each call is its HTTP endpoint's twin: the same limiter calls, the same bounds (a message is at
 //! most [`MAX_GRPC_MESSAGE_BYTES`](crate::gateway::MAX_GRPC_MESSAGE_BYTES), as an HTTP body; a
-//! batch at most [`MAX_CHECKS`] parts), the same answers, and the same errors: an
+//! check-all at most [`MAX_CHECKS`] parts), the same answers, and the same errors: an
 //! [`ApiError`] sent as its gRPC status (see [`crate::api_error`]). A denial is an answer
 //! (`allowed: false`), never an error.
 
@@ -14,7 +14,7 @@ use sluice::Check;
 use tonic::{Request, Response, Status};
 
 use crate::api_error::ApiError;
-use crate::http::batch::{MAX_CHECKS, Part, at, check_len, decide_all, no_reservations};
+use crate::http::check_all::{MAX_CHECKS, Part, at, check_len, decide_all, no_reservations};
 use crate::state::AppState;
 
 /// The messages and service generated from the `.proto`.

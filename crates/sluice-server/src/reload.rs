@@ -3,10 +3,10 @@
 //! The file's *directory* is watched (debounced), so replacing the file by rename, as editors and
 //! Kubernetes ConfigMaps do, is seen as well as an in-place write. Any change in the directory
 //! re-reads the file; only a different text (by SHA-1) is applied, so unrelated files cost one
-//! read. A changed file is applied only once it has read the same for `reload.settle` (250ms by
+//! read. A changed file is applied only once it has read the same for `reload.quiet` (250ms by
 //! default): a file caught half-written — empty, cut before half its rules, `burst: 200` cut to
 //! `burst: 20` — may still be valid, and must not be put in force; each wait for a file that was
-//! still changing is logged and counted (`result="unsettled"`). SIGHUP reloads at once, even
+//! still changing is logged and counted (`result="unsettled"`, the label's published value). SIGHUP reloads at once, even
 //! when the text is unchanged. A file that does not validate is logged with its reason, counted
 //! as `sluice_config_reloads_total{result="error"}`, and the rules in force stay. A file without
 //! rules replacing rules in force is refused (`result="no_rules"`) unless it sets
@@ -49,15 +49,15 @@ pub fn reload(state: &AppState, force: bool) -> Reloaded {
     apply(state, path, Config::load(path), force)
 }
 
-/// Reloads the rule file once it has read the same for `settle` (see the module docs).
+/// Reloads the rule file once it has read the same for `quiet` (see the module docs).
 ///
 /// `refused` remembers the last file refused (its version, or its error), so that events that
 /// leave it as it is (a log file written in the same directory, say) neither log nor count it
 /// again: each pass is quiet unless the file differs both from the rules in force and from the
 /// last refusal, which keeps a log in the watched directory from feeding the watcher forever.
-pub async fn reload_settled(
+pub async fn reload_when_quiet(
     state: Arc<AppState>,
-    settle: Duration,
+    quiet: Duration,
     refused: &mut Option<String>,
 ) -> Reloaded {
     let Some(path) = state.config_path.clone() else {
@@ -86,17 +86,17 @@ pub async fn reload_settled(
     if refused.as_deref() == Some(fingerprint(&seen).as_str()) {
         return Reloaded::Unchanged;
     }
-    tracing::info!(file = %path.display(), ?settle, "config file changed; applying it once it has settled");
-    // Bounded: a file rewritten faster than it can settle is taken as it is after a while.
+    tracing::info!(file = %path.display(), ?quiet, "config file changed; applying it once it has read the same for a while");
+    // Bounded: a file rewritten faster than it can stay quiet is taken as it is after a while.
     for _ in 0..40 {
-        tokio::time::sleep(settle).await;
+        tokio::time::sleep(quiet).await;
         let Some(now) = read(path.clone()).await else {
             return Reloaded::Unchanged;
         };
         if same(&seen, &now) {
             return remember(refused, fingerprint(&now), apply(&state, &path, now, false));
         }
-        tracing::info!(file = %path.display(), "config file still changing; waiting for it to settle");
+        tracing::info!(file = %path.display(), "config file still changing; waiting for it to stay the same");
         metrics::reload("unsettled");
         seen = now;
     }
@@ -314,8 +314,8 @@ async fn reload_loop(state: Arc<AppState>, changed: Arc<Notify>) {
             // File reads block; keep them off the request threads.
             let _ = tokio::task::spawn_blocking(move || reload(&state, true)).await;
         } else {
-            let settle = state.live.load().config.reload.settle;
-            reload_settled(state.clone(), settle, &mut refused).await;
+            let quiet = state.live.load().config.reload.quiet;
+            reload_when_quiet(state.clone(), quiet, &mut refused).await;
         }
     }
 }

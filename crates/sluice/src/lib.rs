@@ -23,43 +23,65 @@
 //! ```
 //!
 //! # Layout
-//! Dependencies point one way, from top to bottom:
-//! - `middleware` (feature `tower`): tower/axum integration and identity extractors;
+//! Dependencies point down, from the top of this list to the bottom, but for the exceptions
+//! named after it:
+//! - `middleware` (feature `tower`): tower/axum integration and the extractors of attributes;
 //! - `limited`: the [`Limited`] error and the global limiter behind `#[sluice::limited]`
 //!   (the attribute itself is feature `macros`);
-//! - [`limiter`]: rules → keys → store, fail policy and breaker;
+//! - [`conformance`] (feature `conformance`): the behaviours every store must show, run against a
+//!   store by `conformance_suite!`;
+//! - [`limiter`]: rules → keys → store, fail policy, breaker, the denial cache and hot keys;
 //! - [`store`]: the [`Store`] trait, [`MemoryStore`], and `store::redis` (feature `redis`);
 //! - [`algorithm`]: the pure algorithms (time in, decision out) and the multi-limit step;
 //! - [`model`]: rules, limits, rates, decisions, the algorithm registry; [`clock`]: injectable
-//!   time; `metric_catalog`: every metric the library records, declared once (its name for the
-//!   code that records it, its help and unit for the recorder).
+//!   time (on [`Micros`], from `model`); `metric_catalog`: every metric the library records,
+//!   declared once (its name for the code that records it, its help and unit for the recorder).
+//!
+//! The exceptions: a [`model::Condition`] matches the [`Attributes`] of `limiter`, and a
+//! [`RuntimeLimit`] converts to and from `algorithm`'s [`algorithm::RuntimeNumbers`]; and the
+//! Redis store's `command_for` spells out the command a [`Limiter`] would send.
 //!
 //! # Adding an algorithm
-//! 1. Add the variant to [`Algorithm`] and its entry to the registry (`model::REGISTRY`), in the same
+//! 1. In `model/algorithm.rs`, add the variant to [`Algorithm`] (its doc comment is the rule-file
+//!    reference's description) and its entry to the registry (`model::REGISTRY`), in the same
 //!    position: its name, its code (the next number), its Lua source (`<name>.lua`) and which
-//!    options it takes (`count_denied`, `burst`, leases, settling). Every list of algorithms,
+//!    options it takes (`count_denied`, `burst`, `leases`, `settles`). Every list of algorithms,
 //!    every code the Redis store sends or writes into its Lua, and the options' checks derive
 //!    from the entry.
 //! 2. Write the pure algorithm in `algorithm/<name>.rs` (`decide(state, now, params, cost, mode)
-//!    -> Outcome`, with its state type). The compiler then points at each match that names every
-//!    algorithm: `AlgoState` and `AlgoState::decide` (`algorithm/mod.rs`), the denial cache's
-//!    float margin (`limiter/denial_cache`), how a one-limit Redis script learns the time
-//!    (`store/redis/one_script.rs`) and where the Redis store finds the Lua source
-//!    (`store/redis/source.rs`).
-//! 3. Write its Lua source, `store/redis/lua/<name>.lua`: a `--@@general` section restating the
-//!    Rust as `<name>_look` and `<name>_record` (the general decision lists them by code), and,
-//!    for a fast path, a `--@@one` section (its one-limit script, after `lua/one_head.lua`) with
-//!    a `--@@many` section (its part of a rule script: the look, `--@record`, the record). Where
-//!    it needs a shared constant or another algorithm's code, write `${NAME}` (see
-//!    `store/redis/source.rs`). Add its branch to `lua/give_back.lua` (unless it holds leases)
-//!    and, if it settles, to `lua/settle.lua`, matching `${CODE_<NAME>}`; give its state format a
-//!    row in `store/redis/keys.rs`.
-//! 4. Add its behaviour to the conformance suite ([`conformance`]).
+//!    -> Outcome`, with its state type) and declare it in `algorithm/mod.rs`. The compiler then
+//!    points at each match that names every algorithm: `AlgoState` and `AlgoState::decide`
+//!    (`algorithm/mod.rs`), how a settlement charges it (`algorithm/settle.rs`: `None` unless the
+//!    registry says it settles), why it cannot take hot-key batches (`model/batch.rs`,
+//!    `refusal`), the denial cache's float margin (`limiter/denial_cache/mod.rs`), how a
+//!    one-limit Redis script learns the time (`store/redis/one_script.rs`) and where the Redis
+//!    store finds the Lua source (`store/redis/source.rs`).
+//! 3. Write its Lua source, `store/redis/lua/<name>.lua`, in the sections
+//!    `store/redis/source.rs` describes: `--@@general`, restating the Rust as `<name>_look` and
+//!    `<name>_record` (the general decision finds them by code); for a fast path, `--@@one` (its
+//!    one-limit script, after `lua/one_head.lua`) with `--@@many` (its part of a rule script: the
+//!    look, the line `--@record`, the record); `--@@give_back`, defining `<name>_give_back`
+//!    (every algorithm but one that holds leases: it returns units a hot-key batch did not spend
+//!    or a cross-slot request consumed, through `lua/give_back.lua`); and, if it settles,
+//!    `--@@settle`, defining `<name>_settle` (through `lua/settle.lua`). Where it needs a constant
+//!    Rust also reads or another algorithm's code, it names it as Rust does (`MARKER`,
+//!    `CODE_<NAME>`): each script opens with the constants it names (`store/redis/constants.rs`),
+//!    and never spells a bare code. Give its state format a row in the State formats table of
+//!    `store/redis/keys.rs`.
+//! 4. Add its behaviour to the conformance suite ([`conformance`]): at least one behaviour in
+//!    `conformance/algorithms.rs` (or `blocks.rs`, `leases.rs`, `requests.rs`,
+//!    `reservations.rs`) that names `Algorithm::<Variant>`; and a reference model in
+//!    `tests/it/algorithms_model.rs`.
+//! 5. Rewrite the generated files the new algorithm reaches: `crates/sluice/public-api.txt`
+//!    (`scripts/public-api --bless`), the rule-file schema and reference
+//!    (`SLUICE_BLESS=1 cargo test -p sluice-ratelimit-cli --test it schema`) and the OpenAPI
+//!    document (`SLUICE_BLESS_OPENAPI=1 cargo test -p sluice-ratelimit-server --lib openapi`).
 //!
-//! The Redis store's unit test `every_algorithm_is_in_every_place_the_registry_names` fails,
-//! naming each place the new algorithm is missing from (its sections, the give-back and settle
-//! scripts, the state formats, the conformance suite); `model/registry_tests.rs` checks the
-//! names and codes. The conformance suite (run by `tests/it/conformance.rs`) and the differential
+//! The Redis store's unit test `every_algorithm_is_in_every_place_the_registry_names`
+//! (`store/redis/source/tests.rs`) fails, naming each place the new algorithm is missing from
+//! (its sections, the give-back and settle sections, the state formats table, the conformance
+//! suite); `model/registry_tests.rs` checks the names, the codes and the look and record
+//! functions. The conformance suite (run by `tests/it/conformance.rs`) and the differential
 //! test (`tests/it/redis_differential.rs`) then run the new algorithm on every store.
 //!
 //! # Adding a store

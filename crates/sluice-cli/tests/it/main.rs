@@ -5,7 +5,7 @@
 
 mod admin;
 mod api;
-mod batch;
+mod check_all;
 mod commands;
 mod common;
 mod completions;

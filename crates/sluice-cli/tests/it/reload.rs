@@ -150,12 +150,12 @@ async fn sighup_reloads_and_sigterm_stops_gracefully() {
 }
 
 /// A file caught half-written can still be valid (here a burst cut from 200 to 20). It is read
-/// again after `reload.settle`; as it changed meanwhile, the wait starts over, and only the
+/// again after `reload.quiet`; as it changed meanwhile, the wait starts over, and only the
 /// finished file is ever put in force.
 #[tokio::test]
 async fn a_file_caught_half_written_is_never_applied() {
     let config = format!(
-        "reload:\n  settle: 1s\n{CONFIG}  burst:\n    limits:\n      - {{ by: [ip], rate: 100/1m, algorithm: token_bucket, burst: 200 }}\n"
+        "reload:\n  quiet: 1s\n{CONFIG}  burst:\n    limits:\n      - {{ by: [ip], rate: 100/1m, algorithm: token_bucket, burst: 200 }}\n"
     );
     let server = Server::start(&config);
     let ok = "sluice_config_reloads_total{result=\"ok\"}";
@@ -166,11 +166,11 @@ async fn a_file_caught_half_written_is_never_applied() {
         server
             .log()
             .iter()
-            .any(|l| l.contains("applying it once it has settled"))
+            .any(|l| l.contains("applying it once it has read the same"))
             .then_some(())
     })
     .await;
-    // The writer finishes within the settle time.
+    // The writer finishes within the quiet time.
     let finished = config.replace("burst: 200", "burst: 250");
     std::fs::write(&server.config, &finished).unwrap();
     wait_for_version(&server, &version_of(&finished)).await;
@@ -230,7 +230,7 @@ async fn a_log_file_beside_the_config_does_not_feed_the_watcher() {
             .filter(|l| l.contains("config file changed"))
             .count()
     };
-    // A window of several watch passes (debounce + settle) in which nothing may be logged.
+    // A window of several watch passes (debounce + quiet) in which nothing may be logged.
     let stays_quiet = |server: &Server, count: usize| {
         let deadline = std::time::Instant::now() + Duration::from_millis(1500);
         while std::time::Instant::now() < deadline {

@@ -236,15 +236,18 @@ pub enum IdentityLabels {
 }
 
 /// The `reload` section: how a changed file is taken up while serving. Read from the file in
-/// force (`settle`) and from the file being loaded (`allow_no_rules`).
+/// force (`quiet`) and from the file being loaded (`allow_no_rules`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ReloadConfig {
     /// How long a changed file must stay the same before it is applied, so a file caught
-    /// half-written (truncated, yet still valid) is never put in force; default 250ms.
-    #[serde(default = "default_settle", with = "serde_text")]
+    /// half-written (truncated, yet still valid) is never put in force; default 250ms, at most
+    /// 10s. Deprecated spelling, still read: `settle`.
+    // `settle` was this key's first spelling; "settle" now names only a reservation's settling.
+    #[serde(default = "default_quiet", alias = "settle", with = "serde_text")]
     #[schemars(with = "DurationText")]
-    pub settle: Duration,
+    #[schemars(example = "1s")]
+    pub quiet: Duration,
     /// A file with no rules replaces rules in force only when it says so with this.
     #[serde(default)]
     pub allow_no_rules: bool,
@@ -253,13 +256,13 @@ pub struct ReloadConfig {
 impl Default for ReloadConfig {
     fn default() -> Self {
         ReloadConfig {
-            settle: default_settle(),
+            quiet: default_quiet(),
             allow_no_rules: false,
         }
     }
 }
 
-fn default_settle() -> Duration {
+fn default_quiet() -> Duration {
     Duration::from_millis(250)
 }
 

@@ -202,9 +202,9 @@ impl Config {
                 .at_line(key_line(text, "runtime_limits")),
             );
         }
-        if file.reload.settle > std::time::Duration::from_secs(10) {
+        if file.reload.quiet > std::time::Duration::from_secs(10) {
             errors.push(
-                ConfigError::new("reload.settle", "at most 10s").at_line(key_line(text, "reload")),
+                ConfigError::new("reload.quiet", "at most 10s").at_line(key_line(text, "reload")),
             );
         }
         // Mappings to rules that did not parse would read as mappings to no rule at all.

@@ -79,6 +79,17 @@ fn the_design_example_parses() {
 }
 
 #[test]
+fn a_reload_waits_for_a_quiet_file_and_reads_the_former_settle_key() {
+    let quiet = Config::parse("reload:\n  quiet: 2s\nrules: {}\n", Format::Yaml).unwrap();
+    assert_eq!(quiet.reload.quiet, Duration::from_secs(2));
+    // `settle`, the key's former spelling, still reads, with the same bound.
+    let settle = Config::parse("reload:\n  settle: 2s\nrules: {}\n", Format::Yaml).unwrap();
+    assert_eq!(settle.reload, quiet.reload);
+    let too_long = yaml_error("reload:\n  settle: 11s\nrules: {}\n");
+    assert!(too_long.to_string().contains("reload.quiet"), "{too_long}");
+}
+
+#[test]
 fn defaults_when_only_rules_are_given() {
     let c = Config::parse("rules: {}\n", Format::Yaml).unwrap();
     assert_eq!(c.store, StoreConfig::default());

@@ -1,6 +1,6 @@
 //! The JSON bodies of the HTTP API's answers that are not written by serde from a type of their
 //! own, described for the OpenAPI document ([`super::openapi`]): a decision in the full view (written
-//! by [`crate::decision_json`]), a batch's answer, and the small answers of the lease and admin
+//! by [`crate::decision_json`]), a check-all's answer, and the small answers of the lease and admin
 //! endpoints, which their handlers build from these types.
 //!
 //! Invariant: each type here is the body its endpoint sends. A decision is described by the
@@ -39,7 +39,7 @@ pub enum DecisionView {
 /// The answer of `/v1/check-all`.
 #[derive(Debug, Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
-pub struct BatchBody {
+pub struct CheckAllBody {
     /// Whether every part was allowed.
     pub allowed: bool,
     /// One decision per part, in the request's order.

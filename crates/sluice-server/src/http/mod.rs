@@ -7,7 +7,7 @@
 //! # Layout
 //! - `routes`: check, peek, rules, health, metrics;
 //! - `decision_body`: a decision as an answer: the body in the view asked, the headers;
-//! - [`batch`]: `/v1/check-all`, several rules or identities decided all or nothing;
+//! - [`check_all`]: `/v1/check-all`, several rules or identities decided all or nothing;
 //! - `admin`: bearer-token guard, reset and blocks;
 //! - `leases`: releasing and renewing leases, settling reservations;
 //! - `runtime_limits`: setting, listing and removing identities' run-time limits (`/v1/limits`);
@@ -24,9 +24,9 @@
 //! - `request`: the bodies that name a rule and an identity, read in place.
 
 mod admin;
-pub mod batch;
 pub(crate) mod bodies;
 pub(crate) mod caller_deadline;
+pub mod check_all;
 mod connections;
 mod core_yield;
 mod dashboard;

@@ -15,7 +15,7 @@ use axum::routing::get;
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
-use super::{admin, batch, dashboard, leases, routes, runtime_limits};
+use super::{admin, check_all, dashboard, leases, routes, runtime_limits};
 use crate::api_error::{ApiError, ErrorBody, ErrorCode};
 use crate::gateway::forward_auth;
 
@@ -32,7 +32,7 @@ use crate::gateway::forward_auth;
     paths(
         routes::check,
         routes::peek,
-        batch::check_all,
+        check_all::check_all,
         leases::release,
         leases::renew,
         leases::settle,

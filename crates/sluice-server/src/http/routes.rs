@@ -41,7 +41,7 @@ pub(super) fn router(state: Arc<AppState>) -> Router {
     Router::new()
         .route("/v1/check", post(check))
         .route("/v1/peek", post(peek))
-        .route("/v1/check-all", post(super::batch::check_all))
+        .route("/v1/check-all", post(super::check_all::check_all))
         .route("/v1/rules", get(rules))
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))

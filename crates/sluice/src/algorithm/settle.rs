@@ -64,7 +64,12 @@ pub fn settle(
             };
             Some(gcra(tat, now, p, s))
         }
-        _ => None,
+        // Named one by one, so that a new algorithm is placed here or among these.
+        Algorithm::SlidingLog
+        | Algorithm::SlidingWindow
+        | Algorithm::FixedWindow
+        | Algorithm::LeakyBucket
+        | Algorithm::Concurrency => None,
     }
 }
 

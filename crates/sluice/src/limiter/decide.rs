@@ -121,7 +121,7 @@ impl Limiter {
                 held::Answer::Failed(error) => failed = Some(error),
             }
         }
-        let mark = denials.map(DenialCache::mark);
+        let start = denials.map(DenialCache::call_start);
         let policy = rule.definition.fail.unwrap_or(self.inner.options.fail);
         // Outcomes answered for shadow limits that cannot hold the cost did not come from the
         // store: such a reply is not cached.
@@ -132,8 +132,8 @@ impl Limiter {
         };
         let (reply, degraded) = match stored {
             Ok(reply) => {
-                if let (Some(denials), Some(mark), true) = (denials, mark, all_fit) {
-                    denials.record(mark, &calls, &rule.cacheable, &reply);
+                if let (Some(denials), Some(start), true) = (denials, start, all_fit) {
+                    denials.record(start, &calls, &rule.cacheable, &reply);
                 }
                 (Some(reply), None)
             }

@@ -24,10 +24,10 @@
 //!   place;
 //! - `meters`: the per-decision metrics, kept as registered handles (every metric the library
 //!   records is declared once in the crate's `metric_catalog`, [`describe_metrics`]);
-//! - `batch`: [`Limiter::check_all`], several rules ([`RuleCheck`]s) decided as one request;
+//! - `check_all`: [`Limiter::check_all`], several rules ([`RuleCheck`]s) decided as one request;
 //!   `resolved`: one of its parts, resolved into store calls or answered without the store;
 //!   `repeated`: its parts that count on the same counter, added up into one call;
-//!   `batch_cache`: the denial cache on its path;
+//!   `check_all_cache`: the denial cache on its path;
 //! - `admin`: reset, block, unblock, the blocks in force ([`BlockList`], [`BlockInfo`]);
 //! - `inspect`: [`Limiter::keys`], what a check would touch, without making it;
 //! - `lease`: [`Limiter::release`] and [`Limiter::renew`] (concurrency limits); `lease_id`: the
@@ -51,11 +51,11 @@
 mod admin;
 mod answer;
 mod at_once;
-mod batch;
-mod batch_cache;
 mod breaker;
 mod builder;
 mod cached_denial;
+mod check_all;
+mod check_all_cache;
 mod choice;
 mod compile;
 mod compiled_choice;
@@ -92,9 +92,9 @@ use crate::store::invalidation::{Invalidation, InvalidationChannel};
 use crate::store::memory::MemoryStore;
 use crate::store::{DynStore, LimitCall, LimitKey};
 pub use admin::{BlockInfo, BlockList};
-pub use batch::RuleCheck;
 use breaker::Breaker;
 pub use builder::{IntoDynStore, LimiterBuilder};
+pub use check_all::RuleCheck;
 #[cfg(feature = "tower")]
 pub(crate) use choice::denial_message as denied_by_override;
 pub use compile::{CompiledRule, RuleBook};

@@ -1,6 +1,6 @@
 //! One part of a [`Limiter::check_all`](super::Limiter::check_all) request, resolved: its rule
-//! and store calls, or the answer given without the store. `batch` makes it; `repeated` and
-//! `batch_cache` read it, below `batch`.
+//! and store calls, or the answer given without the store. `check_all` makes it; `repeated` and
+//! `check_all_cache` read it, below `check_all`.
 //!
 //! Invariant: a part with an `answer` asks the store nothing (its `calls` are empty).
 

@@ -5,7 +5,7 @@
 //!
 //! # Layout
 //! - `rule`: [`Rule`], [`By`] (the attributes a limit counts per) and rule names;
-//! - `limit`: [`Limit`], one limit of a rule, in code and as rule files write it;
+//! - `limit`: [`Limit`], one limit of a rule; `limit_fields`: a limit as rule files write it;
 //!   `limit_choices`: its `when`, `overrides` and address `group`s, built and checked;
 //!   `runtime_limit`: [`RuntimeLimit`], an identity's own numbers for a settable limit;
 //! - `condition`: [`Condition`] and [`Matcher`], the `when` of rules, limits and overrides;
@@ -16,8 +16,9 @@
 //!   (`registry_tests` checks the Lua files against it);
 //! - `batch`: [`Batches`], a limit's opt-in to hot-key batches;
 //! - `penalty`: [`Penalty`]; `fail_policy`: [`FailPolicy`];
-//! - `decision`: [`Decision`] and [`LimitDecision`], the answer to a check; `decision_json`: its
-//!   JSON as the service writes it; `headers`: the HTTP rate-limit headers it sets;
+//! - `decision`: [`Decision`] and [`LimitDecision`], the answer to a check (the service writes
+//!   its JSON itself); `headers`: the HTTP rate-limit headers it sets; `verdict`: [`Verdict`],
+//!   the compact answer for callers in the same process;
 //! - `micros`: [`Micros`], the one time type below the configuration;
 //! - `schema` (feature `schema`): the JSON Schemas of the types rule files write as text;
 //! - `name`: [`Name`], interned names a decision carries without allocating.

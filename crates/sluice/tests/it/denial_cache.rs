@@ -231,7 +231,7 @@ async fn check_all_answers_a_cached_denial_without_the_store() {
         assert!(!cached[0].allowed && cached[1].allowed);
         assert_eq!(cached[0].retry_after_ms, denied[0].retry_after_ms);
     }
-    // The batch's denial answers a check of that rule too.
+    // The check-all's denial answers a check of that rule too.
     assert_eq!(
         a.check("login", &IP).await.unwrap().reason.as_deref(),
         Some(CACHED)

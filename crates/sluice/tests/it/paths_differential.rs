@@ -6,14 +6,14 @@
 //! - `memory`: the memory store in this process. A rule of one limit is answered by `at_once`,
 //!   a rule of several (and a cost some limit cannot hold) by the general path. Every other path
 //!   is compared with it;
-//! - `memory, check_all`: the same rules asked as one-part requests of `check_all` (`batch`);
+//! - `memory, check_all`: the same rules asked as one-part requests of `check_all` (`check_all`);
 //! - `redis`: the Redis store without the denial cache: a rule of one limit is decided by its
 //!   one-limit script, a rule of several by its rule script, a peek or a denial that blocks by
 //!   the general decision;
 //! - `redis, denial cache`: the same with the cache, which answers denials it already knows
 //!   (`cached_denial` for a rule of one limit, the general path's cache for a rule of several);
 //! - `redis, check_all, denial cache`: one-part `check_all` requests with the cache
-//!   (`batch_cache`).
+//!   (`check_all_cache`).
 //!
 //! Each case draws four rules — a plain limit, a random one (block, penalty, burst,
 //! `count_denied`, shadow), several plain limits and several random ones — over the five exact
@@ -28,7 +28,7 @@
 //! - every path admits the same requests, none of them degraded;
 //! - a decision the store made is the same decision, field by field, on every path: the stores
 //!   reply alike on a client clock (`redis_differential`), and `at_once`, `cached_denial` and
-//!   `batch` build the general path's decision from a reply. Except a one-part `check_all`
+//!   `check_all` build the general path's decision from a reply. Except a one-part `check_all`
 //!   whose cost an enforcing limit cannot hold: the general path refuses it before the store,
 //!   `check_all` asks the store to look, so only its denial is compared;
 //! - a decision the denial cache answered is a denial, and nothing more: its other limits are
@@ -196,7 +196,7 @@ impl Path {
         ask(self.limiter.clone(), self.check_all, rule.name, user, check)
     }
 
-    /// Whether every request of a burst reaches Redis as a script call of its own shape (no
+    /// Whether every request of a burst reaches Redis as a script call of its own spec (no
     /// cache answers one, no `check_all` merges them): the path whose script calls are counted.
     fn counts_script_calls(&self) -> bool {
         self.redis && !self.cached && !self.check_all

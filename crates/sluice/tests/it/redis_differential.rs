@@ -108,7 +108,7 @@ fn random_step(rng: &mut Rng, scale: &Scale) -> LimitStep {
 }
 
 /// The limits of case number `case`: in odd cases a rule of 2 to 4 limits without
-/// `count_denied` or a lease (some with a block or a penalty), the shape a rule script decides;
+/// `count_denied` or a lease (some with a block or a penalty), the spec a rule script decides;
 /// in every fourth case one fixed window with a penalty, whose admissions on Redis `TIME` carry
 /// the violations from a marked window (`lua/one_fixed_window.lua`), and in every fourth a rule
 /// of fixed windows without one, counted in their marked windows (`lua/many_marked.lua`);

@@ -106,7 +106,7 @@ async fn decisions_past_the_bound_are_answered_at_once_by_the_fail_policy() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_batch_weighs_its_limits_in_the_bound() {
+async fn a_check_all_weighs_its_limits_in_the_bound() {
     let server = RedisServer::start();
     let proxy = FaultProxy::start(server.port());
     let limiter = limiter(&proxy.redis_url()).await;
@@ -120,7 +120,7 @@ async fn a_batch_weighs_its_limits_in_the_bound() {
 
     proxy.set(Fault::Stall);
     let ips: Vec<[(&str, String); 1]> = (0..WAITING).map(|i| [("ip", format!("b{i}"))]).collect();
-    let batch = {
+    let check_all = {
         let limiter = limiter.clone();
         tokio::spawn(async move {
             let attrs: Vec<Vec<(&str, &str)>> =
@@ -149,10 +149,10 @@ async fn a_batch_weighs_its_limits_in_the_bound() {
     );
 
     proxy.set(Fault::None);
-    let decided = batch.await.unwrap().unwrap();
+    let decided = check_all.await.unwrap().unwrap();
     assert!(
         decided.iter().all(|d| d.allowed && !d.degraded),
-        "Redis decided the batch"
+        "Redis decided the check-all"
     );
     assert_eq!(limiter.store_in_flight().0, 0, "every permit returned");
 }

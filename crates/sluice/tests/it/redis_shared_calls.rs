@@ -1,9 +1,9 @@
 //! Shared calls: decisions of one limit (or of one rule's limits) that wait while a call of that
-//! shape is in flight go to Redis together, in one script call, each decided as a call of its
+//! spec is in flight go to Redis together, in one script call, each decided as a call of its
 //! own would decide it.
 //!
 //! Each test holds Redis with `CLIENT PAUSE … WRITE`, so the calls of the first two decisions
-//! (two calls of a shape are in flight at most) wait in Redis while the others queue behind them
+//! (two calls of a spec are in flight at most) wait in Redis while the others queue behind them
 //! (a current-thread runtime runs every spawned task up to its wait before the test goes on),
 //! then lets it go: the first two calls answer the first two decisions, the next one the first
 //! 64 of the queue, the next the rest.

@@ -35,7 +35,7 @@
 //!    them `memory` after the last one, ban or not.
 //!    Peeks and degraded decisions (store down) neither read nor fill the cache. A request of
 //!    several parts (`check_all`) is answered only when no other part's limit would leave a
-//!    trace of the denial either (see `limiter::batch_cache`).
+//!    trace of the denial either (see `limiter::check_all_cache`).
 //! 5. **Staleness is bounded.** Administrative changes (reset, block, unblock, rule reload) clear
 //!    the affected entries of the local cache at once and are published on an
 //!    [`InvalidationChannel`](crate::store::invalidation::InvalidationChannel) that every node
@@ -103,7 +103,7 @@ const SHARDS: usize = 16;
 
 /// Where a cached denial's validity is counted from: taken before the store call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Mark {
+pub(crate) struct CallStart {
     generation: u64,
     started_us: Micros,
 }
@@ -199,8 +199,8 @@ impl DenialCache {
     }
 
     /// Taken just before a store call whose denials may be cached.
-    pub(crate) fn mark(&self) -> Mark {
-        Mark {
+    pub(crate) fn call_start(&self) -> CallStart {
+        CallStart {
             generation: self.generation.load(Ordering::SeqCst),
             started_us: self.clock.now_us(),
         }
@@ -262,10 +262,10 @@ impl DenialCache {
     }
 
     /// Records the store's denial of `step` for `key` (decided at the store's `store_now_us`),
-    /// unless an invalidation was applied since `mark` was taken.
+    /// unless an invalidation was applied since `start` was taken.
     pub(crate) fn insert(
         &self,
-        mark: Mark,
+        start: CallStart,
         key: &LimitKey,
         step: &LimitStep,
         outcome: &LimitOutcome,
@@ -299,8 +299,8 @@ impl DenialCache {
             key: key.clone(),
             hash,
             cost: step.cost,
-            started_us: mark.started_us,
-            lag_us: now.saturating_sub(mark.started_us),
+            started_us: start.started_us,
+            lag_us: now.saturating_sub(start.started_us),
             denied_for_us,
             blocked_for_us,
             retry_after_us: outcome.retry_after_us.unwrap_or(blocked_for_us),
@@ -311,7 +311,7 @@ impl DenialCache {
             warning: outcome.warning,
         };
         let mut shard = self.shard(hash).lock();
-        if self.generation.load(Ordering::SeqCst) != mark.generation {
+        if self.generation.load(Ordering::SeqCst) != start.generation {
             return;
         }
         match shard.table.find_mut(hash, |e| e.key == *key) {

@@ -1,7 +1,7 @@
 //! Between a request and the cache: which limits of a rule may have their denials cached
 //! (invariant 4 of the [module docs](super)), and answering or recording a whole request.
 
-use super::{DenialCache, Mark};
+use super::{CallStart, DenialCache};
 use crate::algorithm::{LimitOutcome, LimitStep};
 use crate::store::{LimitCall, StoreReply};
 
@@ -57,17 +57,17 @@ impl DenialCache {
         )
     }
 
-    /// Records the denials in a store's reply to `calls` (sent after `mark` was taken).
+    /// Records the denials in a store's reply to `calls` (sent after `start` was taken).
     pub(crate) fn record(
         &self,
-        mark: Mark,
+        start: CallStart,
         calls: &[LimitCall],
         cacheable: &[bool],
         reply: &StoreReply,
     ) {
         for ((call, outcome), cacheable) in calls.iter().zip(&reply.outcomes).zip(cacheable) {
             if *cacheable && !outcome.allowed {
-                self.insert(mark, &call.key, &call.step, outcome, reply.now_us);
+                self.insert(start, &call.key, &call.step, outcome, reply.now_us);
             }
         }
     }

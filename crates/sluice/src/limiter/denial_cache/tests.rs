@@ -66,7 +66,13 @@ fn a_denial_answers_until_its_retry_time_and_no_longer() {
     let (cache, clock) = cache(100);
     let gcra = step(Algorithm::Gcra, 1, 60 * S, 1);
     let store_now = Micros::new(42); // the store's clock plays no part in local times
-    cache.insert(cache.mark(), &key("a"), &gcra, &denied(60 * S), store_now);
+    cache.insert(
+        cache.call_start(),
+        &key("a"),
+        &gcra,
+        &denied(60 * S),
+        store_now,
+    );
     assert_eq!(cache.len(), 1);
     let hit = cache.lookup((&key("a")).into(), 1).expect("cached");
     assert!(!hit.allowed);
@@ -95,7 +101,7 @@ fn a_denial_answers_until_its_retry_time_and_no_longer() {
 fn a_denial_at_one_cost_speaks_for_larger_costs_only() {
     let (cache, _clock) = cache(100);
     cache.insert(
-        cache.mark(),
+        cache.call_start(),
         &key("a"),
         &step(Algorithm::FixedWindow, 5, 60 * S, 3),
         &denied(10 * S),
@@ -112,7 +118,7 @@ fn float_algorithms_end_their_entries_a_little_early() {
     let (cache, clock) = cache(100);
     let bucket = step(Algorithm::TokenBucket, 1, 3600 * S, 1);
     cache.insert(
-        cache.mark(),
+        cache.call_start(),
         &key("a"),
         &bucket,
         &denied(3600 * S),
@@ -133,10 +139,10 @@ fn float_algorithms_end_their_entries_a_little_early() {
 #[test]
 fn reported_waits_count_from_the_reply() {
     let (cache, clock) = cache(100);
-    let mark = cache.mark();
+    let start = cache.call_start();
     advance(&clock, Micros::new(2_000)); // the round trip
     cache.insert(
-        mark,
+        start,
         &key("a"),
         &step(Algorithm::Gcra, 1, 60 * S, 1),
         &denied(60 * S),
@@ -162,7 +168,7 @@ fn without_confirmations_entries_live_at_most_max_stale() {
     let (cache, clock) = cache(100);
     let gcra = step(Algorithm::Gcra, 1, 60 * S, 1);
     cache.insert(
-        cache.mark(),
+        cache.call_start(),
         &key("a"),
         &gcra,
         &denied(60 * S),
@@ -179,7 +185,7 @@ fn without_confirmations_entries_live_at_most_max_stale() {
 
     // Confirmed at t, then silent: used until t + max_stale.
     cache.insert(
-        cache.mark(),
+        cache.call_start(),
         &key("b"),
         &gcra,
         &denied(60 * S),
@@ -207,7 +213,7 @@ fn invalidations_forget_keys_rules_or_everything_at_once() {
         ..key("a")
     };
     for k in [key("a"), key("b"), other_rule.clone()] {
-        cache.insert(cache.mark(), &k, &gcra, &denied(60 * S), Micros::ZERO);
+        cache.insert(cache.call_start(), &k, &gcra, &denied(60 * S), Micros::ZERO);
     }
     cache.invalidate(&Invalidation::Keys(vec![key("a")]));
     assert_eq!(cache.lookup((&key("a")).into(), 1), None);
@@ -222,11 +228,11 @@ fn invalidations_forget_keys_rules_or_everything_at_once() {
 #[test]
 fn a_denial_that_raced_an_invalidation_is_dropped() {
     let (cache, _clock) = cache(100);
-    let mark = cache.mark();
+    let start = cache.call_start();
     // The store answered from the state before a reset; the reset's invalidation came first.
     cache.apply(Invalidation::Keys(vec![key("a")]));
     cache.insert(
-        mark,
+        start,
         &key("a"),
         &step(Algorithm::Gcra, 1, 60 * S, 1),
         &denied(60 * S),
@@ -241,7 +247,7 @@ fn memory_is_bounded_and_expired_entries_go_first() {
     let gcra = step(Algorithm::Gcra, 1, 60 * S, 1);
     for i in 0..10_000 {
         cache.insert(
-            cache.mark(),
+            cache.call_start(),
             &key(&format!("ip={i}")),
             &gcra,
             &denied(60 * S),
@@ -254,13 +260,13 @@ fn memory_is_bounded_and_expired_entries_go_first() {
     cache.invalidate(&Invalidation::All);
     for i in 0..32 {
         let k = key(&format!("short{i}"));
-        cache.insert(cache.mark(), &k, &gcra, &denied(S / 2), Micros::ZERO);
+        cache.insert(cache.call_start(), &k, &gcra, &denied(S / 2), Micros::ZERO);
     }
     advance(&clock, S);
     confirm(&cache);
     for i in 0..48 {
         let k = key(&format!("long{i}"));
-        cache.insert(cache.mark(), &k, &gcra, &denied(60 * S), Micros::ZERO);
+        cache.insert(cache.call_start(), &k, &gcra, &denied(60 * S), Micros::ZERO);
     }
     let kept = (0..48)
         .filter(|i| {
@@ -277,7 +283,7 @@ fn a_disabled_size_keeps_nothing() {
     let (cache, _clock) = cache(0);
     let gcra = step(Algorithm::Gcra, 1, 60 * S, 1);
     cache.insert(
-        cache.mark(),
+        cache.call_start(),
         &key("a"),
         &gcra,
         &denied(60 * S),

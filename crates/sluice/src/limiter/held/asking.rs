@@ -31,7 +31,7 @@ impl Asking {
     }
 
     /// The store answered: the batch is recorded as taken or refused instead.
-    pub(super) fn settled(mut self) {
+    pub(super) fn answered(mut self) {
         self.armed = false;
     }
 }

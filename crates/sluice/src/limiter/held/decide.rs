@@ -135,12 +135,12 @@ impl Limiter {
         {
             Ok(reply) => reply,
             Err(error) => {
-                asking.settled();
+                asking.answered();
                 held.refused(&call.key, None);
                 return Err(error);
             }
         };
-        asking.settled();
+        asking.answered();
         let Some(o) = reply.outcomes.first().filter(|o| o.allowed) else {
             held.refused(&call.key, reply.outcomes.first().map(|o| o.remaining));
             return Ok(None);

@@ -35,7 +35,7 @@ pub(super) const INLINE: usize = 31;
 /// A key as held by the store.
 ///
 /// A joined key is never empty (it holds two separators), so an inline length of zero is free
-/// to mark the heap form: the compiler keeps the variant there, and the bytes get the byte a
+/// to stand for the heap form: the compiler keeps the variant there, and the bytes get the byte a
 /// separate tag would take.
 #[derive(Debug)]
 pub(super) enum StoredKey {

@@ -1,4 +1,4 @@
-//! One decision on one server or slot: the one-limit or rule script when the request's shape
+//! One decision on one server or slot: the one-limit or rule script when the request's spec
 //! allows it, and the general decision for everything else or for what that script left
 //! (declined); and the same call spelled out as a command ([`RedisStore::command_for`]), for
 //! measuring Redis' own ceiling and for debugging.
@@ -38,8 +38,8 @@ impl RedisStore {
     /// [`Store::decide`](crate::store::Store::decide) sends it.
     fn decide_command(&self, calls: &[LimitCall], mode: Mode) -> Result<Vec<String>, StoreError> {
         let scripts = &self.inner.scripts;
-        if let Some(shaped) = scripts.shaped_for(calls, mode) {
-            let cmd = self.shaped_command(&shaped.script, calls)?;
+        if let Some(scripted) = scripts.script_for(calls, mode) {
+            let cmd = self.spec_command(&scripted.script, calls)?;
             // The command has no cursor argument, the only other kind.
             let text = |arg: Arg<&[u8]>| match arg {
                 Arg::Simple(bytes) => String::from_utf8_lossy(bytes).into_owned(),
@@ -59,16 +59,16 @@ impl RedisStore {
         Ok(command)
     }
 
-    /// The `EVALSHA` of the one-limit or rule script `shaped` for `calls`.
-    fn shaped_command(&self, shaped: &Script, calls: &[LimitCall]) -> Result<Cmd, StoreError> {
+    /// The `EVALSHA` of the one-limit or rule script `scripted` for `calls`.
+    fn spec_command(&self, scripted: &Script, calls: &[LimitCall]) -> Result<Cmd, StoreError> {
         for call in calls {
             codec::check_exact(call)?;
         }
-        let names = self.shaped_keys(calls);
+        let names = self.spec_keys(calls);
         let costs = calls.iter().map(|c| c.step.cost);
         let now = self.client_now();
-        Ok(codec::shaped_command(
-            shaped.get_hash(),
+        Ok(codec::spec_command(
+            scripted.get_hash(),
             names.iter(),
             costs,
             calls.len() > 1,
@@ -79,7 +79,7 @@ impl RedisStore {
     /// The KEYS of a one-limit or rule script for `calls`: each state key, and in a rule script
     /// the violations key of a penalty after it (a one-limit script names its own,
     /// `lua/one_head.lua`).
-    pub(super) fn shaped_keys(&self, calls: &[LimitCall]) -> Vec<String> {
+    pub(super) fn spec_keys(&self, calls: &[LimitCall]) -> Vec<String> {
         let prefix = &self.inner.prefix;
         let mut names = Vec::with_capacity(calls.len() * 2);
         for call in calls {
@@ -123,12 +123,12 @@ impl RedisStore {
             local_now_us: &|| SystemClock.now_us(),
             latest_us,
         };
-        if let Some(shaped) = self.inner.scripts.shaped_for(calls, mode) {
+        if let Some(scripted) = self.inner.scripts.script_for(calls, mode) {
             let reply = if self.inner.conn.is_cluster() {
-                let cmd = self.shaped_command(&shaped.script, calls)?;
-                self.eval_shaped(&shaped.script, &cmd).await?
+                let cmd = self.spec_command(&scripted.script, calls)?;
+                self.eval_script(&scripted.script, &cmd).await?
             } else {
-                self.decide_shared(&shaped, calls).await?
+                self.decide_shared(&scripted, calls).await?
             };
             if let Some(decided) = codec::decode(&reply, &reading)? {
                 // A marked reply's time is known to the millisecond only: it is not kept.
@@ -156,7 +156,7 @@ impl RedisStore {
     /// Sends `cmd`, the `EVALSHA` of `script`. As the redis crate's script invocation does: a
     /// server that lost the script (a restart, `SCRIPT FLUSH`, a failover) gets it again, and the
     /// call is repeated.
-    pub(super) async fn eval_shaped(
+    pub(super) async fn eval_script(
         &self,
         script: &Script,
         cmd: &Cmd,

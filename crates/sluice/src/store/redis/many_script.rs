@@ -1,4 +1,4 @@
-//! Rule scripts: one script per rule shape that decides all its limits in one call, at the cost
+//! Rule scripts: one script per rule spec that decides all its limits in one call, at the cost
 //! of their one-limit scripts together rather than of the general decision.
 //!
 //! The general decision reads every limit's numbers and options from its arguments into tables
@@ -23,7 +23,7 @@
 use std::fmt::Write;
 
 use super::constants::declare;
-use super::one_script::{self, Shape};
+use super::one_script::{self, Spec};
 use super::source::{self, NOW};
 use crate::model::Micros;
 
@@ -38,12 +38,12 @@ const UNDO: &str = "--@undo\n";
 /// warn_after written in).
 const VIOLATIONS: &str = include_str!("lua/many_violations.lua");
 
-/// The look and the record of a limit of `shape`, if a rule script can decide it.
-fn part(shape: &Shape) -> Option<(&'static str, &'static str)> {
-    if shape.count_denied {
+/// The look and the record of a limit of `spec`, if a rule script can decide it.
+fn part(spec: &Spec) -> Option<(&'static str, &'static str)> {
+    if spec.count_denied {
         return None;
     }
-    let (look, record) = source::forms(shape.algorithm).many.as_ref()?;
+    let (look, record) = source::forms(spec.algorithm).many.as_ref()?;
     Some((look, record))
 }
 
@@ -75,28 +75,28 @@ fn marked_counts(marked: &str, limits: usize) -> Option<String> {
     ))
 }
 
-/// The text of the rule script for limits of `shapes`, in order, on a store whose shortest
+/// The text of the rule script for limits of `specs`, in order, on a store whose shortest
 /// expiry to write is `min_ttl` (see `RedisOptions::min_ttl`); none unless there are 2 to
 /// [`MAX_LIMITS`] of them and each has a part.
-pub fn many_text(shapes: &[Shape], min_ttl: Micros) -> Option<String> {
-    if !(2..=MAX_LIMITS).contains(&shapes.len()) {
+pub fn many_text(specs: &[Spec], min_ttl: Micros) -> Option<String> {
+    if !(2..=MAX_LIMITS).contains(&specs.len()) {
         return None;
     }
-    let parts = shapes.iter().map(part).collect::<Option<Vec<_>>>()?;
+    let parts = specs.iter().map(part).collect::<Option<Vec<_>>>()?;
     // Lua makes a script's local function anew on every call: idiv only where a part divides.
     let divides = parts
         .iter()
         .any(|(look, record)| look.contains("idiv(") || record.contains("idiv("));
-    let marked = shapes
+    let marked = specs
         .iter()
         .all(|s| !s.guarded && one_script::marked(s, min_ttl))
-        .then(|| source::forms(shapes[0].algorithm).many_marked.as_deref())
+        .then(|| source::forms(specs[0].algorithm).many_marked.as_deref())
         .flatten();
     let mut text = format!(
         "local min_ttl, time_deferred, now_at = {}, {}, {}\n{NOW}{}{}",
         min_ttl.get(),
         marked.is_some(),
-        shapes.len() + 1,
+        specs.len() + 1,
         if divides {
             include_str!("lua/idiv.lua")
         } else {
@@ -106,29 +106,29 @@ pub fn many_text(shapes: &[Shape], min_ttl: Micros) -> Option<String> {
     );
     // KEYS: each limit's state key, followed by its violations key if it has a penalty.
     let mut key = 1;
-    let mut violations_keys = Vec::with_capacity(shapes.len());
-    for (i, shape) in shapes.iter().enumerate() {
+    let mut violations_keys = Vec::with_capacity(specs.len());
+    for (i, spec) in specs.iter().enumerate() {
         let n = i + 1;
         let _ = write!(
             text,
             "\n-- limit {n}\nlocal key_{n}, cost_text_{n} = KEYS[{key}], ARGV[{n}]\n\
              local cost_{n} = cost_text_{n} == '1' and 1 or tonumber(cost_text_{n})\n\
              local limit_{n}, window_{n}, capacity_{n} = {}, {}, {}\n",
-            shape.count, shape.window_us, shape.capacity,
+            spec.count, spec.window_us, spec.capacity,
         );
         violations_keys.push(key + 1);
-        key += if shape.warn_after.is_some() { 2 } else { 1 };
+        key += if spec.warn_after.is_some() { 2 } else { 1 };
     }
     if let Some(marked) = marked {
-        text.push_str(&marked_counts(marked, shapes.len())?);
+        text.push_str(&marked_counts(marked, specs.len())?);
     }
     let mut records = String::new();
     let mut enforced = Vec::new();
     let mut reply = String::from("return { now");
-    let guarded = shapes.iter().any(|s| s.guarded);
-    for (i, (shape, (look, record))) in shapes.iter().zip(parts).enumerate() {
+    let guarded = specs.iter().any(|s| s.guarded);
+    for (i, (spec, (look, record))) in specs.iter().zip(parts).enumerate() {
         let n = (i + 1).to_string();
-        if let Some(warn_after) = shape.warn_after {
+        if let Some(warn_after) = spec.warn_after {
             text.push_str(
                 &VIOLATIONS
                     .replace("violations_key_@", &format!("KEYS[{}]", violations_keys[i]))
@@ -141,7 +141,7 @@ pub fn many_text(shapes: &[Shape], min_ttl: Micros) -> Option<String> {
             let _ = writeln!(text, "local violations_{n} = 0");
         }
         text.push_str(&look.replace('@', &n));
-        if shape.guarded {
+        if spec.guarded {
             // Its denial blocks or counts a violation: the general decision's to make.
             let _ = writeln!(text, "if not allowed_{n} then\n  return {{}}\nend");
         }
@@ -150,7 +150,7 @@ pub fn many_text(shapes: &[Shape], min_ttl: Micros) -> Option<String> {
             "if allowed_{n} then\n{}end\n",
             record.replace('@', &n)
         );
-        if !shape.shadow {
+        if !spec.shadow {
             enforced.push(format!("allowed_{n}"));
         }
         let _ = write!(
@@ -180,8 +180,8 @@ mod tests {
     use super::*;
     use crate::model::Algorithm;
 
-    fn shape(algorithm: Algorithm, count: u64) -> Shape {
-        Shape::plain(algorithm, count)
+    fn spec(algorithm: Algorithm, count: u64) -> Spec {
+        Spec::plain(algorithm, count)
     }
 
     #[test]
@@ -199,10 +199,7 @@ mod tests {
             assert!(!record.contains(source::RECORD));
         }
         let text = many_text(
-            &[
-                shape(Algorithm::Gcra, 10),
-                shape(Algorithm::FixedWindow, 100),
-            ],
+            &[spec(Algorithm::Gcra, 10), spec(Algorithm::FixedWindow, 100)],
             Micros::ZERO,
         )
         .expect("a rule script");
@@ -221,14 +218,14 @@ mod tests {
         // The gcra divides; two fixed windows do not, and their script defines no idiv.
         let idiv = "local function idiv(";
         assert!(text.contains(idiv));
-        let windows = [Algorithm::FixedWindow; 2].map(|a| shape(a, 5));
+        let windows = [Algorithm::FixedWindow; 2].map(|a| spec(a, 5));
         let text = many_text(&windows, Micros::ZERO).expect("a rule script");
         assert!(!text.contains(idiv) && !text.contains("idiv("));
     }
 
     #[test]
     fn a_rule_of_marked_fixed_windows_counts_first() {
-        let window = shape(Algorithm::FixedWindow, 5);
+        let window = spec(Algorithm::FixedWindow, 5);
         let text = many_text(&[window; 3], Micros::ZERO).expect("a rule script");
         assert!(!text.contains('@'), "every part's names are numbered");
         assert!(text.starts_with("local min_ttl, time_deferred, now_at = 0, true, 4\n"));
@@ -250,15 +247,15 @@ mod tests {
                     .expect("a new window's key")
         );
         // Any other limit, a guarded one, or a store that keeps keys longer: no such count.
-        let guarded = Shape {
+        let guarded = Spec {
             guarded: true,
             ..window
         };
-        let odd = Shape {
+        let odd = Spec {
             window_us: 1500,
             ..window
         };
-        for other in [guarded, odd, shape(Algorithm::Gcra, 5)] {
+        for other in [guarded, odd, spec(Algorithm::Gcra, 5)] {
             let text = many_text(&[window, other], Micros::ZERO).expect("a rule script");
             assert!(!text.contains("local all, fresh"), "{other:?}");
         }
@@ -268,15 +265,15 @@ mod tests {
 
     #[test]
     fn a_guarded_limit_reads_its_violations_and_leaves_its_denials() {
-        let gcra = shape(Algorithm::Gcra, 10);
-        let penalized = Shape {
+        let gcra = spec(Algorithm::Gcra, 10);
+        let penalized = Spec {
             guarded: true,
             warn_after: Some(3),
-            ..shape(Algorithm::SlidingWindow, 5)
+            ..spec(Algorithm::SlidingWindow, 5)
         };
-        let blocking = Shape {
+        let blocking = Spec {
             guarded: true,
-            ..shape(Algorithm::FixedWindow, 7)
+            ..spec(Algorithm::FixedWindow, 7)
         };
         let text = many_text(&[penalized, gcra, blocking], Micros::ZERO).expect("a rule script");
         assert!(!text.contains('@'), "every part's names are numbered");
@@ -298,8 +295,8 @@ mod tests {
 
     #[test]
     fn only_rules_of_a_few_limits_without_count_denied_get_a_rule_script() {
-        let gcra = shape(Algorithm::Gcra, 10);
-        let shadow = Shape {
+        let gcra = spec(Algorithm::Gcra, 10);
+        let shadow = Spec {
             shadow: true,
             ..gcra
         };
@@ -315,12 +312,12 @@ mod tests {
         assert!(many_text(&[gcra; MAX_LIMITS], Micros::ZERO).is_some());
         assert!(many_text(&[gcra; MAX_LIMITS + 1], Micros::ZERO).is_none());
         for odd in [
-            Shape {
+            Spec {
                 count_denied: true,
                 ..gcra
             },
-            shape(Algorithm::LeakyBucket, 10),
-            shape(Algorithm::Concurrency, 10),
+            spec(Algorithm::LeakyBucket, 10),
+            spec(Algorithm::Concurrency, 10),
         ] {
             assert!(many_text(&[gcra, odd], Micros::ZERO).is_none(), "{odd:?}");
         }

@@ -8,7 +8,7 @@
 //! store's own plumbing:
 //! - `mod.rs` (this file): [`RedisStore`], its connection and the [`Store`] operations;
 //! - deciding: `decision` (one decision on one server or slot, and the command that makes it,
-//!   [`RedisStore::command_for`]); `shared_call` (concurrent decisions of one shape in one call)
+//!   [`RedisStore::command_for`]); `shared_call` (concurrent decisions of one spec in one call)
 //!   with `shared_script` (the script run once per decision of such a call); `cross_slot` (a
 //!   request whose limits fall in different Cluster slots, and `lua/give_back.lua`); `function`
 //!   (the general decision as a Redis function, `FCALL`, or a script where functions are refused);
@@ -17,7 +17,7 @@
 //!   forms, and what every script is put together from: the prelude, `lua/now.lua`, the
 //!   constants a script names before its code); `script` (every script a store loads, and
 //!   which one decides a request); `one_script` (the one-limit scripts, made per limit, its numbers written in);
-//!   `many_script` (the rule scripts, made per rule of several limits); `shape_scripts` (those
+//!   `many_script` (the rule scripts, made per rule of several limits); `spec_scripts` (those
 //!   made so far, bounded);
 //! - the wire: `codec` (each decision's arguments out, and every reply back, one layout per
 //!   kind, decoded once into outcomes; `codec::marked`: fixed windows counted in marked windows,
@@ -40,18 +40,18 @@
 //!   spend, through `give_back.lua`).
 //!
 //! # Which script decides a request
-//! | request shape | script | reply (see `codec`) | fallback |
+//! | request spec | script | reply (see `codec`) | fallback |
 //! | --- | --- | --- | --- |
 //! | one limit, applied, its algorithm has a `one` section | the one-limit script: the limit's numbers, `now.lua`, `one_head.lua`, `<algorithm>.lua#one` (`EVALSHA`) | outcomes (the time, 4 values; 6 with a block or penalty); a fixed window in its marked window: packed (one integer) or marked keys; a block in force: blocked text, or a marked block's text | declined (`{}`: a block marker it does not answer, another algorithm's state, a sliding log's denial, a guarded limit's denial) → the general decision |
 //! | 2 to 8 limits, applied, each with a `many` section, none `count_denied` | the rule script: `now.lua`, `many_head.lua`, each limit's `<algorithm>.lua#many` look, then the records (`EVALSHA`); all fixed windows counted in marked windows: `fixed_window.lua#many_marked` first | outcomes (4 or 6 values per limit); marked keys | declined (a block marker, a sliding log's denial, a guarded limit's denial) → the general decision |
 //! | the above under load, on one server or Sentinel | the shared script (`shared_call.lua` around the one-limit or rule script): one call for up to 64 decisions | an array of each decision's reply, as above | each declined decision → the general decision, alone |
-//! | anything else: a peek, `count_denied` among several limits, leaky bucket, concurrency, more than 8 limits, more than 1,024 shapes | the general decision: `blocked.lua`, `decide.lua` (`FCALL` of the library; the same as a script where functions are refused) | outcomes (8 values per limit); a one-limit request's block in force answered first | none: it decides every request |
+//! | anything else: a peek, `count_denied` among several limits, leaky bucket, concurrency, more than 8 limits, more than 1,024 specs | the general decision: `blocked.lua`, `decide.lua` (`FCALL` of the library; the same as a script where functions are refused) | outcomes (8 values per limit); a one-limit request's block in force answered first | none: it decides every request |
 //! | limits in different Cluster slots | each slot's calls as above, in slot order; `give_back.lua` for what earlier slots consumed when a later one denies | as above | — |
 //!
 //! # One decision, one script call, at the floor
 //! Each decision is one call, or a part of one shared with others of its limit (a script reloaded
-//! on `NOSCRIPT`, a function reloaded when missing), chosen by the request's shape
-//! (`script::Scripts::shaped_for`):
+//! on `NOSCRIPT`, a function reloaded when missing), chosen by the request's spec
+//! (`script::Scripts::script_for`):
 //! - one limit — the common case — runs `lua/<algorithm>.lua#one` (after `lua/one_head.lua`),
 //!   written for that algorithm alone so that Redis does what the algorithm needs and no more:
 //!   `TIME`, one read and one write of one key (the fixed window: one `DECRBY`, and instead of
@@ -68,8 +68,8 @@
 //!   enforcing limit passes, so two limits cost Redis two reads and two writes under one `TIME`;
 //!   a limit with a block or a penalty is taken as one limit's script takes it, but a block in
 //!   force too goes to the general decision;
-//! - under load, decisions of one shape (one limit, or one rule's limits) that wait while a call
-//!   of that shape is in flight share the next call (`shared_call`): its script runs once per
+//! - under load, decisions of one spec (one limit, or one rule's limits) that wait while a call
+//!   of that spec is in flight share the next call (`shared_call`): its script runs once per
 //!   decision, in order, in one call, which spares Redis and the store most of what a call costs
 //!   beyond its Lua (on one server or Sentinel; a Cluster spreads identities over nodes);
 //! - anything else runs `lua/decide.lua` after the prelude (`lua/idiv.lua`, `lua/prelude.lua`)
@@ -159,11 +159,11 @@ mod options;
 mod reservation;
 mod runtime;
 mod script;
-mod shape_scripts;
 mod shared_call;
 mod shared_script;
 mod slot;
 mod source;
+mod spec_scripts;
 mod tls;
 mod url;
 

@@ -1,13 +1,13 @@
 //! The one-limit scripts as Redis runs them: one per limit, with the limit's constants written
-//! into its text; and [`Shape`], what such a script (or a rule script, `many_script`) is made for.
+//! into its text; and [`Spec`], what such a script (or a rule script, `many_script`) is made for.
 //!
 //! A one-limit script (`<algorithm>.lua#one`, see `source`) needs the limit's numbers and options on every call. As
 //! arguments they cost Redis on every call — each one is parsed, made a Redis string, then a Lua
 //! string, and converted to a number again — about as much as the algorithm's own Lua. So the
 //! store writes them into the script instead, as the line `lua/one_head.lua` expects before it
-//! ([`one_text`]), and a call sends only what changes: the time and the cost. Every limit shape
+//! ([`one_text`]), and a call sends only what changes: the time and the cost. Every limit spec
 //! (algorithm, numbers, options) gets its own script, made and hashed the first time it decides
-//! and kept by `shape_scripts`, and loaded into Redis on its first `NOSCRIPT`; the store's
+//! and kept by `spec_scripts`, and loaded into Redis on its first `NOSCRIPT`; the store's
 //! shortest expiry is written into all of them.
 
 use super::constants::declare;
@@ -16,9 +16,10 @@ use super::source::{self, NOW};
 use crate::model::{Algorithm, Micros};
 use crate::store::LimitCall;
 
-/// What a one-limit script, or a limit's part of a rule script, has written into it.
+/// A limit's spec: what a one-limit script, or the limit's part of a rule script, has written
+/// into it. Requests whose limits have the same specs, in order, are decided by the same script.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct Shape {
+pub struct Spec {
     /// The algorithm.
     pub algorithm: Algorithm,
     /// Units per window.
@@ -37,11 +38,11 @@ pub struct Shape {
     pub shadow: bool,
 }
 
-impl Shape {
-    /// The shape of a call's limit.
-    pub fn of(call: &LimitCall) -> Shape {
+impl Spec {
+    /// The spec of a call's limit.
+    pub fn of(call: &LimitCall) -> Spec {
         let s = &call.step;
-        Shape {
+        Spec {
             algorithm: s.algorithm,
             count: s.params.count,
             window_us: s.params.window_us.get(),
@@ -55,8 +56,8 @@ impl Shape {
 
     /// A limit of `count` units a minute of `algorithm`, without options (for tests).
     #[cfg(test)]
-    pub(crate) fn plain(algorithm: Algorithm, count: u64) -> Shape {
-        Shape {
+    pub(crate) fn plain(algorithm: Algorithm, count: u64) -> Spec {
+        Spec {
             algorithm,
             count,
             window_us: 60_000_000,
@@ -105,31 +106,31 @@ fn write_marker_answers(body: &str) -> String {
     out
 }
 
-/// Whether the script of `shape` counts in marked windows (`fixed_window.lua#one`): a fixed
+/// Whether the script of `spec` counts in marked windows (`fixed_window.lua#one`): a fixed
 /// window of whole milliseconds, on a store that gives keys no longer life than their state
 /// needs.
-pub fn marked(shape: &Shape, min_ttl: Micros) -> bool {
-    source::forms(shape.algorithm).many_marked.is_some()
-        && shape.window_us.is_multiple_of(1000)
+pub fn marked(spec: &Spec, min_ttl: Micros) -> bool {
+    source::forms(spec.algorithm).many_marked.is_some()
+        && spec.window_us.is_multiple_of(1000)
         && min_ttl.is_zero()
 }
 
-/// How a one-limit script of `shape` learns the time: `time_deferred`, it reads `TIME` itself,
+/// How a one-limit script of `spec` learns the time: `time_deferred`, it reads `TIME` itself,
 /// only when it must; and the slots' modulus of a fixed window's packed answer (`packed_slots`,
 /// see `codec::marked`). The match names every algorithm, so that a new one says how its script
 /// reads the time.
-fn timing(shape: &Shape, min_ttl: Micros) -> (bool, Option<u64>) {
-    match shape.algorithm {
+fn timing(spec: &Spec, min_ttl: Micros) -> (bool, Option<u64>) {
+    match spec.algorithm {
         // Counted in marked windows, when its numbers leave a modulus for the packed answer.
         Algorithm::FixedWindow => {
-            let slots = marked(shape, min_ttl)
-                .then(|| super::codec::packed_slots(shape.count, shape.window_us))
+            let slots = marked(spec, min_ttl)
+                .then(|| super::codec::packed_slots(spec.count, spec.window_us))
                 .flatten();
             (slots.is_some(), slots)
         }
         // With a block or a penalty: TIME after its key, only when it holds no block marker that
         // tells the time (`gcra.lua#one`).
-        Algorithm::Gcra => (shape.guarded && min_ttl.is_zero(), None),
+        Algorithm::Gcra => (spec.guarded && min_ttl.is_zero(), None),
         Algorithm::SlidingLog
         | Algorithm::SlidingWindow
         | Algorithm::TokenBucket
@@ -138,23 +139,21 @@ fn timing(shape: &Shape, min_ttl: Micros) -> (bool, Option<u64>) {
     }
 }
 
-/// The text of the one-limit script of `shape` on a store whose shortest expiry to write is
+/// The text of the one-limit script of `spec` on a store whose shortest expiry to write is
 /// `min_ttl` (see `RedisOptions::min_ttl`): the limit's numbers, the shared constants it names,
 /// `lua/now.lua`, then the algorithm's script; or none for an algorithm without one.
-pub fn one_text(shape: &Shape, min_ttl: Micros) -> Option<String> {
-    let body = source::forms(shape.algorithm).one.as_deref()?;
-    let warn_after = shape
-        .warn_after
-        .map_or("nil".to_string(), |w| w.to_string());
+pub fn one_text(spec: &Spec, min_ttl: Micros) -> Option<String> {
+    let body = source::forms(spec.algorithm).one.as_deref()?;
+    let warn_after = spec.warn_after.map_or("nil".to_string(), |w| w.to_string());
     // Without a block or penalty, violations and warning are always 0: the reply leaves them out
     // (the outcome layout, `codec`).
     let body = write_marker_answers(body);
-    let body = if shape.guarded {
+    let body = if spec.guarded {
         body
     } else {
         body.replace(GUARD_VALUES, " }")
     };
-    let (time_deferred, packed_slots) = timing(shape, min_ttl);
+    let (time_deferred, packed_slots) = timing(spec, min_ttl);
     let packed_slots = packed_slots.map_or("false".to_string(), |s| s.to_string());
     let body = format!("{NOW}{body}");
     Some(format!(
@@ -162,11 +161,11 @@ pub fn one_text(shape: &Shape, min_ttl: Micros) -> Option<String> {
          time_deferred, packed_slots, now_at = {}, {}, {}, {}, {}, {}, {warn_after}, \
          {time_deferred}, {packed_slots}, 2\n{}{body}",
         min_ttl.get(),
-        shape.count,
-        shape.window_us,
-        shape.capacity,
-        shape.count_denied,
-        shape.guarded,
+        spec.count,
+        spec.window_us,
+        spec.capacity,
+        spec.count_denied,
+        spec.guarded,
         declare(&body),
     ))
 }

@@ -1,6 +1,6 @@
 //! The Lua scripts, and which one decides a request.
 //!
-//! Which script decides a request depends on its shape ([`Scripts::shaped_for`]):
+//! Which script decides a request depends on its spec ([`Scripts::script_for`]):
 //! - one limit, applied (the common case): `<algorithm>.lua#one`, a script written for that
 //!   algorithm alone, at the floor of what Redis must do, and made for the limit itself (its
 //!   constants written into it, see `one_script`). It handles the state it expects and
@@ -13,7 +13,7 @@
 //!   for the rule (`many_script`), their one-limit scripts split into looks and records; it
 //!   leaves to the general script what a one-limit script leaves, a sliding log's denial and a
 //!   block marker.
-//! - anything else (a peek, `count_denied` among several limits, what a shaped script left):
+//! - anything else (a peek, `count_denied` among several limits, what a one-limit or rule script left):
 //!   `decide`, the prelude, every algorithm's `general` section and `lua/decide.lua`, which restates [`crate::algorithm::step`].
 //!   Its first part, `lua/blocked.lua`, answers a one-limit request of a blocked identity before
 //!   anything else (a blocked identity costs Redis a read), and otherwise keeps its read for the
@@ -39,10 +39,10 @@ use smallvec::SmallVec;
 use super::constants::declare;
 use super::cross_slot;
 use super::many_script::MAX_LIMITS;
-use super::one_script::Shape;
-use super::shape_scripts::ShapeScripts;
-use super::shared_call::Shaped;
+use super::one_script::Spec;
+use super::shared_call::SpecScript;
 use super::source::{self, PRELUDE, whole};
+use super::spec_scripts::SpecScripts;
 use crate::algorithm::Mode;
 use crate::model::Micros;
 use crate::store::LimitCall;
@@ -101,7 +101,7 @@ fn after_prelude(part: &str) -> String {
 #[derive(Debug)]
 pub struct Scripts {
     /// See `one_script` and `many_script`: made per limit or rule, when it first decides.
-    pub shaped: ShapeScripts,
+    pub scripted: SpecScripts,
     /// The general decision as a script, for a server that refuses functions: the definitions,
     /// then the driver.
     pub decide: Script,
@@ -124,7 +124,7 @@ impl Scripts {
     pub fn new(min_ttl: Micros) -> Scripts {
         let definitions = definitions();
         Scripts {
-            shaped: ShapeScripts::new(min_ttl),
+            scripted: SpecScripts::new(min_ttl),
             decide: Script::new(&format!("{definitions}{DRIVER}")),
             block: Script::new(&after_prelude(include_str!("lua/block.lua"))),
             unblock: Script::new(&after_prelude(include_str!("lua/unblock.lua"))),
@@ -136,7 +136,7 @@ impl Scripts {
     }
 
     /// Every script known before any decision, for loading them all (the one-limit and rule
-    /// scripts are made per shape, and loaded on their first `NOSCRIPT`).
+    /// scripts are made per spec, and loaded on their first `NOSCRIPT`).
     pub fn all(&self) -> impl Iterator<Item = &Script> {
         [
             &self.decide,
@@ -149,15 +149,15 @@ impl Scripts {
         .into_iter()
     }
 
-    /// The one-limit or rule script that decides these calls, if they have such a shape.
-    pub fn shaped_for(&self, calls: &[LimitCall], mode: Mode) -> Option<Arc<Shaped>> {
+    /// The one-limit or rule script that decides these calls, if they have such a spec.
+    pub fn script_for(&self, calls: &[LimitCall], mode: Mode) -> Option<Arc<SpecScript>> {
         // A settable limit's numbers are read by the general decision alone.
         if mode != Mode::Apply || calls.len() > MAX_LIMITS || calls.iter().any(|c| c.step.settable)
         {
             return None;
         }
-        let shapes: SmallVec<[Shape; 4]> = calls.iter().map(Shape::of).collect();
-        self.shaped.get(&shapes)
+        let specs: SmallVec<[Spec; 4]> = calls.iter().map(Spec::of).collect();
+        self.scripted.get(&specs)
     }
 }
 

@@ -45,7 +45,7 @@ fn at_offset(text: &str, table: &str, offset: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::super::many_script::many_text;
-    use super::super::one_script::{Shape, one_text};
+    use super::super::one_script::{Spec, one_text};
     use super::*;
     use crate::model::{Algorithm, Micros};
 
@@ -56,11 +56,11 @@ mod tests {
 
     #[test]
     fn a_shared_script_runs_its_script_once_per_decision_at_its_offsets() {
-        let fixed = Shape::plain(Algorithm::FixedWindow, 10);
-        let penalized = Shape {
+        let fixed = Spec::plain(Algorithm::FixedWindow, 10);
+        let penalized = Spec {
             guarded: true,
             warn_after: Some(2),
-            ..Shape::plain(Algorithm::Gcra, 5)
+            ..Spec::plain(Algorithm::Gcra, 5)
         };
         let one = one_text(&penalized, Micros::ZERO).expect("a one-limit script");
         let rule = many_text(&[penalized, fixed], Micros::ZERO).expect("a rule script");

@@ -41,7 +41,7 @@ proptest! {
         let (outcome, _) = decide_one(&mut state, &s, now, Mode::Apply);
         let (cache, clock) = cache(10);
         clock.set_us(now);
-        cache.insert(cache.mark(), &key("a"), &s, &outcome, now);
+        cache.insert(cache.call_start(), &key("a"), &s, &outcome, now);
         let Some(entry_end) = cache.lookup((&key("a")).into(), s.cost).map(|_| {
             let shard = cache.shards.iter().find_map(|sh| {
                 sh.lock().table.iter().next().map(|e| e.end_us())

@@ -17,7 +17,7 @@ fn a_block_speaks_for_every_cost_and_a_block_lock_only_while_it_lasts() {
         ..denied(60 * S)
     };
     cache.insert(
-        cache.mark(),
+        cache.call_start(),
         &key("a"),
         &locked,
         &outcome,
@@ -43,7 +43,7 @@ fn a_block_speaks_for_every_cost_and_a_block_lock_only_while_it_lasts() {
         ..denied(30 * S)
     };
     cache.insert(
-        cache.mark(),
+        cache.call_start(),
         &key("b"),
         &plain,
         &outcome,
@@ -71,7 +71,13 @@ fn a_penalty_is_cached_only_while_its_ban_lasts_and_keeps_its_violations() {
         warning: true,
         ..denied(60 * S)
     };
-    cache.insert(cache.mark(), &key("a"), &punishing, &counted, Micros::ZERO);
+    cache.insert(
+        cache.call_start(),
+        &key("a"),
+        &punishing,
+        &counted,
+        Micros::ZERO,
+    );
     assert_eq!(cache.lookup((&key("a")).into(), 1), None);
     assert!(cache.is_empty());
 
@@ -81,7 +87,13 @@ fn a_penalty_is_cached_only_while_its_ban_lasts_and_keeps_its_violations() {
         blocked_until_us: Some(30 * S),
         ..counted
     };
-    cache.insert(cache.mark(), &key("a"), &punishing, &banned, Micros::ZERO);
+    cache.insert(
+        cache.call_start(),
+        &key("a"),
+        &punishing,
+        &banned,
+        Micros::ZERO,
+    );
     let hit = cache.lookup((&key("a")).into(), 1).expect("banned");
     assert_eq!((hit.violations, hit.warning), (3, true));
     assert_eq!(hit.blocked_until_us, Some(30 * S));
@@ -119,7 +131,7 @@ fn a_ban_is_not_cached_while_the_violations_it_reports_may_be_forgotten_before_i
         ..settings
     });
     cache.insert(
-        cache.mark(),
+        cache.call_start(),
         &key("a"),
         &forgetful,
         &banned(60 * S),
@@ -132,7 +144,7 @@ fn a_ban_is_not_cached_while_the_violations_it_reports_may_be_forgotten_before_i
     let mut punishing = forgetful;
     punishing.penalty = Some(settings);
     cache.insert(
-        cache.mark(),
+        cache.call_start(),
         &key("b"),
         &punishing,
         &banned(61 * S),
@@ -143,7 +155,7 @@ fn a_ban_is_not_cached_while_the_violations_it_reports_may_be_forgotten_before_i
 
     // The limit's own ban: its violations outlive it.
     cache.insert(
-        cache.mark(),
+        cache.call_start(),
         &key("c"),
         &punishing,
         &banned(60 * S),

@@ -1,6 +1,6 @@
 //! The decision scripts' arguments: each limit's numbers out, as the scripts themselves document
 //! them (`lua/one_head.lua`, `lua/many_head.lua`, `lua/decide.lua`). A change to either side must
-//! change the other: the Redis store tests and the differential tests send every shape through
+//! change the other: the Redis store tests and the differential tests send every spec through
 //! both.
 //!
 //! Invariant: every number sent is one Lua computes exactly (below 2^53, products included);
@@ -90,7 +90,7 @@ fn flag(b: bool) -> &'static str {
 /// scripts on Redis `TIME` get none when all are 1), then the time from a client clock (none on
 /// Redis `TIME`). This is nearly every admitted request's call. The caller has checked each limit
 /// ([`check_exact`]).
-pub fn shaped_command<'a>(
+pub fn spec_command<'a>(
     hash: &str,
     keys: impl Iterator<Item = &'a String> + Clone,
     costs: impl Iterator<Item = u64> + Clone,

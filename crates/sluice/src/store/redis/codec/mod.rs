@@ -1,11 +1,11 @@
 //! The wire between the store and its scripts: each decision's arguments out (`arguments`), and
 //! every reply a decision script gives back, decoded once, by kind, into outcomes ([`decode`]).
 //!
-//! Each kind is told by its Redis type and, within a type, by one fixed mark, so that no reply
+//! Each kind is told by its Redis type and, within a type, by one fixed sign, so that no reply
 //! needs a tag value of its own (each value of a reply costs Redis about as much as a line of
 //! Lua: see BENCHMARKS.md, "Counted in instructions"). Each kind has one layout:
 //!
-//! | kind | Redis type | mark | layout | from |
+//! | kind | Redis type | sign | layout | from |
 //! | --- | --- | --- | --- | --- |
 //! | declined | array | empty | `{}` | any one-limit or rule script (the general decision follows) |
 //! | outcomes | array | odd length | `now`, then per limit `allowed, remaining, reset, retry, violations, warning, delay, blocked until`, the trailing values left out where a script never has them: 4 (no block or penalty), 6 (a one-limit or rule script) or 8 (the general decision, which then adds `count, capacity` per settable limit) | every script |
@@ -14,7 +14,7 @@
 //! | blocked | text | first byte `B` | `<marker> <now> <violations> <warning>` (`lua/marker_answer.lua`) | a one-limit script |
 //! | marked block | text | first byte a digit | `<PTTL>B0<end>`, then ` <count> <end>` of a penalty's violations | `fixed_window.lua#one`, `gcra.lua#one` |
 //!
-//! Invariant: the kinds' marks never overlap. An outcome reply is odd in length (the time, then
+//! Invariant: the kinds' signs never overlap. An outcome reply is odd in length (the time, then
 //! whole limits of 4, 6 or 8 values each, and pairs), a marked one even (pairs, or one limit's
 //! four values); a marker starts with `B`, a PTTL with a digit. A reply of no kind, or of a kind
 //! whose values are out of range for the request, is a permanent error, never a panic.
@@ -22,7 +22,7 @@
 mod arguments;
 mod marked;
 
-pub use arguments::{check_exact, decide_args, now_arg, shaped_command};
+pub use arguments::{check_exact, decide_args, now_arg, spec_command};
 pub use marked::packed_slots;
 
 use redis::Value;

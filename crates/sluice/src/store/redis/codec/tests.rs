@@ -99,7 +99,7 @@ fn outcomes_of(
 }
 
 #[test]
-fn every_kind_has_its_own_mark() {
+fn every_kind_has_its_own_sign() {
     let calls = plain(1);
     let text = |t: &[u8]| Value::BulkString(t.to_vec());
     let local = || Micros::new(1_764_136_800_000_000);

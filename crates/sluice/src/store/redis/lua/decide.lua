@@ -19,7 +19,7 @@
 --   memory_us.
 -- Returns: { now_us, then 8 per limit: allowed (0/1), remaining, reset_after_us,
 --   retry_after_us (-1: none), violations, warning (0/1), delay_us, blocked_until_us (-1: none)
---   (the shaped scripts' 4 or 6 values, then these two: codec.rs),
+--   (the one-limit and rule scripts' 4 or 6 values, then these two: codec.rs),
 --   then per settable limit, in order, the run-time count and capacity it decided with (0, 0:
 --   none set) }.
 

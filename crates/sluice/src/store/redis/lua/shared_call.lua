@@ -1,4 +1,4 @@
--- shared_call: several decisions of one shape in one call (shared_call.rs), after the one-limit
+-- shared_call: several decisions of one spec in one call (shared_call.rs), after the one-limit
 -- or rule script's constants (one_script::one_text, many_script::many_text), whose now_at is then
 -- after every decision's costs, and `local keys_per, costs_per = <KEYS>, <costs of a decision>`.
 -- The script (now.lua, then one_head.lua and <algorithm>.lua#one, or many_head.lua and the rule's

@@ -1,10 +1,10 @@
 use super::*;
 
-fn shape(algorithm: Algorithm, count: u64) -> Shape {
-    Shape {
+fn spec(algorithm: Algorithm, count: u64) -> Spec {
+    Spec {
         guarded: true,
         warn_after: Some(3),
-        ..Shape::plain(algorithm, count)
+        ..Spec::plain(algorithm, count)
     }
 }
 
@@ -32,7 +32,7 @@ fn constant(text: &str, name: &str) -> String {
 
 #[test]
 fn a_script_opens_with_its_constants_then_the_algorithms_script() {
-    let gcra = shape(Algorithm::Gcra, 100);
+    let gcra = spec(Algorithm::Gcra, 100);
     let text = one_text(&gcra, Micros::ZERO).expect("gcra has a one-limit script");
     let (first, body) = text.split_once('\n').expect("two parts");
     assert_eq!(
@@ -57,10 +57,10 @@ fn a_script_opens_with_its_constants_then_the_algorithms_script() {
         };
         let returns = body.matches("return { now,").count();
         assert_eq!(body.matches(GUARD_VALUES).count(), returns, "{algorithm}");
-        let plain = one_text(&Shape::plain(algorithm, 10), Micros::ZERO).expect("a script");
+        let plain = one_text(&Spec::plain(algorithm, 10), Micros::ZERO).expect("a script");
         assert!(!plain.contains("violations, warning }"), "{algorithm}");
         // A marker's answer is written where each script asks for it: no function is made.
-        let guarded = one_text(&shape(algorithm, 10), Micros::ZERO).expect("a script");
+        let guarded = one_text(&spec(algorithm, 10), Micros::ZERO).expect("a script");
         let mut lines = guarded
             .lines()
             .filter(|l| !l.trim_start().starts_with("--"));
@@ -80,20 +80,20 @@ fn a_script_opens_with_its_constants_then_the_algorithms_script() {
             "true" | "false"
         ));
     }
-    let unpenalized = Shape {
+    let unpenalized = Spec {
         warn_after: None,
         ..gcra
     };
     let text = one_text(&unpenalized, Micros::ZERO).expect("a script");
     assert_eq!(constant(&text, "warn_after"), "nil");
-    let leaky = shape(Algorithm::LeakyBucket, 100);
+    let leaky = spec(Algorithm::LeakyBucket, 100);
     assert_eq!(
         one_text(&leaky, Micros::ZERO),
         None,
         "no one-limit leaky bucket"
     );
     assert_eq!(
-        one_text(&shape(Algorithm::Concurrency, 1), Micros::ZERO),
+        one_text(&spec(Algorithm::Concurrency, 1), Micros::ZERO),
         None
     );
 }
@@ -103,15 +103,15 @@ fn only_a_fixed_window_of_whole_ms_packs_and_a_guarded_gcra_reads_the_time_late(
     // Only a fixed window of whole ms counts in marked windows, and only where keys live no
     // longer than their state matters. Such a script packs its admissions into one number, with
     // the slots' modulus written in (`codec::marked`); a limit whose numbers leave none reads TIME.
-    let fixed = Shape::plain(Algorithm::FixedWindow, 10);
-    let timing = |shape: &Shape, min_ttl: u64| {
-        let text = one_text(shape, Micros::new(min_ttl)).expect("a script");
+    let fixed = Spec::plain(Algorithm::FixedWindow, 10);
+    let timing = |spec: &Spec, min_ttl: u64| {
+        let text = one_text(spec, Micros::new(min_ttl)).expect("a script");
         (
             constant(&text, "time_deferred"),
             constant(&text, "packed_slots"),
         )
     };
-    let packed = |shape: &Shape, min_ttl: u64| timing(shape, min_ttl).1 != "false";
+    let packed = |spec: &Spec, min_ttl: u64| timing(spec, min_ttl).1 != "false";
     assert_eq!(
         timing(&fixed, 0),
         (
@@ -119,30 +119,30 @@ fn only_a_fixed_window_of_whole_ms_packs_and_a_guarded_gcra_reads_the_time_late(
             super::super::constants::FIXED_WINDOW_SLOTS.to_string()
         )
     );
-    let huge = Shape {
+    let huge = Spec {
         count: 1 << 40,
         ..fixed
     };
     assert_eq!(timing(&huge, 0), ("false".into(), "false".into()));
     assert!(!packed(&fixed, 1));
-    let odd = Shape {
+    let odd = Spec {
         window_us: 1500,
         ..fixed
     };
     assert!(!packed(&odd, 0));
-    let guarded = Shape {
+    let guarded = Spec {
         guarded: true,
         ..fixed
     };
     assert!(packed(&guarded, 0));
     assert_eq!(
-        timing(&Shape::plain(Algorithm::Gcra, 10), 0),
+        timing(&Spec::plain(Algorithm::Gcra, 10), 0),
         ("false".into(), "false".into())
     );
     // A GCRA limit with a block or a penalty reads TIME after its key.
-    let blocked_gcra = Shape {
+    let blocked_gcra = Spec {
         warn_after: None,
-        ..shape(Algorithm::Gcra, 10)
+        ..spec(Algorithm::Gcra, 10)
     };
     assert_eq!(timing(&blocked_gcra, 0), ("true".into(), "false".into()));
     assert_eq!(timing(&blocked_gcra, 1), ("false".into(), "false".into()));

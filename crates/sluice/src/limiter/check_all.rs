@@ -10,7 +10,7 @@
 //!   it: their costs are added up and judged once against the one count (see `repeated`), so
 //!   repeating a part never admits more than asking once for the sum;
 //! - on a remote store, a consuming part the denial cache knows to be denied answers the whole
-//!   request without a store call (see `batch_cache`), and the denials of a step that consumed
+//!   request without a store call (see `check_all_cache`), and the denials of a step that consumed
 //!   fill the cache, as a check's do;
 //! - a part of cost 0 only looks (as [`Limiter::peek`]) but can still deny the request; such
 //!   parts are asked first, in a step that changes nothing, and a denial there turns the rest
@@ -38,7 +38,7 @@ use super::choice::Selection;
 use super::decide::{CACHED, attach_lease, decision, degraded_reason, fits};
 use super::denial_cache::DenialCache;
 use super::resolved::Resolved;
-use super::{Attributes, Check, CompiledRule, Limiter, MAX_COST, batch_cache, keys, repeated};
+use super::{Attributes, Check, CompiledRule, Limiter, MAX_COST, check_all_cache, keys, repeated};
 
 /// One part of a request decided by [`Limiter::check_all`].
 #[derive(Debug, Clone, Copy)]
@@ -142,10 +142,10 @@ impl Limiter {
         let mut cached = None;
         if let Some((hit, outcomes)) = denials
             .filter(|_| !denied)
-            .and_then(|c| batch_cache::answer(c, &applies))
+            .and_then(|c| check_all_cache::answer(c, &applies))
         {
             let hit = looks.len() + hit;
-            replies = batch_cache::replies(&all, hit, outcomes);
+            replies = check_all_cache::replies(&all, hit, outcomes);
             all[hit].rule.meters.cache_hit();
             cached = Some(hit);
         }
@@ -156,17 +156,17 @@ impl Limiter {
             }
             let mode = if denied { Mode::Peek } else { mode };
             let (calls, at) = repeated::unique(group);
-            let mark = denials
+            let start = denials
                 .filter(|_| mode == Mode::Apply)
-                .map(DenialCache::mark);
+                .map(DenialCache::call_start);
             match self.call_store_fitting(&calls, mode).await {
                 Ok(reply) => {
                     denied |= denies(&calls, &reply);
                     let split = split(&reply, group, &at);
                     // As in a check: outcomes the store did not give are not cached.
                     let all_fit = calls.iter().all(fits);
-                    if let (Some(cache), Some(mark), true) = (denials, mark, all_fit) {
-                        batch_cache::remember(cache, mark, group, &split);
+                    if let (Some(cache), Some(start), true) = (denials, start, all_fit) {
+                        check_all_cache::remember(cache, start, group, &split);
                     }
                     replies.extend(split);
                 }

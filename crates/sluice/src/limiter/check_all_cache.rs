@@ -12,9 +12,9 @@
 //! - the other parts are not consulted: they are reported allowed, with nothing known to remain
 //!   (the cached part's denial is the request's);
 //! - denials are recorded from the step that consumed (never from a look), for every part whose
-//!   rule may cache them, under the mark taken before that store call.
+//!   rule may cache them, under the call start taken before that store call.
 
-use super::denial_cache::{DenialCache, Mark, leaves_no_trace};
+use super::denial_cache::{CallStart, DenialCache, leaves_no_trace};
 use super::resolved::Resolved;
 use crate::algorithm::LimitOutcome;
 use crate::store::StoreReply;
@@ -65,10 +65,10 @@ pub(super) fn replies(
         .collect()
 }
 
-/// Records the denials in the replies to a step that consumed (sent after `mark`).
+/// Records the denials in the replies to a step that consumed (sent after `start`).
 pub(super) fn remember(
     cache: &DenialCache,
-    mark: Mark,
+    start: CallStart,
     group: &[&Resolved],
     replies: &[Option<StoreReply>],
 ) {
@@ -76,7 +76,7 @@ pub(super) fn remember(
         if let (Some(reply), false, false) =
             (reply, r.rule.cacheable.is_empty(), r.rule.definition.shadow)
         {
-            cache.record(mark, &r.calls, &r.rule.cacheable, reply);
+            cache.record(start, &r.calls, &r.rule.cacheable, reply);
         }
     }
 }

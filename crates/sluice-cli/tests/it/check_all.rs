@@ -31,7 +31,7 @@ fn part(rule: &str, attributes: Value) -> Value {
     json!({ "rule": rule, "attributes": attributes })
 }
 
-async fn batch(server: &Server, view: &str, parts: &[Value]) -> common::Answer {
+async fn check_all(server: &Server, view: &str, parts: &[Value]) -> common::Answer {
     server
         .post(
             &format!("/v1/check-all{view}"),
@@ -50,7 +50,7 @@ async fn remaining(server: &Server, rule: &str, attributes: Value) -> u64 {
 async fn all_or_nothing(server: Server) {
     let ip = part("per_ip", json!({ "ip": "203.0.113.9" }));
     let path = part("per_path", json!({ "path": "/a" }));
-    let first = batch(&server, "", &[ip.clone(), path.clone()]).await;
+    let first = check_all(&server, "", &[ip.clone(), path.clone()]).await;
     assert_eq!(first.status, 200, "{first:?}");
     assert_eq!(first.json["allowed"], true);
     let decisions = first.json["decisions"].as_array().unwrap();
@@ -66,7 +66,7 @@ async fn all_or_nothing(server: Server) {
         "{first:?}"
     );
 
-    let second = batch(&server, "", &[ip.clone(), path.clone()]).await;
+    let second = check_all(&server, "", &[ip.clone(), path.clone()]).await;
     assert_eq!(second.status, 429, "{second:?}");
     assert_eq!(second.json["allowed"], false);
     assert_eq!(second.json["decisions"][0]["allowed"], true);
@@ -84,7 +84,7 @@ async fn all_or_nothing(server: Server) {
         part("per_path", json!({ "path": "/x" })),
         part("per_path", json!({ "path": "/y" })),
     ];
-    let compact = batch(&server, "?view=compact", &paths).await;
+    let compact = check_all(&server, "?view=compact", &paths).await;
     assert_eq!(compact.status, 200, "{compact:?}");
     assert_eq!(
         compact.json,
@@ -93,7 +93,7 @@ async fn all_or_nothing(server: Server) {
             { "allowed": true, "limit": 1, "remaining": 0, "reset_after_ms": compact.json["decisions"][1]["reset_after_ms"] },
         ]})
     );
-    let headers = batch(&server, "?view=headers", &paths).await;
+    let headers = check_all(&server, "?view=headers", &paths).await;
     assert_eq!(headers.status, 429);
     assert_eq!(headers.text, "");
     assert!(headers.header("retry-after").is_some());
@@ -101,7 +101,7 @@ async fn all_or_nothing(server: Server) {
     // Parts that cost 0 only look: 200, and the denial is in the body.
     let mut look = path.clone();
     look["cost"] = json!(0);
-    let looked = batch(&server, "", &[look]).await;
+    let looked = check_all(&server, "", &[look]).await;
     assert_eq!(
         (looked.status, &looked.json["allowed"]),
         (200, &json!(false))
@@ -109,22 +109,22 @@ async fn all_or_nothing(server: Server) {
 }
 
 #[tokio::test]
-async fn a_batch_is_all_or_nothing_on_memory() {
+async fn a_check_all_is_all_or_nothing_on_memory() {
     all_or_nothing(Server::start(CONFIG)).await;
 }
 
 #[tokio::test]
-async fn a_batch_is_all_or_nothing_on_redis() {
+async fn a_check_all_is_all_or_nothing_on_redis() {
     let redis = RedisServer::start();
     all_or_nothing(Server::start_on(CONFIG, &redis.url())).await;
 }
 
 #[tokio::test]
-async fn a_batch_that_passed_holds_its_leases() {
+async fn a_check_all_that_passed_holds_its_leases() {
     let server = Server::start(CONFIG);
     let jobs = part("jobs", json!({ "tenant": "t1" }));
     let path = part("per_path", json!({ "path": "/a" }));
-    let passed = batch(&server, "", &[jobs.clone(), path.clone()]).await;
+    let passed = check_all(&server, "", &[jobs.clone(), path.clone()]).await;
     assert_eq!(passed.status, 200, "{passed:?}");
     let lease = passed.json["decisions"][0]["lease"]
         .as_str()
@@ -135,10 +135,10 @@ async fn a_batch_that_passed_holds_its_leases() {
         .post("/v1/release", &json!({ "lease": lease }).to_string())
         .await;
     assert_eq!(released.json, json!({ "released": true }));
-    let denied = batch(&server, "", &[jobs.clone(), path]).await;
+    let denied = check_all(&server, "", &[jobs.clone(), path]).await;
     assert_eq!(denied.status, 429);
     assert_eq!(denied.json["decisions"][0].get("lease"), None);
-    let alone = batch(&server, "", &[jobs]).await;
+    let alone = check_all(&server, "", &[jobs]).await;
     assert_eq!(alone.status, 200, "the slot is free: {alone:?}");
     assert!(alone.header("x-ratelimit-lease").is_some());
 }
@@ -152,28 +152,28 @@ async fn repeated_parts_add_up(server: Server) {
         200
     );
     let copies = vec![part("per_ip", ip.clone()); 3];
-    let denied = batch(&server, "", &copies).await;
+    let denied = check_all(&server, "", &copies).await;
     assert_eq!(denied.status, 429, "3 copies with 1 left: {denied:?}");
     assert_eq!(remaining(&server, "per_ip", ip.clone()).await, 1);
     let mut three = json!({ "rule": "per_path", "attributes": { "path": "/r" }, "cost": 3 });
     assert_eq!(
-        batch(&server, "", &[three.clone(), three.clone()])
+        check_all(&server, "", &[three.clone(), three.clone()])
             .await
             .status,
         429
     );
     three["cost"] = json!(1);
     assert_eq!(
-        batch(&server, "", &[three.clone(), three]).await.status,
+        check_all(&server, "", &[three.clone(), three]).await.status,
         429,
         "2 of 1"
     );
     // Two copies on a concurrency limit of one: one lease of two units does not fit.
     let jobs = part("jobs", json!({ "tenant": "t9" }));
-    let two = batch(&server, "", &[jobs.clone(), jobs.clone()]).await;
+    let two = check_all(&server, "", &[jobs.clone(), jobs.clone()]).await;
     assert_eq!(two.status, 429, "{two:?}");
     assert_eq!(two.json["decisions"][0].get("lease"), None);
-    assert_eq!(batch(&server, "", &[jobs]).await.status, 200);
+    assert_eq!(check_all(&server, "", &[jobs]).await.status, 200);
 }
 
 #[tokio::test]
@@ -238,7 +238,7 @@ async fn bad_parts_decide_nothing_and_say_which() {
         (vec![ip.clone(); 65], 400, "bad_batch", "65 parts"),
     ];
     for (parts, status, code, says) in cases {
-        let a = batch(&server, "", &parts).await;
+        let a = check_all(&server, "", &parts).await;
         assert_eq!((a.status, a.code()), (status, code), "{a:?}");
         assert!(a.error().contains(says), "{a:?}");
     }

@@ -28,7 +28,7 @@ use serde::Deserialize;
 use sluice::Decision;
 use sluice::limiter::{MAX_COST, RuleCheck};
 
-use super::bodies::BatchBody;
+use super::bodies::CheckAllBody;
 use super::decision_body::{View, ViewQuery, decorate, view_of, write_body};
 use super::error::{ApiError, ErrorCode, parse_json};
 use super::request::DecisionRequest;
@@ -45,14 +45,14 @@ pub const MAX_CHECKS: usize = 64;
     {"rule": "login", "attributes": {"ip": "203.0.113.9"}},
     {"rule": "api", "attributes": {"user": "u1"}, "cost": 2}
 ]}))]
-pub struct BatchRequest<'a> {
+pub struct CheckAllRequest<'a> {
     /// The parts, each as the body of `/v1/check` (without `reserve`), 1 to 64.
     #[serde(borrow)]
     #[schema(min_items = 1, max_items = 64)]
     pub checks: Vec<DecisionRequest<'a>>,
 }
 
-/// One part of a batch, read and checked.
+/// One part of a check-all request, read and checked.
 #[derive(Debug)]
 pub struct Part<'a> {
     /// The rule.
@@ -84,11 +84,11 @@ impl<'a> Part<'a> {
     }
 }
 
-/// The 400 of a batch of `len` parts unless it has 1 to [`MAX_CHECKS`].
+/// The 400 of a check-all request of `len` parts unless it has 1 to [`MAX_CHECKS`].
 pub fn check_len(len: usize) -> Result<(), ApiError> {
     if len == 0 || len > MAX_CHECKS {
         return Err(ApiError::new(
-            ErrorCode::BadBatch,
+            ErrorCode::BadCheckAll,
             format!("`checks` has {len} parts; 1 to {MAX_CHECKS} are accepted"),
         ));
     }
@@ -98,8 +98,8 @@ pub fn check_len(len: usize) -> Result<(), ApiError> {
 /// The 400 of a part that asks for a reservation.
 pub fn no_reservations() -> ApiError {
     ApiError::new(
-        ErrorCode::BadBatch,
-        "a batch takes no reservations (`reserve`): ask `/v1/check` for each",
+        ErrorCode::BadCheckAll,
+        "a check-all takes no reservations (`reserve`): ask `/v1/check` for each",
     )
 }
 
@@ -111,7 +111,7 @@ pub fn at(index: usize) -> impl Fn(ApiError) -> ApiError {
     }
 }
 
-/// The parts of a JSON batch, or the error of the first part that is not one.
+/// The parts of a JSON check-all request, or the error of the first part that is not one.
 pub fn parts<'a>(checks: &'a [DecisionRequest<'a>]) -> Result<Vec<Part<'a>>, ApiError> {
     check_len(checks.len())?;
     checks
@@ -169,14 +169,14 @@ fn part_of(error: &sluice::Error, parts: &[Part<'_>]) -> Option<usize> {
 }
 
 /// `POST /v1/check-all`.
-#[utoipa::path(post, path = "/v1/check-all", tag = "decisions", description = "Decides several rules, or one rule for several identities, all or nothing: a denial consumes nothing in any part.", params(("view" = Option<View>, Query, description = "How much of each decision the body carries: `full` (default), `compact`, or `headers` (no body)"), ("sluice-timeout-ms" = Option<u64>, Header, description = "How long the caller waits for the answer, in milliseconds (Envoy's `x-envoy-expected-rq-timeout-ms` is read the same way): past it the decision is made by the rule's fail policy without asking the store, with `reason: \"deadline\"`")), request_body(content = BatchRequest, content_type = "application/json"), responses((status = 200, description = "Every part allowed (or every part cost 0)", body = BatchBody), (status = 429, description = "A part denied; nothing was consumed", body = BatchBody), (status = 400, description = "Bad input (`bad_json`, `bad_query`, `bad_attribute`, `missing_attribute`, `bad_cost`, `bad_batch`, …)", body = ErrorBody), (status = 404, description = "No rule by that name is in force (`unknown_rule`)", body = ErrorBody), (status = 408, description = "Not answered within `request_timeout` (`timeout`)", body = ErrorBody), (status = 413, description = "The body is over 64 KiB (`body_too_large`)", body = ErrorBody)))]
+#[utoipa::path(post, path = "/v1/check-all", tag = "decisions", description = "Decides several rules, or one rule for several identities, all or nothing: a denial consumes nothing in any part.", params(("view" = Option<View>, Query, description = "How much of each decision the body carries: `full` (default), `compact`, or `headers` (no body)"), ("sluice-timeout-ms" = Option<u64>, Header, description = "How long the caller waits for the answer, in milliseconds (Envoy's `x-envoy-expected-rq-timeout-ms` is read the same way): past it the decision is made by the rule's fail policy without asking the store, with `reason: \"deadline\"`")), request_body(content = CheckAllRequest, content_type = "application/json"), responses((status = 200, description = "Every part allowed (or every part cost 0)", body = CheckAllBody), (status = 429, description = "A part denied; nothing was consumed", body = CheckAllBody), (status = 400, description = "Bad input (`bad_json`, `bad_query`, `bad_attribute`, `missing_attribute`, `bad_cost`, `bad_batch`, …)", body = ErrorBody), (status = 404, description = "No rule by that name is in force (`unknown_rule`)", body = ErrorBody), (status = 408, description = "Not answered within `request_timeout` (`timeout`)", body = ErrorBody), (status = 413, description = "The body is over 64 KiB (`body_too_large`)", body = ErrorBody)))]
 pub(super) async fn check_all(
     State(state): State<Arc<AppState>>,
     query: Result<Query<ViewQuery>, QueryRejection>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
     let view = view_of(query)?;
-    let request: BatchRequest = parse_json(&body)?;
+    let request: CheckAllRequest = parse_json(&body)?;
     let parts = parts(&request.checks)?;
     let decisions = decide_all(&state, &parts).await?;
     let allowed = decisions.iter().all(|d| d.allowed);
