@@ -287,6 +287,13 @@ const MAX_PAUSE: Duration = Duration::from_millis(100);
 /// machine) takes between the steps. A planned move must not fail decisions, and the answer is
 /// not a failure of the store: a fixed number of tries failed them once a step took longer than
 /// the tries' pauses added up. The limiter's own deadline still ends the wait.
+///
+/// A redirection to a node with no connection yet is asked again the same way. A `MOVED` or
+/// `ASK` is followed to the node it names by address, and the client does not connect to a node
+/// on such a route: after a failover, or a move to a node it has not connected to, it answers
+/// "connection not found" until the slot-map refresh the redirection set off has connected the
+/// node (a planned `CLUSTER FAILOVER` under load once failed every decision of a process that
+/// way, its breaker open).
 async fn redirected(
     c: &mut ClusterConnection,
     cmd: &redis::Cmd,
@@ -295,11 +302,12 @@ async fn redirected(
     let started = tokio::time::Instant::now();
     let mut pause = FIRST_PAUSE;
     loop {
-        let answer = followed(c, cmd).await;
-        let moving = matches!(
-            &answer,
-            Err(e) if e.kind() == ErrorKind::Server(ServerErrorKind::TryAgain)
-        );
+        let (answer, unconnected) = followed(c, cmd).await;
+        let moving = unconnected
+            || matches!(
+                &answer,
+                Err(e) if e.kind() == ErrorKind::Server(ServerErrorKind::TryAgain)
+            );
         if !moving || started.elapsed() + pause > patience {
             return answer;
         }
@@ -309,9 +317,13 @@ async fn redirected(
 }
 
 /// One try of `cmd`: sent where the slot map says, then to where `ASK` and `MOVED` answers send
-/// it.
-async fn followed(c: &mut ClusterConnection, cmd: &redis::Cmd) -> RedisResult<redis::Value> {
+/// it; and whether it ended at a node the client has no connection to.
+async fn followed(
+    c: &mut ClusterConnection,
+    cmd: &redis::Cmd,
+) -> (RedisResult<redis::Value>, bool) {
     let mut answer = c.req_packed_command(cmd).await;
+    let mut redirected = false;
     for _ in 0..MAX_REDIRECTIONS {
         let error = match &answer {
             Err(error) => error,
@@ -340,8 +352,11 @@ async fn followed(c: &mut ClusterConnection, cmd: &redis::Cmd) -> RedisResult<re
             }
             _ => break,
         };
+        redirected = true;
     }
-    answer
+    let unconnected =
+        redirected && matches!(&answer, Err(e) if e.kind() == ErrorKind::ClusterConnectionNotFound);
+    (answer, unconnected)
 }
 
 /// How to reach one node of the deployment `url` names: its TLS, credentials and database.
