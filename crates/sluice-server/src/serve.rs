@@ -72,7 +72,10 @@ pub async fn serve_with_grace(
     );
     let app = Front::with_decisions(
         router(state.clone())
-            .layer(axum::middleware::from_fn(http::caller_deadline::middleware))
+            .layer(axum::middleware::from_fn_with_state(
+                !state.limiter.store().in_process(),
+                http::caller_deadline::middleware,
+            ))
             .layer(DeadlineLayer::new(limits.request_timeout)),
         state,
         limits.request_timeout,

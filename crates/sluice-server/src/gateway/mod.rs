@@ -68,7 +68,8 @@ pub async fn serve_grpc(
         .add_service(reflection_v1)
         .add_service(reflection_v1alpha)
         .into_axum_router()
-        .layer(axum::middleware::from_fn(
+        .layer(axum::middleware::from_fn_with_state(
+            !state.limiter.store().in_process(),
             crate::http::caller_deadline::middleware,
         ))
         .layer(DeadlineLayer::grpc(limits.request_timeout))

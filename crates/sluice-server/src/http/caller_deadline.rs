@@ -16,23 +16,23 @@
 use std::future::Future;
 use std::time::Duration;
 
-use axum::extract::Request;
+use axum::extract::{Request, State};
 use axum::middleware::Next;
 use axum::response::Response;
 use futures::future::Either;
-use http::HeaderMap;
+use http::{HeaderMap, HeaderName};
 use tokio::time::Instant;
 
 /// Sluice's own header: the caller's timeout in whole milliseconds.
-pub const SLUICE_TIMEOUT_MS: &str = "sluice-timeout-ms";
+pub const SLUICE_TIMEOUT_MS: HeaderName = HeaderName::from_static("sluice-timeout-ms");
 /// Envoy's header on the requests it forwards: its route's timeout in whole milliseconds.
-pub const ENVOY_TIMEOUT_MS: &str = "x-envoy-expected-rq-timeout-ms";
+pub const ENVOY_TIMEOUT_MS: HeaderName = HeaderName::from_static("x-envoy-expected-rq-timeout-ms");
 /// The gRPC protocol's timeout header.
-pub const GRPC_TIMEOUT: &str = "grpc-timeout";
+pub const GRPC_TIMEOUT: HeaderName = HeaderName::from_static("grpc-timeout");
 
 /// How long the caller of a request with `headers` waits, if it says.
 pub fn timeout(headers: &HeaderMap) -> Option<Duration> {
-    let millis = |name| {
+    let millis = |name: HeaderName| {
         let text = headers.get(name)?.to_str().ok()?;
         text.parse::<u64>().ok().map(Duration::from_millis)
     };
@@ -75,9 +75,15 @@ pub fn scoped<F: Future>(deadline: Option<Instant>, answer: F) -> impl Future<Ou
     }
 }
 
-/// The router's middleware: every request runs under its caller's deadline.
-pub async fn middleware(request: Request, next: Next) -> Response {
-    let deadline = deadline(request.headers());
+/// The router's middleware: every request runs under its caller's deadline, when the store is a
+/// remote one (`remote`, the middleware's state). A decision on an in-process store is always
+/// made, so its requests skip reading the headers.
+pub async fn middleware(State(remote): State<bool>, request: Request, next: Next) -> Response {
+    let deadline = if remote {
+        deadline(request.headers())
+    } else {
+        None
+    };
     scoped(deadline, next.run(request)).await
 }
 
@@ -85,10 +91,10 @@ pub async fn middleware(request: Request, next: Next) -> Response {
 mod tests {
     use super::*;
 
-    fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
+    fn headers(pairs: &[(HeaderName, &str)]) -> HeaderMap {
         let mut map = HeaderMap::new();
         for (name, value) in pairs {
-            map.insert(*name, value.parse().unwrap());
+            map.insert(name.clone(), value.parse().unwrap());
         }
         map
     }

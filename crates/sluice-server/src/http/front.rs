@@ -47,6 +47,8 @@ struct Decisions {
     timeout: Duration,
     /// A decision's wait for its store ends well within `timeout` on its own.
     store_bounded: bool,
+    /// The store is a remote one: a caller's deadline can spare it a call.
+    remote: bool,
 }
 
 impl Front {
@@ -62,12 +64,14 @@ impl Front {
     /// `router`, which applies its own deadline.
     pub(crate) fn with_decisions(router: Router, state: Arc<AppState>, timeout: Duration) -> Front {
         let store_bounded = store_bounded(state.limiter.options().timeout, timeout);
+        let remote = !state.limiter.store().in_process();
         Front {
             router,
             decisions: Some(Decisions {
                 state,
                 timeout,
                 store_bounded,
+                remote,
             }),
         }
     }
@@ -82,7 +86,12 @@ impl Front {
             let start = RouteTimer::start();
             let state = decisions.state.clone();
             let (budget, store_bounded) = (Budget::new(decisions.timeout), decisions.store_bounded);
-            let deadline = caller_deadline::deadline(request.headers());
+            // A decision on an in-process store is always made: no deadline to read.
+            let deadline = if decisions.remote {
+                caller_deadline::deadline(request.headers())
+            } else {
+                None
+            };
             return Either::Left(async move {
                 let answer = routes::answer_request(&state, request, mode, budget, store_bounded);
                 let response = caller_deadline::scoped(deadline, answer).await;
