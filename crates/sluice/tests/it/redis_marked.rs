@@ -180,6 +180,7 @@ async fn a_rule_of_fixed_windows_admits_in_their_marked_windows_without_reading_
     let calls = |name: &str| server.command_calls(name);
     // New windows: each DECRBY makes its key, which is then completed once TIME is read, a
     // DECRBY of its slot and a PEXPIREAT; nothing is undone or read again.
+    assert_eq!(server.cli(&["CONFIG", "RESETSTAT"]), "OK");
     let first = decide().await;
     assert!(first.outcomes.iter().all(|o| o.allowed), "new windows");
     let writes = [

@@ -218,6 +218,8 @@ struct Inner {
     /// Where the invalidation channel subscribes (see `channel`), and how to dial it.
     subscribe_to: Vec<redis::ConnectionInfo>,
     dial: Dial,
+    /// Turns true once the start-up work (scripts, eviction policy, key format) has run.
+    started: tokio::sync::watch::Receiver<bool>,
 }
 
 /// Maps a client error: whatever may pass by retrying later is transient.
@@ -258,6 +260,7 @@ impl RedisStore {
         let conn = RedisConnection::open(&parsed, dial.clone()).map_err(|e| {
             StoreError::permanent(NAME, format!("Redis client for {}: {e}", redact(url)))
         })?;
+        let (start_done, started) = tokio::sync::watch::channel(false);
         let store = RedisStore {
             inner: Arc::new(Inner {
                 conn,
@@ -270,21 +273,38 @@ impl RedisStore {
                 latest_us: AtomicU64::new(0),
                 subscribe_to,
                 dial,
+                started,
             }),
         };
         // Connect and load the scripts in the background; the first decisions need not wait.
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
             let warm = store.clone();
             runtime.spawn(async move {
-                if let Err(error) = warm.load_scripts().await {
-                    tracing::warn!(%error, "Redis not reachable yet; decisions degrade until it is");
-                    return;
+                match warm.load_scripts().await {
+                    Ok(()) => {
+                        warm.warn_of_eviction().await;
+                        warm.check_key_format().await;
+                    }
+                    Err(error) => {
+                        tracing::warn!(%error, "Redis not reachable yet; decisions degrade until it is");
+                    }
                 }
-                warm.warn_of_eviction().await;
-                warm.check_key_format().await;
+                start_done.send_replace(true);
             });
+        } else {
+            start_done.send_replace(true);
         }
         Ok(store)
+    }
+
+    /// Resolves once the work `connect` starts in the background (loading the scripts, checking
+    /// the eviction policy and the key format) has run, whatever came of it. Decisions never
+    /// wait for it; a caller that counts Redis' commands, or wants the scripts loaded before its
+    /// first decision, does.
+    pub async fn started(&self) {
+        let mut started = self.inner.started.clone();
+        // An error means the start-up task was dropped with its runtime: nothing is left to wait for.
+        let _ = started.wait_for(|done| *done).await;
     }
 
     /// Loads every script and the function library (also done on demand after `NOSCRIPT` or a
