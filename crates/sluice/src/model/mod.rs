@@ -16,6 +16,7 @@
 //!   (`registry_tests` checks the Lua files against it);
 //! - `batch`: [`Batches`], a limit's opt-in to hot-key batches;
 //! - `penalty`: [`Penalty`]; `fail_policy`: [`FailPolicy`];
+//! - `period`: [`Period`], a quota's calendar period (a day, week, month or year in a zone);
 //! - `decision`: [`Decision`] and [`LimitDecision`], the answer to a check; `decision_json`: its
 //!   JSON as the service writes it; `headers`: the HTTP rate-limit headers it sets;
 //! - `micros`: [`Micros`], the one time type below the configuration;
@@ -36,6 +37,7 @@ mod micros;
 mod name;
 mod overrides;
 mod penalty;
+mod period;
 mod rate;
 #[cfg(test)]
 mod registry_tests;
@@ -58,6 +60,7 @@ pub use micros::Micros;
 pub use name::{MAX_INTERNED, MAX_INTERNED_BYTES, Name};
 pub use overrides::{MAX_DENY_MESSAGE, Override, OverrideOutcome};
 pub use penalty::Penalty;
+pub use period::{Period, PeriodBounds, PeriodError, PeriodUnit};
 pub use rate::{MAX_COUNT, MAX_WINDOW, Rate};
 pub use rule::{By, Rule, validate_rule_name};
 pub use runtime_limit::RuntimeLimit;
