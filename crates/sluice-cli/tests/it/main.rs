@@ -29,6 +29,7 @@ mod leases;
 mod monitoring;
 mod nginx;
 mod observability;
+mod quotas;
 mod redis;
 mod redis_ha;
 mod reference;

@@ -359,6 +359,69 @@ fn the_denial_cache_section_has_defaults_and_bounds() {
 }
 
 #[test]
+fn quotas_take_a_quota_and_a_calendar_period_instead_of_a_rate() {
+    use sluice::model::{Period, PeriodUnit};
+    let yaml = "rules:\n  plan:\n    limits:\n      - { by: [tenant], quota: 10000, period: month, anchor: 15, timezone: Europe/Berlin }\n";
+    let c = Config::parse(yaml, Format::Yaml).unwrap();
+    let period = Period::new(PeriodUnit::Month)
+        .in_zone("Europe/Berlin")
+        .unwrap()
+        .anchored(15)
+        .unwrap();
+    let expected = sluice::model::Limit::quota(&["tenant"], 10000, period);
+    assert_eq!(c.rules[0].1.limits[0], expected);
+    assert_eq!(expected.algorithm, Algorithm::FixedWindow);
+    assert_eq!(expected.id(), "tenant-quota-month");
+    // Written back the way it was read, the defaults (UTC, the 1st) left out.
+    let json = serde_json::to_value(&expected).unwrap();
+    assert_eq!(
+        json,
+        serde_json::json!({"by": ["tenant"], "quota": 10000, "period": "month", "timezone": "Europe/Berlin", "anchor": 15})
+    );
+    let daily = sluice::model::Limit::quota(&["ip"], 5, Period::new(PeriodUnit::Day));
+    assert_eq!(
+        serde_json::to_value(&daily).unwrap(),
+        serde_json::json!({"by": ["ip"], "quota": 5, "period": "day"})
+    );
+    let line = |limit: &str| format!("rules:\n  plan:\n    limits:\n      - {limit}\n");
+    for (limit, field) in [
+        ("{ by: [t], quota: 5, period: month, rate: 5/1d }", "rate"),
+        ("{ by: [t], period: day }", "quota"),
+        ("{ by: [t], quota: 0, period: day }", "quota"),
+        ("{ by: [t], quota: 5 }", "quota"),
+        ("{ by: [t], rate: 5/1d, timezone: UTC }", "timezone"),
+        (
+            "{ by: [t], quota: 5, period: day, timezone: Mars/Olympus }",
+            "timezone",
+        ),
+        ("{ by: [t], quota: 5, period: week, anchor: 3 }", "anchor"),
+        ("{ by: [t], quota: 5, period: month, anchor: 32 }", "anchor"),
+        (
+            "{ by: [t], quota: 5, period: day, algorithm: gcra }",
+            "limits[0].period",
+        ),
+        (
+            "{ by: [t], quota: 5, period: day, batch: { max: 10, hold: 1s } }",
+            "limits[0].batch",
+        ),
+    ] {
+        let e = yaml_error(&line(limit));
+        let field = format!("limits[0].{}", field.trim_start_matches("limits[0]."));
+        assert_eq!(
+            (e.rule.as_deref(), e.field.as_str(), e.line),
+            (Some("plan"), field.as_str(), Some(4)),
+            "{limit}: {e}"
+        );
+    }
+    let e = yaml_error(&line("{ by: [t], period: fortnight, quota: 5 }"));
+    assert!(
+        e.to_string()
+            .contains("expected one of day, week, month, year"),
+        "{e}"
+    );
+}
+
+#[test]
 fn concurrency_limits_take_max_leases_and_a_lease_instead_of_a_rate() {
     let yaml = "rules:\n  export:\n    limits:\n      - { by: [tenant], algorithm: concurrency, max_leases: 3, lease: 30s }\n";
     let c = Config::parse(yaml, Format::Yaml).unwrap();

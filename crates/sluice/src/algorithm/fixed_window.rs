@@ -1,4 +1,5 @@
-//! Fixed window: one counter per aligned window (`floor(now / window)`).
+//! Fixed window: one counter per aligned window (`floor(now / window)`), or per calendar period
+//! for a quota (`Params::period`: the day, week, month or year that holds `now`).
 //!
 //! Exact within a window; a burst of `limit` at the end of one window and `limit` at the start of
 //! the next admits up to twice the limit across the edge. That is the known price of O(1) state.
@@ -17,7 +18,7 @@ pub struct State {
 
 /// Decides `cost` units at `now`.
 pub fn decide(state: &mut State, now: Micros, p: &Params, cost: u64, mode: Mode) -> Outcome {
-    let start = now - now % p.window_us;
+    let (start, end) = window_at(now, p);
     if state.window_start != start {
         *state = State {
             window_start: start,
@@ -28,7 +29,7 @@ pub fn decide(state: &mut State, now: Micros, p: &Params, cost: u64, mode: Mode)
     if mode == Mode::Apply && (allowed || p.count_denied) {
         state.count = (state.count + cost).min(COUNT_CAP);
     }
-    let window_left = start + p.window_us - now;
+    let window_left = end - now;
     let reset_after_us = if state.count == 0 {
         Micros::ZERO
     } else {
@@ -40,6 +41,20 @@ pub fn decide(state: &mut State, now: Micros, p: &Params, cost: u64, mode: Mode)
         reset_after_us,
         (!allowed).then_some(window_left),
     )
+}
+
+/// The window that holds `now`: `[start, end)`.
+pub fn window_at(now: Micros, p: &Params) -> (Micros, Micros) {
+    match p.period {
+        Some(period) => {
+            let bounds = period.bounds_at(now);
+            (bounds.start, bounds.end)
+        }
+        None => {
+            let start = now - now % p.window_us;
+            (start, start + p.window_us)
+        }
+    }
 }
 
 #[cfg(test)]

@@ -38,7 +38,7 @@ pub mod token_bucket;
 pub use runtime::RuntimeNumbers;
 pub use step::{KeyState, LimitOutcome, LimitStep, Mode};
 
-use crate::model::{Algorithm, Micros};
+use crate::model::{Algorithm, Micros, Period};
 
 /// One second, so that tests write their times as `100 * S`.
 #[cfg(test)]
@@ -56,6 +56,9 @@ pub struct Params {
     pub capacity: u64,
     /// Whether denied requests are recorded too (counting algorithms only).
     pub count_denied: bool,
+    /// A quota's calendar period (`fixed_window` only): its windows are the period's, and
+    /// `window_us` is only the longest one.
+    pub period: Option<&'static Period>,
 }
 
 impl Params {
@@ -66,6 +69,7 @@ impl Params {
             window_us,
             capacity,
             count_denied: false,
+            period: None,
         }
     }
 

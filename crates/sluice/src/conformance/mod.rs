@@ -27,6 +27,7 @@ mod algorithms;
 mod batches;
 mod blocks;
 mod leases;
+mod quotas;
 mod repeated;
 mod requests;
 mod reservations;
@@ -37,6 +38,7 @@ pub use algorithms::*;
 pub use batches::*;
 pub use blocks::*;
 pub use leases::*;
+pub use quotas::*;
 pub use repeated::*;
 pub use requests::*;
 pub use reservations::*;
@@ -190,6 +192,9 @@ macro_rules! conformance_suite {
             sliding_log_same_instant_units_are_distinct,
             sliding_window_admits_limit_and_slides_by_bucket,
             fixed_window_counts_per_aligned_window,
+            a_monthly_quota_resets_on_its_anchor_day,
+            a_daily_quota_follows_its_zone_across_daylight_saving,
+            weekly_and_yearly_quotas_begin_on_monday_and_new_year,
             token_bucket_bursts_then_refills_keeping_fractions,
             gcra_bursts_then_spaces_units,
             leaky_bucket_delays_then_denies_and_keeps_fractional_leak,

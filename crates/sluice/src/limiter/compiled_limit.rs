@@ -6,7 +6,7 @@
 
 use crate::algorithm::concurrency::LeaseToken;
 use crate::algorithm::{LimitStep, Params, penalty};
-use crate::model::{AddressGroup, Algorithm, Limit, Micros, Name};
+use crate::model::{AddressGroup, Algorithm, Limit, Micros, Name, Period};
 
 /// One limit of a compiled rule.
 #[derive(Debug, Clone)]
@@ -106,6 +106,7 @@ pub(crate) fn compile_limit(l: &Limit) -> CompiledLimit {
             window_us: l.rate.window_us(),
             capacity: l.capacity(),
             count_denied: l.count_denied,
+            period: l.period.as_ref().map(Period::interned),
         },
         block_us: l.block.map(Micros::from),
         penalty: l.penalty.map(|p| penalty::Settings {

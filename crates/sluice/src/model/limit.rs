@@ -5,8 +5,9 @@
 //! store keys); `burst`, `block` and `penalty` values are positive and consistent
 //! (`warn_after <= ban_after`); `count_denied` only on the counting algorithms; the products the
 //! algorithms form stay below [`MAX_EXACT`]. In rule files a limit is read through its file form
-//! (`limit_fields`: `rate`, or `max_leases` and `lease` for a concurrency limit; `limit`, the
-//! former spelling of `max_leases`, is still read).
+//! (`limit_fields`: `rate`, or `max_leases` and `lease` for a concurrency limit, or `quota` and
+//! `period` for a quota; `limit`, the former spelling of `max_leases`, is still read). A quota
+//! (a `period`) is a fixed window whose windows are calendar periods, and is not batched.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -15,8 +16,8 @@ use serde::{Deserialize, Serialize};
 
 use super::limit_fields::LimitFields;
 use super::{
-    AddressGroup, Algorithm, Batches, By, Condition, ModelError, Override, Penalty, Rate, batch,
-    format_duration,
+    AddressGroup, Algorithm, Batches, By, Condition, ModelError, Override, Penalty, Period, Rate,
+    batch, format_duration,
 };
 
 /// One limit of a rule: a rate over an identity, with an algorithm and optional extras.
@@ -46,8 +47,12 @@ pub struct Limit {
     pub name: Option<String>,
     /// Identity dimensions; empty for one global counter.
     pub by: Vec<By>,
-    /// Units per window; for a concurrency limit, `max_leases` held at once, each for `lease`.
+    /// Units per window; for a concurrency limit, `max_leases` held at once, each for `lease`;
+    /// for a quota, the quota and its [`Period::longest`].
     pub rate: Rate,
+    /// A quota's calendar period: the count is per day, week, month or year in a zone, not per
+    /// window (the algorithm is then `fixed_window`).
+    pub period: Option<Period>,
     /// The algorithm.
     pub algorithm: Algorithm,
     /// Capacity for token bucket, GCRA and leaky bucket; defaults to the rate's count.
@@ -84,6 +89,7 @@ impl Limit {
             name: None,
             by: by.iter().map(|b| By::unchecked(b)).collect(),
             rate,
+            period: None,
             algorithm,
             burst: None,
             block: None,
@@ -109,6 +115,19 @@ impl Limit {
             },
             Algorithm::Concurrency,
         )
+    }
+
+    /// A quota: `quota` units per calendar `period` per identity (a fixed window whose windows
+    /// are the period's days, weeks, months or years).
+    pub fn quota(by: &[&str], quota: u64, period: Period) -> Limit {
+        let rate = Rate {
+            count: quota,
+            window: period.longest(),
+        };
+        Limit {
+            period: Some(period),
+            ..Limit::new(by, rate, Algorithm::FixedWindow)
+        }
     }
 
     /// Sets `burst`.
@@ -157,6 +176,9 @@ impl Limit {
                 .collect::<Vec<_>>()
                 .join(".")
         };
+        if let Some(period) = &self.period {
+            return format!("{by}-quota-{}", period.unit());
+        }
         format!(
             "{by}-{}-{}",
             self.algorithm.name(),
@@ -184,6 +206,23 @@ impl Limit {
             ));
         }
         Rate::new(self.rate.count, self.rate.window)?;
+        if self.period.is_some() {
+            if self.algorithm != Algorithm::FixedWindow {
+                return Err(ModelError::new(
+                    "period",
+                    format!(
+                        "a quota counts in fixed windows, not with {}",
+                        self.algorithm
+                    ),
+                ));
+            }
+            if self.batch.is_some() {
+                return Err(ModelError::new(
+                    "batch",
+                    "a quota is not taken in batches (its periods are not one length)",
+                ));
+            }
+        }
         if self.algorithm.holds_leases() && self.rate.count > MAX_LEASES {
             return Err(ModelError::new(
                 "max_leases",

@@ -1,7 +1,8 @@
 //! [`Limit`] as a rule file writes it: `rate` for the rate algorithms, `max_leases` and `lease`
-//! for `concurrency` (and `limit`, the former spelling of `max_leases`), read and written through
-//! this form so that every layer below reads the one shape `Limit` keeps (a concurrency limit's
-//! two numbers in its `rate`).
+//! for `concurrency` (and `limit`, the former spelling of `max_leases`), `quota` and `period`
+//! (with `timezone` and `anchor`) for a quota, read and written through this form so that every
+//! layer below reads the one shape `Limit` keeps (a concurrency limit's two numbers in its
+//! `rate`, a quota's count in its `rate` and its calendar in its `period`).
 //!
 //! Invariant: a limit converts to this form and back unchanged; a file form that mixes the two
 //! shapes, or lacks the numbers its algorithm needs, is refused naming the field.
@@ -12,8 +13,8 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use super::{
-    AddressGroup, Algorithm, Batches, By, Condition, Limit, ModelError, Override, Penalty, Rate,
-    serde_text,
+    AddressGroup, Algorithm, Batches, By, Condition, Limit, ModelError, Override, Penalty, Period,
+    PeriodUnit, Rate, serde_text,
 };
 
 /// One limit of a rule, as a rule file writes it: `rate` for the rate algorithms,
@@ -39,9 +40,31 @@ pub(super) struct LimitFields {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[cfg_attr(feature = "schema", schemars(extend("default" = null)))]
     rate: Option<Rate>,
-    /// How the limit counts.
-    #[serde(default)]
-    algorithm: Algorithm,
+    /// How the limit counts (`gcra` unless written; a quota counts in `fixed_window`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(extend("default" = "gcra")))]
+    algorithm: Option<Algorithm>,
+    /// Quotas: units admitted per calendar `period` per identity (instead of a `rate`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(extend("default" = null)))]
+    #[cfg_attr(feature = "schema", schemars(example = 10000))]
+    quota: Option<u64>,
+    /// Quotas: the calendar period the quota is per, `day`, `week` (from Monday), `month` (from
+    /// the `anchor` day) or `year`, each from local midnight in `timezone`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(extend("default" = null)))]
+    period: Option<PeriodUnit>,
+    /// Quotas: the IANA time zone the period's days begin in (`Europe/Berlin`); a day is 23 or
+    /// 25 hours across a daylight-saving change.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(extend("default" = "UTC")))]
+    #[cfg_attr(feature = "schema", schemars(example = &"Europe/Berlin"))]
+    timezone: Option<String>,
+    /// Monthly quotas: the day each period begins (1 to 31); past a month's end, its last day.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(extend("default" = 1)))]
+    #[cfg_attr(feature = "schema", schemars(example = 15))]
+    anchor: Option<u8>,
     /// Concurrency limits: how many leases one identity may hold at once (1 to 100000).
     // `limit` was this key's first spelling; "limit" now names only the `Limit` itself.
     #[serde(default, alias = "limit", skip_serializing_if = "Option::is_none")]
@@ -114,7 +137,24 @@ pub(super) struct LimitFields {
 impl TryFrom<LimitFields> for Limit {
     type Error = ModelError;
     fn try_from(f: LimitFields) -> Result<Limit, ModelError> {
-        let rate = if f.algorithm.holds_leases() {
+        let period = f.period()?;
+        let algorithm = match (&period, f.algorithm) {
+            (Some(_), None) => Algorithm::FixedWindow,
+            (_, algorithm) => algorithm.unwrap_or_default(),
+        };
+        let rate = if let Some(period) = &period {
+            if f.rate.is_some() {
+                return Err(ModelError::new(
+                    "rate",
+                    "a quota counts per period: write `quota: N` and `period`, not a rate",
+                ));
+            }
+            let count = f
+                .quota
+                .ok_or_else(|| ModelError::new("quota", "missing: write e.g. `quota: 10000`"))?;
+            Rate::new(count, period.longest())
+                .map_err(|e| ModelError::new("quota", e.message.replace("the count", "quota")))?
+        } else if algorithm.holds_leases() {
             if f.rate.is_some() {
                 return Err(ModelError::new(
                     "rate",
@@ -150,8 +190,7 @@ impl TryFrom<LimitFields> for Limit {
                         "lease"
                     },
                     format!(
-                        "`max_leases` and `lease` belong to concurrency limits; {} takes a `rate`",
-                        f.algorithm
+                        "`max_leases` and `lease` belong to concurrency limits; {algorithm} takes a `rate`"
                     ),
                 ));
             }
@@ -162,7 +201,8 @@ impl TryFrom<LimitFields> for Limit {
             name: f.name,
             by: f.by,
             rate,
-            algorithm: f.algorithm,
+            period,
+            algorithm,
             burst: f.burst,
             block: f.block,
             penalty: f.penalty,
@@ -177,14 +217,60 @@ impl TryFrom<LimitFields> for Limit {
     }
 }
 
+impl LimitFields {
+    /// The quota's period from `period`, `timezone` and `anchor`; none without a `period`.
+    fn period(&self) -> Result<Option<Period>, ModelError> {
+        let Some(unit) = self.period else {
+            for (field, written) in [
+                ("quota", self.quota.is_some()),
+                ("timezone", self.timezone.is_some()),
+                ("anchor", self.anchor.is_some()),
+            ] {
+                if written {
+                    return Err(ModelError::new(
+                        field,
+                        "belongs to a quota: write `period: day | week | month | year` too",
+                    ));
+                }
+            }
+            return Ok(None);
+        };
+        let mut period = Period::new(unit);
+        if let Some(zone) = &self.timezone {
+            period = period
+                .in_zone(zone)
+                .map_err(|e| ModelError::new("timezone", e.to_string()))?;
+        }
+        if let Some(anchor) = self.anchor {
+            period = period
+                .anchored(anchor)
+                .map_err(|e| ModelError::new("anchor", e.to_string()))?;
+        }
+        Ok(Some(period))
+    }
+}
+
 impl From<Limit> for LimitFields {
     fn from(l: Limit) -> LimitFields {
         let leases = l.algorithm.holds_leases();
+        let quota = l.period.is_some();
         LimitFields {
             name: l.name,
             by: l.by,
-            rate: (!leases).then_some(l.rate),
-            algorithm: l.algorithm,
+            rate: (!leases && !quota).then_some(l.rate),
+            algorithm: (!quota).then_some(l.algorithm),
+            quota: quota.then_some(l.rate.count),
+            period: l.period.as_ref().map(Period::unit),
+            timezone: l
+                .period
+                .as_ref()
+                .filter(|p| p.zone() != "UTC")
+                .map(|p| p.zone().to_string()),
+            anchor: l
+                .period
+                .as_ref()
+                .filter(|p| p.anchor() != 1)
+                .map(Period::anchor),
             max_leases: leases.then_some(l.rate.count),
             lease: leases.then_some(l.rate.window),
             burst: l.burst,

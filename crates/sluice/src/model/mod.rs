@@ -16,6 +16,7 @@
 //!   (`registry_tests` checks the Lua files against it);
 //! - `batch`: [`Batches`], a limit's opt-in to hot-key batches;
 //! - `penalty`: [`Penalty`]; `fail_policy`: [`FailPolicy`];
+//! - `period`: [`Period`], a quota's calendar period (a day, week, month or year in a zone);
 //! - `decision`: [`Decision`] and [`LimitDecision`], the answer to a check (the service writes
 //!   its JSON itself); `headers`: the HTTP rate-limit headers it sets; `verdict`: [`Verdict`],
 //!   the compact answer for callers in the same process;
@@ -38,6 +39,7 @@ mod micros;
 mod name;
 mod overrides;
 mod penalty;
+mod period;
 mod rate;
 #[cfg(test)]
 mod registry_tests;
@@ -64,6 +66,7 @@ pub(crate) use name::same_bytes;
 pub use name::{MAX_INTERNED, MAX_INTERNED_BYTES, Name};
 pub use overrides::{MAX_DENY_MESSAGE, Override, OverrideOutcome};
 pub use penalty::Penalty;
+pub use period::{Period, PeriodBounds, PeriodError, PeriodUnit};
 pub use rate::{MAX_COUNT, MAX_WINDOW, Rate};
 pub use rule::{By, Rule, validate_rule_name};
 pub use runtime_limit::RuntimeLimit;

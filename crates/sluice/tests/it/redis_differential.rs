@@ -92,6 +92,7 @@ fn random_step(rng: &mut Rng, scale: &Scale) -> LimitStep {
             window_us,
             capacity,
             count_denied: algorithm.supports_count_denied() && rng.chance(30),
+            period: None,
         },
         cost: 1,
         block_us: rng.chance(20).then(|| rng.pick(scale.blocks)),

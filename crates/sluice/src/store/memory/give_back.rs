@@ -54,7 +54,7 @@ fn give_back(state: &mut AlgoState, call: &GiveBackCall, now: Micros) {
 }
 
 fn fixed_window_give_back(state: &mut fixed_window::State, p: &Params, at_us: Micros, units: u64) {
-    if state.window_start == at_us - at_us % p.window_us {
+    if state.window_start == fixed_window::window_at(at_us, p).0 {
         state.count = state.count.saturating_sub(units);
     }
 }

@@ -47,7 +47,7 @@ impl RedisStore {
             };
             return Ok(cmd.args_iter().map(text).collect());
         }
-        let (keys, args) = self.general_parts(calls, mode)?;
+        let (keys, args) = self.general_parts(calls, mode, None)?;
         let mut command = if self.inner.no_functions.load(Ordering::Relaxed) {
             vec!["EVALSHA".to_string(), scripts.decide.get_hash().to_string()]
         } else {
@@ -91,11 +91,13 @@ impl RedisStore {
         names
     }
 
-    /// The KEYS and ARGV of the general decision script.
+    /// The KEYS and ARGV of the general decision script; a quota's period is the one that holds
+    /// `period_at` (by default the client's clock, or the local one: see `decide_calls`).
     fn general_parts(
         &self,
         calls: &[LimitCall],
         mode: Mode,
+        period_at: Option<Micros>,
     ) -> Result<(Vec<String>, Vec<String>), StoreError> {
         let prefix = &self.inner.prefix;
         let mut names = Vec::with_capacity(calls.len() * 3);
@@ -106,7 +108,9 @@ impl RedisStore {
                 names.push(keys::key(prefix, &call.key, Part::Violations));
             }
         }
-        let args = codec::decide_args(calls, mode, self.client_now(), self.inner.min_ttl_us)?;
+        let now = self.client_now();
+        let period_at = period_at.or(now).unwrap_or_else(|| SystemClock.now_us());
+        let args = codec::decide_args(calls, mode, now, period_at, self.inner.min_ttl_us)?;
         Ok((names, args))
     }
 
@@ -141,8 +145,18 @@ impl RedisStore {
                 });
             }
         }
-        let (keys, args) = self.general_parts(calls, mode)?;
-        let reply = self.call_general(&keys, &args).await?;
+        let (keys, args) = self.general_parts(calls, mode, None)?;
+        let mut reply = self.call_general(&keys, &args).await?;
+        // A quota's period was sent as the one that holds this node's time, and Redis' time is
+        // in another: decide again in the period that holds Redis' (a node within a clock's
+        // error of a period's end; a third try would need the time to cross another end).
+        for _ in 0..2 {
+            let Some(redis_now) = codec::period_moved(&reply) else {
+                break;
+            };
+            let (keys, args) = self.general_parts(calls, mode, Some(redis_now))?;
+            reply = self.call_general(&keys, &args).await?;
+        }
         let decided = codec::decode(&reply, &reading)?.ok_or_else(|| {
             StoreError::permanent("redis", "the general decision declined a request")
         })?;

@@ -152,7 +152,12 @@ impl Scripts {
     /// The one-limit or rule script that decides these calls, if they have such a spec.
     pub fn script_for(&self, calls: &[LimitCall], mode: Mode) -> Option<Arc<SpecScript>> {
         // A settable limit's numbers are read by the general decision alone.
-        if mode != Mode::Apply || calls.len() > MAX_LIMITS || calls.iter().any(|c| c.step.settable)
+        // So are a quota's periods, which the scripts cannot tell from Redis' time.
+        if mode != Mode::Apply
+            || calls.len() > MAX_LIMITS
+            || calls
+                .iter()
+                .any(|c| c.step.settable || c.step.params.period.is_some())
         {
             return None;
         }

@@ -119,11 +119,13 @@ pub fn spec_command<'a>(
     cmd
 }
 
-/// The ARGV of the general decision script (`lua/decide.lua`).
+/// The ARGV of the general decision script (`lua/decide.lua`); a quota's window is its period
+/// that holds `period_at`.
 pub fn decide_args(
     calls: &[LimitCall],
     mode: Mode,
     now_us: Option<Micros>,
+    period_at: Micros,
     min_ttl_us: Micros,
 ) -> Result<Vec<String>, StoreError> {
     let mut args = Vec::with_capacity(4 + calls.len() * ARGS_PER_LIMIT);
@@ -141,6 +143,13 @@ pub fn decide_args(
         let or_none = |v: Option<u64>| v.map_or_else(String::new, |v| v.to_string());
         let micros = |v: Micros| v.get().to_string();
         let code = s.algorithm.wire_code();
+        let (window, start) = match p.period {
+            Some(period) => {
+                let bounds = period.bounds_at(period_at);
+                (bounds.end - bounds.start, micros(bounds.start))
+            }
+            None => (p.window_us, String::new()),
+        };
         args.extend([
             // Negated for a settable limit: the script then reads the identity's numbers.
             if s.settable {
@@ -149,7 +158,7 @@ pub fn decide_args(
                 code.to_string()
             },
             p.count.to_string(),
-            micros(p.window_us),
+            micros(window),
             p.capacity.to_string(),
             s.cost.to_string(),
             flag(p.count_denied).to_string(),
@@ -159,6 +168,7 @@ pub fn decide_args(
             penalty.map_or(0, |p| p.ban_after).to_string(),
             micros(penalty.map_or(Micros::ZERO, |p| p.ban_us)),
             micros(penalty.map_or(Micros::ZERO, |p| p.memory_us)),
+            start,
         ]);
     }
     Ok(args)

@@ -91,6 +91,17 @@ pub fn decode(reply: &Value, reading: &Reading<'_>) -> Result<Option<Decided>, S
     })
 }
 
+/// Redis' time when the general decision found a quota's period not the one sent (its reply is
+/// that time alone): the decision is to be asked again in the period that holds it.
+pub fn period_moved(reply: &Value) -> Option<Micros> {
+    match reply {
+        Value::Array(values) if values.len() == 1 => {
+            integer(&values[0]).and_then(|now| u64::try_from(now).ok().map(Micros::new))
+        }
+        _ => None,
+    }
+}
+
 /// An integer of an array reply (Redis gives Lua's numbers as integers, its strings as text).
 fn integer(value: &Value) -> Option<i64> {
     match value {

@@ -16,8 +16,10 @@
 --   settable limit, whose identity's run-time numbers "<count> <capacity>" at `<state key>:r`,
 --   same slot, replace count and capacity), count, window_us, capacity, cost, count_denied (0/1),
 --   shadow (0/1), block_us ('': none), warn_after ('': no penalty), ban_after, ban_us,
---   memory_us.
--- Returns: { now_us, then 8 per limit: allowed (0/1), remaining, reset_after_us,
+--   memory_us, period_start_us ('': none; a quota's window is then its period, from it for
+--   window_us).
+-- Returns: { now_us } alone, writing nothing, when `now` is outside a quota's period (the caller
+--   sends the period that holds it); else { now_us, then 8 per limit: allowed (0/1), remaining, reset_after_us,
 --   retry_after_us (-1: none), violations, warning (0/1), delay_us, blocked_until_us (-1: none)
 --   (the one-limit and rule scripts' 4 or 6 values, then these two: codec.rs),
 --   then per settable limit, in order, the run-time count and capacity it decided with (0, 0:
@@ -55,6 +57,7 @@ while ARGV[a] do
       capacity = tonumber(ARGV[a + 3]),
       count_denied = ARGV[a + 5] == '1',
       lease = lease,
+      start = tonumber(ARGV[a + 12]),
     },
     cost = tonumber(ARGV[a + 4]),
     shadow = ARGV[a + 6] == '1',
@@ -94,6 +97,9 @@ while ARGV[a] do
     end
   end
   local r = look_state(step.look, step.state, now, step.p, step.cost, peek)
+  if r.moved then
+    return { now }
+  end
   r.violations = step.violations
   r.warning = step.penalty ~= nil and warns(step.violations, step.penalty)
   if not r.allowed and not step.shadow then

@@ -39,8 +39,18 @@ local function fixed_window_flag(key)
   end
 end
 
+-- The window that holds `now`: its start and slot. A quota's window is the period the caller
+-- sent ([p.start, p.start + p.window), false when `now` is outside it), its slot the period's
+-- first hour (no two periods share one: the shortest lasts 23 hours).
 local function fixed_window_slot(now, p)
   local idx = idiv(now, p.window)
+  if p.start then
+    idx = idiv(p.start, 3600000000)
+    if now < p.start or now >= p.start + p.window then
+      return false
+    end
+    return p.start, idx - idiv(idx, FIXED_WINDOW_SLOTS) * FIXED_WINDOW_SLOTS + 1
+  end
   return idx * p.window, idx - idiv(idx, FIXED_WINDOW_SLOTS) * FIXED_WINDOW_SLOTS + 1
 end
 
@@ -62,6 +72,10 @@ local function fixed_window_look(key, now, p, cost)
     return nil, marker_until(raw)
   end
   local start, slot = fixed_window_slot(now, p)
+  if not start then
+    -- Not the quota's period: the caller asks again in the one that holds `now`.
+    return { moved = true, allowed = false, delay = 0, remaining = 0, reset = 0 }
+  end
   local s, count, flagged = fixed_window_held(raw)
   if s ~= slot then
     count, flagged = 0, false

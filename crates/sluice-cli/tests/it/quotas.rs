@@ -1,0 +1,119 @@
+//! Quotas through the binary over HTTP, on the memory store and on a real `redis-server`: a
+//! daily quota in a zone far from UTC counts until that zone's midnight, a monthly one until its
+//! anchor day, the rule listing shows them as they were written, and a period the binary cannot
+//! read is refused at start-up naming its field. (Month ends, 29 February and daylight-saving
+//! days are decided with an injected clock by the conformance suite, on every store.)
+
+use crate::common;
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use common::{Server, TempDir, sluice};
+use serde_json::json;
+use sluice::model::{Period, PeriodUnit};
+use sluice_test_support::RedisServer;
+
+const CONFIG: &str = "\
+rules:
+  plan:
+    limits:
+      - { by: [tenant], quota: 3, period: day, timezone: Pacific/Auckland }
+  billing:
+    limits:
+      - { by: [tenant], quota: 1000, period: month, anchor: 31 }
+";
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64
+}
+
+/// Milliseconds from `now_ms` to the end of the period of `period` that holds it.
+fn left_ms(period: &Period, now_ms: u64) -> u64 {
+    let end = period
+        .bounds_at(sluice::Micros::new(now_ms * 1000))
+        .end
+        .as_millis();
+    end - now_ms
+}
+
+async fn quotas(server: &Server) {
+    let auckland = Period::new(PeriodUnit::Day)
+        .in_zone("Pacific/Auckland")
+        .unwrap();
+    let before = now_ms();
+    for remaining in [2, 1, 0] {
+        let a = server.check("plan", json!({ "tenant": "t1" })).await;
+        assert_eq!(
+            (a.status, a.json["remaining"].as_u64()),
+            (200, Some(remaining)),
+            "{a:?}"
+        );
+    }
+    let denied = server.check("plan", json!({ "tenant": "t1" })).await;
+    let after = now_ms();
+    assert_eq!(denied.status, 429, "{denied:?}");
+    // The wait runs to Auckland's next midnight, as the clocks read before and after.
+    let retry_ms = denied.json["retry_after_ms"].as_u64().unwrap();
+    let (most, least) = (left_ms(&auckland, before), left_ms(&auckland, after));
+    assert!(
+        least.saturating_sub(1000) <= retry_ms && retry_ms <= most + 1000,
+        "{retry_ms} ms, expected between {least} and {most}"
+    );
+    assert!(retry_ms <= 25 * 3_600_000);
+    // Another tenant has its own quota.
+    let other = server.check("plan", json!({ "tenant": "t2" })).await;
+    assert_eq!(other.status, 200);
+
+    // A month from the 31st: on the 30-day months and February it begins on their last day.
+    let billing = Period::new(PeriodUnit::Month).anchored(31).unwrap();
+    let before = now_ms();
+    let a = server.check("billing", json!({ "tenant": "t1" })).await;
+    let after = now_ms();
+    assert_eq!((a.status, a.json["remaining"].as_u64()), (200, Some(999)));
+    let reset_ms = a.json["reset_after_ms"].as_u64().unwrap();
+    assert!(
+        left_ms(&billing, after).saturating_sub(1000) <= reset_ms
+            && reset_ms <= left_ms(&billing, before) + 1000,
+        "{reset_ms}"
+    );
+
+    // The rules in force, as written.
+    let rules = server.get("/v1/rules").await;
+    let plan = &rules.json["rules"]["plan"]["limits"][0];
+    assert_eq!(plan["quota"], 3, "{rules:?}");
+    assert_eq!(
+        (&plan["period"], &plan["timezone"]),
+        (&json!("day"), &json!("Pacific/Auckland"))
+    );
+    assert_eq!(rules.json["rules"]["billing"]["limits"][0]["anchor"], 31);
+}
+
+#[tokio::test]
+async fn quotas_count_per_calendar_period_on_the_memory_store() {
+    quotas(&Server::start(CONFIG)).await;
+}
+
+#[tokio::test]
+async fn quotas_count_per_calendar_period_on_redis() {
+    let redis = RedisServer::start();
+    quotas(&Server::start_on(CONFIG, &redis.url())).await;
+}
+
+#[test]
+fn a_period_the_binary_cannot_read_is_refused_naming_its_field() {
+    let dir = TempDir::new();
+    let path = dir.write(
+        "bad.yaml",
+        "rules:\n  plan:\n    limits:\n      - { by: [t], quota: 5, period: day, timezone: Mars/Olympus }\n",
+    );
+    let out = sluice().arg("validate").arg(&path).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        text.contains("limits[0].timezone") && text.contains("Mars/Olympus"),
+        "{text}"
+    );
+}

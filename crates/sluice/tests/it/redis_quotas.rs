@@ -1,0 +1,88 @@
+//! Quotas on Redis' own clock: the general decision counts a quota in the period that holds
+//! Redis' time, and refuses (writing nothing) a period that does not, so that a node whose clock
+//! is on the other side of a period's end asks again in the right one.
+#![cfg(all(feature = "redis", feature = "conformance"))]
+
+use crate::common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::{redis_now, redis_store};
+use sluice::model::{Limit, Period, PeriodUnit};
+use sluice::{Limiter, Options, Rule};
+use sluice_test_support::{RedisServer, decision_keys};
+
+fn limiter(store: sluice::store::redis::RedisStore, period: Period) -> Limiter {
+    Limiter::builder(Arc::new(store))
+        .rules([(
+            "plan".to_string(),
+            Rule::new(vec![Limit::quota(&["tenant"], 2, period)]),
+        )])
+        .options(Options {
+            timeout: Duration::from_secs(5),
+            ..Options::default()
+        })
+        .build()
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_quota_counts_until_its_period_ends_by_redis_time() {
+    let server = RedisServer::start();
+    let store = redis_store(&server, None).await;
+    let period = Period::new(PeriodUnit::Day)
+        .in_zone("Pacific/Auckland")
+        .unwrap();
+    let limiter = limiter(store, period.clone());
+    let attributes = [("tenant", "t1")];
+    let first = limiter.check("plan", &attributes).await.unwrap();
+    let bounds = period.bounds_at(redis_now(&server));
+    assert!(first.allowed);
+    assert_eq!(first.limits[0].remaining, 1);
+    // The key ends with the day in Auckland, to the millisecond.
+    let keys = decision_keys(&server.cli(&["KEYS", "sluice:*"]));
+    assert_eq!(keys.len(), 1, "{keys:?}");
+    let expiry_ms: u64 = server.cli(&["PEXPIRETIME", &keys[0]]).parse().unwrap();
+    assert_eq!(expiry_ms, bounds.end.as_millis());
+    assert!(limiter.check("plan", &attributes).await.unwrap().allowed);
+    let denied = limiter.check("plan", &attributes).await.unwrap();
+    assert!(!denied.allowed);
+    let retry_ms = denied.retry_after_ms.unwrap();
+    let left_ms = (bounds.end - redis_now(&server)).as_millis();
+    assert!(
+        retry_ms >= left_ms && retry_ms <= left_ms + 60_000,
+        "{retry_ms} ms to wait, {left_ms} ms left of the day"
+    );
+}
+
+#[tokio::test]
+async fn a_period_that_does_not_hold_redis_time_is_answered_with_the_time_alone() {
+    let server = RedisServer::start();
+    let store = redis_store(&server, None).await;
+    let limiter = limiter(store.clone(), Period::new(PeriodUnit::Month));
+    let mut command = store
+        .command_for(&limiter, "plan", &[("tenant", "t1")])
+        .unwrap();
+    assert_eq!(
+        command[0], "FCALL",
+        "a quota is decided by the general decision"
+    );
+    // The period start is the limit's last argument: send last month's instead.
+    let start: u64 = command.last().unwrap().parse().unwrap();
+    let last_month = Period::new(PeriodUnit::Month)
+        .bounds_at(sluice::Micros::new(start - 1))
+        .start;
+    *command.last_mut().unwrap() = last_month.get().to_string();
+    let args: Vec<&str> = command.iter().map(String::as_str).collect();
+    let before = redis_now(&server);
+    let reply: u64 = server.cli(&args).trim().parse().expect("the time alone");
+    assert!(reply >= before.get(), "Redis' time in µs: {reply}");
+    assert!(
+        decision_keys(&server.cli(&["KEYS", "sluice:*"])).is_empty(),
+        "nothing written"
+    );
+    // The store itself asks again in the right period.
+    let decision = limiter.check("plan", &[("tenant", "t1")]).await.unwrap();
+    assert!(decision.allowed && decision.limits[0].remaining == 1);
+}
