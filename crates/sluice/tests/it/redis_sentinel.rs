@@ -66,10 +66,10 @@ async fn a_killed_primary_is_replaced_and_decisions_are_exact_again() {
     .await
     .unwrap();
     load.exact_for(Duration::from_millis(500)).await;
-    let samples = load.stop().await;
+    let seen = load.stop().await;
     check_failover(
         "sentinel",
-        &samples,
+        &seen,
         (killed_at, writable_at),
         TIMEOUT,
         &not_ready,
