@@ -66,6 +66,43 @@ async fn a_denial_on_a_later_slot_gives_back_the_earlier_slots_units() {
     }
 }
 
+/// A quota's units go back to its period, which its window is (not the window of its longest
+/// period's length).
+#[tokio::test]
+async fn a_quota_denied_on_a_later_slot_gets_its_units_back() {
+    use sluice::model::{Period, PeriodUnit};
+    let cluster = RedisCluster::shared();
+    let clock = ManualClock::at_2026();
+    let store = url_store(&cluster.url(), Some(clock.clone()), &unique_prefix()).await;
+    let period = Period::new(PeriodUnit::Month)
+        .in_zone("Europe/Berlin")
+        .unwrap()
+        .anchored(15)
+        .unwrap();
+    let mut quota = step(Algorithm::FixedWindow, 5, period.longest().into());
+    quota.params.period = Some(period.interned());
+    let pair = [
+        LimitCall {
+            key: key("member", "member=m"),
+            step: quota,
+        },
+        LimitCall {
+            key: key("ip", "ip=a"),
+            step: step(Algorithm::FixedWindow, 1, 100 * S),
+        },
+    ];
+    let first = store.decide(&pair, Mode::Apply).await.unwrap();
+    assert!(first.outcomes.iter().all(|o| o.allowed));
+    assert_eq!(first.outcomes[0].remaining, 4);
+    for _ in 0..3 {
+        let denied = store.decide(&pair, Mode::Apply).await.unwrap();
+        assert!(!denied.outcomes[1].allowed && denied.outcomes[0].allowed);
+        assert_eq!(denied.outcomes[0].remaining, 4, "given back");
+    }
+    let now = store.decide(&pair[..1], Mode::Peek).await.unwrap();
+    assert_eq!(now.outcomes[0].remaining, 4);
+}
+
 /// A fixed window's count flagged by a penalty's violation (`lua/fixed_window.lua`) is given
 /// back as an unflagged one is, and stays flagged.
 #[tokio::test]
@@ -220,10 +257,10 @@ async fn a_killed_primary_degrades_per_policy_then_decisions_are_exact_again() {
     .await
     .unwrap();
     load.exact_for(Duration::from_millis(500)).await;
-    let samples = load.stop().await;
+    let seen = load.stop().await;
     check_failover(
         "cluster",
-        &samples,
+        &seen,
         (killed_at, writable_at),
         TIMEOUT,
         &not_ready,

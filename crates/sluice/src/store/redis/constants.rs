@@ -38,7 +38,7 @@ pub const SLIDING_LOG_REBASE: u64 = 1 << 51;
 /// Values `decide.lua` reads per limit.
 pub const ARGS_PER_LIMIT: usize = 13;
 /// Values the give-back script reads per limit (`give_back.lua`).
-pub const GIVE_BACK_ARGS: usize = 5;
+pub const GIVE_BACK_ARGS: usize = 6;
 
 /// A Lua string literal of `text` (which holds no quote or backslash).
 fn quoted(text: &str) -> String {

@@ -38,6 +38,7 @@ use std::collections::BTreeMap;
 
 use futures::future::join_all;
 
+use super::codec;
 use super::keys::{self, Part};
 use super::source::{self, PRELUDE, whole};
 use super::{RedisStore, slot, store_error};
@@ -218,14 +219,14 @@ impl RedisStore {
         invocation.arg(at.get());
         for &i in &took {
             let call = &calls[i];
-            let p = &call.step.params;
             invocation.key(keys::key(&self.inner.prefix, &call.key, Part::Counter));
-            invocation
-                .arg(call.step.algorithm.wire_code())
-                .arg(p.count)
-                .arg(p.window_us.get())
-                .arg(p.capacity)
-                .arg(call.step.cost);
+            let step = &call.step;
+            invocation.arg(&codec::give_back_args(
+                step.algorithm,
+                &step.params,
+                step.cost,
+                at,
+            ));
         }
         let mut conn = self.inner.conn.clone();
         let _changed: i64 = invocation

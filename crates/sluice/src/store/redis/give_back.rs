@@ -6,6 +6,7 @@
 
 use futures::future::try_join_all;
 
+use super::codec;
 use super::keys::{self, Part};
 use super::{RedisStore, store_error};
 use crate::store::{GiveBackCall, StoreError};
@@ -15,16 +16,16 @@ impl RedisStore {
         let script = &self.inner.scripts.give_back;
         let sends = calls.iter().map(|call| {
             let mut invocation = script.prepare_invoke();
-            let p = &call.params;
             invocation
                 .key(keys::key(&self.inner.prefix, &call.key, Part::Counter))
                 .arg(self.client_now_arg())
                 .arg(call.at_us.get())
-                .arg(call.algorithm.wire_code())
-                .arg(p.count)
-                .arg(p.window_us.get())
-                .arg(p.capacity)
-                .arg(call.units);
+                .arg(&codec::give_back_args(
+                    call.algorithm,
+                    &call.params,
+                    call.units,
+                    call.at_us,
+                ));
             let mut conn = self.inner.conn.clone();
             async move {
                 let _changed: i64 = invocation

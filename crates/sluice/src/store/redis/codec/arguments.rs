@@ -8,9 +8,9 @@
 //! numbers a one-limit or rule script has written into it (`one_script`, `many_script`) are the
 //! ones checked here.
 
-use super::super::constants::ARGS_PER_LIMIT;
-use crate::algorithm::Mode;
-use crate::model::Micros;
+use super::super::constants::{ARGS_PER_LIMIT, GIVE_BACK_ARGS};
+use crate::algorithm::{Mode, Params};
+use crate::model::{Algorithm, Micros};
 use crate::store::{LimitCall, StoreError};
 
 /// Times go to the scripts, and come back from them, as integer µs: the one place a [`Micros`]
@@ -117,6 +117,28 @@ pub fn spec_command<'a>(
         cmd.arg(now.get());
     }
     cmd
+}
+
+/// One limit's values in the give-back script's ARGV (`lua/give_back.lua`): its algorithm, its
+/// numbers and the units to give back, and for a quota the start of its period that held `at_us`,
+/// when the units were taken (the window the script gives them back to).
+pub fn give_back_args(
+    algorithm: Algorithm,
+    p: &Params,
+    units: u64,
+    at_us: Micros,
+) -> [String; GIVE_BACK_ARGS] {
+    let start = p.period.map_or_else(String::new, |period| {
+        period.bounds_at(at_us).start.get().to_string()
+    });
+    [
+        algorithm.wire_code().to_string(),
+        p.count.to_string(),
+        p.window_us.get().to_string(),
+        p.capacity.to_string(),
+        units.to_string(),
+        start,
+    ]
 }
 
 /// The ARGV of the general decision script (`lua/decide.lua`); a quota's window is its period

@@ -22,7 +22,7 @@
 mod arguments;
 mod marked;
 
-pub use arguments::{check_exact, decide_args, now_arg, spec_command};
+pub use arguments::{check_exact, decide_args, give_back_args, now_arg, spec_command};
 pub use marked::packed_slots;
 
 use redis::Value;

@@ -400,7 +400,8 @@ local function fixed_window_give_back(key, kind, p, cost)
   if kind ~= 'string' then
     return
   end
-  local idx = idiv(t0, p.window)
+  -- A quota's window is its period that held t0 (see fixed_window_slot).
+  local idx = idiv(p.start or t0, p.start and 3600000000 or p.window)
   local slot = idx - idiv(idx, FIXED_WINDOW_SLOTS) * FIXED_WINDOW_SLOTS + 1
   local s, count, flagged = fixed_window_held(redis.call('GET', key))
   if s == slot then

@@ -6,7 +6,8 @@
 -- KEYS[i]: the state key of limit i (all on one slot).
 -- ARGV[1]: now in µs from the client's clock, or '' to read Redis TIME.
 -- ARGV[2]: t0, the decision time (µs) the units were consumed at.
--- ARGV[3..]: 5 per limit: algorithm (codes as in decide.lua), count, window_us, capacity, cost.
+-- ARGV[3..]: GIVE_BACK_ARGS per limit: algorithm (codes as in decide.lua), count, window_us,
+--   capacity, cost, period_start_us (a quota's period that held t0; '': none).
 -- Returns the number of limits whose state changed.
 --
 -- Each algorithm gives back in its own source's `give_back` section (<name>.lua#give_back),
@@ -43,7 +44,7 @@ for i = 1, #KEYS do
   local a = 3 + (i - 1) * GIVE_BACK_ARGS
   local give_back = GIVE_BACKS[tonumber(ARGV[a])]
   local p = { count = tonumber(ARGV[a + 1]), window = tonumber(ARGV[a + 2]),
-              capacity = tonumber(ARGV[a + 3]) }
+              capacity = tonumber(ARGV[a + 3]), start = tonumber(ARGV[a + 5]) }
   if give_back then
     give_back(KEYS[i], redis.call('TYPE', KEYS[i]).ok, p, tonumber(ARGV[a + 4]))
   end
