@@ -143,6 +143,7 @@ fn override_text(o: &Override) -> String {
             rate,
             burst,
             max_leases,
+            quota,
         } => {
             let mut parts = Vec::new();
             if let Some(rate) = rate {
@@ -153,6 +154,9 @@ fn override_text(o: &Override) -> String {
             }
             if let Some(max) = max_leases {
                 parts.push(format!("max_leases: {max}"));
+            }
+            if let Some(quota) = quota {
+                parts.push(format!("quota: {quota}"));
             }
             parts.join(", ")
         }

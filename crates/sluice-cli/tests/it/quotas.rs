@@ -20,7 +20,12 @@ rules:
       - { by: [tenant], quota: 3, period: day, timezone: Pacific/Auckland }
   billing:
     limits:
-      - { by: [tenant], quota: 1000, period: month, anchor: 31 }
+      - by: [tenant]
+        quota: 1000
+        period: month
+        anchor: 31
+        overrides:
+          - { when: { plan: pro }, quota: 100000 }
 ";
 
 fn now_ms() -> u64 {
@@ -80,6 +85,20 @@ async fn quotas(server: &Server) {
         "{reset_ms}"
     );
 
+    // The pro plan's quota, on the same count.
+    let pro = server
+        .check("billing", json!({ "tenant": "t1", "plan": "pro" }))
+        .await;
+    assert_eq!(
+        (
+            pro.status,
+            pro.json["limit"].as_u64(),
+            pro.json["remaining"].as_u64()
+        ),
+        (200, Some(100_000), Some(99_998)),
+        "{pro:?}"
+    );
+
     // The rules in force, as written.
     let rules = server.get("/v1/rules").await;
     let plan = &rules.json["rules"]["plan"]["limits"][0];
@@ -88,7 +107,9 @@ async fn quotas(server: &Server) {
         (&plan["period"], &plan["timezone"]),
         (&json!("day"), &json!("Pacific/Auckland"))
     );
-    assert_eq!(rules.json["rules"]["billing"]["limits"][0]["anchor"], 31);
+    let billing = &rules.json["rules"]["billing"]["limits"][0];
+    assert_eq!(billing["anchor"], 31);
+    assert_eq!(billing["overrides"][0]["quota"], 100_000);
 }
 
 #[tokio::test]

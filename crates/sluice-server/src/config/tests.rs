@@ -413,6 +413,29 @@ fn quotas_take_a_quota_and_a_calendar_period_instead_of_a_rate() {
             "{limit}: {e}"
         );
     }
+    // A plan's tier overrides the quota (and keeps the identity's count: same period).
+    for (limit, field) in [
+        (
+            "{ by: [t], quota: 5, period: day, overrides: [{ when: { plan: pro }, rate: 5/1d }] }",
+            "limits[0].overrides[0].rate",
+        ),
+        (
+            "{ by: [t], rate: 5/1d, overrides: [{ when: { plan: pro }, quota: 50 }] }",
+            "limits[0].overrides[0].quota",
+        ),
+    ] {
+        let e = yaml_error(&line(limit));
+        assert_eq!(e.field, field, "{limit}: {e}");
+    }
+    let tiered =
+        line("{ by: [t], quota: 5, period: day, overrides: [{ when: { plan: pro }, quota: 50 }] }");
+    let c = Config::parse(&tiered, Format::Yaml).unwrap();
+    let limit = &c.rules[0].1.limits[0];
+    let pro = limit.overridden(&limit.overrides[0]).unwrap();
+    assert_eq!(
+        (pro.rate.count, pro.period.clone()),
+        (50, limit.period.clone())
+    );
     let e = yaml_error(&line("{ by: [t], period: fortnight, quota: 5 }"));
     assert!(
         e.to_string()

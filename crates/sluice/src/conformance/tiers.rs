@@ -30,6 +30,7 @@ pub async fn overrides_pick_numbers_and_keep_the_counter(h: Subject) {
                         rate: None,
                         burst: None,
                         max_leases: Some(4),
+                        quota: None,
                     },
                 }
             } else {

@@ -61,6 +61,7 @@ impl Limit {
             rate,
             burst,
             max_leases,
+            quota,
         } = &o.outcome
         else {
             return None;
@@ -71,8 +72,8 @@ impl Limit {
         if let Some(rate) = rate {
             limit.rate = *rate;
         }
-        if let Some(count) = max_leases {
-            limit.rate.count = *count;
+        if let Some(count) = max_leases.or(*quota) {
+            limit.rate.count = count;
         }
         if burst.is_some() {
             limit.burst = *burst;
@@ -135,9 +136,24 @@ impl Limit {
                 Ok(())
             }
             OverrideOutcome::Numbers {
-                rate, max_leases, ..
+                rate,
+                max_leases,
+                quota,
+                ..
             } => {
                 let leases = self.algorithm.holds_leases();
+                if self.period.is_some() && rate.is_some() {
+                    return Err(ModelError::new(
+                        "rate",
+                        "a quota has no rate; override `quota`",
+                    ));
+                }
+                if self.period.is_none() && quota.is_some() {
+                    return Err(ModelError::new(
+                        "quota",
+                        "belongs to a quota's overrides (a limit with a `period`)",
+                    ));
+                }
                 if leases && rate.is_some() {
                     return Err(ModelError::new(
                         "rate",

@@ -3,7 +3,7 @@
 //!
 //! A limit's `overrides` are tried in order and the first whose `when` holds decides; with none,
 //! the limit's own numbers apply. An override either replaces numbers (`rate`, `burst`,
-//! `max_leases`), or makes the limit `unlimited` (it counts nothing), or `deny`s with a message
+//! `max_leases`, `quota`), or makes the limit `unlimited` (it counts nothing), or `deny`s with a message
 //! (the request is refused without asking the store).
 //!
 //! Invariants kept by [`Limit::validate`](super::Limit::validate): exactly one outcome per
@@ -39,6 +39,8 @@ pub enum OverrideOutcome {
         burst: Option<u64>,
         /// Leases held at once, for a concurrency limit.
         max_leases: Option<u64>,
+        /// Units per period, for a quota (same period as the limit).
+        quota: Option<u64>,
     },
     /// The limit never limits these requests and counts nothing for them.
     Unlimited,
@@ -47,7 +49,7 @@ pub enum OverrideOutcome {
 }
 
 /// An entry of a limit's `overrides`: for the requests `when` picks out, other numbers
-/// (`rate`, `burst`, `max_leases`), `unlimited: true`, or `deny: "message"` — exactly one of
+/// (`rate`, `burst`, `max_leases`, `quota`), `unlimited: true`, or `deny: "message"` — exactly one of
 /// the three. The first entry whose `when` holds decides.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
@@ -70,6 +72,11 @@ pub(super) struct OverrideFields {
     #[cfg_attr(feature = "schema", schemars(extend("default" = null)))]
     #[cfg_attr(feature = "schema", schemars(example = 10))]
     max_leases: Option<u64>,
+    /// Units per period for them, for a quota (with the limit's own period).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(extend("default" = null)))]
+    #[cfg_attr(feature = "schema", schemars(example = 100000))]
+    quota: Option<u64>,
     /// The limit never limits them and counts nothing for them.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     #[cfg_attr(feature = "schema", schemars(extend("default" = false)))]
@@ -84,19 +91,21 @@ pub(super) struct OverrideFields {
 impl TryFrom<OverrideFields> for Override {
     type Error = ModelError;
     fn try_from(f: OverrideFields) -> Result<Override, ModelError> {
-        let numbers = f.rate.is_some() || f.burst.is_some() || f.max_leases.is_some();
+        let numbers =
+            f.rate.is_some() || f.burst.is_some() || f.max_leases.is_some() || f.quota.is_some();
         let outcome = match (numbers, f.unlimited, f.deny) {
             (true, false, None) => OverrideOutcome::Numbers {
                 rate: f.rate,
                 burst: f.burst,
                 max_leases: f.max_leases,
+                quota: f.quota,
             },
             (false, true, None) => OverrideOutcome::Unlimited,
             (false, false, Some(message)) => OverrideOutcome::Deny(message),
             (false, false, None) => {
                 return Err(ModelError::new(
                     "override",
-                    "an override needs an outcome: `rate`/`burst`/`max_leases`, \
+                    "an override needs an outcome: `rate`/`burst`/`max_leases`/`quota`, \
                      `unlimited: true` or `deny: \"message\"`",
                 ));
             }
@@ -121,6 +130,7 @@ impl From<Override> for OverrideFields {
             rate: None,
             burst: None,
             max_leases: None,
+            quota: None,
             unlimited: false,
             deny: None,
         };
@@ -129,10 +139,12 @@ impl From<Override> for OverrideFields {
                 rate,
                 burst,
                 max_leases,
+                quota,
             } => {
                 f.rate = rate;
                 f.burst = burst;
                 f.max_leases = max_leases;
+                f.quota = quota;
             }
             OverrideOutcome::Unlimited => f.unlimited = true,
             OverrideOutcome::Deny(message) => f.deny = Some(message),
@@ -150,6 +162,7 @@ impl Override {
                 rate,
                 burst,
                 max_leases: None,
+                quota: None,
             },
         }
     }
