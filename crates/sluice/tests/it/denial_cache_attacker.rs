@@ -100,6 +100,8 @@ fn limiter(
                 max_stale: Duration::from_secs(3600),
                 ..DenialCacheOptions::default()
             },
+            // Every decision is the store's, however busy the machine: none may degrade.
+            timeout: Duration::from_secs(5),
             ..Options::default()
         })
         .build()
