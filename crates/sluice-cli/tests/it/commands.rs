@@ -16,7 +16,7 @@ fn validate_accepts_the_example_and_summarises() {
     let out = sluice().arg("validate").arg(example()).output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{out:?}");
-    assert!(stdout.contains(": ok: 17 rules (api, "), "{stdout}");
+    assert!(stdout.contains(": ok: 18 rules (api, "), "{stdout}");
     assert!(stdout.contains("store memory://"), "{stdout}");
 }
 

@@ -123,6 +123,40 @@ async fn quotas_count_per_calendar_period_on_redis() {
     quotas(&Server::start_on(CONFIG, &redis.url())).await;
 }
 
+/// The book's free and pro plans (concepts/quotas.md), as written there.
+#[tokio::test]
+async fn the_books_plans_count_as_the_book_says() {
+    let chapter = sluice_test_support::docs::chapter("concepts/quotas.md");
+    let yaml = chapter
+        .split("```yaml\n")
+        .nth(1)
+        .and_then(|s| s.split("```").next())
+        .expect("the chapter's rule file");
+    let server = Server::start(yaml);
+    let free = server.check("api", json!({ "tenant": "t1" })).await;
+    assert_eq!(
+        (free.status, free.json["limit"].as_u64(), free.json["remaining"].as_u64()),
+        (200, Some(10_000), Some(9_999))
+    );
+    let month = Period::new(PeriodUnit::Month)
+        .in_zone("Europe/Berlin")
+        .unwrap()
+        .anchored(15)
+        .unwrap();
+    let reset_ms = free.json["reset_after_ms"].as_u64().unwrap();
+    let left = left_ms(&month, now_ms());
+    assert!(reset_ms >= left && reset_ms <= left + 60_000, "{reset_ms} vs {left}");
+    let pro = json!({ "tenant": "t1", "plan": "pro" });
+    let pro = server.check("api", pro).await;
+    assert_eq!(
+        (pro.json["limit"].as_u64(), pro.json["remaining"].as_u64()),
+        (Some(1_000_000), Some(999_998)),
+        "the month's use so far counts on the pro plan"
+    );
+    let export = server.check("exports", json!({ "member": "m1" })).await;
+    assert_eq!(export.json["limit"], 500);
+}
+
 #[test]
 fn a_period_the_binary_cannot_read_is_refused_naming_its_field() {
     let dir = TempDir::new();
