@@ -5,7 +5,9 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use sluice::limiter::DenialCacheOptions;
-use sluice::model::{Batches, Limit, MAX_COUNT, Override, Penalty, Rate, Rule, RuntimeLimit};
+use sluice::model::{
+    Batches, Limit, MAX_COUNT, Override, Penalty, Period, Rate, Rule, RuntimeLimit,
+};
 use sluice::{Limiter, Options};
 use sluice_server::config::StoreConfig;
 use sluice_server::store_url;
@@ -135,14 +137,22 @@ impl Driver {
     }
 }
 
-/// The benchmark rule: `--limits` limits counting by `key`, with the flags' block, penalty,
-/// batches, run-time numbers and tiers.
+/// The benchmark rule: `--limits` limits counting by `key` (quotas with `--period`), with the
+/// flags' block, penalty, batches, run-time numbers and tiers.
 fn rule(args: &BenchArgs) -> anyhow::Result<Rule> {
     let limits = (0..args.limits)
         .map(|i| {
             let mut rate = args.limit;
             rate.window += Duration::from_secs(i as u64);
-            let mut limit = Limit::new(&["key"], rate, args.algorithm);
+            let mut limit = match args.period {
+                Some(unit) => {
+                    let mut quota = Limit::quota(&["key"], rate.count, Period::new(unit));
+                    // Quotas of one period share an id unless named.
+                    quota.name = (args.limits > 1).then(|| format!("quota{i}"));
+                    quota
+                }
+                None => Limit::new(&["key"], rate, args.algorithm),
+            };
             limit.block = args.block;
             limit.penalty = args.penalty.then_some(Penalty {
                 warn_after: 1,
@@ -153,7 +163,7 @@ fn rule(args: &BenchArgs) -> anyhow::Result<Rule> {
             limit.batch = args.batch.map(|max| Batches::new(max, args.batch_hold));
             limit.settable = args.settable;
             if args.tiers {
-                limit.overrides = tier_overrides(&limit.rate)?;
+                limit.overrides = tier_overrides(&limit)?;
             }
             Ok(limit)
         })
@@ -169,16 +179,22 @@ fn rule(args: &BenchArgs) -> anyhow::Result<Rule> {
 
 /// The overrides of a `--tiers` limit (README, "Tiers and conditions"): `plan: pro` gets other
 /// numbers, three tenants are unlimited, a /24 is refused; [`TIER_ATTRIBUTES`] matches none.
-fn tier_overrides(rate: &Rate) -> anyhow::Result<Vec<Override>> {
+fn tier_overrides(limit: &Limit) -> anyhow::Result<Vec<Override>> {
     // Twice the count, or half of it where twice is above the maximum: other numbers in the
-    // same window (an override keeps the window, and so the identity's counter).
+    // same window or period (an override keeps it, and so the identity's counter).
+    let rate = &limit.rate;
     let count = match rate.count.checked_mul(2).filter(|c| *c <= MAX_COUNT) {
         Some(twice) => twice,
         None => (rate.count / 2).max(1),
     };
-    let pro = Rate { count, ..*rate };
+    let pro = match limit.period {
+        Some(_) => serde_json::json!({"when": {"plan": "pro"}, "quota": count}),
+        None => {
+            serde_json::json!({"when": {"plan": "pro"}, "rate": Rate { count, ..*rate }.to_string()})
+        }
+    };
     Ok(serde_json::from_value(serde_json::json!([
-        {"when": {"plan": "pro"}, "rate": pro.to_string()},
+        pro,
         {"when": {"tenant": ["monitoring", "partner-a", "partner-b"]}, "unlimited": true},
         {"when": {"ip": {"cidr": ["203.0.113.0/24"]}}, "deny": "this range is refused"},
     ]))?)
@@ -207,6 +223,26 @@ mod tests {
             .rule("bench", rule(&args(&["--tiers"])).unwrap())
             .build();
         assert!(limiter.is_ok(), "{:?}", limiter.err());
+    }
+
+    #[tokio::test]
+    async fn quotas_count_per_period_and_take_tiers() {
+        let rule = rule(&args(&[
+            "--period", "month", "--limits", "2", "--tiers", "--limit", "2/1m",
+        ]))
+        .unwrap();
+        assert!(rule.limits.iter().all(|l| l.period.is_some()));
+        let limiter = Limiter::builder(MemoryStore::new())
+            .rule("bench", rule)
+            .build()
+            .unwrap();
+        let [a, b, c, d] = TIER_ATTRIBUTES;
+        let attrs = [a, b, c, d, ("key", "k")];
+        let mut allowed = 0;
+        for _ in 0..4 {
+            allowed += usize::from(limiter.check("bench", &attrs).await.unwrap().allowed);
+        }
+        assert_eq!(allowed, 2, "two a month");
     }
 
     #[tokio::test]

@@ -20,7 +20,7 @@ use anyhow::{Context, bail};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 use sluice::limiter::InFlightLimit;
-use sluice::model::{Algorithm, Rate, parse_duration};
+use sluice::model::{Algorithm, PeriodUnit, Rate, parse_duration};
 use sluice_server::store_url;
 
 mod ceiling;
@@ -59,6 +59,10 @@ pub struct BenchArgs {
     /// The limit per key (the default lets nearly every decision through).
     #[arg(long, default_value = "10000000/1s")]
     pub limit: Rate,
+    /// Make each limit a quota of `--limit`'s count per calendar period (`day`, `week`, `month`
+    /// or `year`, in UTC): what a quota costs a decision on this store.
+    #[arg(long, value_parser = parse_period)]
+    pub period: Option<PeriodUnit>,
     /// Limits in the benchmark rule, all counting by the same key (each with a window one second
     /// longer than the previous, so each is its own limit).
     #[arg(long, default_value_t = 1)]
@@ -131,6 +135,10 @@ pub struct BenchArgs {
 }
 
 fn parse_in_flight(text: &str) -> Result<InFlightLimit, String> {
+    text.parse()
+}
+
+fn parse_period(text: &str) -> Result<PeriodUnit, String> {
     text.parse()
 }
 

@@ -135,7 +135,11 @@ async fn the_books_plans_count_as_the_book_says() {
     let server = Server::start(yaml);
     let free = server.check("api", json!({ "tenant": "t1" })).await;
     assert_eq!(
-        (free.status, free.json["limit"].as_u64(), free.json["remaining"].as_u64()),
+        (
+            free.status,
+            free.json["limit"].as_u64(),
+            free.json["remaining"].as_u64()
+        ),
         (200, Some(10_000), Some(9_999))
     );
     let month = Period::new(PeriodUnit::Month)
@@ -145,7 +149,10 @@ async fn the_books_plans_count_as_the_book_says() {
         .unwrap();
     let reset_ms = free.json["reset_after_ms"].as_u64().unwrap();
     let left = left_ms(&month, now_ms());
-    assert!(reset_ms >= left && reset_ms <= left + 60_000, "{reset_ms} vs {left}");
+    assert!(
+        reset_ms >= left && reset_ms <= left + 60_000,
+        "{reset_ms} vs {left}"
+    );
     let pro = json!({ "tenant": "t1", "plan": "pro" });
     let pro = server.check("api", pro).await;
     assert_eq!(
