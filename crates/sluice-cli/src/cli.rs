@@ -36,6 +36,9 @@ pub enum Command {
     Bench(crate::bench::BenchArgs),
     /// Set, read, list and remove identities' run-time limits on a running service (admin API).
     Limits(LimitsArgs),
+    /// Print what an identity has used of a rule's limits on a running service, consuming
+    /// nothing; exit 0 when every limit has room, 1 when one is over.
+    Usage(UsageArgs),
     /// Replay traffic through the algorithms or a rule file on a simulated clock; report how
     /// each admits against an exact sliding log, with plots.
     Simulate(Box<sluice_simulate::SimulateArgs>),
@@ -213,6 +216,19 @@ pub struct LimitsArgs {
     /// What to do.
     #[command(subcommand)]
     pub action: LimitsAction,
+}
+
+/// `sluice usage`.
+#[derive(Debug, Clone, Args)]
+pub struct UsageArgs {
+    /// The service's base URL.
+    #[arg(long, env = "SLUICE_URL", default_value = "http://127.0.0.1:8080")]
+    pub url: String,
+    /// The rule.
+    pub rule: String,
+    /// The identity, as `name=value` pairs (`tenant=42`).
+    #[arg(value_parser = parse_attribute)]
+    pub attributes: Vec<(String, String)>,
 }
 
 /// The rule, limit and identity a run-time limit belongs to.

@@ -1,5 +1,6 @@
 //! The `sluice` command: the decision service (`serve`), rule file checks (`validate`),
-//! one-off decisions (`check`), run-time limits on a running service (`limits`), the load tool
+//! one-off decisions (`check`), run-time limits and usage on a running service (`limits`,
+//! `usage`), the load tool
 //! (`bench`), the simulator (`simulate`), and imports of other rate limiters' configurations
 //! (`import`).
 //!
@@ -14,7 +15,8 @@
 //! - [`cli`]: the command line (clap);
 //! - [`logging`]: `tracing` output, text or JSON;
 //! - [`validate`], [`check`]: the one-shot commands; [`limits`]: run-time limits on a running
-//!   service; [`bench`](mod@bench): the load tool;
+//!   service; [`usage`]: an identity's usage on one; [`service`]: asking a running service;
+//!   [`bench`](mod@bench): the load tool;
 //! - [`import`](mod@import): envoyproxy/ratelimit and Limitador configurations → rule files;
 //! - [`completions`], [`manual`], [`version`]: shell completions, manual pages and the version
 //!   line, generated from the command line's definition and the build; `schema` prints the rule
@@ -33,6 +35,8 @@ pub mod import;
 pub mod limits;
 pub mod logging;
 pub mod manual;
+pub mod service;
+pub mod usage;
 pub mod validate;
 pub mod version;
 
@@ -106,6 +110,7 @@ pub fn run(cli: Cli) -> ExitCode {
             Command::Check(args) => check::run(args).await,
             Command::Bench(args) => bench::run(args).await.map(|()| ExitCode::SUCCESS),
             Command::Limits(args) => limits::run(args).await,
+            Command::Usage(args) => usage::run(args).await,
             Command::Simulate(args) => sluice_simulate::run(*args)
                 .await
                 .map(|()| ExitCode::SUCCESS)

@@ -7,9 +7,7 @@
 
 use std::collections::BTreeMap;
 use std::process::ExitCode;
-use std::time::Duration;
 
-use anyhow::{Context, bail};
 use serde_json::{Value, json};
 
 use crate::cli::{LimitsAction, LimitsArgs, Target};
@@ -25,9 +23,7 @@ fn identity(target: &Target) -> Value {
 
 /// Runs `sluice limits`.
 pub async fn run(args: LimitsArgs) -> anyhow::Result<ExitCode> {
-    let client = reqwest::Client::builder()
-        .timeout(Duration::from_secs(10))
-        .build()?;
+    let client = crate::service::client()?;
     let endpoint = format!("{}/v1/limits", args.url.trim_end_matches('/'));
     let request = match &args.action {
         LimitsAction::Set {
@@ -56,25 +52,7 @@ pub async fn run(args: LimitsArgs) -> anyhow::Result<ExitCode> {
         }
         LimitsAction::Remove { target } => client.delete(&endpoint).json(&identity(target)),
     };
-    let response = request
-        .bearer_auth(&args.token)
-        .send()
-        .await
-        .with_context(|| format!("cannot reach the service at {}", args.url))?;
-    let status = response.status();
-    let answer: Value = response
-        .json()
-        .await
-        .with_context(|| format!("the service answered {status} without JSON"))?;
-    if !status.is_success() {
-        // Every error answer is `{"error": {"code", "message"}}`.
-        let error = &answer["error"];
-        let message = error["message"].as_str().unwrap_or("no message");
-        match error["code"].as_str() {
-            Some(code) => bail!("the service answered {status} ({code}): {message}"),
-            None => bail!("the service answered {status}: {message}"),
-        }
-    }
+    let answer = crate::service::answer(request.bearer_auth(&args.token), &args.url).await?;
     println!("{}", serde_json::to_string_pretty(&answer)?);
     let negative = match &args.action {
         LimitsAction::Get { .. } => answer["limits"].as_array().is_none_or(Vec::is_empty),

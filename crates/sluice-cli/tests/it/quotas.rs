@@ -28,6 +28,16 @@ rules:
           - { when: { plan: pro }, quota: 100000 }
 ";
 
+/// `text` as one query-string value.
+fn urlencoding(text: &str) -> String {
+    text.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
 fn now_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -71,6 +81,80 @@ async fn quotas(server: &Server) {
     // Another tenant has its own quota.
     let other = server.check("plan", json!({ "tenant": "t2" })).await;
     assert_eq!(other.status, 200);
+
+    // Usage, read without consuming: the day in Auckland, used up.
+    let t1 = format!(
+        "/v1/usage?rule=plan&attributes={}",
+        urlencoding(&json!({ "tenant": "t1" }).to_string())
+    );
+    let usage = server.get(&t1).await;
+    assert_eq!(usage.status, 200, "{usage:?}");
+    let limit = &usage.json["limits"][0];
+    assert_eq!(
+        (
+            &limit["id"],
+            &limit["limit"],
+            &limit["used"],
+            &limit["remaining"],
+            &limit["over"]
+        ),
+        (
+            &json!("tenant-quota-day"),
+            &json!(3),
+            &json!(3),
+            &json!(0),
+            &json!(true)
+        ),
+        "{usage:?}"
+    );
+    let at = usage.json["at_ms"].as_u64().unwrap();
+    let bounds = auckland.bounds_at(sluice::Micros::new(at * 1000));
+    assert_eq!(limit["period_start_ms"], bounds.start.as_millis());
+    assert_eq!(limit["period_end_ms"], bounds.end.as_millis());
+    assert_eq!(
+        server.get(&t1).await.json["limits"][0]["used"],
+        3,
+        "reading consumed nothing"
+    );
+    let other = server
+        .get("/v1/usage?rule=plan&attributes=%7B%22tenant%22%3A%22t2%22%7D")
+        .await;
+    assert_eq!(
+        (
+            &other.json["limits"][0]["used"],
+            &other.json["limits"][0]["over"]
+        ),
+        (&json!(1), &json!(false))
+    );
+    // Bad input is a clear error and reads nothing.
+    for (query, status, code) in [
+        ("/v1/usage?rule=nope&attributes=%7B%7D", 404, "unknown_rule"),
+        ("/v1/usage?rule=plan", 400, "missing_attribute"),
+        ("/v1/usage?rule=plan&attributes=%5B1%5D", 400, "bad_query"),
+        ("/v1/usage?attributes=%7B%7D", 400, "bad_query"),
+    ] {
+        let answer = server.get(query).await;
+        assert_eq!(
+            (answer.status, answer.code()),
+            (status, code),
+            "{query}: {answer:?}"
+        );
+    }
+    // The command line reads the same, and says by its exit code that the tenant is over.
+    let out = tokio::process::Command::from(sluice())
+        .args(["usage", "--url", &server.url(""), "plan", "tenant=t1"])
+        .output()
+        .await
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let printed: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(printed["limits"][0]["used"], 3);
+    let out = tokio::process::Command::from(sluice())
+        .args(["usage", "--url", &server.url(""), "plan", "tenant=t2"])
+        .output()
+        .await
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
 
     // A month from the 31st: on the 30-day months and February it begins on their last day.
     let billing = Period::new(PeriodUnit::Month).anchored(31).unwrap();

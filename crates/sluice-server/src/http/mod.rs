@@ -8,6 +8,7 @@
 //! - `routes`: check, peek, rules, health, metrics;
 //! - `decision_body`: a decision as an answer: the body in the view asked, the headers;
 //! - [`check_all`]: `/v1/check-all`, several rules or identities decided all or nothing;
+//! - `usage`: `/v1/usage`, what an identity has used of a rule's limits;
 //! - `admin`: bearer-token guard, reset and blocks;
 //! - `leases`: releasing and renewing leases, settling reservations;
 //! - `runtime_limits`: setting, listing and removing identities' run-time limits (`/v1/limits`);
@@ -41,6 +42,7 @@ mod request;
 mod routes;
 mod runtime_limits;
 mod tracker;
+mod usage;
 
 use std::sync::Arc;
 

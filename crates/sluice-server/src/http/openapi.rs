@@ -15,7 +15,7 @@ use axum::routing::get;
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
-use super::{admin, check_all, dashboard, leases, routes, runtime_limits};
+use super::{admin, check_all, dashboard, leases, routes, runtime_limits, usage};
 use crate::api_error::{ApiError, ErrorBody, ErrorCode};
 use crate::gateway::forward_auth;
 
@@ -33,6 +33,7 @@ use crate::gateway::forward_auth;
         routes::check,
         routes::peek,
         check_all::check_all,
+        usage::usage,
         leases::release,
         leases::renew,
         leases::settle,

@@ -1,4 +1,5 @@
-//! The public routes: decisions (`/v1/check`, `/v1/peek`), the rules in force (`/v1/rules`),
+//! The public routes: decisions (`/v1/check`, `/v1/peek`), usage (`/v1/usage`, in `usage`), the
+//! rules in force (`/v1/rules`),
 //! health (`/healthz`, `/readyz`) and metrics (`/metrics`). The lease endpoints of concurrency
 //! limits (`/v1/release`, `/v1/renew`) are in `leases`.
 //!
@@ -43,6 +44,7 @@ pub(super) fn router(state: Arc<AppState>) -> Router {
         .route("/v1/peek", post(peek))
         .route("/v1/check-all", post(super::check_all::check_all))
         .route("/v1/rules", get(rules))
+        .route("/v1/usage", get(super::usage::usage))
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/metrics", get(prometheus))

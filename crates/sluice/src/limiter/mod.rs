@@ -79,6 +79,7 @@ mod repeated;
 mod reservation;
 mod resolved;
 mod runtime;
+mod usage;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -20,6 +20,7 @@
 //! - `decision`: [`Decision`] and [`LimitDecision`], the answer to a check (the service writes
 //!   its JSON itself); `headers`: the HTTP rate-limit headers it sets; `verdict`: [`Verdict`],
 //!   the compact answer for callers in the same process;
+//! - `usage`: [`Usage`], what an identity has used of a rule's limits;
 //! - `micros`: [`Micros`], the one time type below the configuration;
 //! - `schema` (feature `schema`): the JSON Schemas of the types rule files write as text;
 //! - `name`: [`Name`], interned names a decision carries without allocating.
@@ -47,6 +48,7 @@ mod rule;
 mod runtime_limit;
 #[cfg(feature = "schema")]
 mod schema;
+mod usage;
 mod verdict;
 
 pub use address::{AddressGroup, DEFAULT_ADDRESS_ATTRIBUTE};
@@ -72,6 +74,7 @@ pub use rule::{By, Rule, validate_rule_name};
 pub use runtime_limit::RuntimeLimit;
 #[cfg(feature = "schema")]
 pub use schema::DurationText;
+pub use usage::{LimitUsage, Usage};
 pub use verdict::Verdict;
 
 /// A value in a rule or rate that is not acceptable, with the field it came from.
