@@ -123,6 +123,41 @@ impl Sluice for SluiceService {
         Ok(Response::new(pb::CheckAllResponse { allowed, decisions }))
     }
 
+    async fn usage(
+        &self,
+        request: Request<pb::UsageRequest>,
+    ) -> Result<Response<pb::UsageResponse>, Status> {
+        let request = request.get_ref();
+        let attributes: Vec<(&str, &str)> = request
+            .attributes
+            .iter()
+            .map(|(name, value)| (name.as_str(), value.as_str()))
+            .collect();
+        let usage = self
+            .state
+            .limiter
+            .usage(&request.rule, &attributes)
+            .await
+            .map_err(|e| ApiError::from(e).with_rule(&request.rule))?;
+        Ok(Response::new(pb::UsageResponse {
+            rule: usage.rule.to_string(),
+            at_ms: usage.at_ms,
+            limits: usage
+                .limits
+                .into_iter()
+                .map(|l| pb::LimitUsage {
+                    id: l.id.to_string(),
+                    limit: l.limit,
+                    used: l.used,
+                    remaining: l.remaining,
+                    period_start_ms: l.period_start_ms,
+                    period_end_ms: l.period_end_ms,
+                    over: l.over,
+                })
+                .collect(),
+        }))
+    }
+
     async fn release(
         &self,
         request: Request<pb::LeaseRequest>,

@@ -1,5 +1,5 @@
 //! Sluice's own gRPC API, `sluice.v1.Sluice`, on the real binary's gRPC port beside Envoy's:
-//! check, peek, check-all, release, renew and settle answer as their HTTP twins do, errors carry
+//! check, peek, check-all, usage, release, renew and settle answer as their HTTP twins do, errors carry
 //! the HTTP API's codes (`google.rpc.ErrorInfo` and `sluice-error-code`), and server reflection
 //! lists the service (what grpcurl needs to work without the `.proto`).
 
@@ -10,7 +10,9 @@ use std::collections::HashMap;
 use common::{Server, WITHIN, eventually};
 use serde_json::json;
 use sluice_server::grpc::pb::sluice_client::SluiceClient;
-use sluice_server::grpc::pb::{CheckAllRequest, CheckRequest, LeaseRequest, SettleRequest};
+use sluice_server::grpc::pb::{
+    CheckAllRequest, CheckRequest, LeaseRequest, SettleRequest, UsageRequest,
+};
 use sluice_test_support::RedisServer;
 use tonic::transport::Channel;
 use tonic_types::StatusExt;
@@ -89,6 +91,25 @@ async fn answers_as_http_does(server: Server) {
     assert_eq!(first.limits[0].algorithm, "sliding_log");
     let peek = grpc.peek(ask("per_ip", &ip)).await.unwrap().into_inner();
     assert_eq!(peek.remaining, 1, "a peek consumes nothing");
+    let read = ask("per_ip", &ip);
+    let usage = grpc
+        .usage(UsageRequest {
+            rule: read.rule,
+            attributes: read.attributes,
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let limit = &usage.limits[0];
+    assert_eq!(
+        (limit.limit, limit.used, limit.remaining, limit.over),
+        (2, 1, 1, false),
+        "{usage:?}"
+    );
+    assert_eq!(
+        limit.period_end_ms, None,
+        "a sliding log has no window to tell"
+    );
     // The same identity over HTTP shares the count.
     let http = server.check("per_ip", json!({ "ip": "203.0.113.9" })).await;
     assert_eq!(http.json["remaining"], 0);
@@ -215,6 +236,14 @@ async fn errors_carry_the_http_api_codes() {
         unknown.get_error_details().error_info().unwrap().metadata["rule"],
         "nope"
     );
+    let unknown = grpc
+        .usage(UsageRequest {
+            rule: "nope".into(),
+            attributes: HashMap::new(),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(code_of(&unknown), "unknown_rule");
     let missing = grpc.peek(ask("per_ip", &[])).await.unwrap_err();
     assert_eq!(missing.code(), tonic::Code::InvalidArgument);
     assert_eq!(code_of(&missing), "missing_attribute");
