@@ -24,6 +24,9 @@ pub fn write_decision_json(out: &mut Vec<u8>, d: &Decision, message: Option<&str
     push_bool(out, b",\"warning\":", d.warning);
     push_bool(out, b",\"degraded\":", d.degraded);
     push_bool(out, b",\"shadow\":", d.shadow);
+    if d.over_quota {
+        out.extend_from_slice(b",\"over_quota\":true");
+    }
     push_number(out, b",\"delay_ms\":", d.delay_ms);
     if let Some(reason) = &d.reason {
         out.extend_from_slice(b",\"reason\":");
@@ -81,6 +84,9 @@ fn push_limit(out: &mut Vec<u8>, l: &LimitDecision) {
     push_bool(out, b",\"warning\":", l.warning);
     push_number(out, b",\"delay_ms\":", l.delay_ms);
     push_bool(out, b",\"shadow\":", l.shadow);
+    if l.over_quota {
+        out.extend_from_slice(b",\"over_quota\":true");
+    }
     out.push(b'}');
 }
 
@@ -151,7 +157,7 @@ mod tests {
             id in text(),
             identity in prop::collection::vec(text(), 0..4),
             algorithm in prop::sample::select(Algorithm::ALL.to_vec()),
-            flags in any::<[bool; 3]>(),
+            flags in any::<[bool; 4]>(),
             numbers in prop::array::uniform6(number()),
             options in any::<[Option<u64>; 2]>(),
         ) -> LimitDecision {
@@ -171,6 +177,7 @@ mod tests {
             d.warning = flags[1];
             d.delay_ms = numbers[5];
             d.shadow = flags[2];
+            d.over_quota = flags[3];
             d
         }
     }
@@ -179,7 +186,7 @@ mod tests {
         fn decision()(
             rule in text(),
             limits in prop::collection::vec(limit(), 0..4),
-            flags in any::<[bool; 4]>(),
+            flags in any::<[bool; 5]>(),
             numbers in prop::array::uniform5(number()),
             options in any::<[Option<u64>; 4]>(),
             strings in prop::array::uniform3(prop::option::of(text())),
@@ -195,6 +202,7 @@ mod tests {
             d.warning = flags[1];
             d.degraded = flags[2];
             d.shadow = flags[3];
+            d.over_quota = flags[4];
             d.delay_ms = numbers[4];
             d.reason = strings[0].clone();
             d.limits = LimitDecisions::from_vec(limits);

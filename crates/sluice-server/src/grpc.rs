@@ -216,6 +216,7 @@ pub fn to_proto(d: sluice::Decision, message: Option<String>) -> pb::Decision {
         warning: d.warning,
         degraded: d.degraded,
         shadow: d.shadow,
+        over_quota: d.over_quota,
         delay_ms: d.delay_ms,
         reason: d.reason,
         limits: d
@@ -236,6 +237,7 @@ pub fn to_proto(d: sluice::Decision, message: Option<String>) -> pb::Decision {
                 warning: l.warning,
                 delay_ms: l.delay_ms,
                 shadow: l.shadow,
+                over_quota: l.over_quota,
             })
             .collect(),
         lease: d.lease,

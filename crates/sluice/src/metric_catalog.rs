@@ -60,7 +60,7 @@ macro_rules! catalog {
 
 catalog! {
     DECISIONS_TOTAL: "sluice_decisions_total", Counter, Count,
-        "Decisions by rule and outcome (allowed, denied, shadow_denied: allowed only because a shadow limit or rule denied)";
+        "Decisions by rule and outcome (allowed, denied, shadow_denied: allowed only because a shadow limit or rule denied, over_quota: admitted past a quota with `over: allow`, overage to bill)";
     LIMIT_DENIALS_TOTAL: "sluice_limit_denials_total", Counter, Count,
         "Limits that denied a decision, by rule, limit id and outcome (denied, or shadow_denied for a limit or rule in shadow mode); one decision counts once per limit that denied it";
     STORE_LATENCY_SECONDS: "sluice_store_latency_seconds", Histogram, Seconds,

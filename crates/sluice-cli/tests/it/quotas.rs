@@ -26,6 +26,9 @@ rules:
         anchor: 31
         overrides:
           - { when: { plan: pro }, quota: 100000 }
+  metered:
+    limits:
+      - { by: [tenant], quota: 1, period: month, over: allow }
 ";
 
 /// `text` as one query-string value.
@@ -183,6 +186,25 @@ async fn quotas(server: &Server) {
         "{pro:?}"
     );
 
+    // Past a quota that admits past itself: admitted, marked, counted for billing.
+    let first = server.check("metered", json!({ "tenant": "t1" })).await;
+    assert_eq!((first.status, first.json.get("over_quota")), (200, None));
+    assert_eq!(first.header("sluice-over-quota"), None);
+    for used in 2..=3 {
+        let over = server.check("metered", json!({ "tenant": "t1" })).await;
+        assert_eq!(over.status, 200, "{over:?}");
+        assert_eq!(over.json["over_quota"], true);
+        assert_eq!(over.json["limits"][0]["over_quota"], true);
+        assert_eq!(over.json["limits"][0]["shadow"], false);
+        assert_eq!(over.header("sluice-over-quota"), Some("true"));
+        let read = server
+            .get("/v1/usage?rule=metered&attributes=%7B%22tenant%22%3A%22t1%22%7D")
+            .await;
+        assert_eq!(read.json["limits"][0]["used"], used, "{read:?}");
+    }
+    let series = "sluice_decisions_total{rule=\"metered\",outcome=\"over_quota\"} ";
+    assert_eq!(server.metric(series).await, 2.0);
+
     // The rules in force, as written.
     let rules = server.get("/v1/rules").await;
     let plan = &rules.json["rules"]["plan"]["limits"][0];
@@ -194,6 +216,7 @@ async fn quotas(server: &Server) {
     let billing = &rules.json["rules"]["billing"]["limits"][0];
     assert_eq!(billing["anchor"], 31);
     assert_eq!(billing["overrides"][0]["quota"], 100_000);
+    assert_eq!(rules.json["rules"]["metered"]["limits"][0]["over"], "allow");
 }
 
 #[tokio::test]

@@ -396,6 +396,8 @@ fn quotas_take_a_quota_and_a_calendar_period_instead_of_a_rate() {
         ),
         ("{ by: [t], quota: 5, period: week, anchor: 3 }", "anchor"),
         ("{ by: [t], quota: 5, period: month, anchor: 32 }", "anchor"),
+        ("{ by: [t], rate: 5/1d, over: allow }", "limits[0].over"),
+        ("{ by: [t], quota: 5, period: day, over: maybe }", "over"),
         (
             "{ by: [t], quota: 5, period: day, algorithm: gcra }",
             "limits[0].period",

@@ -167,9 +167,11 @@ mod tests {
         let limit: sluice::LimitDecision = serde_json::from_value(serde_json::json!({
             "id": "l", "identity": [], "algorithm": "gcra", "allowed": true, "limit": 1,
             "window_ms": 1, "remaining": 1, "reset_after_ms": 1, "violations": 0,
-            "warning": false, "delay_ms": 0, "shadow": false,
+            "warning": false, "delay_ms": 0, "shadow": false, "over_quota": true,
         }))
         .expect("a limit's decision");
+        // Every field written: the ones left out when false too.
+        decision.over_quota = true;
         decision.limits = sluice::model::LimitDecisions::from_vec(vec![limit]);
         decision.lease = Some("x".into());
         decision.lease_until_ms = Some(1);

@@ -59,6 +59,9 @@ pub struct Params {
     /// A quota's calendar period (`fixed_window` only): its windows are the period's, and
     /// `window_us` is only the longest one.
     pub period: Option<&'static Period>,
+    /// A quota that admits past itself (`over: allow`): its denial denies nothing (its step is
+    /// a shadow's), and it counts every request that passes, past the quota too.
+    pub admits_over: bool,
 }
 
 impl Params {
@@ -70,6 +73,7 @@ impl Params {
             capacity,
             count_denied: false,
             period: None,
+            admits_over: false,
         }
     }
 

@@ -159,7 +159,8 @@ fn commit(
     if mode == Mode::Peek || blocked {
         return (outcome, state.ttl_us(ttl_us, now));
     }
-    let record = if outcome.allowed {
+    // A quota that admits past itself counts what passes, past the quota too.
+    let record = if outcome.allowed || step.params.admits_over {
         pass
     } else {
         step.params.count_denied

@@ -195,6 +195,7 @@ macro_rules! conformance_suite {
             a_monthly_quota_resets_on_its_anchor_day,
             a_daily_quota_follows_its_zone_across_daylight_saving,
             weekly_and_yearly_quotas_begin_on_monday_and_new_year,
+            a_quota_that_admits_past_itself_marks_the_overage,
             token_bucket_bursts_then_refills_keeping_fractions,
             gcra_bursts_then_spaces_units,
             leaky_bucket_delays_then_denies_and_keeps_fractional_leak,

@@ -124,3 +124,68 @@ pub async fn weekly_and_yearly_quotas_begin_on_monday_and_new_year(h: Subject) {
     assert!(o.allowed);
     assert_eq!(o.reset_after_us, 365 * DAY);
 }
+
+/// Behaviour: A quota that admits past itself (`over: allow`) admits and counts every request
+/// that passes, marks those past the quota `over_quota`, counts nothing for a request another
+/// limit refuses, and starts again with its period.
+pub async fn a_quota_that_admits_past_itself_marks_the_overage(h: Subject) {
+    use crate::model::{Limit, Over};
+    let mut plan = Limit::quota(&["tenant"], 2, Period::new(PeriodUnit::Day));
+    plan.over = Over::Allow;
+    let per_ip = Limit::new(&["ip"], "1/1h".parse().unwrap(), Algorithm::FixedWindow);
+    let limiter = h.limiter(vec![
+        ("plan", crate::Rule::new(vec![plan.clone()])),
+        ("both", crate::Rule::new(vec![plan, per_ip])),
+    ]);
+    h.clock.set_us(at("2027-03-01T10:00", "UTC"));
+    for i in 0..4 {
+        let d = limiter.check("plan", &[("tenant", "t")]).await.unwrap();
+        assert!(d.allowed && !d.degraded, "{i}: {d:?}");
+        assert_eq!(d.over_quota, i >= 2, "{i}: {d:?}");
+        assert_eq!(d.limits[0].over_quota, i >= 2);
+        assert!(!d.limits[0].shadow);
+    }
+    let usage = limiter.usage("plan", &[("tenant", "t")]).await.unwrap();
+    let u = &usage.limits[0];
+    assert_eq!((u.limit, u.used, u.remaining, u.over), (2, 4, 0, true));
+    // Another limit's refusal counts nothing on the quota, past it or not.
+    let check = async |ip: &str| {
+        let d = limiter
+            .check("both", &[("tenant", "u"), ("ip", ip)])
+            .await
+            .unwrap();
+        assert!(!d.degraded);
+        d
+    };
+    let used = async || {
+        limiter
+            .usage("both", &[("tenant", "u"), ("ip", "-")])
+            .await
+            .unwrap()
+            .limits[0]
+            .used
+    };
+    assert!(check("a").await.allowed);
+    assert!(!check("a").await.allowed);
+    assert_eq!(
+        used().await,
+        1,
+        "refused by the address's limit: not counted"
+    );
+    assert!(check("b").await.allowed);
+    let over = check("c").await;
+    assert!(over.allowed && over.over_quota);
+    assert_eq!(used().await, 3);
+    let refused = check("c").await;
+    assert!(!refused.allowed);
+    assert_eq!(
+        used().await,
+        3,
+        "past the quota, refused by the other limit: not counted"
+    );
+    // The next day starts from nothing.
+    h.clock.set_us(at("2027-03-02T00:00", "UTC"));
+    let d = limiter.check("plan", &[("tenant", "t")]).await.unwrap();
+    assert!(d.allowed && !d.over_quota);
+    assert_eq!(d.remaining, 1);
+}

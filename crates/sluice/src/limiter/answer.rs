@@ -61,8 +61,12 @@ impl Answer for Decision {
         // Counted first, so that the decision is built where it is returned: it is a few hundred
         // bytes, and each move of it costs as much as a part of the check.
         let one = limit_decision(limit, names, step, outcome);
-        rule.meters
-            .decided_one(rule.definition.shadow, one.allowed, one.shadow);
+        rule.meters.decided_one(
+            rule.definition.shadow,
+            one.allowed,
+            one.shadow,
+            one.over_quota,
+        );
         Decision::of_one(rule.name.clone(), rule.definition.shadow, one)
     }
 
@@ -83,8 +87,13 @@ impl Answer for Verdict {
         o: &LimitOutcome,
     ) -> Verdict {
         let limit_allowed = limit_allows(step, o);
-        rule.meters
-            .decided_one(rule.definition.shadow, limit_allowed, step.shadow);
+        let admits_over = step.params.admits_over;
+        rule.meters.decided_one(
+            rule.definition.shadow,
+            limit_allowed,
+            step.shadow && !admits_over,
+            admits_over && !limit_allowed,
+        );
         // As `Decision::of_one` reads its one limit.
         let enforced_ok = limit_allowed || step.shadow;
         Verdict {
@@ -125,7 +134,9 @@ pub(super) fn limit_decision(
         violations: o.violations,
         warning: o.warning,
         delay_ms: o.delay_us.as_millis_ceil(),
-        shadow: step.shadow,
+        // A quota that admits past itself decides as a shadow does, and says what it is.
+        shadow: step.shadow && !step.params.admits_over,
+        over_quota: step.params.admits_over && !limit_allows(step, o),
     }
 }
 
@@ -171,5 +182,6 @@ fn limit_decision_refused(limit: &CompiledLimit) -> LimitDecision {
         warning: false,
         delay_ms: 0,
         shadow: limit.is_shadow(),
+        over_quota: false,
     }
 }

@@ -61,8 +61,12 @@ impl Limiter {
         })?;
         let one = limit_decision(limit, names, &step, &outcome);
         rule.meters.cache_hit();
-        rule.meters
-            .decided_one(rule.definition.shadow, one.allowed, one.shadow);
+        rule.meters.decided_one(
+            rule.definition.shadow,
+            one.allowed,
+            one.shadow,
+            one.over_quota,
+        );
         let mut decision = Decision::of_one(rule.name.clone(), rule.definition.shadow, one);
         decision.reason = Some(CACHED.to_string());
         Some(decision)

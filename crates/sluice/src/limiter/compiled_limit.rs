@@ -6,7 +6,7 @@
 
 use crate::algorithm::concurrency::LeaseToken;
 use crate::algorithm::{LimitStep, Params, penalty};
-use crate::model::{AddressGroup, Algorithm, Limit, Micros, Name, Period};
+use crate::model::{AddressGroup, Algorithm, Limit, Micros, Name, Over, Period};
 
 /// One limit of a compiled rule.
 #[derive(Debug, Clone)]
@@ -88,6 +88,7 @@ impl CompiledLimit {
 
 /// One limit's id, identity dimensions and algorithm parameters.
 pub(crate) fn compile_limit(l: &Limit) -> CompiledLimit {
+    let admits_over = l.over == Over::Allow;
     CompiledLimit {
         id: Name::interned(&l.id()),
         by: l
@@ -105,8 +106,10 @@ pub(crate) fn compile_limit(l: &Limit) -> CompiledLimit {
             count: l.rate.count,
             window_us: l.rate.window_us(),
             capacity: l.capacity(),
-            count_denied: l.count_denied,
+            // Past itself, a quota that admits counts as `count_denied` does (what passes).
+            count_denied: l.count_denied || admits_over,
             period: l.period.as_ref().map(Period::interned),
+            admits_over,
         },
         block_us: l.block.map(Micros::from),
         penalty: l.penalty.map(|p| penalty::Settings {
@@ -115,7 +118,7 @@ pub(crate) fn compile_limit(l: &Limit) -> CompiledLimit {
             ban_us: p.ban.into(),
             memory_us: p.memory.into(),
         }),
-        shadow: l.shadow,
+        shadow: l.shadow || admits_over,
         settable: l.settable,
     }
 }

@@ -77,6 +77,7 @@ pub(crate) struct DecisionCounters {
     allowed: Counter,
     denied: Counter,
     shadow_denied: Counter,
+    over_quota: Counter,
 }
 
 /// A limit's `sluice_limit_denials_total` counters: denied, shadow_denied.
@@ -113,6 +114,7 @@ impl RuleMeters {
             allowed: decided("allowed"),
             denied: decided("denied"),
             shadow_denied: decided("shadow_denied"),
+            over_quota: decided("over_quota"),
         }
     }
 
@@ -122,21 +124,32 @@ impl RuleMeters {
         let mut any_denied = false;
         // The decision's limits are the rule's, in its order.
         for (i, l) in d.limits.iter().enumerate() {
-            if !l.allowed {
+            if !l.allowed && !l.over_quota {
                 any_denied = true;
                 self.limit_denied(i, d.shadow || l.shadow);
             }
         }
-        self.count(d.allowed, d.shadow && any_denied);
+        self.count(d.allowed, d.shadow && any_denied, d.over_quota);
     }
 
     /// Counts the decision a rule of one limit gets from that limit's answer
-    /// ([`Decision::of_limits`]) without it being built: whether the limit allowed, and whether
-    /// it is a shadow one.
+    /// ([`Decision::of_limits`]) without it being built: whether the limit allowed, whether it
+    /// is a shadow one, and whether it admitted past its quota (`over: allow`).
     #[inline]
-    pub(crate) fn decided_one(&self, shadow: bool, allowed: bool, limit_shadow: bool) {
-        self.count(shadow || allowed || limit_shadow, shadow && !allowed);
-        if !allowed {
+    pub(crate) fn decided_one(
+        &self,
+        shadow: bool,
+        allowed: bool,
+        limit_shadow: bool,
+        over_quota: bool,
+    ) {
+        let allowed_as_asked = allowed || over_quota;
+        self.count(
+            shadow || allowed_as_asked || limit_shadow,
+            shadow && !allowed_as_asked,
+            over_quota,
+        );
+        if !allowed_as_asked {
             self.limit_denied(0, shadow || limit_shadow);
         }
     }
@@ -162,14 +175,15 @@ impl RuleMeters {
     }
 
     #[inline]
-    fn count(&self, allowed: bool, shadow_denied: bool) {
+    fn count(&self, allowed: bool, shadow_denied: bool, over_quota: bool) {
         self.counters.with(
             || self.register(),
             |c| {
-                let counter = match (allowed, shadow_denied) {
-                    (true, true) => &c.shadow_denied,
-                    (true, false) => &c.allowed,
-                    (false, _) => &c.denied,
+                let counter = match (allowed, shadow_denied, over_quota) {
+                    (true, true, _) => &c.shadow_denied,
+                    (true, false, true) => &c.over_quota,
+                    (true, false, false) => &c.allowed,
+                    (false, _, _) => &c.denied,
                 };
                 counter.increment(1);
             },

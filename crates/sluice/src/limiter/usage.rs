@@ -5,7 +5,7 @@
 
 use crate::algorithm::{Mode, fixed_window};
 use crate::error::Error;
-use crate::model::{Algorithm, LimitUsage, Usage};
+use crate::model::{Algorithm, LimitUsage, MAX_COUNT, Usage};
 
 use super::{Attributes, Check, Limiter};
 
@@ -31,7 +31,16 @@ impl Limiter {
         rule: &str,
         attrs: &(impl Attributes + ?Sized),
     ) -> Result<Usage, Error> {
-        let calls = self.calls(rule, attrs, Check::ONE.peek())?;
+        let mut calls = self.calls(rule, attrs, Check::ONE.peek())?;
+        let own_limits: Vec<u64> = calls.iter().map(|c| c.step.params.capacity).collect();
+        // A window's count is read as what a limit of the most units would leave: a quota that
+        // admits past itself has counted past its own number, and `used` tells by how much.
+        for call in &mut calls {
+            if call.step.algorithm == Algorithm::FixedWindow {
+                call.step.params.count = MAX_COUNT;
+                call.step.params.capacity = MAX_COUNT;
+            }
+        }
         let rule = self.rule(rule)?.name.clone();
         if calls.is_empty() {
             let at_ms = self.inner.clock.now_us().as_millis();
@@ -45,20 +54,27 @@ impl Limiter {
         let limits = calls
             .iter()
             .zip(&reply.outcomes)
-            .map(|(call, outcome)| {
+            .zip(&own_limits)
+            .map(|((call, outcome), &own)| {
                 let p = &call.step.params;
-                let limit = outcome.runtime.map_or(p.capacity, |r| r.capacity);
-                let remaining = outcome.remaining.min(limit);
-                let window = (call.step.algorithm == Algorithm::FixedWindow)
-                    .then(|| fixed_window::window_at(reply.now_us, p));
+                let windowed = call.step.algorithm == Algorithm::FixedWindow;
+                let (limit, used) = match outcome.runtime {
+                    Some(numbers) => (
+                        numbers.capacity,
+                        numbers.capacity.saturating_sub(outcome.remaining),
+                    ),
+                    None if windowed => (own, MAX_COUNT.saturating_sub(outcome.remaining)),
+                    None => (own, own.saturating_sub(outcome.remaining)),
+                };
+                let window = windowed.then(|| fixed_window::window_at(reply.now_us, p));
                 LimitUsage {
                     id: call.key.limit_id.clone(),
                     limit,
-                    used: limit - remaining,
-                    remaining,
+                    used,
+                    remaining: limit.saturating_sub(used),
                     period_start_ms: window.map(|(start, _)| start.as_millis()),
                     period_end_ms: window.map(|(_, end)| end.as_millis()),
-                    over: !outcome.allowed,
+                    over: used >= limit || outcome.blocked_until_us.is_some(),
                 }
             })
             .collect();

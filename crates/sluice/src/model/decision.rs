@@ -98,6 +98,9 @@ pub struct Decision {
     pub degraded: bool,
     /// Decided in shadow mode: `allowed` is true whatever the limits said.
     pub shadow: bool,
+    /// Admitted past a quota that admits past itself (`over: allow`): overage, to bill.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub over_quota: bool,
     /// Shaping (leaky bucket): how long the caller should wait before acting.
     pub delay_ms: u64,
     /// Why a request was refused without counting (cost above capacity, rule disabled...).
@@ -164,6 +167,10 @@ pub struct LimitDecision {
     pub delay_ms: u64,
     /// This limit is in shadow mode.
     pub shadow: bool,
+    /// A quota that admits past itself (`over: allow`) is past its quota: the request was
+    /// admitted and counted past it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub over_quota: bool,
 }
 
 impl Decision {
@@ -181,6 +188,7 @@ impl Decision {
             warning: false,
             degraded: false,
             shadow: false,
+            over_quota: false,
             delay_ms: 0,
             reason: Some(reason.to_string()),
             limits: LimitDecisions::new(),
@@ -204,7 +212,7 @@ impl Decision {
         // The summary is read from the limits where they are, and the decision is built as the
         // returned value: a decision is a few hundred bytes, and each move of it costs as much as
         // a part of an in-memory check.
-        let enforced_ok = limits.iter().all(|l| l.allowed || l.shadow);
+        let enforced_ok = limits.iter().all(|l| l.allowed || l.shadow || l.over_quota);
         let (quota, remaining, reset_after_ms, retry_after_ms) =
             match Decision::most_restrictive(&limits) {
                 Some(top) => (
@@ -227,6 +235,7 @@ impl Decision {
             warning: limits.iter().any(|l| l.warning),
             degraded: false,
             shadow,
+            over_quota: limits.iter().any(|l| l.over_quota),
             delay_ms: limits.iter().map(|l| l.delay_ms).max().unwrap_or(0),
             reason: None,
             limits,
@@ -242,7 +251,7 @@ impl Decision {
     /// check (the figures are in BENCHMARKS.md, "Bottlenecks found and fixed").
     #[inline]
     pub(crate) fn of_one(rule: Name, shadow: bool, limit: LimitDecision) -> Decision {
-        let enforced_ok = limit.allowed || limit.shadow;
+        let enforced_ok = limit.allowed || limit.shadow || limit.over_quota;
         Decision {
             allowed: shadow || enforced_ok,
             rule,
@@ -255,6 +264,7 @@ impl Decision {
             warning: limit.warning,
             degraded: false,
             shadow,
+            over_quota: limit.over_quota,
             delay_ms: limit.delay_ms,
             reason: None,
             limits: LimitDecisions::from_buf([limit]),
@@ -269,7 +279,9 @@ impl Decision {
     /// wait; when allowed, the one with the fewest units left.
     #[inline]
     pub fn most_restrictive(limits: &[LimitDecision]) -> Option<&LimitDecision> {
-        let denied = limits.iter().filter(|l| !l.allowed && !l.shadow);
+        let denied = limits
+            .iter()
+            .filter(|l| !l.allowed && !l.shadow && !l.over_quota);
         if let Some(l) = denied.max_by_key(|l| l.retry_after_ms.unwrap_or(u64::MAX)) {
             return Some(l);
         }
@@ -300,6 +312,7 @@ mod tests {
             warning: false,
             delay_ms: 0,
             shadow: false,
+            over_quota: false,
         };
         let denied = LimitDecision {
             allowed: false,

@@ -5,6 +5,8 @@
 //! until the quota is back. The legacy `X-RateLimit-Limit/-Remaining/-Reset` (reset in seconds)
 //! describe the most restrictive limit. `Retry-After` is added when denied, in whole seconds
 //! rounded up (rounding down would send clients back too early), at least 1.
+//! `Sluice-Over-Quota: true` marks a request admitted past a quota that admits past itself
+//! (`over: allow`), whatever the style: it is the overage to bill, not a rate-limit header.
 //!
 //! For a concurrency limit the same fields read as leases: `q` (and `X-RateLimit-Limit`) is the
 //! number of leases that may be held at once, `w` the lease duration, `r` the leases still free
@@ -113,6 +115,9 @@ pub fn write_headers(
             push_number(out, "", retry_after_secs(d))
         });
     }
+    if d.over_quota {
+        write("Sluice-Over-Quota", &|out| out.push_str("true"));
+    }
 }
 
 /// Appends `prefix` and `n` in decimal (without `fmt`'s machinery: this runs for every
@@ -148,6 +153,7 @@ mod tests {
             warning: false,
             delay_ms: 0,
             shadow: false,
+            over_quota: false,
         };
         Decision::of_limits("login", false, [limit])
     }

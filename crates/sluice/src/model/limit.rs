@@ -16,8 +16,8 @@ use serde::{Deserialize, Serialize};
 
 use super::limit_fields::LimitFields;
 use super::{
-    AddressGroup, Algorithm, Batches, By, Condition, ModelError, Override, Penalty, Period, Rate,
-    batch, format_duration,
+    AddressGroup, Algorithm, Batches, By, Condition, ModelError, Over, Override, Penalty, Period,
+    Rate, batch, format_duration,
 };
 
 /// One limit of a rule: a rate over an identity, with an algorithm and optional extras.
@@ -53,6 +53,8 @@ pub struct Limit {
     /// A quota's calendar period: the count is per day, week, month or year in a zone, not per
     /// window (the algorithm is then `fixed_window`).
     pub period: Option<Period>,
+    /// What a quota does past itself: refuse, or admit and mark the decision `over_quota`.
+    pub over: Over,
     /// The algorithm.
     pub algorithm: Algorithm,
     /// Capacity for token bucket, GCRA and leaky bucket; defaults to the rate's count.
@@ -90,6 +92,7 @@ impl Limit {
             by: by.iter().map(|b| By::unchecked(b)).collect(),
             rate,
             period: None,
+            over: Over::Deny,
             algorithm,
             burst: None,
             block: None,
@@ -206,6 +209,12 @@ impl Limit {
             ));
         }
         Rate::new(self.rate.count, self.rate.window)?;
+        if self.over == Over::Allow && self.period.is_none() {
+            return Err(ModelError::new(
+                "over",
+                "`over: allow` belongs to a quota (a limit with a `period`)",
+            ));
+        }
         if self.period.is_some() {
             if self.algorithm != Algorithm::FixedWindow {
                 return Err(ModelError::new(

@@ -13,8 +13,8 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use super::{
-    AddressGroup, Algorithm, Batches, By, Condition, Limit, ModelError, Override, Penalty, Period,
-    PeriodUnit, Rate, serde_text,
+    AddressGroup, Algorithm, Batches, By, Condition, Limit, ModelError, Over, Override, Penalty,
+    Period, PeriodUnit, Rate, serde_text,
 };
 
 /// One limit of a rule, as a rule file writes it: `rate` for the rate algorithms,
@@ -60,6 +60,12 @@ pub(super) struct LimitFields {
     #[cfg_attr(feature = "schema", schemars(extend("default" = "UTC")))]
     #[cfg_attr(feature = "schema", schemars(example = &"Europe/Berlin"))]
     timezone: Option<String>,
+    /// Quotas: past the quota, `deny` (the default) or `allow`: admit, count, and mark each such
+    /// decision `over_quota` (in the JSON, the `Sluice-Over-Quota` header and a metric), so that
+    /// the overage can be billed.
+    #[serde(default, skip_serializing_if = "is_deny")]
+    #[cfg_attr(feature = "schema", schemars(extend("default" = "deny")))]
+    over: Over,
     /// Monthly quotas: the day each period begins (1 to 31); past a month's end, its last day.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[cfg_attr(feature = "schema", schemars(extend("default" = 1)))]
@@ -202,6 +208,7 @@ impl TryFrom<LimitFields> for Limit {
             by: f.by,
             rate,
             period,
+            over: f.over,
             algorithm,
             burst: f.burst,
             block: f.block,
@@ -215,6 +222,10 @@ impl TryFrom<LimitFields> for Limit {
             group: f.group,
         })
     }
+}
+
+fn is_deny(over: &Over) -> bool {
+    *over == Over::Deny
 }
 
 impl LimitFields {
@@ -271,6 +282,7 @@ impl From<Limit> for LimitFields {
                 .as_ref()
                 .filter(|p| p.anchor() != 1)
                 .map(Period::anchor),
+            over: l.over,
             max_leases: leases.then_some(l.rate.count),
             lease: leases.then_some(l.rate.window),
             burst: l.burst,

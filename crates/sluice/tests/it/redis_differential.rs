@@ -93,6 +93,7 @@ fn random_step(rng: &mut Rng, scale: &Scale) -> LimitStep {
             capacity,
             count_denied: algorithm.supports_count_denied() && rng.chance(30),
             period: None,
+            admits_over: false,
         },
         cost: 1,
         block_us: rng.chance(20).then(|| rng.pick(scale.blocks)),

@@ -184,7 +184,8 @@ pub fn decide_args(
             p.capacity.to_string(),
             s.cost.to_string(),
             flag(p.count_denied).to_string(),
-            flag(s.shadow).to_string(),
+            // A quota that admits past itself is a shadow that counts what passes.
+            if p.admits_over { "2" } else { flag(s.shadow) }.to_string(),
             or_none(s.block_us.map(Micros::get)),
             or_none(penalty.map(|p| p.warn_after)),
             penalty.map_or(0, |p| p.ban_after).to_string(),

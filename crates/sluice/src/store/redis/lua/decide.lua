@@ -15,7 +15,8 @@
 -- ARGV[5..]: ARGS_PER_LIMIT per limit: algorithm (its code, model::REGISTRY; negated for a
 --   settable limit, whose identity's run-time numbers "<count> <capacity>" at `<state key>:r`,
 --   same slot, replace count and capacity), count, window_us, capacity, cost, count_denied (0/1),
---   shadow (0/1), block_us ('': none), warn_after ('': no penalty), ban_after, ban_us,
+--   shadow (0/1; 2: a quota that admits past itself, `over: allow`), block_us ('': none),
+--   warn_after ('': no penalty), ban_after, ban_us,
 --   memory_us, period_start_us ('': none; a quota's window is then its period, from it for
 --   window_us).
 -- Returns: { now_us } alone, writing nothing, when `now` is outside a quota's period (the caller
@@ -56,11 +57,12 @@ while ARGV[a] do
       window = tonumber(ARGV[a + 2]),
       capacity = tonumber(ARGV[a + 3]),
       count_denied = ARGV[a + 5] == '1',
+      admits_over = ARGV[a + 6] == '2',
       lease = lease,
       start = tonumber(ARGV[a + 12]),
     },
     cost = tonumber(ARGV[a + 4]),
-    shadow = ARGV[a + 6] == '1',
+    shadow = ARGV[a + 6] ~= '0',
     block = tonumber(ARGV[a + 7]),
     state = KEYS[k],
     code = code,
@@ -115,7 +117,8 @@ if not peek then
     local r = results[i]
     if not r.blocked_until then
       local record
-      if r.allowed then
+      -- A quota that admits past itself counts what passes, past the quota too.
+      if r.allowed or step.p.admits_over then
         record = pass
       else
         record = step.p.count_denied
