@@ -76,7 +76,23 @@ fn the_fixtures_give_the_committed_rule_files_and_reports() {
     golden("erl.expected.yaml", &rules);
     golden("erl.expected.report.json", &format!("{report:#}\n"));
     assert_eq!(report["exact"], false);
+    // Long units are carried over as what they are, and the report says what that is.
+    let notes = report["notes"].as_array().unwrap();
+    assert!(
+        notes.iter().any(|n| n["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("`month` is 30 days counted from the epoch")),
+        "{report:#}"
+    );
     let (rules, report) = imported("limitador", &["limitador.yaml"], &["--envoy"]);
+    let note = &report["notes"][0]["message"];
+    assert!(
+        note.as_str()
+            .unwrap()
+            .starts_with("2592000 seconds is a window of 30.0 days, not a calendar month"),
+        "{report:#}"
+    );
     golden("limitador.expected.yaml", &rules);
     golden("limitador.expected.report.json", &format!("{report:#}\n"));
     // Text report: one line per loss, with file and path, then the count.

@@ -101,6 +101,21 @@ impl Outcome {
             );
             return Outcome::NoLimit;
         };
+        let unit = limit
+            .unit
+            .as_deref()
+            .unwrap_or_default()
+            .to_ascii_lowercase();
+        if matches!(unit.as_str(), "week" | "month" | "year") {
+            report.note(
+                &node.file,
+                &join(&at, "unit"),
+                format!(
+                    "`{unit}` is {} days counted from the epoch in envoyproxy/ratelimit, not a calendar {unit}, and is imported as such; for calendar {unit}s write a quota (`quota: N, period: {unit}`)",
+                    window.as_secs() / 86_400
+                ),
+            );
+        }
         let count = limit.requests_per_unit;
         if count == 0 {
             if node.shadow {

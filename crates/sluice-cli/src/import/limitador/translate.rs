@@ -153,6 +153,17 @@ fn one_limit(
     rule: &mut Building,
     report: &mut Report,
 ) -> Option<Limit> {
+    if limit.seconds >= 28 * 86_400 && limit.seconds <= MAX_WINDOW.as_secs() {
+        report.note(
+            file,
+            &format!("{}.seconds", limit.path),
+            format!(
+                "{} seconds is a window of {:.1} days, not a calendar month or year, and is imported as such; for calendar periods write a quota (`quota: N, period: month`)",
+                limit.seconds,
+                limit.seconds as f64 / 86_400.0
+            ),
+        );
+    }
     let mut lose = |path: &str, message: String| report.lose(file, path, message);
     let window = Duration::from_secs(limit.seconds);
     if limit.seconds == 0 || window > MAX_WINDOW {
