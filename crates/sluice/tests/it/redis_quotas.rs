@@ -65,15 +65,17 @@ async fn a_period_that_does_not_hold_redis_time_is_answered_with_the_time_alone(
         .command_for(&limiter, "plan", &[("tenant", "t1")])
         .unwrap();
     assert_eq!(
-        command[0], "FCALL",
-        "a quota is decided by the general decision"
+        command[0], "EVALSHA",
+        "a quota alone is decided by the quota script"
     );
-    // The period start is the limit's last argument: send last month's instead.
-    let start: u64 = command.last().unwrap().parse().unwrap();
-    let last_month = Period::new(PeriodUnit::Month)
-        .bounds_at(sluice::Micros::new(start - 1))
-        .start;
-    *command.last_mut().unwrap() = last_month.get().to_string();
+    // EVALSHA hash 1 key cost quota start end over: send last month's period instead.
+    let start: u64 = command[6].parse().unwrap();
+    let end: u64 = command[7].parse().unwrap();
+    assert!(start < end);
+    let last_month = Period::new(PeriodUnit::Month).bounds_at(sluice::Micros::new(start - 1));
+    assert_eq!(last_month.end.get(), start);
+    command[6] = last_month.start.get().to_string();
+    command[7] = last_month.end.get().to_string();
     let args: Vec<&str> = command.iter().map(String::as_str).collect();
     let before = redis_now(&server);
     let reply: u64 = server.cli(&args).trim().parse().expect("the time alone");
@@ -82,7 +84,25 @@ async fn a_period_that_does_not_hold_redis_time_is_answered_with_the_time_alone(
         decision_keys(&server.cli(&["KEYS", "sluice:*"])).is_empty(),
         "nothing written"
     );
-    // The store itself asks again in the right period.
-    let decision = limiter.check("plan", &[("tenant", "t1")]).await.unwrap();
-    assert!(decision.allowed && decision.limits[0].remaining == 1);
+    // The store itself asks again in the right period; a quota alone never needs the general
+    // decision.
+    assert_eq!(server.cli(&["CONFIG", "RESETSTAT"]), "OK");
+    for remaining in [1, 0] {
+        let decision = limiter.check("plan", &[("tenant", "t1")]).await.unwrap();
+        assert!(decision.allowed && decision.limits[0].remaining == remaining);
+    }
+    assert!(
+        !limiter
+            .check("plan", &[("tenant", "t1")])
+            .await
+            .unwrap()
+            .allowed
+    );
+    assert_eq!(
+        (
+            server.command_calls("evalsha"),
+            server.command_calls("fcall")
+        ),
+        (3, 0)
+    );
 }

@@ -38,13 +38,16 @@ impl RedisStore {
     /// [`Store::decide`](crate::store::Store::decide) sends it.
     fn decide_command(&self, calls: &[LimitCall], mode: Mode) -> Result<Vec<String>, StoreError> {
         let scripts = &self.inner.scripts;
+        // The command has no cursor argument, the only other kind.
+        let text = |arg: Arg<&[u8]>| match arg {
+            Arg::Simple(bytes) => String::from_utf8_lossy(bytes).into_owned(),
+            _ => String::new(),
+        };
+        if let Some(cmd) = self.quota_command_for(calls, mode) {
+            return Ok(cmd.args_iter().map(text).collect());
+        }
         if let Some(scripted) = scripts.script_for(calls, mode) {
             let cmd = self.spec_command(&scripted.script, calls)?;
-            // The command has no cursor argument, the only other kind.
-            let text = |arg: Arg<&[u8]>| match arg {
-                Arg::Simple(bytes) => String::from_utf8_lossy(bytes).into_owned(),
-                _ => String::new(),
-            };
             return Ok(cmd.args_iter().map(text).collect());
         }
         let (keys, args) = self.general_parts(calls, mode, None)?;
@@ -127,6 +130,13 @@ impl RedisStore {
             local_now_us: &|| SystemClock.now_us(),
             latest_us,
         };
+        if let Some(decided) = self.decide_quota(calls, mode, &reading).await? {
+            self.saw_time(decided.now_us);
+            return Ok(StoreReply {
+                now_us: decided.now_us,
+                outcomes: decided.outcomes,
+            });
+        }
         if let Some(scripted) = self.inner.scripts.script_for(calls, mode) {
             let reply = if self.inner.conn.is_cluster() {
                 let cmd = self.spec_command(&scripted.script, calls)?;

@@ -156,6 +156,7 @@ mod lease;
 mod many_script;
 mod one_script;
 mod options;
+mod quota;
 mod reservation;
 mod runtime;
 mod script;

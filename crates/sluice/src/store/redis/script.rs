@@ -115,6 +115,8 @@ pub struct Scripts {
     pub settle: Script,
     /// The give-back script of cross-slot requests (see `cross_slot`).
     pub give_back: Script,
+    /// The script of a quota alone (`lua/quota.lua`).
+    pub quota: Script,
     /// See [`Library`].
     pub library: Library,
 }
@@ -131,6 +133,7 @@ impl Scripts {
             lease: Script::new(&after_prelude(include_str!("lua/lease.lua"))),
             settle: Script::new(&settle_text()),
             give_back: Script::new(&cross_slot::give_back_text()),
+            quota: Script::new(&whole(include_str!("lua/quota.lua"))),
             library: Library::new(&definitions),
         }
     }
@@ -145,6 +148,7 @@ impl Scripts {
             &self.lease,
             &self.settle,
             &self.give_back,
+            &self.quota,
         ]
         .into_iter()
     }
@@ -166,7 +170,8 @@ impl Scripts {
     }
 }
 
-/// Every script a store loads before its first decision, as text.
+/// Every script on the prelude a store loads before its first decision, as text (the quota
+/// script, `lua/quota.lua`, is whole without it).
 #[cfg(test)]
 pub(super) fn texts() -> Vec<String> {
     let definitions = definitions();
