@@ -45,9 +45,24 @@ async fn a_quota_counts_until_its_period_ends_by_redis_time() {
     assert_eq!(keys.len(), 1, "{keys:?}");
     let expiry_ms: u64 = server.cli(&["PEXPIRETIME", &keys[0]]).parse().unwrap();
     assert_eq!(expiry_ms, bounds.end.as_millis());
-    assert!(limiter.check("plan", &attributes).await.unwrap().allowed);
+    // In the key of its period, a quota is counted without reading TIME: the key ends with the
+    // period, so Redis' time is in it.
+    assert_eq!(server.cli(&["CONFIG", "RESETSTAT"]), "OK");
+    let second = limiter.check("plan", &attributes).await.unwrap();
+    assert!(second.allowed);
+    assert_eq!(second.limits[0].remaining, 0);
     let denied = limiter.check("plan", &attributes).await.unwrap();
     assert!(!denied.allowed);
+    assert_eq!(
+        ["evalsha", "decrby", "pttl", "incrby", "time", "fcall"].map(|c| server.command_calls(c)),
+        [2, 2, 2, 1, 0, 0],
+        "counted, then the denial undone"
+    );
+    assert_eq!(
+        server.cli(&["GET", &keys[0]]).parse::<i64>().unwrap() % (1 << 25),
+        -2,
+        "two counted"
+    );
     let retry_ms = denied.retry_after_ms.unwrap();
     let left_ms = (bounds.end - redis_now(&server)).as_millis();
     assert!(
@@ -68,14 +83,14 @@ async fn a_period_that_does_not_hold_redis_time_is_answered_with_the_time_alone(
         command[0], "EVALSHA",
         "a quota alone is decided by the quota script"
     );
-    // EVALSHA hash 1 key cost quota start end over: send last month's period instead.
-    let start: u64 = command[6].parse().unwrap();
-    let end: u64 = command[7].parse().unwrap();
+    // EVALSHA hash 1 key cost quota slot start end over: send last month's period instead.
+    let start: u64 = command[7].parse().unwrap();
+    let end: u64 = command[8].parse().unwrap();
     assert!(start < end);
     let last_month = Period::new(PeriodUnit::Month).bounds_at(sluice::Micros::new(start - 1));
     assert_eq!(last_month.end.get(), start);
-    command[6] = last_month.start.get().to_string();
-    command[7] = last_month.end.get().to_string();
+    command[7] = last_month.start.get().to_string();
+    command[8] = last_month.end.get().to_string();
     let args: Vec<&str> = command.iter().map(String::as_str).collect();
     let before = redis_now(&server);
     let reply: u64 = server.cli(&args).trim().parse().expect("the time alone");

@@ -1,7 +1,9 @@
 //! A quota alone on Redis (`lua/quota.lua`): one `DECRBY` in the key format the general decision
-//! reads, `TIME`, and the period's end as the key's expiry on the first count of a period. It is
-//! sent the period that holds this node's clock; when Redis' time is in another, it answers that
-//! time and changes nothing, and the quota is asked again in the period that holds it.
+//! reads and, for a count in the key of the period sent, its `PTTL` (the key ends with its
+//! period, so Redis' time is in it); the first count of a period reads `TIME` and writes the
+//! period's end as the key's expiry. It is sent the period that holds this node's clock; when
+//! Redis' time is in another, it answers that time and changes nothing, and the quota is asked
+//! again in the period that holds it.
 //!
 //! Invariant: it decides only what it restates exactly — one quota, applied, without a block, a
 //! penalty, or numbers set at run time, counting denials only as `over: allow` does — and
@@ -11,6 +13,7 @@ use redis::{Cmd, Value};
 
 use super::RedisStore;
 use super::codec::{self, Decided, Reading};
+use super::constants::FIXED_WINDOW_SLOTS;
 use super::keys;
 use crate::algorithm::Mode;
 use crate::clock::{Clock, SystemClock};
@@ -28,6 +31,12 @@ fn quota_alone(calls: &[LimitCall], mode: Mode) -> Option<&'static Period> {
     (mode == Mode::Apply && plain && counts_as_it_does)
         .then_some(p.period)
         .flatten()
+}
+
+/// A period's slot in its key (`lua/fixed_window.lua`, `fixed_window_slot`): its first hour, so
+/// that no two periods share one (the shortest lasts 23 hours).
+fn slot(start: Micros) -> u64 {
+    start.get() / 3_600_000_000 % FIXED_WINDOW_SLOTS + 1
 }
 
 impl RedisStore {
@@ -81,6 +90,7 @@ impl RedisStore {
             .arg(keys::state_key(&self.inner.prefix, &call.key))
             .arg(call.step.cost)
             .arg(p.capacity)
+            .arg(slot(bounds.start))
             .arg(bounds.start)
             .arg(bounds.end)
             .arg(if p.admits_over { "1" } else { "0" });

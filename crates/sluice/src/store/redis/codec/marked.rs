@@ -1,7 +1,8 @@
 //! The reply of fixed windows admitted in their marked windows (`lua/fixed_window.lua#one`,
 //! `lua/fixed_window.lua#many_marked`): each key's value and its PTTL (for one limit, packed into
 //! one number: see "The packed answer"), from which the store rebuilds the outcomes and Redis' time. The
-//! only reply decoded with the limits' own numbers and a local clock.
+//! only reply decoded with the limits' own numbers and a local clock; and a quota's in the key of
+//! its period ([`quota`]), which carries the period's end.
 //!
 //! # Marked windows
 //! On Redis `TIME`, a key holding a count expires at its window's end, rounded up to the
@@ -143,6 +144,44 @@ pub(super) fn packed(x: i64, reading: &Reading<'_>) -> Option<Decided> {
     let counted = unpack(x, params.count, params.window_us.get())?;
     let key = in_window(counted, call, (reading.local_now_us)().get())?;
     outcomes(&[key], None, reading)
+}
+
+/// A quota counted in the key of its period, answered without `TIME` (`lua/quota.lua`):
+/// `<allowed> <count> <PTTL> <end>`, the count after the decision and the period's end in µs as
+/// the store sent it. The key expires at that end rounded up to the millisecond, so Redis' time is
+/// that less the PTTL, to the millisecond, raised within it to the latest time Redis reported.
+pub(super) fn quota(text: &str, reading: &Reading<'_>) -> Option<Decided> {
+    let [call] = reading.calls else { return None };
+    let words = text
+        .split(' ')
+        .map(|word| word.parse::<u64>().ok())
+        .collect::<Option<SmallVec<[u64; 4]>>>()?;
+    let &[allowed, count, ttl_ms, end_us] = words.as_slice() else {
+        return None;
+    };
+    let end_ms = end_us.div_ceil(1000);
+    let from_ttl = end_ms.checked_sub(ttl_ms)? * 1000;
+    let now_us = from_ttl
+        .max(reading.latest_us.get().min(from_ttl + 999))
+        .min(end_us.checked_sub(1)?);
+    let left = Micros::new(end_us - now_us);
+    let allowed = allowed == 1;
+    let outcome = LimitOutcome {
+        allowed,
+        remaining: call.step.params.capacity.saturating_sub(count),
+        reset_after_us: left,
+        retry_after_us: (!allowed).then_some(left),
+        delay_us: Micros::ZERO,
+        blocked_until_us: None,
+        violations: 0,
+        warning: false,
+        runtime: None,
+    };
+    Some(Decided {
+        now_us: Micros::new(now_us),
+        outcomes: vec![outcome],
+        exact: false,
+    })
 }
 
 /// A block in force answered from its marker's PTTL, as one text: `<PTTL>B0<end>`, then with a

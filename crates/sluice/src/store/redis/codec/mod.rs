@@ -76,7 +76,10 @@ pub fn decode(reply: &Value, reading: &Reading<'_>) -> Result<Option<Decided>, S
             }),
         Value::Int(packed) => marked::packed(*packed, reading),
         Value::BulkString(text) => std::str::from_utf8(text).ok().and_then(|text| {
-            if text.starts_with(MARKER) {
+            if calls.iter().any(|c| c.step.params.period.is_some()) {
+                // Only the quota script answers a quota in text.
+                marked::quota(text, reading)
+            } else if text.starts_with(MARKER) {
                 blocked(text, calls)
             } else if text.starts_with(|c: char| c.is_ascii_digit()) {
                 marked::block(text, reading)

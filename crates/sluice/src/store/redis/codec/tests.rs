@@ -468,3 +468,42 @@ fn a_packed_admission_decodes_as_its_pair() {
         );
     }
 }
+
+#[test]
+fn a_quota_in_its_periods_key_decodes_from_its_text() {
+    use crate::model::{Period, PeriodUnit};
+    let mut call = plain(1).remove(0);
+    call.step.params.period = Some(Period::new(PeriodUnit::Day).interned());
+    let calls = [call];
+    // The period ends at 86,400,000,000 µs (a whole ms); 250 ms of it are left.
+    let end = 86_400_000_000u64;
+    let text = |t: &str| Value::BulkString(t.as_bytes().to_vec());
+    let read = |reply: &Value, latest: u64| {
+        decode_with(reply, &calls, || Micros::ZERO, Micros::new(latest))
+            .unwrap()
+            .unwrap()
+    };
+    let (now, outcomes) = read(&text(&format!("1 3 250 {end}")), 0);
+    assert_eq!(now.get(), end - 250_000);
+    let o = outcomes[0];
+    assert!(o.allowed);
+    assert_eq!(
+        (o.remaining, o.reset_after_us.get(), o.retry_after_us),
+        (7, 250_000, None)
+    );
+    // Redis' latest time raises the estimate within its millisecond, never past the end.
+    let (now, _) = read(&text(&format!("1 3 250 {end}")), end - 250_000 + 400);
+    assert_eq!(now.get(), end - 250_000 + 400);
+    // A denial waits for the period's end.
+    let (_, outcomes) = read(&text(&format!("0 10 1 {end}")), 0);
+    assert!(!outcomes[0].allowed);
+    assert_eq!(outcomes[0].retry_after_us, Some(Micros::new(1000)));
+    assert_eq!(outcomes[0].remaining, 0);
+    // Anything else is an error, not a guess.
+    for bad in ["1 3 250", "1 3 x 5", "1 3 250 5 6", "", "1 3 99999999999 5"] {
+        assert!(
+            decode_with(&text(bad), &calls, || Micros::ZERO, Micros::ZERO).is_err(),
+            "{bad:?}"
+        );
+    }
+}
