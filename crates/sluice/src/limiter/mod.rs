@@ -29,7 +29,8 @@
 //!   `repeated`: its parts that count on the same counter, added up into one call;
 //!   `check_all_cache`: the denial cache on its path;
 //! - `admin`: reset, block, unblock, the blocks in force ([`BlockList`], [`BlockInfo`]);
-//! - `inspect`: [`Limiter::keys`], what a check would touch, without making it;
+//! - `inspect`: [`Limiter::keys`], what a check would touch, without making it; `usage`:
+//!   [`Limiter::usage`], what an identity has used of a rule's limits, read in one store call;
 //! - `lease`: [`Limiter::release`] and [`Limiter::renew`] (concurrency limits); `lease_id`: the
 //!   lease ids decisions carry, made, bounded and read back; `lease_guard`: [`LeaseGuard`], a
 //!   lease released on drop;

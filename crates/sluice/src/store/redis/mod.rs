@@ -12,6 +12,7 @@
 //!   with `shared_script` (the script run once per decision of such a call); `cross_slot` (a
 //!   request whose limits fall in different Cluster slots, and `lua/give_back.lua`); `function`
 //!   (the general decision as a Redis function, `FCALL`, or a script where functions are refused);
+//!   `quota` (a quota alone, `lua/quota.lua`, in the period that holds Redis' time);
 //! - the scripts: `constants` (every constant Rust and the Lua share, which each script
 //!   declares as it names them); `source` (each algorithm's one Lua source, split into its
 //!   forms, and what every script is put together from: the prelude, `lua/now.lua`, the
