@@ -40,6 +40,7 @@ use super::constants::declare;
 use super::cross_slot;
 use super::many_script::MAX_LIMITS;
 use super::one_script::Spec;
+use super::quota::QuotaScripts;
 use super::shared_call::SpecScript;
 use super::source::{self, PRELUDE, whole};
 use super::spec_scripts::SpecScripts;
@@ -115,8 +116,8 @@ pub struct Scripts {
     pub settle: Script,
     /// The give-back script of cross-slot requests (see `cross_slot`).
     pub give_back: Script,
-    /// The script of a quota alone (`lua/quota.lua`).
-    pub quota: Script,
+    /// The scripts of a quota alone (`lua/quota.lua`), made per quota and period.
+    pub quota: QuotaScripts,
     /// See [`Library`].
     pub library: Library,
 }
@@ -133,7 +134,7 @@ impl Scripts {
             lease: Script::new(&after_prelude(include_str!("lua/lease.lua"))),
             settle: Script::new(&settle_text()),
             give_back: Script::new(&cross_slot::give_back_text()),
-            quota: Script::new(&whole(include_str!("lua/quota.lua"))),
+            quota: QuotaScripts::new(min_ttl),
             library: Library::new(&definitions),
         }
     }
@@ -148,7 +149,6 @@ impl Scripts {
             &self.lease,
             &self.settle,
             &self.give_back,
-            &self.quota,
         ]
         .into_iter()
     }
@@ -170,8 +170,7 @@ impl Scripts {
     }
 }
 
-/// Every script on the prelude a store loads before its first decision, as text (the quota
-/// script, `lua/quota.lua`, is whole without it).
+/// Every script a store loads before its first decision, as text.
 #[cfg(test)]
 pub(super) fn texts() -> Vec<String> {
     let definitions = definitions();

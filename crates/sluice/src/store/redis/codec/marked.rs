@@ -102,7 +102,7 @@ use smallvec::SmallVec;
 use super::super::constants::{FIXED_WINDOW_M, FIXED_WINDOW_SLOTS, MARKER_AT_END};
 use super::{Decided, Reading};
 use crate::algorithm::LimitOutcome;
-use crate::model::Micros;
+use crate::model::{Micros, PeriodBounds};
 use crate::store::LimitCall;
 
 /// What one key's value and PTTL tell: a count in its marked window, or a block in force; the
@@ -146,29 +146,34 @@ pub(super) fn packed(x: i64, reading: &Reading<'_>) -> Option<Decided> {
     outcomes(&[key], None, reading)
 }
 
-/// A quota counted in the key of its period, answered without `TIME` (`lua/quota.lua`):
-/// `<allowed> <count> <PTTL> <end>`, the count after the decision and the period's end in µs as
-/// the store sent it. The key expires at that end rounded up to the millisecond, so Redis' time is
+/// The radix of a quota's packed answer in `period` (`lua/quota.lua`): one more than the
+/// longest PTTL its key can have (the period in ms, rounded up, and the ms its expiry is
+/// rounded up by), and the largest count it packs below 2^53.
+pub fn quota_radix(period: PeriodBounds) -> (u64, u64) {
+    let radix = (period.end - period.start).get().div_ceil(1000) + 2;
+    (radix, ((1u64 << 53) - radix) / radix)
+}
+
+/// A quota counted in the key of its period, answered without `TIME` (`lua/quota.lua`): the count
+/// after the decision times [`quota_radix`] plus the key's PTTL, negated for a denial (its count
+/// undone). The key expires at the period's end rounded up to the millisecond, so Redis' time is
 /// that less the PTTL, to the millisecond, raised within it to the latest time Redis reported.
-pub(super) fn quota(text: &str, reading: &Reading<'_>) -> Option<Decided> {
-    let [call] = reading.calls else { return None };
-    let words = text
-        .split(' ')
-        .map(|word| word.parse::<u64>().ok())
-        .collect::<Option<SmallVec<[u64; 4]>>>()?;
-    let &[allowed, count, ttl_ms, end_us] = words.as_slice() else {
-        return None;
-    };
-    let end_ms = end_us.div_ceil(1000);
-    let from_ttl = end_ms.checked_sub(ttl_ms)? * 1000;
+pub fn quota(x: i64, period: PeriodBounds, call: &LimitCall, latest_us: Micros) -> Option<Decided> {
+    let (radix, _) = quota_radix(period);
+    let denied = x < 0;
+    let packed = x.unsigned_abs();
+    let (count, ttl_ms) = (packed / radix, packed % radix);
+    let end_us = period.end.get();
+    let from_ttl = end_us.div_ceil(1000).checked_sub(ttl_ms)? * 1000;
     let now_us = from_ttl
-        .max(reading.latest_us.get().min(from_ttl + 999))
+        .max(latest_us.get().min(from_ttl + 999))
         .min(end_us.checked_sub(1)?);
     let left = Micros::new(end_us - now_us);
-    let allowed = allowed == 1;
+    let limit = call.step.params.capacity;
+    let allowed = !denied && count <= limit;
     let outcome = LimitOutcome {
         allowed,
-        remaining: call.step.params.capacity.saturating_sub(count),
+        remaining: limit.saturating_sub(count),
         reset_after_us: left,
         retry_after_us: (!allowed).then_some(left),
         delay_us: Micros::ZERO,

@@ -23,7 +23,7 @@ mod arguments;
 mod marked;
 
 pub use arguments::{check_exact, decide_args, give_back_args, now_arg, spec_command};
-pub use marked::packed_slots;
+pub use marked::{packed_slots, quota as quota_answer, quota_radix};
 
 use redis::Value;
 use smallvec::SmallVec;
@@ -76,10 +76,7 @@ pub fn decode(reply: &Value, reading: &Reading<'_>) -> Result<Option<Decided>, S
             }),
         Value::Int(packed) => marked::packed(*packed, reading),
         Value::BulkString(text) => std::str::from_utf8(text).ok().and_then(|text| {
-            if calls.iter().any(|c| c.step.params.period.is_some()) {
-                // Only the quota script answers a quota in text.
-                marked::quota(text, reading)
-            } else if text.starts_with(MARKER) {
+            if text.starts_with(MARKER) {
                 blocked(text, calls)
             } else if text.starts_with(|c: char| c.is_ascii_digit()) {
                 marked::block(text, reading)

@@ -470,40 +470,42 @@ fn a_packed_admission_decodes_as_its_pair() {
 }
 
 #[test]
-fn a_quota_in_its_periods_key_decodes_from_its_text() {
-    use crate::model::{Period, PeriodUnit};
+fn a_quota_in_its_periods_key_decodes_from_one_number() {
+    use crate::model::{Period, PeriodBounds, PeriodUnit};
     let mut call = plain(1).remove(0);
     call.step.params.period = Some(Period::new(PeriodUnit::Day).interned());
-    let calls = [call];
-    // The period ends at 86,400,000,000 µs (a whole ms); 250 ms of it are left.
-    let end = 86_400_000_000u64;
-    let text = |t: &str| Value::BulkString(t.as_bytes().to_vec());
-    let read = |reply: &Value, latest: u64| {
-        decode_with(reply, &calls, || Micros::ZERO, Micros::new(latest))
-            .unwrap()
-            .unwrap()
+    // A day ending at 86,400,000,000 µs (a whole ms).
+    let (start, end) = (0u64, 86_400_000_000u64);
+    let period = PeriodBounds {
+        start: Micros::new(start),
+        end: Micros::new(end),
     };
-    let (now, outcomes) = read(&text(&format!("1 3 250 {end}")), 0);
-    assert_eq!(now.get(), end - 250_000);
-    let o = outcomes[0];
-    assert!(o.allowed);
+    let (radix, packable) = quota_radix(period);
+    assert_eq!(radix, 86_400_002);
+    assert!(packable * radix + radix < 1 << 53);
+    let read = |x: i64, latest: u64| quota_answer(x, period, &call, Micros::new(latest)).unwrap();
+    // Three counted, 250 ms left.
+    let d = read(3 * radix as i64 + 250, 0);
+    assert_eq!(d.now_us.get(), end - 250_000);
+    let o = d.outcomes[0];
+    assert!(o.allowed && !d.exact);
     assert_eq!(
         (o.remaining, o.reset_after_us.get(), o.retry_after_us),
         (7, 250_000, None)
     );
     // Redis' latest time raises the estimate within its millisecond, never past the end.
-    let (now, _) = read(&text(&format!("1 3 250 {end}")), end - 250_000 + 400);
-    assert_eq!(now.get(), end - 250_000 + 400);
-    // A denial waits for the period's end.
-    let (_, outcomes) = read(&text(&format!("0 10 1 {end}")), 0);
-    assert!(!outcomes[0].allowed);
-    assert_eq!(outcomes[0].retry_after_us, Some(Micros::new(1000)));
-    assert_eq!(outcomes[0].remaining, 0);
-    // Anything else is an error, not a guess.
-    for bad in ["1 3 250", "1 3 x 5", "1 3 250 5 6", "", "1 3 99999999999 5"] {
-        assert!(
-            decode_with(&text(bad), &calls, || Micros::ZERO, Micros::ZERO).is_err(),
-            "{bad:?}"
-        );
-    }
+    let d = read(3 * radix as i64 + 250, end - 250_000 + 400);
+    assert_eq!(d.now_us.get(), end - 250_000 + 400);
+    // A denial (negated, its count undone) waits for the period's end.
+    let o = read(-(10 * radix as i64 + 1), 0).outcomes[0];
+    assert!(!o.allowed);
+    assert_eq!(
+        (o.remaining, o.retry_after_us),
+        (0, Some(Micros::new(1000)))
+    );
+    // Past the quota, counted (`over: allow`): not allowed by the limit itself.
+    let o = read(12 * radix as i64 + 5, 0).outcomes[0];
+    assert_eq!((o.allowed, o.remaining), (false, 0));
+    // A PTTL past the period's end is no answer.
+    assert!(quota_answer(86_400_001, period, &call, Micros::ZERO).is_none());
 }

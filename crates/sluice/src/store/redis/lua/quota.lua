@@ -6,61 +6,57 @@
 -- by a penalty, a count past COUNT_CAP, another period's count) is undone and left to the
 -- general decision ({}).
 --
--- KEYS[1]: the state key, -(slot * FIXED_WINDOW_M + count); the slot is the period's first hour.
--- ARGV[1]: cost. ARGV[2]: the quota. ARGV[3]: the slot of the period the caller holds for now;
---   ARGV[4], ARGV[5]: that period, [start, end) in µs. ARGV[6]: '1' when the quota admits past
---   itself (`over: allow`). ARGV[7] (only on a client's clock): now in µs; ARGV[8]: the shortest
---   expiry to write, µs.
--- Returns, on Redis TIME, for a count in the key of the period sent (a key that ends with its
--- period, so Redis' time is in it): `<allowed> <count> <PTTL> <end>` without reading TIME
--- (codec/marked.rs, "A quota's answer"). Else { now } alone, having changed nothing, when now is
--- outside the period sent; {} as said above; or the one-limit answer { now, allowed, remaining,
--- reset_us, retry_us (-1: none), 0, 0 } (codec.rs).
+-- Written per quota and period (store/redis/quota.rs), as `local limit, over, slot, start,
+-- finish, radix, packable, min_ttl = …`: the quota, whether it admits past itself (`over:
+-- allow`), the slot of the period [start, finish) in µs that holds the caller's clock (its
+-- first hour), the packed answer's radix and its largest count, the shortest expiry to write.
+-- KEYS[1]: the state key, -(slot * FIXED_WINDOW_M + count).
+-- ARGV[1]: the cost (1 when absent); ARGV[2] (only on a client's clock): now in µs.
+-- Returns, on Redis TIME, for a count in the key of this period (a key that ends with its
+-- period, so Redis' time is in it), without reading TIME: count * radix + PTTL, negated for a
+-- denial (its count undone) (store/redis/quota.rs, "A quota's answer"). Else { now } alone,
+-- having changed nothing, when now is outside the period; {} as said above; or the one-limit
+-- answer { now, allowed, remaining, reset_us, retry_us (-1: none), 0, 0 } (codec.rs).
 
 local key = KEYS[1]
-local r = redis.pcall('DECRBY', key, ARGV[1])
+local cost_text = ARGV[1] or '1'
+local r = redis.pcall('DECRBY', key, cost_text)
 if type(r) ~= 'number' then
   return {}
 end
-local cost = tonumber(ARGV[1])
 local m = -r
 local count = m % FIXED_WINDOW_M
-local s = (m - count) / FIXED_WINDOW_M
-local slot = tonumber(ARGV[3])
-local limit = tonumber(ARGV[2])
-if not ARGV[7] and r < 0 and s == slot and count <= COUNT_CAP then
+if not ARGV[2] and r < 0 and m - count == slot * FIXED_WINDOW_M and count <= packable then
   local ttl = redis.call('PTTL', key)
   if ttl > 0 then
-    if count <= limit then
-      return string.format('1 %d %d ', count, ttl) .. ARGV[5]
+    if count <= limit or over then
+      return count * radix + ttl
     end
-    if ARGV[6] == '1' then
-      return string.format('0 %d %d ', count, ttl) .. ARGV[5]
-    end
-    redis.call('INCRBY', key, ARGV[1])
-    return string.format('0 %d %d ', count - cost, ttl) .. ARGV[5]
+    redis.call('INCRBY', key, cost_text)
+    return -((count - tonumber(cost_text)) * radix + ttl)
   end
 end
+local cost = tonumber(cost_text)
 local function undo()
   if r == -cost then
     redis.call('DEL', key)
   else
-    redis.call('INCRBY', key, ARGV[1])
+    redis.call('INCRBY', key, cost_text)
   end
 end
-local now = tonumber(ARGV[7])
-local px, expiry_from, min_ttl = 'PX', 0, tonumber(ARGV[8]) or 0
+local now = tonumber(ARGV[2])
+local px, expiry_from = 'PX', 0
 if not now then
   local t = redis.call('TIME')
   now = t[1] * 1000000 + t[2]
   px, expiry_from = 'PXAT', now
 end
-local start, finish = tonumber(ARGV[4]), tonumber(ARGV[5])
 if now < start or now >= finish then
   undo()
   return { now }
 end
 local left = finish - now
+local s = (m - count) / FIXED_WINDOW_M
 if r > 0 or count > COUNT_CAP or (s ~= slot and m ~= cost) then
   undo()
   return {}
@@ -74,7 +70,7 @@ end
 if count <= limit then
   return { now, 1, limit - count, left, -1, 0, 0 }
 end
-if ARGV[6] == '1' then
+if over then
   -- Past the quota, admitted and counted: its own answer is a denial, which decides nothing.
   return { now, 0, 0, left, left, 0, 0 }
 end
@@ -82,6 +78,6 @@ if m == cost then
   redis.call('DEL', key)
   return { now, 0, limit, 0, left, 0, 0 }
 end
-redis.call('INCRBY', key, ARGV[1])
+redis.call('INCRBY', key, cost_text)
 count = count - cost
 return { now, 0, math.max(limit - count, 0), left, left, 0, 0 }
