@@ -2,7 +2,7 @@
 //! `lua/fixed_window.lua#many_marked`): each key's value and its PTTL (for one limit, packed into
 //! one number: see "The packed answer"), from which the store rebuilds the outcomes and Redis' time. The
 //! only reply decoded with the limits' own numbers and a local clock; and a quota's in the key of
-//! its period ([`quota`]), which carries the period's end.
+//! its period ([`quota`]), decoded with the period the store sent.
 //!
 //! # Marked windows
 //! On Redis `TIME`, a key holding a count expires at its window's end, rounded up to the

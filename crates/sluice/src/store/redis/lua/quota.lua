@@ -14,7 +14,7 @@
 -- ARGV[1]: the cost (1 when absent); ARGV[2] (only on a client's clock): now in µs.
 -- Returns, on Redis TIME, for a count in the key of this period (a key that ends with its
 -- period, so Redis' time is in it), without reading TIME: count * radix + PTTL, negated for a
--- denial (its count undone) (store/redis/quota.rs, "A quota's answer"). Else { now } alone,
+-- denial (its count undone) (codec/marked.rs, `quota`). Else { now } alone,
 -- having changed nothing, when now is outside the period; {} as said above; or the one-limit
 -- answer { now, allowed, remaining, reset_us, retry_us (-1: none), 0, 0 } (codec.rs).
 
