@@ -90,7 +90,13 @@ async fn a_quota_alone_never_needs_the_general_decision() {
     assert_eq!(server.cli(&["CONFIG", "RESETSTAT"]), "OK");
     let second = limiter.check("plan", &[("tenant", "t1")]).await.unwrap();
     assert!(second.allowed && second.limits[0].remaining == 0);
-    assert!(!limiter.check("plan", &[("tenant", "t1")]).await.unwrap().allowed);
+    assert!(
+        !limiter
+            .check("plan", &[("tenant", "t1")])
+            .await
+            .unwrap()
+            .allowed
+    );
     assert_eq!(
         ["evalsha", "fcall", "script|load", "time"].map(|c| server.command_calls(c)),
         [2, 0, 0, 0]
