@@ -120,11 +120,12 @@ pub(super) fn limit_decision(
     step: &LimitStep,
     o: &LimitOutcome,
 ) -> LimitDecision {
+    let allowed = limit_allows(step, o);
     LimitDecision {
         id: limit.id.clone(),
         attributes,
         algorithm: step.algorithm,
-        allowed: limit_allows(step, o),
+        allowed,
         quota: quota(step, o),
         window_ms: step.params.window_us.as_millis(),
         remaining: o.remaining,
@@ -136,7 +137,7 @@ pub(super) fn limit_decision(
         delay_ms: o.delay_us.as_millis_ceil(),
         // A quota that admits past itself decides as a shadow does, and says what it is.
         shadow: step.shadow && !step.params.admits_over,
-        over_quota: step.params.admits_over && !limit_allows(step, o),
+        over_quota: step.params.admits_over && !allowed,
     }
 }
 

@@ -33,6 +33,9 @@ pub const FIXED_WINDOW_M: u64 = 1 << 25;
 /// A fixed window's slot is its index modulo this, plus 1 (2^28 − 1: the packed answer needs its
 /// factors, `codec::marked`).
 pub const FIXED_WINDOW_SLOTS: u64 = (1 << 28) - 1;
+/// A quota's key is marked with the slot of its period's first hour, counted in these µs: no two
+/// periods share one, the shortest lasting 23 hours (`fixed_window.lua`, `quota.rs`).
+pub const PERIOD_SLOT_US: u64 = 3_600_000_000;
 /// A sliding log's starts are rebased to 0 past this (2^51, `sliding_log.lua`).
 pub const SLIDING_LOG_REBASE: u64 = 1 << 51;
 /// Values `decide.lua` reads per limit.
@@ -61,6 +64,7 @@ static LUA: LazyLock<Vec<(String, String)>> = LazyLock::new(|| {
         ("MARKER_END", quoted(&format!("^{MARKER}(%d+)"))),
         ("FIXED_WINDOW_M", FIXED_WINDOW_M.to_string()),
         ("FIXED_WINDOW_SLOTS", FIXED_WINDOW_SLOTS.to_string()),
+        ("PERIOD_SLOT_US", PERIOD_SLOT_US.to_string()),
         ("SLIDING_LOG_REBASE", SLIDING_LOG_REBASE.to_string()),
         (
             "SLIDING_WINDOW_BUCKETS",

@@ -19,7 +19,7 @@ use redis::{Cmd, Script, Value};
 
 use super::RedisStore;
 use super::codec::{self, Decided, Reading};
-use super::constants::{FIXED_WINDOW_SLOTS, declare};
+use super::constants::{FIXED_WINDOW_SLOTS, PERIOD_SLOT_US, declare};
 use super::keys;
 use crate::algorithm::Mode;
 use crate::clock::{Clock, SystemClock};
@@ -63,10 +63,9 @@ impl QuotaScripts {
     }
 }
 
-/// A period's slot in its key (`lua/fixed_window.lua`, `fixed_window_slot`): its first hour, so
-/// that no two periods share one (the shortest lasts 23 hours).
+/// A period's slot in its key (`lua/fixed_window.lua`, `fixed_window_slot`).
 fn slot(start: Micros) -> u64 {
-    start.get() / 3_600_000_000 % FIXED_WINDOW_SLOTS + 1
+    start.get() / PERIOD_SLOT_US % FIXED_WINDOW_SLOTS + 1
 }
 
 /// The quota script of a quota of `limit` in `period`, its numbers written in.

@@ -43,14 +43,14 @@ end
 -- sent ([p.start, p.start + p.window), false when `now` is outside it), its slot the period's
 -- first hour (no two periods share one: the shortest lasts 23 hours).
 local function fixed_window_slot(now, p)
-  local idx = idiv(now, p.window)
   if p.start then
-    idx = idiv(p.start, 3600000000)
     if now < p.start or now >= p.start + p.window then
       return false
     end
+    local idx = idiv(p.start, PERIOD_SLOT_US)
     return p.start, idx - idiv(idx, FIXED_WINDOW_SLOTS) * FIXED_WINDOW_SLOTS + 1
   end
+  local idx = idiv(now, p.window)
   return idx * p.window, idx - idiv(idx, FIXED_WINDOW_SLOTS) * FIXED_WINDOW_SLOTS + 1
 end
 
@@ -401,7 +401,7 @@ local function fixed_window_give_back(key, kind, p, cost)
     return
   end
   -- A quota's window is its period that held t0 (see fixed_window_slot).
-  local idx = idiv(p.start or t0, p.start and 3600000000 or p.window)
+  local idx = idiv(p.start or t0, p.start and PERIOD_SLOT_US or p.window)
   local slot = idx - idiv(idx, FIXED_WINDOW_SLOTS) * FIXED_WINDOW_SLOTS + 1
   local s, count, flagged = fixed_window_held(redis.call('GET', key))
   if s == slot then
