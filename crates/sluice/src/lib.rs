@@ -123,7 +123,9 @@ pub mod store;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use error::Error;
 pub use limited::{Limited, check_call, global_limiter, hold_lease, set_global_limiter};
-pub use limiter::{Attributes, Check, Limiter, LimiterBuilder, Options, RuntimeLimitInfo};
+pub use limiter::{
+    Attributes, Check, Limiter, LimiterBuilder, Options, QuotaCrossing, RuntimeLimitInfo,
+};
 pub use model::{
     Algorithm, Decision, FailPolicy, Limit, LimitDecision, Micros, Rate, Rule, RuntimeLimit,
     Verdict,

@@ -103,6 +103,8 @@ catalog! {
         "Hot-key batches asked of the store, by rule and result (granted, or refused: the store had too little left or could not answer)";
     BATCH_GIVE_BACK_FAILURES_TOTAL: "sluice_batch_give_back_failures_total", Counter, Count,
         "Give-backs of hot-key batch units the store could not take (those units stay counted until they drain or their window ends)";
+    QUOTA_CROSSINGS_TOTAL: "sluice_quota_crossings_total", Counter, Count,
+        "Quota thresholds (`notify`) crossed by decisions, by rule and outcome: queued for delivery, or dropped because the queue was full";
     MEMORY_EVICTIONS_TOTAL: "sluice_memory_evictions_total", Counter, Count,
         "Expired keys the memory store evicted to make room";
     MEMORY_REFUSED_KEYS_TOTAL: "sluice_memory_refused_keys_total", Counter, Count,

@@ -26,6 +26,7 @@
 mod algorithms;
 mod batches;
 mod blocks;
+mod crossings;
 mod leases;
 mod quotas;
 mod repeated;
@@ -37,6 +38,7 @@ mod tiers;
 pub use algorithms::*;
 pub use batches::*;
 pub use blocks::*;
+pub use crossings::*;
 pub use leases::*;
 pub use quotas::*;
 pub use repeated::*;
@@ -203,6 +205,8 @@ macro_rules! conformance_suite {
             cost_above_capacity_is_refused_with_a_reason,
             count_denied_makes_denials_count,
             peek_consumes_nothing,
+            quota_thresholds_are_crossed_once_per_period,
+            quota_crossings_follow_what_the_rule_counts,
             multi_limit_rules_are_all_or_nothing,
             repeated_parts_add_up_against_one_count,
             repeated_parts_share_one_lease,

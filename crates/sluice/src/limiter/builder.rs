@@ -14,7 +14,7 @@ use super::compile::compile;
 use super::denial_cache::DenialCache;
 use super::in_flight::InFlight;
 use super::meters::StoreLatency;
-use super::{Inner, Limiter, Options};
+use super::{Crossings, Inner, Limiter, Options};
 use crate::clock::{Clock, SystemClock};
 use crate::error::Error;
 use crate::model::{FailPolicy, Rule};
@@ -153,6 +153,7 @@ impl LimiterBuilder {
                 breaker: Breaker::new(self.clock.clone(), self.options.timeout),
                 clock: self.clock,
                 in_flight: InFlight::new(self.options.in_flight),
+                crossings: Crossings::new(self.options.crossing_queue),
                 options: self.options,
                 enabled: AtomicBool::new(true),
                 denials,

@@ -35,6 +35,7 @@ use crate::model::{Decision, FailPolicy};
 use crate::store::{LimitCall, StoreError, StoreReply};
 
 use super::choice::Selection;
+use super::crossings::{self, QuotaCrossing};
 use super::decide::{CACHED, attach_lease, decision, degraded_reason, fits};
 use super::denial_cache::DenialCache;
 use super::resolved::Resolved;
@@ -214,6 +215,9 @@ impl Limiter {
                     attach_lease(d, &r.calls, reply.as_ref());
                 }
             }
+            if degraded.is_none() {
+                self.queue_crossings(&all, &decided);
+            }
         }
         let mut decided = decided.into_iter().map(|(d, _)| d);
         // Back to the callers' order: looks were decided first.
@@ -237,6 +241,24 @@ impl Limiter {
             .zip(parts)
             .map(|(d, p)| d.unwrap_or_else(|| Decision::pass_through(p.rule, "rule disabled")))
             .collect())
+    }
+
+    /// Queues the quota crossings of an applied request's parts; parts that count on one counter
+    /// share its answer (see `repeated`), and its crossings are queued once.
+    fn queue_crossings(&self, all: &[&Resolved], decided: &[(Decision, Option<StoreReply>)]) {
+        let mut found: Vec<QuotaCrossing> = Vec::new();
+        for (r, (_, reply)) in all.iter().zip(decided) {
+            if let (false, true, Some(reply)) = (r.look, r.rule.notifies, reply) {
+                for crossing in crossings::found(&r.rule, r.picks.as_ref(), &r.calls, reply) {
+                    if !found.contains(&crossing) {
+                        found.push(crossing);
+                    }
+                }
+            }
+        }
+        for crossing in found {
+            self.inner.crossings.queue(crossing);
+        }
     }
 
     /// A part's store calls, or `None` when its rule is disabled.

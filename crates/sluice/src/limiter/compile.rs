@@ -38,7 +38,11 @@ pub struct CompiledRule {
     pub(crate) meters: RuleMeters,
     /// The batches of its limit, when it takes batches (hot keys, see `held`).
     pub(crate) held: Option<Arc<Holdings>>,
-    /// Whether a check of its one limit may be decided on its own (no lease, no batches).
+    /// Whether a limit of the rule notifies (`notify`): its applied decisions are read for
+    /// quota crossings.
+    pub(crate) notifies: bool,
+    /// Whether a check of its one limit may be decided on its own (no lease, no batches, no
+    /// `notify`).
     pub(crate) direct: bool,
 }
 
@@ -79,6 +83,7 @@ impl CompiledRule {
             check_length(name, &limits).map_err(invalid)?;
         }
         let name = Name::interned(name);
+        let notifies = limits.iter().any(|l| l.notify.is_some());
         // Hot keys: a batched limit is its rule's only one (`Rule::validate`).
         let held = match (rule.limits.as_slice(), limits.as_slice()) {
             ([defined], [limit]) => defined.batch.map(|batches| {
@@ -88,7 +93,9 @@ impl CompiledRule {
             _ => None,
         };
         Ok(CompiledRule {
-            direct: !leases && held.is_none(),
+            // A quota that notifies reads its crossings from the store's reply on the general path.
+            direct: !leases && held.is_none() && !notifies,
+            notifies,
             held,
             meters: RuleMeters::new(name.clone(), limits.iter().map(|l| l.id.clone())),
             name,

@@ -6,7 +6,9 @@
 
 use crate::algorithm::concurrency::LeaseToken;
 use crate::algorithm::{LimitStep, Params, penalty};
-use crate::model::{AddressGroup, Algorithm, Limit, Micros, Name, Over, Period};
+use std::sync::Arc;
+
+use crate::model::{AddressGroup, Algorithm, Limit, Micros, Name, Notify, Over, Period, Threshold};
 
 /// One limit of a compiled rule.
 #[derive(Debug, Clone)]
@@ -25,6 +27,24 @@ pub(crate) struct CompiledLimit {
     /// Whether identities may have numbers set at run time: the store looks them up, and a
     /// cost is checked against the identity's capacity there rather than the file's here.
     pub(crate) settable: bool,
+    /// A quota's `notify`: the thresholds its decisions report crossing (see `crossings`).
+    pub(crate) notify: Option<CompiledNotify>,
+}
+
+/// A quota's `notify`, compiled: its thresholds and webhook.
+#[derive(Debug, Clone)]
+pub(crate) struct CompiledNotify {
+    pub(crate) at: Box<[Threshold]>,
+    pub(crate) webhook: Arc<str>,
+}
+
+impl From<&Notify> for CompiledNotify {
+    fn from(n: &Notify) -> CompiledNotify {
+        CompiledNotify {
+            at: n.at.clone().into_boxed_slice(),
+            webhook: Arc::from(n.webhook.as_str()),
+        }
+    }
 }
 
 impl CompiledLimit {
@@ -120,5 +140,6 @@ pub(crate) fn compile_limit(l: &Limit) -> CompiledLimit {
         }),
         shadow: l.shadow || admits_over,
         settable: l.settable,
+        notify: l.notify.as_ref().map(CompiledNotify::from),
     }
 }

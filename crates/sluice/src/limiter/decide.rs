@@ -16,7 +16,7 @@ use super::compile::CompiledRule;
 use super::denial_cache::DenialCache;
 use super::identity::attribute_names;
 use super::options::{Check, MAX_COST};
-use super::{Attributes, Limiter, deadline, held, keys, lease_id, reservation};
+use super::{Attributes, Limiter, crossings, deadline, held, keys, lease_id, reservation};
 use crate::algorithm::{LimitOutcome, Mode};
 use crate::error::Error;
 use crate::metric_catalog::names;
@@ -151,6 +151,13 @@ impl Limiter {
         };
         if let (Some(held), None) = (&rule.held, &degraded) {
             held::observe(held, &calls, reply.as_ref());
+        }
+        if let (true, None, Some(reply), Mode::Apply) =
+            (rule.notifies, &degraded, reply.as_ref(), check.mode())
+        {
+            for crossing in crossings::found(&rule, picks, &calls, reply) {
+                self.inner.crossings.queue(crossing);
+            }
         }
         let fallback = policy == FailPolicy::Open;
         let mut d = decision(&rule, picks, &calls, reply.as_ref(), fallback);

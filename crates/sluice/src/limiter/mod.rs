@@ -62,6 +62,7 @@ mod compile;
 mod compiled_choice;
 mod compiled_condition;
 mod compiled_limit;
+mod crossings;
 pub mod deadline;
 mod decide;
 pub(crate) mod denial_cache;
@@ -100,6 +101,8 @@ pub use check_all::RuleCheck;
 #[cfg(feature = "tower")]
 pub(crate) use choice::denial_message as denied_by_override;
 pub use compile::{CompiledRule, RuleBook};
+use crossings::Crossings;
+pub use crossings::QuotaCrossing;
 pub use denial_cache::{DenialCache, DenialCacheOptions};
 pub use held::{HeldUnits, MAX_HELD_KEYS};
 pub use identity::Attributes;
@@ -108,7 +111,7 @@ pub use in_flight::InFlightLimit;
 pub use lease_guard::LeaseGuard;
 pub use lease_id::MAX_LEASE_LEN;
 use meters::StoreLatency;
-pub use options::{Check, DEFAULT_MAX_RUNTIME_LIMITS, MAX_COST, Options};
+pub use options::{Check, DEFAULT_CROSSING_QUEUE, DEFAULT_MAX_RUNTIME_LIMITS, MAX_COST, Options};
 pub use runtime::RuntimeLimitInfo;
 
 /// Decides requests against named rules. Cheap to clone; clones share everything.
@@ -145,6 +148,7 @@ struct Inner {
     denials: Option<Arc<DenialCache>>,
     channel: Option<Arc<dyn InvalidationChannel>>,
     clock: Arc<dyn crate::clock::Clock>,
+    crossings: Crossings,
 }
 
 impl Limiter {
@@ -215,6 +219,16 @@ impl Limiter {
         check: Check,
     ) -> impl Future<Output = Result<Verdict, Error>> {
         self.decide(rule, attrs, check)
+    }
+
+    /// The quota crossings this limiter's decisions find (see [`QuotaCrossing`]), for the first
+    /// caller only: `None` once taken. Each rule limit with `notify` queues one crossing per
+    /// identity, threshold and period, found in the decision's own store call; deliver them
+    /// promptly, as a full queue drops new ones
+    /// ([`Options::crossing_queue`](crate::Options::crossing_queue)). Queued crossings live in
+    /// this process only: those not yet delivered when it ends are lost.
+    pub fn crossings(&self) -> Option<tokio::sync::mpsc::Receiver<QuotaCrossing>> {
+        self.inner.crossings.take()
     }
 
     /// The store calls a check would make, without making them.

@@ -28,7 +28,14 @@ pub struct Options {
     /// How many decisions may wait for a remote store at once; past it, the fail policy answers
     /// at once (see [`InFlightLimit`]).
     pub in_flight: InFlightLimit,
+    /// How many quota crossings (`notify`) may wait for delivery (default
+    /// [`DEFAULT_CROSSING_QUEUE`]); past it, new ones are dropped and counted, never waited for
+    /// (see [`Limiter::crossings`](super::Limiter::crossings)).
+    pub crossing_queue: usize,
 }
+
+/// Default [`Options::crossing_queue`].
+pub const DEFAULT_CROSSING_QUEUE: usize = 10_000;
 
 /// Default [`Options::max_runtime_limits`].
 pub const DEFAULT_MAX_RUNTIME_LIMITS: usize = 10_000;
@@ -42,6 +49,7 @@ impl Default for Options {
             denial_cache: DenialCacheOptions::default(),
             max_runtime_limits: DEFAULT_MAX_RUNTIME_LIMITS,
             in_flight: InFlightLimit::DEFAULT,
+            crossing_queue: DEFAULT_CROSSING_QUEUE,
         }
     }
 }

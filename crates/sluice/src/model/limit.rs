@@ -16,8 +16,8 @@ use serde::{Deserialize, Serialize};
 
 use super::limit_fields::LimitFields;
 use super::{
-    AddressGroup, Algorithm, Batches, By, Condition, ModelError, Over, Override, Penalty, Period,
-    Rate, batch, format_duration,
+    AddressGroup, Algorithm, Batches, By, Condition, ModelError, Notify, Over, Override, Penalty,
+    Period, Rate, batch, format_duration,
 };
 
 /// One limit of a rule: a rate over an identity, with an algorithm and optional extras.
@@ -55,6 +55,8 @@ pub struct Limit {
     pub period: Option<Period>,
     /// What a quota does past itself: refuse, or admit and mark the decision `over_quota`.
     pub over: Over,
+    /// A quota's notice before the wall: the shares of it that send an event when reached.
+    pub notify: Option<Notify>,
     /// The algorithm.
     pub algorithm: Algorithm,
     /// Capacity for token bucket, GCRA and leaky bucket; defaults to the rate's count.
@@ -93,6 +95,7 @@ impl Limit {
             rate,
             period: None,
             over: Over::Deny,
+            notify: None,
             algorithm,
             burst: None,
             block: None,
@@ -214,6 +217,15 @@ impl Limit {
                 "over",
                 "`over: allow` belongs to a quota (a limit with a `period`)",
             ));
+        }
+        if let Some(notify) = &self.notify {
+            if self.period.is_none() {
+                return Err(ModelError::new(
+                    "notify",
+                    "`notify` belongs to a quota (a limit with a `period`)",
+                ));
+            }
+            notify.validate()?;
         }
         if self.period.is_some() {
             if self.algorithm != Algorithm::FixedWindow {

@@ -13,8 +13,8 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use super::{
-    AddressGroup, Algorithm, Batches, By, Condition, Limit, ModelError, Over, Override, Penalty,
-    Period, PeriodUnit, Rate, serde_text,
+    AddressGroup, Algorithm, Batches, By, Condition, Limit, ModelError, Notify, Over, Override,
+    Penalty, Period, PeriodUnit, Rate, serde_text,
 };
 
 /// One limit of a rule, as a rule file writes it: `rate` for the rate algorithms,
@@ -66,6 +66,11 @@ pub(super) struct LimitFields {
     #[serde(default, skip_serializing_if = "is_deny")]
     #[cfg_attr(feature = "schema", schemars(extend("default" = "deny")))]
     over: Over,
+    /// Quotas: send one event per identity, threshold and period when a decision's count first
+    /// reaches a share of the quota: `{ at: [0.8, 1.0], webhook: URL }` (CloudEvents JSON).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(extend("default" = null)))]
+    notify: Option<Notify>,
     /// Monthly quotas: the day each period begins (1 to 31); past a month's end, its last day.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[cfg_attr(feature = "schema", schemars(extend("default" = 1)))]
@@ -209,6 +214,7 @@ impl TryFrom<LimitFields> for Limit {
             rate,
             period,
             over: f.over,
+            notify: f.notify,
             algorithm,
             burst: f.burst,
             block: f.block,
@@ -283,6 +289,7 @@ impl From<Limit> for LimitFields {
                 .filter(|p| p.anchor() != 1)
                 .map(Period::anchor),
             over: l.over,
+            notify: l.notify,
             max_leases: leases.then_some(l.rate.count),
             lease: leases.then_some(l.rate.window),
             burst: l.burst,

@@ -17,7 +17,8 @@
 //! - `batch`: [`Batches`], a limit's opt-in to hot-key batches;
 //! - `penalty`: [`Penalty`]; `fail_policy`: [`FailPolicy`];
 //! - `period`: [`Period`], a quota's calendar period (a day, week, month or year in a zone);
-//!   `over`: [`Over`], what a quota does past itself;
+//!   `over`: [`Over`], what a quota does past itself; `notify`: [`Notify`], the thresholds a
+//!   quota sends notice at;
 //! - `decision`: [`Decision`] and [`LimitDecision`], the answer to a check (the service writes
 //!   its JSON itself); `headers`: the HTTP rate-limit headers it sets; `verdict`: [`Verdict`],
 //!   the compact answer for callers in the same process;
@@ -39,6 +40,7 @@ mod limit_choices;
 mod limit_fields;
 mod micros;
 mod name;
+mod notify;
 mod over;
 mod overrides;
 mod penalty;
@@ -68,6 +70,7 @@ pub use limit::{Limit, MAX_LEASES};
 pub use micros::Micros;
 pub(crate) use name::same_bytes;
 pub use name::{MAX_INTERNED, MAX_INTERNED_BYTES, Name};
+pub use notify::{MAX_THRESHOLDS, MAX_WEBHOOK_LEN, Notify, Threshold};
 pub use over::Over;
 pub use overrides::{MAX_DENY_MESSAGE, Override, OverrideOutcome};
 pub use penalty::Penalty;

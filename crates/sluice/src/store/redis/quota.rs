@@ -36,7 +36,7 @@ type QuotaSpec = (u64, bool, Micros);
 #[derive(Debug)]
 pub struct QuotaScripts {
     min_ttl: Micros,
-    made: RwLock<hashbrown::HashMap<QuotaSpec, Arc<Script>>>,
+    made: RwLock<hashbrown::HashMap<QuotaSpec, Arc<Script>, foldhash::fast::RandomState>>,
 }
 
 impl QuotaScripts {
