@@ -54,6 +54,7 @@ pub mod gateway;
 pub mod grpc;
 pub mod http;
 pub mod metrics;
+pub mod notifications;
 pub mod reload;
 pub mod serve;
 pub mod state;

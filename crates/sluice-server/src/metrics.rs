@@ -56,6 +56,13 @@ pub const METRICS: &[MetricDoc] = &[
                bound as it stands)",
     },
     MetricDoc {
+        name: NOTIFICATIONS,
+        kind: MetricKind::Counter,
+        unit: Unit::Count,
+        help: "Quota notice events (notify) by result: delivered (a webhook answered 2xx), \
+               retried (a try failed and another follows), abandoned (the last try failed)",
+    },
+    MetricDoc {
         name: BUILD_INFO,
         kind: MetricKind::Gauge,
         unit: Unit::Count,
@@ -99,6 +106,8 @@ pub const LABELS: &[(&str, &[&str])] = &[
     ("sluice_limit_denials_total", &["rule", "limit", "outcome"]),
     ("sluice_memory_evictions_total", &[]),
     ("sluice_memory_refused_keys_total", &[]),
+    (NOTIFICATIONS, &["result"]),
+    ("sluice_quota_crossings_total", &["rule", "outcome"]),
     ("sluice_redis_give_back_failures_total", &[]),
     ("sluice_settlements_total", &["rule", "settled"]),
     ("sluice_shed_decisions_total", &["store"]),
@@ -171,6 +180,8 @@ pub const STORE_IN_FLIGHT: &str = "sluice_store_in_flight";
 pub const STORE_IN_FLIGHT_LIMIT: &str = "sluice_store_in_flight_limit";
 /// `sluice_build_info`, always 1.
 pub const BUILD_INFO: &str = "sluice_build_info";
+/// Quota notice events by delivery result.
+pub const NOTIFICATIONS: &str = "sluice_notifications_total";
 
 /// The request-latency histogram's name.
 pub const REQUEST_DURATION: &str = "sluice_http_request_duration_seconds";

@@ -182,6 +182,7 @@ pub async fn run(args: ServeOptions) -> Result<(), ServeError> {
     let rules = config.rules.len();
     let version = config.version.clone();
     let traces = Traces::from_env()?;
+    let notifications = config.notifications.clone();
     let state = AppState::with_traces(
         config,
         Some(args.config.clone()),
@@ -206,6 +207,9 @@ pub async fn run(args: ServeOptions) -> Result<(), ServeError> {
             source,
         })?;
     let _watch = reload::watch(state.clone())?;
+    if let Some(crossings) = state.limiter.crossings() {
+        crate::notifications::spawn(crossings, notifications);
+    }
     spawn_upkeep(store.memory.clone(), prometheus);
     let grpc = spawn_grpc(settings.grpc_listen, &state, stop_grpc).await?;
     let grace = settings.shutdown_timeout;

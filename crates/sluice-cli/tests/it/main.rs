@@ -29,6 +29,7 @@ mod leases;
 mod monitoring;
 mod nginx;
 mod observability;
+mod quota_notices;
 mod quotas;
 mod redis;
 mod redis_ha;

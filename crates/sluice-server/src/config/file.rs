@@ -348,6 +348,66 @@ fn default_max_per_limit() -> usize {
     sluice::limiter::DEFAULT_MAX_RUNTIME_LIMITS
 }
 
+/// The `notifications` section: how the events of quotas' `notify` are delivered to their
+/// webhooks. Read once, at start-up.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NotificationsConfig {
+    /// Events waiting for delivery at most; past it, new ones are dropped and counted
+    /// (`sluice_quota_crossings_total{outcome="dropped"}`), never waited for by a decision.
+    #[serde(default = "default_notification_queue")]
+    pub queue: usize,
+    /// Events being delivered (or waiting to be tried again) at once; the others wait in the
+    /// queue.
+    #[serde(default = "default_notification_in_flight")]
+    pub in_flight: usize,
+    /// Tries per event, the first included; an event whose last try fails is abandoned and
+    /// counted.
+    #[serde(default = "default_notification_attempts")]
+    pub attempts: u32,
+    /// How long one try may take, connection included.
+    #[serde(default = "default_notification_timeout", with = "serde_text")]
+    #[schemars(with = "DurationText")]
+    pub timeout: Duration,
+    /// The wait before the second try; each later wait doubles, up to 5 minutes, each drawn
+    /// at random between half of it and all of it.
+    #[serde(default = "default_notification_backoff", with = "serde_text")]
+    #[schemars(with = "DurationText")]
+    pub backoff: Duration,
+}
+
+impl Default for NotificationsConfig {
+    fn default() -> NotificationsConfig {
+        NotificationsConfig {
+            queue: default_notification_queue(),
+            in_flight: default_notification_in_flight(),
+            attempts: default_notification_attempts(),
+            timeout: default_notification_timeout(),
+            backoff: default_notification_backoff(),
+        }
+    }
+}
+
+fn default_notification_queue() -> usize {
+    sluice::limiter::DEFAULT_CROSSING_QUEUE
+}
+
+fn default_notification_in_flight() -> usize {
+    64
+}
+
+fn default_notification_attempts() -> u32 {
+    10
+}
+
+fn default_notification_timeout() -> Duration {
+    Duration::from_secs(5)
+}
+
+fn default_notification_backoff() -> Duration {
+    Duration::from_secs(1)
+}
+
 /// A Sluice rule file: the rules, and the settings of the service that applies them.
 ///
 /// Every section and field is optional, each with the default given; an empty file is refused
@@ -404,6 +464,10 @@ pub(crate) struct ConfigFile {
     #[serde(default)]
     #[schemars(extend("x-sluice-applies" = "restart"))]
     pub runtime_limits: RuntimeLimitsConfig,
+    /// How quotas' `notify` events are delivered to their webhooks.
+    #[serde(default)]
+    #[schemars(extend("x-sluice-applies" = "restart"))]
+    pub notifications: NotificationsConfig,
     /// The rules, by name (1 to 128 characters of a-z, A-Z, 0-9, _, - and .): what to count
     /// and how much to allow.
     #[serde(default)]

@@ -49,8 +49,8 @@ use std::path::Path;
 
 pub use error::ConfigError;
 pub use file::{
-    ClockSource, DenialCacheConfig, IdentityLabels, MetricsConfig, ReloadConfig,
-    RuntimeLimitsConfig, ServerConfig, StoreConfig,
+    ClockSource, DenialCacheConfig, IdentityLabels, MetricsConfig, NotificationsConfig,
+    ReloadConfig, RuntimeLimitsConfig, ServerConfig, StoreConfig,
 };
 pub use gateway::{EnvoyDomains, ForwardAuthConfig};
 pub use schema::{schema, schema_json};
@@ -117,6 +117,8 @@ pub struct Config {
     pub reload: ReloadConfig,
     /// Bounds on run-time limits.
     pub runtime_limits: RuntimeLimitsConfig,
+    /// How quotas' `notify` events are delivered.
+    pub notifications: NotificationsConfig,
     /// The rules, by name, in name order.
     pub rules: Vec<(String, Rule)>,
     /// Hex SHA-1 of the file's text: which version is in force.
@@ -191,6 +193,7 @@ impl Config {
             check_store(&file.store, text),
             check_server(&file.server, text),
             check_denial_cache(&file.denial_cache, text),
+            check_notifications(&file.notifications, text),
         ];
         errors.extend(checks.into_iter().filter_map(Result::err));
         if !(1..=MAX_RUNTIME_LIMITS).contains(&file.runtime_limits.max_per_limit) {
@@ -249,6 +252,7 @@ impl Config {
             denial_cache: file.denial_cache,
             reload: file.reload,
             runtime_limits: file.runtime_limits,
+            notifications: file.notifications,
             rules: file.rules.into_iter().collect(),
             version: sha1_smol::Sha1::from(text.as_bytes()).digest().to_string(),
             grpc_listen: file.grpc_listen,
@@ -265,6 +269,7 @@ impl Config {
             denial_cache: self.denial_cache.into(),
             max_runtime_limits: self.runtime_limits.max_per_limit,
             in_flight: self.store.in_flight,
+            crossing_queue: self.notifications.queue,
             ..Options::default()
         }
     }
@@ -307,6 +312,30 @@ fn check_denial_cache(c: &DenialCacheConfig, text: &str) -> Result<(), ConfigErr
             "must be more than 0 and at most 60s",
         )
         .at_line(line));
+    }
+    Ok(())
+}
+
+fn check_notifications(c: &NotificationsConfig, text: &str) -> Result<(), ConfigError> {
+    use std::time::Duration;
+    let line = key_line(text, "notifications");
+    let refuse = |field: &str, message: &str| {
+        Err(ConfigError::new(format!("notifications.{field}"), message).at_line(line))
+    };
+    if !(1..=1_000_000).contains(&c.queue) {
+        return refuse("queue", "must be 1 to 1000000");
+    }
+    if !(1..=10_000).contains(&c.in_flight) {
+        return refuse("in_flight", "must be 1 to 10000");
+    }
+    if !(1..=100).contains(&c.attempts) {
+        return refuse("attempts", "must be 1 to 100");
+    }
+    if c.timeout.is_zero() || c.timeout > Duration::from_secs(60) {
+        return refuse("timeout", "must be more than 0 and at most 60s");
+    }
+    if c.backoff.is_zero() || c.backoff > Duration::from_secs(300) {
+        return refuse("backoff", "must be more than 0 and at most 5m");
     }
     Ok(())
 }

@@ -359,6 +359,38 @@ fn the_denial_cache_section_has_defaults_and_bounds() {
 }
 
 #[test]
+fn notifications_are_bounded_and_set_the_crossing_queue() {
+    let config = Config::parse("rules: {}\n", Format::Yaml).unwrap();
+    assert_eq!(config.notifications, NotificationsConfig::default());
+    assert_eq!(
+        config.limiter_options().crossing_queue,
+        sluice::limiter::DEFAULT_CROSSING_QUEUE
+    );
+    let text = "notifications: { queue: 5, timeout: 300ms, backoff: 20ms }\nrules: {}\n";
+    let config = Config::parse(text, Format::Yaml).unwrap();
+    assert_eq!(config.limiter_options().crossing_queue, 5);
+    assert_eq!(
+        (config.notifications.timeout, config.notifications.attempts),
+        (Duration::from_millis(300), 10)
+    );
+    for (section, field) in [
+        ("{ queue: 0 }", "notifications.queue"),
+        ("{ in_flight: 0 }", "notifications.in_flight"),
+        ("{ attempts: 101 }", "notifications.attempts"),
+        ("{ timeout: 61s }", "notifications.timeout"),
+        ("{ backoff: 0s }", "notifications.backoff"),
+    ] {
+        let text = format!("notifications: {section}\nrules: {{}}\n");
+        let error = Config::parse(&text, Format::Yaml).unwrap_err();
+        assert_eq!(
+            (error.field.as_str(), error.line),
+            (field, Some(1)),
+            "{error}"
+        );
+    }
+}
+
+#[test]
 fn quotas_take_a_quota_and_a_calendar_period_instead_of_a_rate() {
     use sluice::model::{Period, PeriodUnit};
     let yaml = "rules:\n  plan:\n    limits:\n      - { by: [tenant], quota: 10000, period: month, anchor: 15, timezone: Europe/Berlin }\n";
@@ -405,6 +437,22 @@ fn quotas_take_a_quota_and_a_calendar_period_instead_of_a_rate() {
         (
             "{ by: [t], quota: 5, period: day, batch: { max: 10, hold: 1s } }",
             "limits[0].batch",
+        ),
+        (
+            "{ by: [t], rate: 5/1d, notify: { at: [1.0], webhook: 'http://h/' } }",
+            "limits[0].notify",
+        ),
+        (
+            "{ by: [t], quota: 5, period: day, notify: { at: [1.5], webhook: 'http://h/' } }",
+            "notify.at[0]",
+        ),
+        (
+            "{ by: [t], quota: 5, period: day, notify: { at: [0.9, 0.8], webhook: 'http://h/' } }",
+            "limits[0].notify.at",
+        ),
+        (
+            "{ by: [t], quota: 5, period: day, notify: { at: [1.0], webhook: 'ftp://h/' } }",
+            "limits[0].notify.webhook",
         ),
     ] {
         let e = yaml_error(&line(limit));

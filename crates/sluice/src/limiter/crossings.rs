@@ -52,6 +52,24 @@ pub struct QuotaCrossing {
 }
 
 impl QuotaCrossing {
+    /// A crossing for examples and tests: half of tenant 42's monthly quota of 100 on rule
+    /// `plan`, in May 2026 (UTC).
+    #[doc(hidden)]
+    pub fn example() -> QuotaCrossing {
+        let at = Micros::new(1_779_278_400_000_000);
+        QuotaCrossing {
+            rule: Name::from("plan"),
+            limit_id: Name::from("tenant-quota-month"),
+            identity: "tenant=42".to_string(),
+            threshold: Threshold::new(0.5).expect("a share"),
+            quota: 100,
+            used: 50,
+            at,
+            period: crate::model::Period::new(crate::model::PeriodUnit::Month).bounds_at(at),
+            webhook: Arc::from("http://127.0.0.1:9/quota"),
+        }
+    }
+
     /// The event's id: the same for the same crossing, whoever sends it and however often.
     pub fn id(&self) -> String {
         let mut h = sha1_smol::Sha1::new();
