@@ -18,7 +18,8 @@ use std::sync::atomic::Ordering;
 use super::answer::{Answer, Names};
 use super::identity::write_identity;
 use super::options::Check;
-use super::{Attributes, Limiter, keys};
+use super::{Attributes, Limiter, crossings, keys};
+use crate::algorithm::Mode;
 use crate::clock;
 use crate::error::Error;
 use crate::store::KeyRef;
@@ -90,8 +91,12 @@ impl Limiter {
             let answer = clock::lending(started, || {
                 inner.store.decide_one_now(key, &step, check.mode())
             });
-            let (_, outcome) = answer?.ok()?;
+            let (now, outcome) = answer?.ok()?;
             inner.latency.record(started);
+            if limit.notify.is_some() && check.mode() == Mode::Apply {
+                let queue = |c| inner.crossings.queue(c);
+                crossings::of_limit(&rule.name, limit, &step, identity, &outcome, now, queue);
+            }
             Some(Ok((outcome, A::Names::of(limit, identity))))
         });
         let (outcome, names) = match answered? {

@@ -41,8 +41,7 @@ pub struct CompiledRule {
     /// Whether a limit of the rule notifies (`notify`): its applied decisions are read for
     /// quota crossings.
     pub(crate) notifies: bool,
-    /// Whether a check of its one limit may be decided on its own (no lease, no batches, no
-    /// `notify`).
+    /// Whether a check of its one limit may be decided on its own (no lease, no batches).
     pub(crate) direct: bool,
 }
 
@@ -93,8 +92,7 @@ impl CompiledRule {
             _ => None,
         };
         Ok(CompiledRule {
-            // A quota that notifies reads its crossings from the store's reply on the general path.
-            direct: !leases && held.is_none() && !notifies,
+            direct: !leases && held.is_none(),
             notifies,
             held,
             meters: RuleMeters::new(name.clone(), limits.iter().map(|l| l.id.clone())),

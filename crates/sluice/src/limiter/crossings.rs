@@ -23,6 +23,8 @@ use tokio::sync::mpsc;
 
 use super::choice::{self, Picks};
 use super::compile::CompiledRule;
+use super::compiled_limit::CompiledLimit;
+use crate::algorithm::{LimitOutcome, LimitStep};
 use crate::metric_catalog::names;
 use crate::model::{Micros, Name, PeriodBounds, Threshold};
 use crate::store::{LimitCall, StoreReply};
@@ -141,33 +143,53 @@ pub(super) fn found(
     }
     let applied = choice::applied(rule, picks);
     for ((call, limit), outcome) in calls.iter().zip(applied).zip(&reply.outcomes) {
-        let (Some(notify), Some(period)) = (&limit.notify, call.step.params.period) else {
-            continue;
-        };
-        // Past its quota (an `over: allow` quota's denial) a count is not told; every threshold
-        // is at most the quota, so none is crossed there.
-        if !outcome.allowed {
-            continue;
-        }
-        let quota = outcome.runtime.map_or(call.step.params.count, |r| r.count);
-        let used = quota.saturating_sub(outcome.remaining);
-        let before = used.saturating_sub(call.step.cost);
-        for &threshold in notify.at.iter() {
-            let mark = threshold.units_of(quota);
-            if before < mark && mark <= used {
-                out.push(QuotaCrossing {
-                    rule: rule.name.clone(),
-                    limit_id: limit.id.clone(),
-                    identity: call.key.identity.clone(),
-                    threshold,
-                    quota,
-                    used,
-                    at: reply.now_us,
-                    period: period.bounds_at(reply.now_us),
-                    webhook: notify.webhook.clone(),
-                });
-            }
-        }
+        of_limit(
+            &rule.name,
+            limit,
+            &call.step,
+            &call.key.identity,
+            outcome,
+            reply.now_us,
+            |c| out.push(c),
+        );
     }
     out
+}
+
+/// The crossings of one limit that counted `step` for `identity` at the store's `now`, each
+/// given to `found`. Nothing for a limit without `notify`, or past its quota (an `over: allow`
+/// quota's denial, whose count is not told: every threshold is at most the quota, so none is
+/// crossed there).
+pub(super) fn of_limit(
+    rule: &Name,
+    limit: &CompiledLimit,
+    step: &LimitStep,
+    identity: &str,
+    outcome: &LimitOutcome,
+    now: Micros,
+    mut found: impl FnMut(QuotaCrossing),
+) {
+    let (Some(notify), Some(period), true) = (&limit.notify, step.params.period, outcome.allowed)
+    else {
+        return;
+    };
+    let quota = outcome.runtime.map_or(step.params.count, |r| r.count);
+    let used = quota.saturating_sub(outcome.remaining);
+    let before = used.saturating_sub(step.cost);
+    for &threshold in notify.at.iter() {
+        let mark = threshold.units_of(quota);
+        if before < mark && mark <= used {
+            found(QuotaCrossing {
+                rule: rule.clone(),
+                limit_id: limit.id.clone(),
+                identity: identity.to_string(),
+                threshold,
+                quota,
+                used,
+                at: now,
+                period: period.bounds_at(now),
+                webhook: notify.webhook.clone(),
+            });
+        }
+    }
 }
