@@ -102,3 +102,82 @@ async fn a_quota_alone_never_needs_the_general_decision() {
         [2, 0, 0, 0]
     );
 }
+
+/// A rule of two quotas, or of a quota beside a rate, is decided by its rule script, written for
+/// the period that holds the node's clock, at the cost of its one-limit parts together.
+#[tokio::test]
+async fn a_rule_with_quotas_is_decided_by_its_rule_script() {
+    let server = RedisServer::start();
+    let store = redis_store(&server, None).await;
+    let day = Period::new(PeriodUnit::Day)
+        .in_zone("Asia/Kolkata")
+        .unwrap();
+    let month = Period::new(PeriodUnit::Month).anchored(31).unwrap();
+    let limiter = Limiter::builder(Arc::new(store.clone()))
+        .rules([
+            (
+                "plan".to_string(),
+                Rule::new(vec![
+                    Limit::quota(&["tenant"], 3, day.clone()),
+                    Limit::quota(&["tenant"], 2, month.clone()),
+                ]),
+            ),
+            (
+                "paced".to_string(),
+                Rule::new(vec![
+                    Limit::new(
+                        &["tenant"],
+                        "100/1s".parse().unwrap(),
+                        sluice::Algorithm::Gcra,
+                    ),
+                    Limit::quota(&["tenant"], 1, day.clone()),
+                ]),
+            ),
+        ])
+        .options(Options {
+            timeout: Duration::from_secs(5),
+            ..Options::default()
+        })
+        .build()
+        .unwrap();
+    let attributes = [("tenant", "t1")];
+    let command = store.command_for(&limiter, "plan", &attributes).unwrap();
+    assert_eq!(command[0], "EVALSHA", "{command:?}");
+    let first = limiter.check("plan", &attributes).await.unwrap();
+    assert!(first.allowed);
+    assert_eq!(server.cli(&["CONFIG", "RESETSTAT"]), "OK");
+    let second = limiter.check("plan", &attributes).await.unwrap();
+    assert!(second.allowed);
+    let third = limiter.check("plan", &attributes).await.unwrap();
+    assert!(!third.allowed, "the month's 2 are used");
+    assert_eq!(
+        third.limits.iter().map(|l| l.remaining).collect::<Vec<_>>(),
+        [1, 0]
+    );
+    let now = redis_now(&server);
+    let (day_end, month_end) = (day.bounds_at(now).end, month.bounds_at(now).end);
+    assert!(third.limits[0].reset_after_ms <= (day_end - now).as_millis() + 1000);
+    assert!(third.limits[1].reset_after_ms <= (month_end - now).as_millis() + 1000);
+    assert!(third.retry_after_ms.unwrap() + 1000 >= (month_end - now).as_millis());
+    assert_eq!(
+        ["evalsha", "fcall"].map(|c| server.command_calls(c)),
+        [2, 0],
+        "the rule script, never the general decision"
+    );
+    assert!(limiter.check("paced", &attributes).await.unwrap().allowed);
+    assert!(!limiter.check("paced", &attributes).await.unwrap().allowed);
+    assert_eq!(server.command_calls("fcall"), 0);
+    // Each key ends with its period.
+    let keys = decision_keys(&server.cli(&["KEYS", "sluice:*"]));
+    let mut ends: Vec<u64> = keys
+        .iter()
+        .filter_map(|k| server.cli(&["PEXPIRETIME", k]).parse().ok())
+        .filter(|&ms: &u64| ms > now.as_millis() + 2_000)
+        .collect();
+    ends.sort();
+    ends.dedup();
+    assert!(
+        ends.contains(&day_end.as_millis()) && ends.contains(&month_end.as_millis()),
+        "{ends:?}"
+    );
+}

@@ -46,7 +46,7 @@ impl RedisStore {
         if let Some(cmd) = self.quota_command_for(calls, mode) {
             return Ok(cmd.args_iter().map(text).collect());
         }
-        if let Some(scripted) = scripts.script_for(calls, mode) {
+        if let Some(scripted) = scripts.script_for(calls, mode, || self.period_clock()) {
             let cmd = self.spec_command(&scripted.script, calls)?;
             return Ok(cmd.args_iter().map(text).collect());
         }
@@ -137,7 +137,11 @@ impl RedisStore {
                 outcomes: decided.outcomes,
             });
         }
-        if let Some(scripted) = self.inner.scripts.script_for(calls, mode) {
+        if let Some(scripted) = self
+            .inner
+            .scripts
+            .script_for(calls, mode, || self.period_clock())
+        {
             let reply = if self.inner.conn.is_cluster() {
                 let cmd = self.spec_command(&scripted.script, calls)?;
                 self.eval_script(&scripted.script, &cmd).await?

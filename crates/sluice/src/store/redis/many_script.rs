@@ -25,7 +25,7 @@ use std::fmt::Write;
 use super::constants::declare;
 use super::one_script::{self, Spec};
 use super::source::{self, NOW};
-use crate::model::Micros;
+use crate::model::{Algorithm, Micros};
 
 /// Most limits a rule script decides (Lua allows a function 200 locals, and each limit's part
 /// keeps up to 20).
@@ -87,9 +87,10 @@ pub fn many_text(specs: &[Spec], min_ttl: Micros) -> Option<String> {
     let divides = parts
         .iter()
         .any(|(look, record)| look.contains("idiv(") || record.contains("idiv("));
+    // A quota's period is checked against the time, so a rule with one reads it first.
     let marked = specs
         .iter()
-        .all(|s| !s.guarded && one_script::marked(s, min_ttl))
+        .all(|s| !s.guarded && s.period.is_none() && one_script::marked(s, min_ttl))
         .then(|| source::forms(specs[0].algorithm).many_marked.as_deref())
         .flatten();
     let mut text = format!(
@@ -116,6 +117,16 @@ pub fn many_text(specs: &[Spec], min_ttl: Micros) -> Option<String> {
              local limit_{n}, window_{n}, capacity_{n} = {}, {}, {}\n",
             spec.count, spec.window_us, spec.capacity,
         );
+        if spec.algorithm == Algorithm::FixedWindow {
+            // A quota's period, written in: its start, end and slot (`fixed_window.lua#many`).
+            let _ = match spec.period {
+                Some((start, end, slot)) => writeln!(
+                    text,
+                    "local start_{n}, finish_{n}, period_slot_{n} = {start}, {end}, {slot}"
+                ),
+                None => writeln!(text, "local start_{n} = false"),
+            };
+        }
         violations_keys.push(key + 1);
         key += if spec.warn_after.is_some() { 2 } else { 1 };
     }
@@ -178,7 +189,6 @@ pub fn many_text(specs: &[Spec], min_ttl: Micros) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::Algorithm;
 
     fn spec(algorithm: Algorithm, count: u64) -> Spec {
         Spec::plain(algorithm, count)
@@ -221,6 +231,65 @@ mod tests {
         let windows = [Algorithm::FixedWindow; 2].map(|a| spec(a, 5));
         let text = many_text(&windows, Micros::ZERO).expect("a rule script");
         assert!(!text.contains(idiv) && !text.contains("idiv("));
+    }
+
+    /// Two quotas of 2 a day written for `period`'s bounds, run on a real Redis on its own time,
+    /// for keys `a` and `b`.
+    fn quotas_in(
+        server: &sluice_test_support::RedisServer,
+        period: crate::model::PeriodBounds,
+    ) -> String {
+        let mut quota = spec(Algorithm::FixedWindow, 2);
+        quota.window_us = 25 * 3_600_000_000;
+        quota.period = Some((
+            period.start.get(),
+            period.end.get(),
+            super::super::quota::slot(period.start),
+        ));
+        let text = many_text(&[quota, quota], Micros::ZERO).expect("a rule script");
+        server.cli(&["EVAL", &text, "2", "a", "b", "1", "1"])
+    }
+
+    #[test]
+    fn a_rule_of_quotas_counts_in_the_period_written_in_and_leaves_another_to_the_general_decision()
+    {
+        use crate::clock::{Clock, SystemClock};
+        use crate::model::{Period, PeriodUnit};
+        let server = sluice_test_support::RedisServer::start();
+        let day = Period::new(PeriodUnit::Day);
+        let today = day.bounds_at(SystemClock.now_us());
+        let yesterday = day.bounds_at(today.start - Micros::new(1));
+        assert_eq!(
+            quotas_in(&server, yesterday),
+            "",
+            "another period: nothing decided"
+        );
+        assert_eq!(server.cli(&["DBSIZE"]), "0", "nothing written");
+        let counted = quotas_in(&server, today);
+        let values: Vec<&str> = counted.lines().collect();
+        assert_eq!(values.len(), 9, "{counted}");
+        assert_eq!((values[1], values[2]), ("1", "1"), "allowed, one left");
+        let reset_us: u64 = values[3].parse().unwrap();
+        let now_us: u64 = values[0].parse().unwrap();
+        assert_eq!(reset_us, today.end.get() - now_us, "the period's end");
+        // Both keys end with the day, to the millisecond.
+        for key in ["a", "b"] {
+            let expiry: u64 = server.cli(&["PEXPIRETIME", key]).parse().unwrap();
+            assert_eq!(expiry, today.end.as_millis(), "{key}");
+        }
+        quotas_in(&server, today);
+        let denied = quotas_in(&server, today);
+        assert_eq!(denied.lines().nth(1), Some("0"), "{denied}");
+        // The most limits a rule script takes, every one a quota, stay within Lua's locals.
+        let mut quota = spec(Algorithm::FixedWindow, 2);
+        quota.period = Some((today.start.get(), today.end.get(), 1));
+        let text = many_text(&[quota; MAX_LIMITS], Micros::ZERO).expect("a rule script");
+        let mut args = vec!["EVAL".to_string(), text, MAX_LIMITS.to_string()];
+        args.extend((0..MAX_LIMITS).map(|i| format!("k{i}")));
+        args.extend((0..MAX_LIMITS).map(|_| "1".to_string()));
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let answer = server.cli(&args);
+        assert_eq!(answer.lines().count(), 1 + 4 * MAX_LIMITS, "{answer}");
     }
 
     #[test]

@@ -190,7 +190,7 @@ use super::{
     RuntimeEntry, SettleCall, Store, StoreError, StoreReply,
 };
 use crate::algorithm::{Mode, RuntimeNumbers};
-use crate::clock::Clock;
+use crate::clock::{Clock, SystemClock};
 use crate::model::Micros;
 use connection::RedisConnection;
 use failover::Dial;
@@ -332,6 +332,12 @@ impl RedisStore {
 
     fn client_now(&self) -> Option<Micros> {
         self.inner.clock.as_ref().map(|c| c.now_us())
+    }
+
+    /// The time a quota's period is chosen by before the store is asked: the client clock if
+    /// configured, else this node's (a script whose period does not hold Redis' time says so).
+    fn period_clock(&self) -> Micros {
+        self.client_now().unwrap_or_else(|| SystemClock.now_us())
     }
 
     /// The client clock as a script argument: `''` tells the script to read Redis `TIME`.

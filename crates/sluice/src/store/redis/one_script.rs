@@ -36,12 +36,24 @@ pub struct Spec {
     pub warn_after: Option<u64>,
     /// The limit is in shadow mode: its denial does not stop the others from recording.
     pub shadow: bool,
+    /// A quota's period that held this node's clock, `[start, end)` in µs, with its slot: the
+    /// script is written for that period, and leaves a decision in another to the general
+    /// decision.
+    pub period: Option<(u64, u64, u64)>,
 }
 
 impl Spec {
-    /// The spec of a call's limit.
-    pub fn of(call: &LimitCall) -> Spec {
+    /// The spec of a call's limit, a quota's in the period that holds `at`.
+    pub fn of(call: &LimitCall, at: &mut impl FnMut() -> Micros) -> Spec {
         let s = &call.step;
+        let period = s.params.period.map(|period| {
+            let bounds = period.bounds_at(at());
+            (
+                bounds.start.get(),
+                bounds.end.get(),
+                super::quota::slot(bounds.start),
+            )
+        });
         Spec {
             algorithm: s.algorithm,
             count: s.params.count,
@@ -51,6 +63,7 @@ impl Spec {
             guarded: guarded(call),
             warn_after: s.penalty.map(|p| p.warn_after),
             shadow: s.shadow,
+            period,
         }
     }
 
@@ -66,6 +79,7 @@ impl Spec {
             guarded: false,
             warn_after: None,
             shadow: false,
+            period: None,
         }
     }
 }
@@ -143,6 +157,11 @@ fn timing(spec: &Spec, min_ttl: Micros) -> (bool, Option<u64>) {
 /// `min_ttl` (see `RedisOptions::min_ttl`): the limit's numbers, the shared constants it names,
 /// `lua/now.lua`, then the algorithm's script; or none for an algorithm without one.
 pub fn one_text(spec: &Spec, min_ttl: Micros) -> Option<String> {
+    // A quota alone has a script of its own (`quota`); one it does not take (a block, a
+    // penalty) is the general decision's.
+    if spec.period.is_some() {
+        return None;
+    }
     let body = source::forms(spec.algorithm).one.as_deref()?;
     let warn_after = spec.warn_after.map_or("nil".to_string(), |w| w.to_string());
     // Without a block or penalty, violations and warning are always 0: the reply leaves them out

@@ -22,7 +22,6 @@ use super::codec::{self, Decided, Reading};
 use super::constants::{FIXED_WINDOW_SLOTS, PERIOD_SLOT_US, declare};
 use super::keys;
 use crate::algorithm::Mode;
-use crate::clock::{Clock, SystemClock};
 use crate::model::{Micros, Period, PeriodBounds};
 use crate::store::{LimitCall, StoreError};
 
@@ -64,7 +63,7 @@ impl QuotaScripts {
 }
 
 /// A period's slot in its key (`lua/fixed_window.lua`, `fixed_window_slot`).
-fn slot(start: Micros) -> u64 {
+pub(super) fn slot(start: Micros) -> u64 {
     start.get() / PERIOD_SLOT_US % FIXED_WINDOW_SLOTS + 1
 }
 
@@ -110,7 +109,7 @@ impl RedisStore {
         };
         let call = &calls[0];
         let now = self.client_now();
-        let mut at = now.unwrap_or_else(|| SystemClock.now_us());
+        let mut at = self.period_clock();
         // A second answer in another period would need Redis' time to cross another end.
         for _ in 0..3 {
             let bounds = period.bounds_at(at);
@@ -134,9 +133,11 @@ impl RedisStore {
     /// period that holds this node's clock (see `command_for`).
     pub(super) fn quota_command_for(&self, calls: &[LimitCall], mode: Mode) -> Option<Cmd> {
         let period = quota_alone(calls, mode)?;
-        let now = self.client_now();
-        let at = now.unwrap_or_else(|| SystemClock.now_us());
-        Some(self.quota_command(&calls[0], period.bounds_at(at), now).1)
+        let at = self.period_clock();
+        Some(
+            self.quota_command(&calls[0], period.bounds_at(at), self.client_now())
+                .1,
+        )
     }
 
     /// The quota script for `call` in `period`, and its `EVALSHA`.
@@ -171,6 +172,7 @@ mod tests {
     use sluice_test_support::RedisServer;
 
     use super::*;
+    use crate::clock::{Clock, SystemClock};
     use crate::model::PeriodUnit;
 
     /// The quota script of 2 a day run on a real Redis, on Redis' own time.

@@ -154,18 +154,24 @@ impl Scripts {
     }
 
     /// The one-limit or rule script that decides these calls, if they have such a spec.
-    pub fn script_for(&self, calls: &[LimitCall], mode: Mode) -> Option<Arc<SpecScript>> {
+    ///
+    /// A quota's script is written for the period that holds `at` (this node's clock, read once
+    /// and only for a quota), and leaves a decision in another period to the general decision.
+    pub fn script_for(
+        &self,
+        calls: &[LimitCall],
+        mode: Mode,
+        at: impl FnOnce() -> Micros,
+    ) -> Option<Arc<SpecScript>> {
         // A settable limit's numbers are read by the general decision alone.
-        // So are a quota's periods, which the scripts cannot tell from Redis' time.
-        if mode != Mode::Apply
-            || calls.len() > MAX_LIMITS
-            || calls
-                .iter()
-                .any(|c| c.step.settable || c.step.params.period.is_some())
+        if mode != Mode::Apply || calls.len() > MAX_LIMITS || calls.iter().any(|c| c.step.settable)
         {
             return None;
         }
-        let specs: SmallVec<[Spec; 4]> = calls.iter().map(Spec::of).collect();
+        let mut at = Some(at);
+        let mut now = None;
+        let mut clock = || *now.get_or_insert_with(|| (at.take().expect("read once"))());
+        let specs: SmallVec<[Spec; 4]> = calls.iter().map(|c| Spec::of(c, &mut clock)).collect();
         self.scripted.get(&specs)
     }
 }

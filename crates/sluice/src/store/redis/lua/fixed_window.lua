@@ -284,21 +284,31 @@ return { now, 0, math.max(limit - count, 0), reset, left, violations, warning }
 -- fixed_window#many: a fixed-window limit's part of a rule script (see many_head.lua), as
 -- fixed_window.lua#one, but reading first (GET): nothing may be written before every limit has
 -- looked. KEY: as the general form's, a flag kept and a new window flagged while the limit's
--- violations are remembered.
+-- violations are remembered. A quota's window is its period, written in as start_@, finish_@
+-- and period_slot_@ (start_@ is false for a plain fixed window).
 
 local raw_@ = redis.pcall('GET', key_@)
 local m_@ = tonumber(raw_@)
 if raw_@ and not m_@ then
   return {}
 end
-local idx_@ = math.floor(now / window_@)
-if idx_@ * window_@ > now then
-  idx_@ = idx_@ - 1
-elseif (idx_@ + 1) * window_@ <= now then
-  idx_@ = idx_@ + 1
+local slot_@, left_@
+if start_@ then
+  -- A quota: its window is the period written in (many_script.rs), and a decision in another
+  -- period is the general decision's, which chooses it by Redis' time.
+  if now < start_@ or now >= finish_@ then
+    return {}
+  end
+  slot_@, left_@ = period_slot_@, finish_@ - now
+else
+  local idx = math.floor(now / window_@)
+  if idx * window_@ > now then
+    idx = idx - 1
+  elseif (idx + 1) * window_@ <= now then
+    idx = idx + 1
+  end
+  slot_@, left_@ = idx % FIXED_WINDOW_SLOTS + 1, (idx + 1) * window_@ - now
 end
-local slot_@ = idx_@ % FIXED_WINDOW_SLOTS + 1
-local left_@ = (idx_@ + 1) * window_@ - now
 local count_@, flagged_@ = 0, false
 if m_@ and m_@ < 0 then
   local s = math.floor(-m_@ / FIXED_WINDOW_M)
