@@ -4,12 +4,15 @@
 //! - `window_peak`: the most units admitted to one identity in a window of the limit's length,
 //!   against the limit;
 //! - `window_edge` (comparing algorithms): the same for bursts on both sides of a window edge;
-//! - `store_down` (with `--store-down`): what each fail policy admitted across the nodes.
+//! - `store_down` (with `--store-down`): what each fail policy admitted across the nodes;
+//! - `quota_<rule>` (per quota limit; `quota_<rule>_<limit>` when a rule has several): what the
+//!   busiest identity had used of the quota over time, with a line at each reset labelled with
+//!   the period's first day in the quota's zone.
 
 use std::path::{Path, PathBuf};
 
 use super::Simulation;
-use super::plot::{self, Chart};
+use super::plot::{self, Chart, Markers};
 use super::replay::Measured;
 use crate::error::{Context, SimulateError};
 use sluice::Micros;
@@ -164,13 +167,69 @@ fn store_down(sim: &Simulation) -> Option<Chart> {
     })
 }
 
+/// One chart per quota limit, with its file's stem.
+fn quotas(measured: &[Measured]) -> Vec<(String, Chart)> {
+    measured
+        .iter()
+        .filter_map(|m| Some((m, m.summary.quota.as_ref()?)))
+        .map(|(m, quota)| {
+            let subject = &m.summary.subject;
+            let several = measured
+                .iter()
+                .filter(|o| &o.summary.subject == subject && o.summary.quota.is_some())
+                .count()
+                > 1;
+            let stem = match several {
+                true => format!("quota_{subject}_{}", m.summary.limit_id),
+                false => format!("quota_{subject}"),
+            };
+            let stem: String = stem
+                .chars()
+                .map(|c| match c {
+                    'a'..='z' | 'A'..='Z' | '0'..='9' | '-' | '_' => c,
+                    _ => '_',
+                })
+                .collect();
+            let s = m.series.downsampled(POINTS * 2);
+            let used = s
+                .peak
+                .iter()
+                .enumerate()
+                .map(|(i, v)| (seconds(i, s.bucket_us), *v as f64))
+                .collect();
+            let at = quota
+                .resets()
+                .map(|p| {
+                    let x = p.start_ms.saturating_sub(quota.run_start_ms) as f64 / 1e3;
+                    (x, quota.day_label(p))
+                })
+                .collect();
+            let chart = Chart {
+                title: format!("Quota {subject}: {}", quota.describe()),
+                y_label: "units used in the period".into(),
+                lines: vec![("the busiest identity".into(), used)],
+                limit: Some((quota.quota as f64, "quota".into())),
+                markers: Some(Markers {
+                    caption: "reset (local date)".into(),
+                    at,
+                }),
+                ..Chart::default()
+            };
+            (stem, chart)
+        })
+        .collect()
+}
+
 /// Writes every file into `dir` (created if missing); returns their paths.
 pub fn write(sim: &Simulation, dir: &Path) -> Result<Vec<PathBuf>, SimulateError> {
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     let mut charts = vec![
-        ("offered_admitted", offered_admitted(&sim.measured)),
         (
-            "window_peak",
+            "offered_admitted".to_string(),
+            offered_admitted(&sim.measured),
+        ),
+        (
+            "window_peak".to_string(),
             window_peak(
                 &sim.measured,
                 "Most admitted in any window, against the limit",
@@ -178,11 +237,12 @@ pub fn write(sim: &Simulation, dir: &Path) -> Result<Vec<PathBuf>, SimulateError
         ),
     ];
     if !sim.edge.is_empty() {
-        charts.push(("window_edge", window_edge(&sim.edge)));
+        charts.push(("window_edge".to_string(), window_edge(&sim.edge)));
     }
     if let Some(chart) = store_down(sim) {
-        charts.push(("store_down", chart));
+        charts.push(("store_down".to_string(), chart));
     }
+    charts.extend(quotas(&sim.measured));
     let mut files = Vec::new();
     for (stem, chart) in &charts {
         plot::write(chart, dir, stem)?;
