@@ -28,11 +28,11 @@ pub fn parse_span(text: &str) -> Result<(Duration, Duration), String> {
     Ok((from, to))
 }
 
-/// The simulated clock's first instant, as typed (`2026-01-01T00:00:00Z`) and in microseconds
+/// The simulated clock's first instant, in UTC (`2026-01-01T00:00:00Z`) and in microseconds
 /// since the epoch.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Start {
-    /// What was typed, for the report.
+    /// The instant in UTC, for the report.
     pub text: String,
     /// The instant.
     pub us: Micros,
@@ -60,7 +60,7 @@ pub fn parse_start(text: &str) -> Result<Start, String> {
     let us = u64::try_from(instant.as_microsecond())
         .map_err(|_| format!("`{text}`: the simulated clock starts in 1970 at the earliest"))?;
     Ok(Start {
-        text: text.to_string(),
+        text: instant.to_string(),
         us: Micros::new(us),
     })
 }
@@ -74,9 +74,10 @@ mod tests {
         let new_year = Micros::new(1_767_225_600_000_000);
         assert_eq!(parse_start("2026-01-01T00:00:00Z").unwrap().us, new_year);
         assert_eq!(parse_start("2026-01-01").unwrap().us, new_year);
+        let start = parse_start("2026-01-01T01:00:00+01:00").unwrap();
         assert_eq!(
-            parse_start("2026-01-01T01:00:00+01:00").unwrap().us,
-            new_year
+            (start.us, start.text.as_str()),
+            (new_year, "2026-01-01T00:00:00Z")
         );
         assert!(parse_start("2026-01-01T00:00:00").is_err(), "no offset");
         assert!(parse_start("1969-12-31T00:00:00Z").is_err());

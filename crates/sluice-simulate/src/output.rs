@@ -2,7 +2,7 @@
 //!
 //! - `offered_admitted`: offered and admitted units per second, per rule or algorithm;
 //! - `window_peak`: the most units admitted to one identity in a window of the limit's length,
-//!   against the limit;
+//!   against the limit (limits other than quotas, which have their own);
 //! - `window_edge` (comparing algorithms): the same for bursts on both sides of a window edge;
 //! - `store_down` (with `--store-down`): what each fail policy admitted across the nodes;
 //! - `quota_<rule>` (per quota limit; `quota_<rule>_<limit>` when a rule has several): what the
@@ -54,12 +54,34 @@ fn offered_admitted(measured: &[Measured]) -> Chart {
         let s = m.series.downsampled(POINTS);
         lines.push((m.summary.subject.clone(), rate(&s.admitted, s.bucket_us)));
     }
+    let (scale, per) = rate_unit(&lines);
+    for (_, points) in &mut lines {
+        points.iter_mut().for_each(|p| p.1 *= scale);
+    }
     Chart {
         title: "Offered and admitted".into(),
-        y_label: "units per second".into(),
+        y_label: format!("units per {per}"),
         lines,
         ..Chart::default()
     }
+}
+
+/// The unit that shows the highest of these per-second rates as at least 1 (a year of a
+/// monthly quota is a few units an hour): its factor from per second, and its name.
+fn rate_unit(lines: &[(String, Vec<(f64, f64)>)]) -> (f64, &'static str) {
+    let top = lines
+        .iter()
+        .flat_map(|(_, points)| points.iter().map(|p| p.1))
+        .fold(0.0, f64::max);
+    [(60.0, "minute"), (3600.0, "hour"), (86400.0, "day")]
+        .into_iter()
+        .fold((1.0, "second"), |unit, (scale, name)| {
+            if top * unit.0 < 1.0 && top > 0.0 {
+                (scale, name)
+            } else {
+                unit
+            }
+        })
 }
 
 /// The peak-in-a-window chart; in % of each limit when the limits differ.
@@ -223,19 +245,23 @@ fn quotas(measured: &[Measured]) -> Vec<(String, Chart)> {
 /// Writes every file into `dir` (created if missing); returns their paths.
 pub fn write(sim: &Simulation, dir: &Path) -> Result<Vec<PathBuf>, SimulateError> {
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    let mut charts = vec![
-        (
-            "offered_admitted".to_string(),
-            offered_admitted(&sim.measured),
-        ),
-        (
+    let mut charts = vec![(
+        "offered_admitted".to_string(),
+        offered_admitted(&sim.measured),
+    )];
+    // A quota's window is its period, which its own chart shows with the resets.
+    let windowed: Vec<Measured> = sim
+        .measured
+        .iter()
+        .filter(|m| m.summary.quota.is_none())
+        .cloned()
+        .collect();
+    if !windowed.is_empty() {
+        charts.push((
             "window_peak".to_string(),
-            window_peak(
-                &sim.measured,
-                "Most admitted in any window, against the limit",
-            ),
-        ),
-    ];
+            window_peak(&windowed, "Most admitted in any window, against the limit"),
+        ));
+    }
     if !sim.edge.is_empty() {
         charts.push(("window_edge".to_string(), window_edge(&sim.edge)));
     }
