@@ -87,7 +87,7 @@ pub struct SimulateArgs {
     pub trace: Option<PathBuf>,
     /// When the simulated clock starts: an instant with its offset (`2026-03-27T00:00:00+01:00`)
     /// or a date, at midnight UTC (`2028-01-01`). Quota periods and their daylight-saving changes
-    /// are those of the calendar from there.
+    /// are those of the calendar from there; a trace's first request is at this instant.
     #[arg(long, default_value = "2026-01-01T00:00:00Z", value_parser = parse_start)]
     pub start: Start,
     /// Write report.md, report.json and the plots (SVG and PNG) into this directory.

@@ -199,7 +199,7 @@ impl QuotaTally {
         let Some(open) = self.open.as_mut() else {
             return false;
         };
-        let used = open.exact.entry(identity.to_string()).or_default();
+        let used = count_of(&mut open.exact, identity);
         let admitted = *used + cost <= limit;
         if admitted {
             *used += cost;
@@ -224,7 +224,7 @@ impl QuotaTally {
         let counted = &mut open.counted;
         counted.offered += cost;
         if admitted {
-            let used = open.used.entry(identity.to_string()).or_default();
+            let used = count_of(&mut open.used, identity);
             *used += cost;
             counted.admitted += cost;
             counted.most_to_one = counted.most_to_one.max(*used);
@@ -281,6 +281,14 @@ impl QuotaTally {
     }
 }
 
+/// The count of `identity`, created when new (its key copied only then, not per request).
+fn count_of<'a>(counts: &'a mut HashMap<String, u64>, identity: &str) -> &'a mut u64 {
+    if !counts.contains_key(identity) {
+        counts.insert(identity.to_string(), 0);
+    }
+    counts.get_mut(identity).expect("inserted above")
+}
+
 fn instant(us: Micros) -> Timestamp {
     Timestamp::from_microsecond(us.get().min(i64::MAX as u64) as i64).unwrap_or(Timestamp::MAX)
 }
@@ -306,7 +314,54 @@ fn length(us: Micros) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::{Micros, length, ordinal};
+    use super::{Micros, Period, PeriodUnit, QuotaTally, length, ordinal};
+
+    #[test]
+    fn periods_without_traffic_are_listed_and_counts_start_again_at_each_reset() {
+        let period = Period::new(PeriodUnit::Month)
+            .anchored(31)
+            .unwrap()
+            .in_zone("Europe/Berlin")
+            .unwrap();
+        // 2026-01-01T00:00:00Z, 01:00 in Berlin.
+        let start = Micros::new(1_767_225_600_000_000);
+        let day = Micros::from_secs(86_400);
+        let mut tally = QuotaTally::new(&period, 2);
+        // Three requests in January, the third past the quota; one in April.
+        for (days, allowed) in [(1, true), (2, true), (3, false), (100, true)] {
+            let now = start + days * day;
+            let quota = tally.enter(start, now);
+            assert_eq!(quota.exact_admit("a", 1, 2), allowed, "day {days}");
+            quota.record("a", now, 1, allowed, allowed);
+        }
+        let summary = tally.finish(120 * day);
+        let rows: Vec<(&str, u64, u64, bool, bool)> = summary
+            .periods
+            .iter()
+            .map(|p| {
+                let reached = p.quota_reached.is_some();
+                (
+                    p.start_local.as_str(),
+                    p.offered,
+                    p.admitted,
+                    reached,
+                    p.reset,
+                )
+            })
+            .collect();
+        assert_eq!(
+            rows,
+            [
+                ("2025-12-31 00:00 CET", 3, 2, true, false),
+                ("2026-01-31 00:00 CET", 0, 0, false, true),
+                ("2026-02-28 00:00 CET", 0, 0, false, true),
+                ("2026-03-31 00:00 CEST", 1, 1, false, true),
+                ("2026-04-30 00:00 CEST", 0, 0, false, true),
+            ]
+        );
+        assert_eq!(summary.periods[0].most_to_one, 2);
+        assert_eq!(summary.day_label(&summary.periods[2]), "Feb 28");
+    }
 
     #[test]
     fn lengths_and_anchors_read_as_a_person_writes_them() {
