@@ -1,6 +1,7 @@
 //! The files of `--out DIR`: `report.md`, `report.json`, and the plots as SVG and PNG.
 //!
-//! - `offered_admitted`: offered and admitted units per second, per rule or algorithm;
+//! - `offered_admitted`: offered and admitted units per second (per minute, hour or day when
+//!   fewer), per rule or algorithm, with the resets of the run's quota when it has one;
 //! - `window_peak`: the most units admitted to one identity in a window of the limit's length,
 //!   against the limit (limits other than quotas, which have their own);
 //! - `window_edge` (comparing algorithms): the same for bursts on both sides of a window edge;
@@ -13,6 +14,7 @@ use std::path::{Path, PathBuf};
 
 use super::Simulation;
 use super::plot::{self, Chart, Markers};
+use super::quota::QuotaSummary;
 use super::replay::Measured;
 use crate::error::{Context, SimulateError};
 use sluice::Micros;
@@ -58,10 +60,17 @@ fn offered_admitted(measured: &[Measured]) -> Chart {
     for (_, points) in &mut lines {
         points.iter_mut().for_each(|p| p.1 *= scale);
     }
+    // Where a quota resets explains where admissions start again; with one quota, its resets.
+    let mut quotas = measured.iter().filter_map(|m| m.summary.quota.as_ref());
+    let markers = match (quotas.next(), quotas.next()) {
+        (Some(quota), None) => Some(resets(quota)),
+        _ => None,
+    };
     Chart {
         title: "Offered and admitted".into(),
         y_label: format!("units per {per}"),
         lines,
+        markers,
         ..Chart::default()
     }
 }
@@ -189,6 +198,21 @@ fn store_down(sim: &Simulation) -> Option<Chart> {
     })
 }
 
+/// A quota's resets as a chart's markers.
+fn resets(quota: &QuotaSummary) -> Markers {
+    let at = quota
+        .resets()
+        .map(|p| {
+            let x = p.start_ms.saturating_sub(quota.run_start_ms) as f64 / 1e3;
+            (x, quota.day_label(p))
+        })
+        .collect();
+    Markers {
+        caption: "reset (local date)".into(),
+        at,
+    }
+}
+
 /// One chart per quota limit, with its file's stem.
 fn quotas(measured: &[Measured]) -> Vec<(String, Chart)> {
     measured
@@ -219,22 +243,12 @@ fn quotas(measured: &[Measured]) -> Vec<(String, Chart)> {
                 .enumerate()
                 .map(|(i, v)| (seconds(i, s.bucket_us), *v as f64))
                 .collect();
-            let at = quota
-                .resets()
-                .map(|p| {
-                    let x = p.start_ms.saturating_sub(quota.run_start_ms) as f64 / 1e3;
-                    (x, quota.day_label(p))
-                })
-                .collect();
             let chart = Chart {
                 title: format!("Quota {subject}: {}", quota.describe()),
                 y_label: "units used in the period".into(),
                 lines: vec![("the busiest identity".into(), used)],
                 limit: Some((quota.quota as f64, "quota".into())),
-                markers: Some(Markers {
-                    caption: "reset (local date)".into(),
-                    at,
-                }),
+                markers: Some(resets(quota)),
                 ..Chart::default()
             };
             (stem, chart)

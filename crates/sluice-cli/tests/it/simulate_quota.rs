@@ -255,6 +255,11 @@ async fn the_report_and_the_plot_show_each_reset() {
         labels.iter().any(|l| l == "reset (local date)"),
         "the legend names them"
     );
+    let rates = texts(&std::fs::read_to_string(dir.join("offered_admitted.svg")).unwrap());
+    assert!(
+        rates.iter().any(|l| l == "Feb 29") && rates.iter().any(|l| l == "units per hour"),
+        "the offered and admitted chart marks the resets too, per hour: {rates:?}"
+    );
     let png = std::fs::read(dir.join("quota_api.png")).unwrap();
     assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
     let md = std::fs::read_to_string(dir.join("report.md")).unwrap();
