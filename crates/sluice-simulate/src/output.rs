@@ -213,6 +213,27 @@ fn resets(quota: &QuotaSummary) -> Markers {
     }
 }
 
+/// What the busiest identity had used of a quota over time. A bucket without a request holds
+/// what was used before it, or nothing when a reset falls within it: what was used does not
+/// change between requests, only at a reset.
+fn used(m: &Measured, resets: &Markers) -> Vec<(f64, f64)> {
+    let s = m.series.downsampled(POINTS * 2);
+    let mut last = 0.0;
+    s.peak
+        .iter()
+        .enumerate()
+        .map(|(i, v)| {
+            let (from, to) = (seconds(i, s.bucket_us), seconds(i + 1, s.bucket_us));
+            if *v > 0 {
+                last = *v as f64;
+            } else if resets.at.iter().any(|(x, _)| (from..to).contains(x)) {
+                last = 0.0;
+            }
+            (from, last)
+        })
+        .collect()
+}
+
 /// One chart per quota limit, with its file's stem.
 fn quotas(measured: &[Measured]) -> Vec<(String, Chart)> {
     measured
@@ -236,19 +257,13 @@ fn quotas(measured: &[Measured]) -> Vec<(String, Chart)> {
                     _ => '_',
                 })
                 .collect();
-            let s = m.series.downsampled(POINTS * 2);
-            let used = s
-                .peak
-                .iter()
-                .enumerate()
-                .map(|(i, v)| (seconds(i, s.bucket_us), *v as f64))
-                .collect();
+            let markers = resets(quota);
             let chart = Chart {
                 title: format!("Quota {subject}: {}", quota.describe()),
                 y_label: "units used in the period".into(),
-                lines: vec![("the busiest identity".into(), used)],
+                lines: vec![("the busiest identity".into(), used(m, &markers))],
                 limit: Some((quota.quota as f64, "quota".into())),
-                markers: Some(resets(quota)),
+                markers: Some(markers),
                 ..Chart::default()
             };
             (stem, chart)
