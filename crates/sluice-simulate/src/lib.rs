@@ -13,9 +13,9 @@
 //! - [`replay`]: subjects and the run; [`outage`]: the failing store and the fleets per policy;
 //!   [`batches`]: the rules replayed again with hot-key batches across nodes;
 //! - [`window`]: trailing-window sums; [`reference`](mod@reference): the exact sliding log; [`tally`]: what one
-//!   limit did; [`series`]: counts over time;
-//! - [`report`]: text, `report.md`, `report.json`; [`plot`]: SVG and PNG charts; [`output`]: the
-//!   files of `--out`.
+//!   limit did; [`quota`]: a quota's calendar periods and resets; [`series`]: counts over time;
+//! - [`report`]: text, `report.md`, `report.json`, with a table per quota (`quota_report`);
+//!   [`plot`]: SVG and PNG charts; [`output`]: the files of `--out`.
 #![warn(missing_docs)]
 #![forbid(unsafe_code)]
 
@@ -33,6 +33,8 @@ mod flags;
 pub mod outage;
 pub mod output;
 pub mod plot;
+pub mod quota;
+mod quota_report;
 pub mod reference;
 pub mod replay;
 pub mod report;
@@ -55,7 +57,7 @@ use tracing::instrument::WithSubscriber;
 pub use error::SimulateError;
 use event::Traffic;
 use flags::parse_hold;
-pub use flags::parse_span;
+pub use flags::{Start, parse_span, parse_start};
 use replay::{Measured, Subject};
 use report::{Outage, Report, Setup};
 use traffic::{Pattern, PatternTraffic, TrafficArgs};
@@ -83,6 +85,11 @@ pub struct SimulateArgs {
     /// Replay a trace file (.csv or .jsonl) instead of a pattern.
     #[arg(long)]
     pub trace: Option<PathBuf>,
+    /// When the simulated clock starts: an instant with its offset (`2026-03-27T00:00:00+01:00`)
+    /// or a date, at midnight UTC (`2028-01-01`). Quota periods and their daylight-saving changes
+    /// are those of the calendar from there; a trace's first request is at this instant.
+    #[arg(long, default_value = "2026-01-01T00:00:00Z", value_parser = parse_start)]
+    pub start: Start,
     /// Write report.md, report.json and the plots (SVG and PNG) into this directory.
     #[arg(long)]
     pub out: Option<PathBuf>,
@@ -174,8 +181,9 @@ fn algorithm_rules(args: &SimulateArgs) -> Vec<(String, Rule)> {
         .collect()
 }
 
-/// The simulated clock's start: 2026-01-01, on a window edge of every window dividing a day.
-fn base_us() -> Micros {
+/// The window-edge case's start: 2026-01-01, on a window edge of every window dividing a day,
+/// whatever `--start` says, so that its bursts straddle an edge.
+fn edge_base_us() -> Micros {
     ManualClock::at_2026().now_us()
 }
 
@@ -193,7 +201,8 @@ pub async fn simulate(
     progress: &ProgressBar,
 ) -> Result<Simulation, SimulateError> {
     let plan = plan(args)?;
-    let clock = ManualClock::at_2026();
+    let start = args.start.us;
+    let clock = ManualClock::new(start);
     let (mut traffic, attack, describe): (Box<dyn Traffic>, _, _) = match &args.trace {
         Some(path) => (
             Box::new(trace::TraceTraffic::open(path)?),
@@ -240,7 +249,7 @@ pub async fn simulate(
         .store_down
         .map(|(from, to)| (Micros::from(from), Micros::from(to)));
     if let Some((from, to)) = outage {
-        let down = (base_us() + from, base_us() + to);
+        let down = (start + from, start + to);
         for policy in outage::POLICIES {
             let fleet = outage::fleet(&plan.rules, policy, args.nodes, &clock, down)?;
             for (name, rule) in &plan.rules {
@@ -257,10 +266,13 @@ pub async fn simulate(
             }
         }
     }
-    let totals =
-        replay::replay(traffic.as_mut(), &mut subjects, &clock, base_us(), progress).await?;
+    let totals = replay::replay(traffic.as_mut(), &mut subjects, &clock, start, progress).await?;
     progress.finish_and_clear();
-    let mut all = replay::finish(subjects);
+    let run_us = match &args.trace {
+        Some(_) => totals.last_us + Micros::new(1),
+        None => Micros::from(args.traffic.duration),
+    };
+    let mut all = replay::finish(subjects, run_us);
     let outage_rows: Vec<Measured> = all
         .split_off(main_count)
         .into_iter()
@@ -277,6 +289,7 @@ pub async fn simulate(
             traffic: describe,
             requests: totals.requests,
             identities: traffic.identities().len(),
+            start: args.start.text.clone(),
             simulated_s: match &args.trace {
                 Some(_) => totals.last_us.as_secs_f64(),
                 None => args.traffic.duration.as_secs_f64(),
@@ -336,14 +349,16 @@ async fn window_edge(args: &SimulateArgs, plan: &Plan) -> Result<Vec<Measured>, 
         &mut traffic,
         &mut subjects,
         &clock,
-        base_us(),
+        edge_base_us(),
         &ProgressBar::hidden(),
     )
     .await?;
-    Ok(replay::finish(subjects)
-        .into_iter()
-        .flat_map(|s| s.1)
-        .collect())
+    Ok(
+        replay::finish(subjects, Micros::from(traffic_args.duration))
+            .into_iter()
+            .flat_map(|s| s.1)
+            .collect(),
+    )
 }
 
 fn describe_pattern(t: &TrafficArgs) -> String {

@@ -1,15 +1,20 @@
 //! The files of `--out DIR`: `report.md`, `report.json`, and the plots as SVG and PNG.
 //!
-//! - `offered_admitted`: offered and admitted units per second, per rule or algorithm;
+//! - `offered_admitted`: offered and admitted units per second (per minute, hour or day when
+//!   fewer), per rule or algorithm, with the resets of the run's quota when it has one;
 //! - `window_peak`: the most units admitted to one identity in a window of the limit's length,
-//!   against the limit;
+//!   against the limit (limits other than quotas, which have their own);
 //! - `window_edge` (comparing algorithms): the same for bursts on both sides of a window edge;
-//! - `store_down` (with `--store-down`): what each fail policy admitted across the nodes.
+//! - `store_down` (with `--store-down`): what each fail policy admitted across the nodes;
+//! - `quota_<rule>` (per quota limit; `quota_<rule>_<limit>` when a rule has several): what the
+//!   busiest identity had used of the quota over time, with a line at each reset labelled with
+//!   the period's first day in the quota's zone.
 
 use std::path::{Path, PathBuf};
 
 use super::Simulation;
-use super::plot::{self, Chart};
+use super::plot::{self, Chart, Markers};
+use super::quota::QuotaSummary;
 use super::replay::Measured;
 use crate::error::{Context, SimulateError};
 use sluice::Micros;
@@ -51,12 +56,41 @@ fn offered_admitted(measured: &[Measured]) -> Chart {
         let s = m.series.downsampled(POINTS);
         lines.push((m.summary.subject.clone(), rate(&s.admitted, s.bucket_us)));
     }
+    let (scale, per) = rate_unit(&lines);
+    for (_, points) in &mut lines {
+        points.iter_mut().for_each(|p| p.1 *= scale);
+    }
+    // Where a quota resets explains where admissions start again; with one quota, its resets.
+    let mut quotas = measured.iter().filter_map(|m| m.summary.quota.as_ref());
+    let markers = match (quotas.next(), quotas.next()) {
+        (Some(quota), None) => Some(resets(quota)),
+        _ => None,
+    };
     Chart {
         title: "Offered and admitted".into(),
-        y_label: "units per second".into(),
+        y_label: format!("units per {per}"),
         lines,
+        markers,
         ..Chart::default()
     }
+}
+
+/// The unit that shows the highest of these per-second rates as at least 1 (a year of a
+/// monthly quota is a few units an hour): its factor from per second, and its name.
+fn rate_unit(lines: &[(String, Vec<(f64, f64)>)]) -> (f64, &'static str) {
+    let top = lines
+        .iter()
+        .flat_map(|(_, points)| points.iter().map(|p| p.1))
+        .fold(0.0, f64::max);
+    [(60.0, "minute"), (3600.0, "hour"), (86400.0, "day")]
+        .into_iter()
+        .fold((1.0, "second"), |unit, (scale, name)| {
+            if top * unit.0 < 1.0 && top > 0.0 {
+                (scale, name)
+            } else {
+                unit
+            }
+        })
 }
 
 /// The peak-in-a-window chart; in % of each limit when the limits differ.
@@ -164,25 +198,106 @@ fn store_down(sim: &Simulation) -> Option<Chart> {
     })
 }
 
+/// A quota's resets as a chart's markers.
+fn resets(quota: &QuotaSummary) -> Markers {
+    let at = quota
+        .resets()
+        .map(|p| {
+            let x = p.start_ms.saturating_sub(quota.run_start_ms) as f64 / 1e3;
+            (x, quota.day_label(p))
+        })
+        .collect();
+    Markers {
+        caption: "reset (local date)".into(),
+        at,
+    }
+}
+
+/// What the busiest identity had used of a quota over time. A bucket without a request holds
+/// what was used before it, or nothing when a reset falls within it: what was used does not
+/// change between requests, only at a reset.
+fn used(m: &Measured, resets: &Markers) -> Vec<(f64, f64)> {
+    let s = m.series.downsampled(POINTS * 2);
+    let mut last = 0.0;
+    s.peak
+        .iter()
+        .enumerate()
+        .map(|(i, v)| {
+            let (from, to) = (seconds(i, s.bucket_us), seconds(i + 1, s.bucket_us));
+            if *v > 0 {
+                last = *v as f64;
+            } else if resets.at.iter().any(|(x, _)| (from..to).contains(x)) {
+                last = 0.0;
+            }
+            (from, last)
+        })
+        .collect()
+}
+
+/// One chart per quota limit, with its file's stem.
+fn quotas(measured: &[Measured]) -> Vec<(String, Chart)> {
+    measured
+        .iter()
+        .filter_map(|m| Some((m, m.summary.quota.as_ref()?)))
+        .map(|(m, quota)| {
+            let subject = &m.summary.subject;
+            let several = measured
+                .iter()
+                .filter(|o| &o.summary.subject == subject && o.summary.quota.is_some())
+                .count()
+                > 1;
+            let stem = match several {
+                true => format!("quota_{subject}_{}", m.summary.limit_id),
+                false => format!("quota_{subject}"),
+            };
+            let stem: String = stem
+                .chars()
+                .map(|c| match c {
+                    'a'..='z' | 'A'..='Z' | '0'..='9' | '-' | '_' => c,
+                    _ => '_',
+                })
+                .collect();
+            let markers = resets(quota);
+            let chart = Chart {
+                title: format!("Quota {subject}: {}", quota.describe()),
+                y_label: "units used in the period".into(),
+                lines: vec![("the busiest identity".into(), used(m, &markers))],
+                limit: Some((quota.quota as f64, "quota".into())),
+                markers: Some(markers),
+                ..Chart::default()
+            };
+            (stem, chart)
+        })
+        .collect()
+}
+
 /// Writes every file into `dir` (created if missing); returns their paths.
 pub fn write(sim: &Simulation, dir: &Path) -> Result<Vec<PathBuf>, SimulateError> {
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    let mut charts = vec![
-        ("offered_admitted", offered_admitted(&sim.measured)),
-        (
-            "window_peak",
-            window_peak(
-                &sim.measured,
-                "Most admitted in any window, against the limit",
-            ),
-        ),
-    ];
+    let mut charts = vec![(
+        "offered_admitted".to_string(),
+        offered_admitted(&sim.measured),
+    )];
+    // A quota's window is its period, which its own chart shows with the resets.
+    let windowed: Vec<Measured> = sim
+        .measured
+        .iter()
+        .filter(|m| m.summary.quota.is_none())
+        .cloned()
+        .collect();
+    if !windowed.is_empty() {
+        charts.push((
+            "window_peak".to_string(),
+            window_peak(&windowed, "Most admitted in any window, against the limit"),
+        ));
+    }
     if !sim.edge.is_empty() {
-        charts.push(("window_edge", window_edge(&sim.edge)));
+        charts.push(("window_edge".to_string(), window_edge(&sim.edge)));
     }
     if let Some(chart) = store_down(sim) {
-        charts.push(("store_down", chart));
+        charts.push(("store_down".to_string(), chart));
     }
+    charts.extend(quotas(&sim.measured));
     let mut files = Vec::new();
     for (stem, chart) in &charts {
         plot::write(chart, dir, stem)?;

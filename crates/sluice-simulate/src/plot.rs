@@ -7,7 +7,9 @@ use std::path::Path;
 use std::sync::Once;
 
 use plotters::coord::Shift;
+use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 use crate::error::SimulateError;
 
@@ -45,7 +47,22 @@ pub struct Chart {
     pub span: Option<(f64, f64, String)>,
     /// Draw earlier lines wider (for lines expected to coincide).
     pub widen: bool,
+    /// Vertical lines at instants of note (a quota's resets), with their labels.
+    pub markers: Option<Markers>,
 }
+
+/// Vertical lines across a chart, each labelled at the top.
+#[derive(Debug, Clone, Default)]
+pub struct Markers {
+    /// What the lines mark, for the legend.
+    pub caption: String,
+    /// `(x in seconds from the start, label)`.
+    pub at: Vec<(f64, String)>,
+}
+
+/// At most this many markers are labelled (every other one, or fewer, past it), so that labels do
+/// not overlap; at most this many times as many lines are drawn.
+const MARKER_LABELS: usize = 16;
 
 fn register_font() {
     static ONCE: Once = Once::new();
@@ -57,7 +74,9 @@ fn register_font() {
 
 /// The unit the x axis shows for a run of `seconds`: (divisor, name).
 fn time_unit(seconds: f64) -> (f64, &'static str) {
-    if seconds > 3.0 * 3600.0 {
+    if seconds > 3.0 * 86400.0 {
+        (86400.0, "days")
+    } else if seconds > 3.0 * 3600.0 {
         (3600.0, "hours")
     } else if seconds > 180.0 {
         (60.0, "minutes")
@@ -73,6 +92,48 @@ pub fn write(chart: &Chart, dir: &Path, stem: &str) -> Result<(), SimulateError>
     draw(SVGBackend::new(&svg, SIZE).into_drawing_area(), chart)?;
     let png = dir.join(format!("{stem}.png"));
     draw(BitMapBackend::new(&png, SIZE).into_drawing_area(), chart)?;
+    Ok(())
+}
+
+/// Headroom above the highest value: room for the legend, and with markers for their labels
+/// under it.
+fn headroom(chart: &Chart) -> f64 {
+    if chart.markers.is_some() { 1.5 } else { 1.15 }
+}
+
+/// The markers' lines and labels; only every `step`-th when there are many (days over a year).
+/// Labels sit under the legend and above the data (see [`headroom`]), right of their line, or
+/// left of it near the right edge so that none is cut.
+fn draw_markers<DB: DrawingBackend>(
+    plot: &mut ChartContext<'_, DB, Cartesian2d<RangedCoordf64, RangedCoordf64>>,
+    markers: &Markers,
+    (unit, x_end): (f64, f64),
+    y_top: f64,
+) -> Result<(), DrawingAreaErrorKind<DB::ErrorType>> {
+    let label_step = markers.at.len().div_ceil(MARKER_LABELS).max(1);
+    let line_step = markers.at.len().div_ceil(MARKER_LABELS * 8).max(1);
+    let style = ShapeStyle::from(&RGBColor(150, 150, 150)).stroke_width(1);
+    let lines = markers
+        .at
+        .iter()
+        .step_by(line_step)
+        .map(|(x, _)| PathElement::new(vec![(x / unit, 0.0), (x / unit, y_top)], style));
+    plot.draw_series(lines)?
+        .label(markers.caption.as_str())
+        .legend(move |(x, y)| PathElement::new(vec![(x + 9, y - 6), (x + 9, y + 6)], style));
+    let font = ("sans-serif", 12).into_font().color(&RGBColor(90, 90, 90));
+    let labels = markers.at.iter().step_by(label_step).map(|(x, label)| {
+        // Near the right edge a label goes left of its line, and a line lower so that it does
+        // not run into the label before it.
+        let (side, y) = if *x > 0.95 * x_end {
+            (HPos::Right, 0.75)
+        } else {
+            (HPos::Left, 0.8)
+        };
+        let font = font.clone().pos(Pos::new(side, VPos::Top));
+        Text::new(format!(" {label} "), (x / unit, y_top * y), font)
+    });
+    plot.draw_series(labels)?;
     Ok(())
 }
 
@@ -97,7 +158,7 @@ fn draw<DB: DrawingBackend>(
         .flat_map(|(_, points)| points.iter().map(|p| p.1))
         .chain(chart.limit.as_ref().map(|l| l.0))
         .fold(1.0, f64::max)
-        * 1.15;
+        * headroom(chart);
     let mut plot = ChartBuilder::on(&root)
         .caption(&chart.title, ("sans-serif", 22))
         .margin(16)
@@ -133,6 +194,9 @@ fn draw<DB: DrawingBackend>(
             .map_err(fail)?
             .label(caption.as_str())
             .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], style));
+    }
+    if let Some(markers) = &chart.markers {
+        draw_markers(&mut plot, markers, (unit, x_end), y_top).map_err(fail)?;
     }
     let n = chart.lines.len() as u32;
     for (i, (name, points)) in chart.lines.iter().enumerate() {

@@ -100,6 +100,8 @@ pub async fn replay(
                 identity_key(&limit.attributes, attributes, &mut key);
                 let request = Request {
                     at_us: event.at_us,
+                    start_us: base_us,
+                    limit: limit.quota,
                     requester: event.identity,
                     identity: &key,
                     cost: event.cost,
@@ -118,8 +120,8 @@ pub async fn replay(
     Ok(totals)
 }
 
-/// Ends the run: each limit's counts and series, subject by subject.
-pub fn finish(subjects: Vec<Subject>) -> Vec<(String, Vec<Measured>)> {
+/// Ends a run of `run_us`: each limit's counts and series, subject by subject.
+pub fn finish(subjects: Vec<Subject>, run_us: Micros) -> Vec<(String, Vec<Measured>)> {
     subjects
         .into_iter()
         .map(|subject| {
@@ -128,7 +130,7 @@ pub fn finish(subjects: Vec<Subject>) -> Vec<(String, Vec<Measured>)> {
                 .tallies
                 .into_iter()
                 .map(|tally| {
-                    let (summary, series) = tally.finish(skipped);
+                    let (summary, series) = tally.finish(skipped, run_us);
                     Measured { summary, series }
                 })
                 .collect();

@@ -4,12 +4,15 @@
 //! in any window of the limit's length (the burst a backend really sees) against the limit;
 //! admissions beyond an exact sliding log and denials it would not have made; the mean error of
 //! the admitted rate; and, under the `attacker` pattern, the attacker's time to its first denial
-//! and to recovery. With a store outage, a second table per fail policy.
+//! and to recovery. With a store outage, a second table per fail policy. A quota is measured per
+//! calendar period instead of per sliding window, and gets a table of its periods and resets
+//! ([`quota_report`](crate::quota_report)).
 
 use std::fmt::Write;
 
 use serde::Serialize;
 
+use super::quota_report;
 use super::tally::Summary;
 
 /// What was simulated.
@@ -21,6 +24,8 @@ pub struct Setup {
     pub requests: u64,
     /// Distinct identities.
     pub identities: usize,
+    /// The simulated clock's start, as given (`2026-01-01T00:00:00Z`).
+    pub start: String,
     /// Simulated time covered (seconds).
     pub simulated_s: f64,
     /// The command line that reproduces the run.
@@ -82,16 +87,25 @@ const HEADER: [&str; 11] = [
 ];
 
 fn row(s: &Summary, several: bool) -> [String; 11] {
-    let rate = format!("{}/{}", s.limit, format_ms(s.window_ms));
+    // A quota's window is its calendar period, which no one length stands for.
+    let rate = match &s.quota {
+        Some(quota) => format!("{}/{}", s.limit, quota.period),
+        None => format!("{}/{}", s.limit, format_ms(s.window_ms)),
+    };
     let limit = if several {
         format!("{} {rate}", s.limit_id)
     } else {
         rate
     };
     let peak = format!(
-        "{} ({:.2}× limit)",
+        "{} ({:.2}× {})",
         s.peak_in_window,
-        s.peak_in_window as f64 / s.limit.max(1) as f64
+        s.peak_in_window as f64 / s.limit.max(1) as f64,
+        if s.quota.is_some() {
+            "quota, in a period"
+        } else {
+            "limit"
+        }
     );
     let skipped = if s.skipped_requests > 0 {
         format!(" ({} skipped)", s.skipped_requests)
@@ -137,6 +151,14 @@ const OUTAGE_HEADER: [&str; 6] = [
 /// `90000` → `90s`, `60000` → `1m`.
 fn format_ms(ms: u64) -> String {
     sluice::model::format_duration(std::time::Duration::from_millis(ms))
+}
+
+/// `quota api …` → `Quota api …`.
+fn upper_first(text: &str) -> String {
+    let mut chars = text.chars();
+    chars.next().map_or_else(String::new, |first| {
+        first.to_uppercase().chain(chars).collect()
+    })
 }
 
 /// Columns padded to their widest cell.
@@ -185,7 +207,7 @@ fn rows(limits: &[Summary]) -> Vec<[String; 11]> {
 impl Report {
     fn setup_line(&self) -> String {
         format!(
-            "{} — {} request{} from {} identit{} over {:.0} s of simulated time",
+            "{} — {} request{} from {} identit{} over {:.0} s of simulated time from {}",
             self.setup.traffic,
             self.setup.requests,
             if self.setup.requests == 1 { "" } else { "s" },
@@ -195,14 +217,33 @@ impl Report {
             } else {
                 "ies"
             },
-            self.setup.simulated_s
+            self.setup.simulated_s,
+            self.setup.start
         )
+    }
+
+    /// Each quota limit's title and rows.
+    fn quotas(&self) -> Vec<(String, Vec<[String; 8]>)> {
+        self.limits
+            .iter()
+            .filter_map(|s| {
+                let quota = s.quota.as_ref()?;
+                Some((quota_report::title(s, quota), quota_report::rows(quota)))
+            })
+            .collect()
     }
 
     /// The report as terminal text.
     pub fn text(&self) -> String {
         let rows = rows(&self.limits);
         let mut out = format!("{}\n\n{}", self.setup_line(), text_table(HEADER, &rows));
+        for (title, rows) in self.quotas() {
+            let _ = write!(
+                out,
+                "\n{title}:\n{}",
+                text_table(quota_report::HEADER, &rows)
+            );
+        }
         if let Some(outage) = &self.outage {
             let rows: Vec<_> = outage.limits.iter().map(outage_row).collect();
             let _ = write!(
@@ -236,6 +277,18 @@ impl Report {
              - *rate error*: mean absolute difference between the admitted rate and the exact \
              sliding log's, in units per second.\n",
         );
+        let quotas = self.quotas();
+        if !quotas.is_empty() {
+            out.push_str(quota_report::LEGEND);
+        }
+        for (title, rows) in quotas {
+            let _ = write!(
+                out,
+                "\n## {}\n\n{}",
+                upper_first(&title),
+                markdown_table(quota_report::HEADER, &rows)
+            );
+        }
         if let Some(outage) = &self.outage {
             let rows: Vec<_> = outage.limits.iter().map(outage_row).collect();
             let _ = write!(

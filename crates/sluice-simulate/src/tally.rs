@@ -11,12 +11,17 @@
 //! The largest number of units admitted to one identity within any window is the real burst a
 //! backend sees. Alongside, an independent [`ExactSlidingLog`] decides the same requests on its
 //! own: the difference between its admitted rate and the limit's is the rate error.
+//!
+//! A quota's window is its calendar period, not a length: for a quota limit every measure above
+//! is taken per identity within the period holding the request, against the quota the decision
+//! applied, and the reference is an exact count per period ([`QuotaTally`]).
 
 use std::collections::HashMap;
 
 use serde::Serialize;
 use sluice::{Algorithm, Micros};
 
+use super::quota::{QuotaSummary, QuotaTally};
 use super::reference::ExactSlidingLog;
 use super::series::Series;
 use super::traffic::Attack;
@@ -96,6 +101,9 @@ pub struct Summary {
     pub attacker: Option<AttackTimes>,
     /// Admissions during the store outage, when one was simulated.
     pub span: Option<SpanStats>,
+    /// For a quota: its periods over the run, compared with an exact count per period (the
+    /// measures above are then per period, not per sliding window).
+    pub quota: Option<QuotaSummary>,
 }
 
 /// One request as a tally sees it.
@@ -103,6 +111,10 @@ pub struct Summary {
 pub struct Request<'a> {
     /// Time from the start.
     pub at_us: Micros,
+    /// The start, since the epoch (the simulated clock shows `start_us + at_us`).
+    pub start_us: Micros,
+    /// The limit's count for this identity, as the decision applied it (an override's).
+    pub limit: u64,
     /// The requester's identity index (to follow the attacker).
     pub requester: u32,
     /// The limit's key for the requester (`ip=203.0.113.9`).
@@ -120,6 +132,15 @@ pub struct Tally {
     admitted_windows: HashMap<String, Window>,
     series: Series,
     attack: Option<Attack>,
+    quota: Option<QuotaTally>,
+}
+
+/// The trailing window of `identity`, created when new (its key copied only then).
+fn window_of<'a>(windows: &'a mut HashMap<String, Window>, identity: &str) -> &'a mut Window {
+    if !windows.contains_key(identity) {
+        windows.insert(identity.to_string(), Window::default());
+    }
+    windows.get_mut(identity).expect("inserted above")
 }
 
 fn pct(part: u64, whole: u64) -> f64 {
@@ -168,12 +189,17 @@ impl Tally {
                     to_us,
                     ..SpanStats::default()
                 }),
+                quota: None,
             },
             window_us,
             reference: ExactSlidingLog::new(limit.rate.count, window_us),
             admitted_windows: HashMap::new(),
             series: Series::new(bucket_us),
             attack,
+            quota: limit
+                .period
+                .as_ref()
+                .map(|period| QuotaTally::new(period, limit.rate.count)),
         }
     }
 
@@ -182,53 +208,74 @@ impl Tally {
     pub fn record(&mut self, request: Request<'_>, admitted: bool, limit_allowed: bool) {
         let Request {
             at_us,
+            start_us,
+            limit,
             requester,
             identity,
             cost,
         } = request;
-        let s = &mut self.summary;
+        let Tally {
+            summary: s,
+            window_us,
+            reference,
+            admitted_windows,
+            series,
+            attack,
+            quota,
+        } = self;
         if s.offered_requests.is_multiple_of(SWEEP_EVERY) {
-            let window_us = self.window_us;
-            self.admitted_windows
-                .retain(|_, w| w.advance(at_us, window_us) > 0);
+            admitted_windows.retain(|_, w| w.advance(at_us, *window_us) > 0);
         }
-        let b = self.series.bucket(at_us);
+        let b = series.bucket(at_us);
         s.offered_requests += 1;
         s.offered += cost;
-        self.series.offered[b] += cost;
-        let exact = self.reference.admit(identity, at_us, cost);
+        series.offered[b] += cost;
+        // For a quota: the identity's count in the period holding the request, under the quota
+        // the decision applied; else its count in the trailing window, under the limit.
+        let (exact, mut in_window, limit) = match quota.as_mut() {
+            Some(quota) => {
+                let quota = quota.enter(start_us, start_us + at_us);
+                let exact = quota.exact_admit(identity, cost, limit);
+                (exact, quota.used(identity), limit)
+            }
+            None => {
+                let exact = reference.admit(identity, at_us, cost);
+                let in_window = window_of(admitted_windows, identity).advance(at_us, *window_us);
+                (exact, in_window, s.limit)
+            }
+        };
         if exact {
             s.exact_admitted += cost;
-            self.series.exact[b] += cost;
+            series.exact[b] += cost;
         }
-        let window = match self.admitted_windows.get_mut(identity) {
-            Some(w) => w,
-            None => self
-                .admitted_windows
-                .entry(identity.to_string())
-                .or_default(),
-        };
-        let mut in_window = window.advance(at_us, self.window_us);
-        let fits = in_window + cost <= s.limit;
+        let fits = in_window + cost <= limit;
         if admitted && !fits {
             s.beyond_exact += 1;
         }
         if !limit_allowed && fits {
             s.missed += 1;
         }
+        match quota.as_mut() {
+            Some(quota) => quota.record(identity, start_us + at_us, cost, admitted, limit_allowed),
+            None if admitted => window_of(admitted_windows, identity).add(at_us, cost),
+            None => {}
+        }
         if admitted {
             s.admitted_requests += 1;
             s.admitted += cost;
-            self.series.admitted[b] += cost;
-            window.add(at_us, cost);
+            series.admitted[b] += cost;
             in_window += cost;
             if in_window > s.peak_in_window {
                 s.peak_in_window = in_window;
                 s.peak_at_ms = at_us.as_millis();
             }
-            self.series.peak[b] = self.series.peak[b].max(in_window);
+            series.peak[b] = series.peak[b].max(in_window);
         } else {
             s.denied_requests += 1;
+            if quota.is_some() {
+                // What the identity has used stays on the plot while the quota refuses.
+                series.peak[b] = series.peak[b].max(in_window);
+            }
         }
         if let Some(span) = s
             .span
@@ -241,7 +288,7 @@ impl Tally {
                 span.peak = span.peak.max(in_window);
             }
         }
-        let attacker = self.attack.filter(|a| a.identity == requester);
+        let attacker = attack.filter(|a| a.identity == requester);
         if let (Some(attack), Some(times)) = (attacker, &mut s.attacker) {
             if !admitted && at_us >= attack.from_us && times.first_denial_ms.is_none() {
                 times.first_denial_ms = Some((at_us - attack.from_us).as_millis());
@@ -252,9 +299,10 @@ impl Tally {
         }
     }
 
-    /// The final counts and the time series.
-    pub fn finish(mut self, skipped_requests: u64) -> (Summary, Series) {
+    /// The final counts and the time series of a run that lasted `run_us`.
+    pub fn finish(mut self, skipped_requests: u64, run_us: Micros) -> (Summary, Series) {
         let s = &mut self.summary;
+        s.quota = self.quota.map(|quota| quota.finish(run_us));
         s.skipped_requests = skipped_requests;
         s.beyond_exact_pct = pct(s.beyond_exact, s.offered_requests);
         s.missed_pct = pct(s.missed, s.offered_requests);

@@ -41,5 +41,6 @@ mod schema;
 mod shutdown;
 mod simulate;
 mod simulate_docs;
+mod simulate_quota;
 mod sluice_v1;
 mod tiers;
