@@ -151,6 +151,12 @@ async fn a_rule_with_quotas_is_decided_by_its_rule_script() {
     let third = limiter.check("plan", &attributes).await.unwrap();
     assert!(!third.allowed, "the month's 2 are used");
     assert_eq!(
+        ["evalsha", "fcall", "time"].map(|c| server.command_calls(c)),
+        [2, 0, 1],
+        "the rule script, never the general decision; the admission counted in its periods' \
+         keys without the time, the denial undone and decided on it"
+    );
+    assert_eq!(
         third.limits.iter().map(|l| l.remaining).collect::<Vec<_>>(),
         [1, 0]
     );
@@ -159,11 +165,6 @@ async fn a_rule_with_quotas_is_decided_by_its_rule_script() {
     assert!(third.limits[0].reset_after_ms <= (day_end - now).as_millis() + 1000);
     assert!(third.limits[1].reset_after_ms <= (month_end - now).as_millis() + 1000);
     assert!(third.retry_after_ms.unwrap() + 1000 >= (month_end - now).as_millis());
-    assert_eq!(
-        ["evalsha", "fcall"].map(|c| server.command_calls(c)),
-        [2, 0],
-        "the rule script, never the general decision"
-    );
     assert!(limiter.check("paced", &attributes).await.unwrap().allowed);
     assert!(!limiter.check("paced", &attributes).await.unwrap().allowed);
     assert_eq!(server.command_calls("fcall"), 0);
@@ -180,4 +181,52 @@ async fn a_rule_with_quotas_is_decided_by_its_rule_script() {
         ends.contains(&day_end.as_millis()) && ends.contains(&month_end.as_millis()),
         "{ends:?}"
     );
+}
+
+/// Tasks racing on a rule of two quotas, on Redis' own time, from the first count of their
+/// periods: exactly the smaller quota is admitted.
+#[tokio::test]
+async fn a_rule_of_quotas_is_exact_under_concurrency() {
+    let server = RedisServer::start();
+    let store = redis_store(&server, None).await;
+    let limiter = Limiter::builder(Arc::new(store))
+        .rules([(
+            "plan".to_string(),
+            Rule::new(vec![
+                Limit::quota(&["tenant"], 50, Period::new(PeriodUnit::Day)),
+                Limit::quota(
+                    &["tenant"],
+                    100,
+                    Period::new(PeriodUnit::Month)
+                        .in_zone("Europe/Berlin")
+                        .unwrap(),
+                ),
+            ]),
+        )])
+        .options(Options {
+            timeout: Duration::from_secs(5),
+            ..Options::default()
+        })
+        .build()
+        .unwrap();
+    let tasks: Vec<_> = (0..8)
+        .map(|_| {
+            let limiter = limiter.clone();
+            tokio::spawn(async move {
+                let mut admitted = 0;
+                for _ in 0..20 {
+                    let d = limiter.check("plan", &[("tenant", "t1")]).await.unwrap();
+                    assert!(!d.degraded, "{d:?}");
+                    admitted += u32::from(d.allowed);
+                }
+                admitted
+            })
+        })
+        .collect();
+    let mut admitted = 0;
+    for t in tasks {
+        admitted += t.await.unwrap();
+    }
+    assert_eq!(admitted, 50);
+    assert_eq!(server.command_calls("fcall"), 0, "the rule script decided");
 }

@@ -31,6 +31,7 @@ use crate::model::{Algorithm, Micros};
 /// keeps up to 20).
 pub const MAX_LIMITS: usize = 8;
 
+const PERIOD: &str = "--@period\n";
 const FRESH: &str = "--@fresh\n";
 const UNDO: &str = "--@undo\n";
 
@@ -49,10 +50,12 @@ fn part(spec: &Spec) -> Option<(&'static str, &'static str)> {
 
 /// The opening of a rule script whose limits are all marked fixed windows, from `marked`, their
 /// `fixed_window.lua#many_marked`: on Redis `TIME` it counts each of the `limits` limits in its
-/// marked window, completes the keys of the windows it starts and answers, or undoes what it
-/// counted and reads `TIME` for the decision that follows.
+/// marked window, completes the keys of the windows it starts (a quota's, once `TIME` says its
+/// period holds Redis' time) and answers, or undoes what it counted and reads `TIME` for the
+/// decision that follows.
 fn marked_counts(marked: &str, limits: usize) -> Option<String> {
-    let (count, rest) = marked.split_once(FRESH)?;
+    let (count, rest) = marked.split_once(PERIOD)?;
+    let (period, rest) = rest.split_once(FRESH)?;
     let (fresh, undo) = rest.split_once(UNDO)?;
     let each = |part: &str| {
         (1..=limits)
@@ -65,11 +68,12 @@ fn marked_counts(marked: &str, limits: usize) -> Option<String> {
         .join(", ");
     Some(format!(
         "\n-- counted in marked windows, without the time\nif not now then\nlocal all, fresh = true, false\n{}\
-         if all then\n  if fresh then\n    local t = redis.call('TIME')\n    now = t[1] * 1000000 + t[2]\n{}  end\n  \
-         return {{ {values} }}\nend\n{}\
+         if all and fresh then\n  local t = redis.call('TIME')\n  now = t[1] * 1000000 + t[2]\n{}end\n\
+         if all then\n{}  return {{ {values} }}\nend\n{}\
          local t = redis.call('TIME')\nnow = t[1] * 1000000 + t[2]\n\
          px, pexpire, expiry_from = 'PXAT', 'PEXPIREAT', now\nend\n",
         each(count),
+        each(period),
         each(fresh),
         each(undo),
     ))
@@ -87,10 +91,9 @@ pub fn many_text(specs: &[Spec], min_ttl: Micros) -> Option<String> {
     let divides = parts
         .iter()
         .any(|(look, record)| look.contains("idiv(") || record.contains("idiv("));
-    // A quota's period is checked against the time, so a rule with one reads it first.
     let marked = specs
         .iter()
-        .all(|s| !s.guarded && s.period.is_none() && one_script::marked(s, min_ttl))
+        .all(|s| !s.guarded && one_script::marked(s, min_ttl))
         .then(|| source::forms(specs[0].algorithm).many_marked.as_deref())
         .flatten();
     let mut text = format!(
@@ -189,6 +192,7 @@ pub fn many_text(specs: &[Spec], min_ttl: Micros) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::redis::constants::FIXED_WINDOW_M;
 
     fn spec(algorithm: Algorithm, count: u64) -> Spec {
         Spec::plain(algorithm, count)
@@ -265,13 +269,20 @@ mod tests {
             "another period: nothing decided"
         );
         assert_eq!(server.cli(&["DBSIZE"]), "0", "nothing written");
+        // Counted in the period's keys without reading TIME but to start them: each key's value
+        // (its period's slot and count) and PTTL, as fixed windows in their marked windows.
+        let slot = super::super::quota::slot(today.start) as i64;
         let counted = quotas_in(&server, today);
-        let values: Vec<&str> = counted.lines().collect();
-        assert_eq!(values.len(), 9, "{counted}");
-        assert_eq!((values[1], values[2]), ("1", "1"), "allowed, one left");
-        let reset_us: u64 = values[3].parse().unwrap();
-        let now_us: u64 = values[0].parse().unwrap();
-        assert_eq!(reset_us, today.end.get() - now_us, "the period's end");
+        let values: Vec<i64> = counted.lines().map(|v| v.parse().unwrap()).collect();
+        assert_eq!(values.len(), 4, "{counted}");
+        let left_ms = (today.end - SystemClock.now_us()).as_millis() as i64;
+        for pair in values.chunks(2) {
+            assert_eq!(pair[0], -(slot * FIXED_WINDOW_M as i64 + 1));
+            assert!(
+                (pair[1] - left_ms).abs() < 5_000,
+                "{pair:?}, {left_ms} ms left"
+            );
+        }
         // Both keys end with the day, to the millisecond.
         for key in ["a", "b"] {
             let expiry: u64 = server.cli(&["PEXPIRETIME", key]).parse().unwrap();
@@ -289,7 +300,7 @@ mod tests {
         args.extend((0..MAX_LIMITS).map(|_| "1".to_string()));
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         let answer = server.cli(&args);
-        assert_eq!(answer.lines().count(), 1 + 4 * MAX_LIMITS, "{answer}");
+        assert_eq!(answer.lines().count(), 2 * MAX_LIMITS, "{answer}");
     }
 
     #[test]
@@ -306,9 +317,10 @@ mod tests {
         assert!(text.contains("return { r_1, ttl_1, r_2, ttl_2, r_3, ttl_3 }\n"));
         assert!(text.contains("redis.call('INCRBY', key_3, cost_text_3)"));
         // A window the count starts is written once TIME is read, before the answer.
-        let fresh = text
-            .find("if all then\n  if fresh then\n")
-            .expect("fresh windows");
+        let time = text
+            .find("if all and fresh then\n  local t = redis.call('TIME')\n")
+            .expect("the time, for fresh windows");
+        let fresh = time + text[time..].find("if all then\n").expect("fresh windows");
         assert!(
             fresh
                 < text

@@ -100,9 +100,10 @@
 use smallvec::SmallVec;
 
 use super::super::constants::{FIXED_WINDOW_M, FIXED_WINDOW_SLOTS, MARKER_AT_END};
+use super::super::quota;
 use super::{Decided, Reading};
 use crate::algorithm::LimitOutcome;
-use crate::model::{Micros, PeriodBounds};
+use crate::model::{Micros, Period, PeriodBounds};
 use crate::store::LimitCall;
 
 /// What one key's value and PTTL tell: a count in its marked window, or a block in force; the
@@ -243,6 +244,9 @@ fn marked(value: i64, ttl_ms: i64, call: &LimitCall, local_us: u64) -> Option<Ma
 /// `local_us` (a clock need only be within `modulus / 2` windows of Redis': 2^27 windows for a
 /// key's value, at least a day for a packed answer).
 fn in_window(counted: Unpacked, call: &LimitCall, local_us: u64) -> Option<Marked> {
+    if let Some(period) = call.step.params.period {
+        return in_period(counted, call.step.params.count, period, local_us);
+    }
     let (limit, window_us) = (call.step.params.count, call.step.params.window_us.get());
     let Unpacked {
         residue,
@@ -270,6 +274,35 @@ fn in_window(counted: Unpacked, call: &LimitCall, local_us: u64) -> Option<Marke
         count,
         blocked: false,
         end_us: end_ms.checked_mul(1000)?,
+        start_us: (end_ms - ttl_ms).checked_mul(1000)?,
+    })
+}
+
+/// A quota's count in its marked period (`lua/fixed_window.lua#many_marked`): the period of the
+/// count's slot, the one that holds `local_us` or either beside it (the rule script was written
+/// for the one that held this node's clock, and no two periods near each other share a slot).
+/// Its key expires at the period's end, rounded up to the millisecond.
+fn in_period(counted: Unpacked, limit: u64, period: &Period, local_us: u64) -> Option<Marked> {
+    let Unpacked {
+        residue,
+        count,
+        ttl_ms,
+        ..
+    } = counted;
+    let here = period.bounds_at(Micros::new(local_us));
+    let before = period.bounds_at(here.start.checked_sub(Micros::new(1))?);
+    let after = period.bounds_at(here.end);
+    let bounds = [here, before, after]
+        .into_iter()
+        .find(|p| quota::slot(p.start) - 1 == residue)?;
+    let end_ms = bounds.end.get().div_ceil(1000);
+    if count < 1 || count > limit || ttl_ms < 1 || ttl_ms > end_ms - bounds.start.get() / 1000 {
+        return None;
+    }
+    Some(Marked {
+        count,
+        blocked: false,
+        end_us: bounds.end.get(),
         start_us: (end_ms - ttl_ms).checked_mul(1000)?,
     })
 }

@@ -352,8 +352,9 @@ end
 
 --@@many_marked
 -- fixed_window#many_marked: a fixed-window limit's count in its marked window, in a rule script
--- whose limits are all fixed windows that fixed_window.lua#one would mark: see `# A rule's
--- fixed windows in their marked windows` in codec/marked.rs.
+-- whose limits are all fixed windows that fixed_window.lua#one would mark, or quotas (their
+-- window the period written in): see `# A rule's fixed windows in their marked windows` in
+-- codec/marked.rs.
 
 local r_@, ttl_@ = nil, 0
 if all then
@@ -362,7 +363,9 @@ if all then
     local m = -r_@
     local count = m % FIXED_WINDOW_M
     if m >= FIXED_WINDOW_M then
-      if count > 0 and count <= limit_@ then
+      -- A quota's key marks its period by its slot as well as its expiry (a key the period's
+      -- zone or anchor no longer gives is left to the general decision).
+      if count > 0 and count <= limit_@ and (not start_@ or m - count == period_slot_@ * FIXED_WINDOW_M) then
         ttl_@ = redis.call('PTTL', key_@)
         if ttl_@ * 1000 > window_@ then
           ttl_@ = 0
@@ -374,16 +377,27 @@ if all then
   end
   all = ttl_@ ~= 0
 end
+--@period
+if ttl_@ < 0 and start_@ and (now < start_@ or now >= finish_@) then
+  -- A quota's new count in another period than the one written in: undone, for the general
+  -- decision.
+  all = false
+end
 --@fresh
 if ttl_@ < 0 then
-  local idx = math.floor(now / window_@)
-  if idx * window_@ > now then
-    idx = idx - 1
-  elseif (idx + 1) * window_@ <= now then
-    idx = idx + 1
+  local ms, slot
+  if start_@ then
+    ms, slot = math.ceil(finish_@ / 1000), period_slot_@ * FIXED_WINDOW_M
+  else
+    local idx = math.floor(now / window_@)
+    if idx * window_@ > now then
+      idx = idx - 1
+    elseif (idx + 1) * window_@ <= now then
+      idx = idx + 1
+    end
+    ms = math.ceil((idx + 1) * window_@ / 1000)
+    slot = (idx % FIXED_WINDOW_SLOTS + 1) * FIXED_WINDOW_M
   end
-  local ms = math.ceil((idx + 1) * window_@ / 1000)
-  local slot = (idx % FIXED_WINDOW_SLOTS + 1) * FIXED_WINDOW_M
   if cost_@ <= COUNT_CAP then
     -- The DECRBY made the key: its slot and an expiry complete it, for less than a SET.
     r_@ = r_@ - slot
