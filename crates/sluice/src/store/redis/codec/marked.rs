@@ -69,6 +69,11 @@
 //! Otherwise each count made is undone (the lines after the undo marker: INCRBY, or DEL for a key
 //! the DECRBY made), TIME is read, and the rule is decided as many_head.lua says, on the keys as
 //! they were.
+//! A quota's part is counted so too, its window the period written into the script (the one that
+//! held the store's clock): its key's slot is its period's, so a count is taken only when the
+//! slot is that period's; a key it starts is completed only once TIME says the period holds
+//! Redis' time (else every count is undone and the general decision chooses the period). The
+//! store finds the period from the slot beside its own clock ([`in_period`]).
 //!
 //! # Reading first
 //! In `lua/fixed_window.lua#one`, a block without a penalty reads the key first: a refused
