@@ -230,3 +230,31 @@ async fn a_rule_of_quotas_is_exact_under_concurrency() {
     assert_eq!(admitted, 50);
     assert_eq!(server.command_calls("fcall"), 0, "the rule script decided");
 }
+
+/// Reading usage is one round trip: one call of the general decision, which looks and writes
+/// nothing.
+#[tokio::test]
+async fn a_usage_read_is_one_call_that_writes_nothing() {
+    let server = RedisServer::start();
+    let store = redis_store(&server, None).await;
+    let limiter = limiter(store, Period::new(PeriodUnit::Month));
+    let attributes = [("tenant", "t1")];
+    assert!(limiter.check("plan", &attributes).await.unwrap().allowed);
+    let before = server.cli(&[
+        "DUMP",
+        &decision_keys(&server.cli(&["KEYS", "sluice:*"]))[0],
+    ]);
+    assert_eq!(server.cli(&["CONFIG", "RESETSTAT"]), "OK");
+    let usage = limiter.usage("plan", &attributes).await.unwrap();
+    assert_eq!((usage.limits[0].used, usage.limits[0].remaining), (1, 1));
+    // One call, whose script reads (GET, TIME) and writes nothing.
+    assert_eq!(
+        ["fcall", "evalsha", "get", "time"].map(|c| server.command_calls(c)),
+        [1, 0, 1, 1]
+    );
+    for write in ["set", "decrby", "incrby", "del", "pexpire", "pexpireat"] {
+        assert_eq!(server.command_calls(write), 0, "{write}");
+    }
+    let key = &decision_keys(&server.cli(&["KEYS", "sluice:*"]))[0];
+    assert_eq!(server.cli(&["DUMP", key]), before, "nothing written");
+}
