@@ -6,7 +6,7 @@
 //! the admitted rate; and, under the `attacker` pattern, the attacker's time to its first denial
 //! and to recovery. With a store outage, a second table per fail policy. A quota is measured per
 //! calendar period instead of per sliding window, and gets a table of its periods and resets
-//! ([`quota_report`](crate::quota_report)).
+//! (`quota_report`).
 
 use std::fmt::Write;
 
