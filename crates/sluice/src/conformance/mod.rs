@@ -25,6 +25,7 @@
 
 mod algorithms;
 mod batches;
+mod billing_days;
 mod blocks;
 mod leases;
 mod quotas;
@@ -36,6 +37,7 @@ mod tiers;
 
 pub use algorithms::*;
 pub use batches::*;
+pub use billing_days::*;
 pub use blocks::*;
 pub use leases::*;
 pub use quotas::*;
@@ -196,6 +198,9 @@ macro_rules! conformance_suite {
             a_daily_quota_follows_its_zone_across_daylight_saving,
             weekly_and_yearly_quotas_begin_on_monday_and_new_year,
             a_quota_that_admits_past_itself_marks_the_overage,
+            a_billing_day_per_identity_decides_its_own_month,
+            changing_the_billing_day_keeps_the_count,
+            a_billing_day_of_31_falls_on_februarys_last_day,
             token_bucket_bursts_then_refills_keeping_fractions,
             gcra_bursts_then_spaces_units,
             leaky_bucket_delays_then_denies_and_keeps_fractional_leak,

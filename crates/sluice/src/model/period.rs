@@ -181,6 +181,20 @@ impl Period {
         period
     }
 
+    /// The kept copy ([`Period::interned`]) of this period starting on day `anchor` instead: an
+    /// identity's own billing day. A period that is not a month, or an anchor outside 1–31
+    /// (which a stored entry never holds, see [`RuntimeNumbers`](crate::algorithm::RuntimeNumbers)),
+    /// keeps its own.
+    pub fn with_anchor(&'static self, anchor: u8) -> &'static Period {
+        if anchor == self.anchor || self.unit != PeriodUnit::Month {
+            return self;
+        }
+        match self.clone().anchored(anchor) {
+            Ok(period) => period.interned(),
+            Err(_) => self,
+        }
+    }
+
     /// The longest a period of this unit lasts, which stands for its window where one length is
     /// asked for (a limit's id, `RateLimit-Policy`): a day of 25 hours, a week of 7 days and an
     /// hour, a month of 31 days and an hour, a year of 366 days and an hour.

@@ -39,7 +39,7 @@ pub const PERIOD_SLOT_US: u64 = 3_600_000_000;
 /// A sliding log's starts are rebased to 0 past this (2^51, `sliding_log.lua`).
 pub const SLIDING_LOG_REBASE: u64 = 1 << 51;
 /// Values `decide.lua` reads per limit.
-pub const ARGS_PER_LIMIT: usize = 13;
+pub const ARGS_PER_LIMIT: usize = 15;
 /// Values the give-back script reads per limit (`give_back.lua`).
 pub const GIVE_BACK_ARGS: usize = 6;
 

@@ -142,13 +142,15 @@ pub fn give_back_args(
 }
 
 /// The ARGV of the general decision script (`lua/decide.lua`); a quota's window is its period
-/// that holds `period_at`.
+/// that holds `period_at`, a settable monthly quota's from the billing day `assumed` for it (one
+/// per call: `anchors::Anchors::assumed`; empty: the limits' own).
 pub fn decide_args(
     calls: &[LimitCall],
     mode: Mode,
     now_us: Option<Micros>,
     period_at: Micros,
     min_ttl_us: Micros,
+    assumed: &[Option<u8>],
 ) -> Result<Vec<String>, StoreError> {
     let mut args = Vec::with_capacity(4 + calls.len() * ARGS_PER_LIMIT);
     args.push(now_arg(now_us));
@@ -157,9 +159,10 @@ pub fn decide_args(
     // One token per request: every concurrency limit of it takes its lease under the same one.
     let lease = calls.iter().find_map(|c| c.step.lease);
     args.push(lease.map_or_else(String::new, |t| t.to_string()));
-    for call in calls {
+    for (i, call) in calls.iter().enumerate() {
         check_exact(call)?;
         let s = &call.step;
+        let day = assumed.get(i).copied().flatten();
         let p = &s.params;
         let penalty = s.penalty;
         let or_none = |v: Option<u64>| v.map_or_else(String::new, |v| v.to_string());
@@ -167,6 +170,7 @@ pub fn decide_args(
         let code = s.algorithm.wire_code();
         let (window, start) = match p.period {
             Some(period) => {
+                let period = day.map_or(period, |day| period.with_anchor(day));
                 let bounds = period.bounds_at(period_at);
                 (bounds.end - bounds.start, micros(bounds.start))
             }
@@ -192,6 +196,9 @@ pub fn decide_args(
             micros(penalty.map_or(Micros::ZERO, |p| p.ban_us)),
             micros(penalty.map_or(Micros::ZERO, |p| p.memory_us)),
             start,
+            // The billing day assumed, and the limit's own: the script checks the identity's.
+            day.map_or_else(String::new, |day| day.to_string()),
+            p.period.map_or(1, |p| p.anchor()).to_string(),
         ]);
     }
     Ok(args)

@@ -102,6 +102,22 @@ pub fn period_moved(reply: &Value) -> Option<Micros> {
     }
 }
 
+/// The general decision's answer that a settable monthly quota's identity has another billing
+/// day than the one its period was sent for (`lua/decide.lua`): Redis' time, the limit's index
+/// among the calls, and the identity's day. Nothing was written; the caller decides again with
+/// that day.
+pub fn anchor_moved(reply: &Value) -> Option<(Micros, usize, u8)> {
+    match reply {
+        Value::Array(values) if values.len() == 3 => {
+            let now = micros(integer(&values[0])?)?;
+            let limit = usize::try_from(integer(&values[1])?).ok()?.checked_sub(1)?;
+            let day = u8::try_from(integer(&values[2])?).ok()?;
+            Some((now, limit, day))
+        }
+        _ => None,
+    }
+}
+
 /// An integer of an array reply (Redis gives Lua's numbers as integers, its strings as text).
 fn integer(value: &Value) -> Option<i64> {
     match value {
@@ -136,9 +152,9 @@ fn outcomes(values: &[i64], calls: &[LimitCall]) -> Option<Decided> {
     let general = WIDTHS[2];
     let width = WIDTHS
         .into_iter()
-        .find(|&w| rest.len() == calls.len() * w + if w == general { 2 * settable } else { 0 })?;
+        .find(|&w| rest.len() == calls.len() * w + if w == general { 4 * settable } else { 0 })?;
     let (limits, runtime) = rest.split_at(calls.len() * width);
-    let mut runtime = runtime.chunks_exact(2);
+    let mut runtime = runtime.chunks_exact(4);
     let outcomes = limits
         .chunks_exact(width)
         .zip(calls)
@@ -146,11 +162,15 @@ fn outcomes(values: &[i64], calls: &[LimitCall]) -> Option<Decided> {
             let at = |i: usize, none: i64| v.get(i).copied().unwrap_or(none);
             let runtime = if width == general && call.step.settable {
                 match runtime.next()? {
-                    [0, 0] => None,
-                    &[count, capacity] => Some(RuntimeNumbers {
-                        count: unsigned(count).filter(|&c| c > 0)?,
-                        capacity: unsigned(capacity).filter(|&c| c > 0)?,
-                    }),
+                    [0, 0, 0, 0] => None,
+                    &[count, capacity, anchor, 0] => {
+                        let own = |n: i64| unsigned(n).map(|n| (n > 0).then_some(n));
+                        Some(RuntimeNumbers {
+                            count: own(count)?,
+                            capacity: own(capacity)?,
+                            anchor: u8::try_from(anchor).ok().filter(|&a| a > 0),
+                        })
+                    }
                     _ => return None,
                 }
             } else {

@@ -168,12 +168,18 @@ fn the_general_decision_adds_each_settable_limits_numbers() {
     calls[1].step.settable = true;
     let limits = [5, 1, 3, 10, -1, 0, 0, 0, -1, 1, 4, 10, -1, 0, 0, 0, -1];
     let with = |tail: &[i64]| outcomes_of(&[&limits[..], tail].concat(), &calls);
-    let (_, o) = with(&[7, 9]).unwrap().unwrap();
+    let (_, o) = with(&[7, 9, 0, 0]).unwrap().unwrap();
     assert_eq!(o[0].runtime, None);
     let numbers = o[1].runtime.expect("the settable limit's numbers");
-    assert_eq!((numbers.count, numbers.capacity), (7, 9));
-    assert_eq!(with(&[0, 0]).unwrap().unwrap().1[1].runtime, None);
-    for bad in [&[][..], &[7][..], &[7, 9, 1, 1], &[0, 9], &[-1, 9]] {
+    assert_eq!(numbers, crate::algorithm::RuntimeNumbers::counts(7, 9));
+    assert_eq!(with(&[0, 0, 0, 0]).unwrap().unwrap().1[1].runtime, None);
+    // A billing day alone: the limit's count stays.
+    let day = with(&[0, 0, 15, 0]).unwrap().unwrap().1[1].runtime.unwrap();
+    assert_eq!(
+        (day.count, day.capacity, day.anchor),
+        (None, None, Some(15))
+    );
+    for bad in [&[][..], &[7][..], &[7, 9, 0], &[7, 9, 1, 1], &[-1, 9, 0, 0]] {
         assert!(with(bad).is_err(), "{bad:?}");
     }
 }
@@ -508,4 +514,17 @@ fn a_quota_in_its_periods_key_decodes_from_one_number() {
     assert_eq!((o.allowed, o.remaining), (false, 0));
     // A PTTL past the period's end is no answer.
     assert!(quota_answer(86_400_001, period, &call, Micros::ZERO).is_none());
+}
+
+#[test]
+fn a_billing_day_that_moved_is_told_from_an_outcome() {
+    let moved = Value::Array(vec![Value::Int(5), Value::Int(2), Value::Int(15)]);
+    assert_eq!(super::anchor_moved(&moved), Some((Micros::new(5), 1, 15)));
+    assert_eq!(super::period_moved(&moved), None);
+    let first = Value::Array(vec![Value::Int(5), Value::Int(0), Value::Int(15)]);
+    assert_eq!(super::anchor_moved(&first), None, "limits count from 1");
+    assert_eq!(
+        super::anchor_moved(&Value::Array(vec![Value::Int(5)])),
+        None
+    );
 }

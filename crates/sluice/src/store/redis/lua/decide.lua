@@ -13,18 +13,24 @@
 -- ARGV[4]: the token an admitted request's leases are taken under on its concurrency limits
 --   ('' when it takes none).
 -- ARGV[5..]: ARGS_PER_LIMIT per limit: algorithm (its code, model::REGISTRY; negated for a
---   settable limit, whose identity's run-time numbers "<count> <capacity>" at `<state key>:r`,
---   same slot, replace count and capacity), count, window_us, capacity, cost, count_denied (0/1),
+--   settable limit, whose identity's run-time numbers "<count> <capacity>[ <anchor>]" at
+--   `<state key>:r`, same slot, replace count and capacity; "0 0 <anchor>" sets the billing day
+--   alone), count, window_us, capacity, cost, count_denied (0/1),
 --   shadow (0/1; 2: a quota that admits past itself, `over: allow`), block_us ('': none),
 --   warn_after ('': no penalty), ban_after, ban_us,
 --   memory_us, period_start_us ('': none; a quota's window is then its period, from it for
---   window_us).
+--   window_us), the billing day the period was computed from ('': not a settable monthly
+--   quota), the limit's own billing day (what an identity without one of its own has).
 -- Returns: { now_us } alone, writing nothing, when `now` is outside a quota's period (the caller
---   sends the period that holds it); else { now_us, then 8 per limit: allowed (0/1), remaining, reset_after_us,
+--   sends the period that holds it); { now_us, limit (1-based), day } alone, writing nothing,
+--   when that settable monthly quota's identity has another billing day than the one the
+--   period was computed from (the caller sends the period `day` gives: store/redis/anchors.rs);
+--   else { now_us, then 8 per limit: allowed (0/1), remaining, reset_after_us,
 --   retry_after_us (-1: none), violations, warning (0/1), delay_us, blocked_until_us (-1: none)
 --   (the one-limit and rule scripts' 4 or 6 values, then these two: codec.rs),
---   then per settable limit, in order, the run-time count and capacity it decided with (0, 0:
---   none set) }.
+--   then per settable limit, in order, the run-time count, capacity and billing day it decided
+--   with (0: none set) and a 0 (an outcome reply's length stays odd: codec::decode tells the
+--   kinds of replies apart by it) }.
 
 
 local now = read_now(ARGV[1])
@@ -70,11 +76,25 @@ while ARGV[a] do
   }
   k = k + 1
   if runtime then
-    local count, capacity = string.match(runtime, '^(%d+) (%d+)$')
-    step.runtime = { 0, 0 }
+    local count, capacity, anchor = string.match(runtime, '^(%d+) (%d+) ?(%d*)$')
+    step.runtime = { 0, 0, 0 }
     if count then
-      step.p.count, step.p.capacity = tonumber(count), tonumber(capacity)
-      step.runtime = { step.p.count, step.p.capacity }
+      count, capacity, anchor = tonumber(count), tonumber(capacity), tonumber(anchor) or 0
+      if count > 0 then
+        step.p.count, step.p.capacity = count, capacity
+      end
+      step.runtime = { count, capacity, anchor }
+    end
+    local assumed = ARGV[a + 13]
+    if assumed ~= '' then
+      -- The period sent is the assumed day's: another day is another period.
+      local day = step.runtime[3]
+      if day == 0 then
+        day = tonumber(ARGV[a + 14])
+      end
+      if day ~= tonumber(assumed) then
+        return { now, #steps + 1, day }
+      end
     end
   end
   if ARGV[a + 8] ~= '' then
@@ -174,6 +194,8 @@ for _, step in ipairs(steps) do
   if step.runtime then
     reply[#reply + 1] = step.runtime[1]
     reply[#reply + 1] = step.runtime[2]
+    reply[#reply + 1] = step.runtime[3]
+    reply[#reply + 1] = 0
   end
 end
 return reply
