@@ -96,15 +96,15 @@ impl RedisStore {
                 }
             }
             let reply: Vec<i64> = call.invoke_async(&mut conn).await.map_err(store_error)?;
-            match reply.as_slice() {
-                &[done] => {
+            match *reply.as_slice() {
+                [done] => {
                     if let Some(period) = month {
                         let own = period.anchor();
                         self.inner.anchors.note(state, day.unwrap_or(own), own);
                     }
                     return Ok(done);
                 }
-                &[now, day_held] => {
+                [now, day_held] => {
                     at = Micros::new(u64::try_from(now).unwrap_or_default());
                     held = u8::try_from(day_held).ok();
                 }

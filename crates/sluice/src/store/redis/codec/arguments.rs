@@ -198,7 +198,10 @@ pub fn decide_args(
             start,
             // The billing day assumed, and the limit's own: the script checks the identity's.
             day.map_or_else(String::new, |day| day.to_string()),
-            p.period.map_or(1, |p| p.anchor()).to_string(),
+            match (day, p.period) {
+                (Some(_), Some(period)) => period.anchor().to_string(),
+                _ => String::new(),
+            },
         ]);
     }
     Ok(args)

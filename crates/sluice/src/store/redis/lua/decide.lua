@@ -20,7 +20,8 @@
 --   warn_after ('': no penalty), ban_after, ban_us,
 --   memory_us, period_start_us ('': none; a quota's window is then its period, from it for
 --   window_us), the billing day the period was computed from ('': not a settable monthly
---   quota), the limit's own billing day (what an identity without one of its own has).
+--   quota), the limit's own billing day (what an identity without one of its own has; '' as
+--   the one before).
 -- Returns: { now_us } alone, writing nothing, when `now` is outside a quota's period (the caller
 --   sends the period that holds it); { now_us, limit (1-based), day } alone, writing nothing,
 --   when that settable monthly quota's identity has another billing day than the one the
