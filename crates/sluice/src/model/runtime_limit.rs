@@ -25,7 +25,7 @@ use crate::algorithm::RuntimeNumbers;
 /// use sluice::model::{Algorithm, Limit, RuntimeLimit};
 /// let limit = Limit::new(&["customer"], "100/1m".parse().unwrap(), Algorithm::Gcra).settable();
 /// let set = RuntimeLimit::rate("5000/1m".parse().unwrap());
-/// assert_eq!(set.numbers(&limit).unwrap().capacity, 5000);
+/// assert_eq!(set.numbers(&limit).unwrap().capacity, Some(5000));
 /// assert!(RuntimeLimit::rate("5000/1h".parse().unwrap()).numbers(&limit).is_err());
 /// ```
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
