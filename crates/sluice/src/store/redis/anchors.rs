@@ -36,8 +36,12 @@ pub fn month_of(call: &LimitCall) -> Option<&'static Period> {
 
 impl Anchors {
     /// The day to assume for each call: the one last seen for its identity or the limit's own,
-    /// for a settable monthly quota; `None` for any other limit.
+    /// for a settable monthly quota; `None` for any other limit. Empty (no allocation, no lock)
+    /// when no call is a settable monthly quota.
     pub fn assumed(&self, prefix: &str, calls: &[LimitCall]) -> Vec<Option<u8>> {
+        if !calls.iter().any(|call| month_of(call).is_some()) {
+            return Vec::new();
+        }
         let seen = self.seen.lock().unwrap_or_else(PoisonError::into_inner);
         calls
             .iter()
