@@ -39,7 +39,14 @@ pub const PERIOD_SLOT_US: u64 = 3_600_000_000;
 /// A sliding log's starts are rebased to 0 past this (2^51, `sliding_log.lua`).
 pub const SLIDING_LOG_REBASE: u64 = 1 << 51;
 /// Values `decide.lua` reads per limit.
-pub const ARGS_PER_LIMIT: usize = 15;
+pub const ARGS_PER_LIMIT: usize = 13;
+/// A billing day (1–31; 0: none) packed with a number below it: `n * DAYS_M + day`. The general
+/// decision answers a settable limit's run-time count so (`count * DAYS_M + day`), and reads a
+/// settable monthly quota's two days so (`assumed * DAYS_M + own`, see [`CODES_M`]).
+pub const DAYS_M: u64 = 32;
+/// A settable limit's algorithm code in `decide.lua`'s ARGV is negated, with a settable monthly
+/// quota's days above it: `-(code + CODES_M * (assumed * DAYS_M + own))` (codes are below it).
+pub const CODES_M: u64 = 16;
 /// Values the give-back script reads per limit (`give_back.lua`).
 pub const GIVE_BACK_ARGS: usize = 6;
 
@@ -73,6 +80,8 @@ static LUA: LazyLock<Vec<(String, String)>> = LazyLock::new(|| {
         ("COUNT_CAP", COUNT_CAP.to_string()),
         ("LEVEL_EPSILON", format!("{LEVEL_EPSILON:e}")),
         ("ARGS_PER_LIMIT", ARGS_PER_LIMIT.to_string()),
+        ("DAYS_M", DAYS_M.to_string()),
+        ("CODES_M", CODES_M.to_string()),
         ("GIVE_BACK_ARGS", GIVE_BACK_ARGS.to_string()),
     ]
     .map(|(name, value)| (name.to_string(), value))

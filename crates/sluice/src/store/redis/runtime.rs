@@ -9,8 +9,8 @@
 //! listed entry they no longer apply; repeating the operation settles either. Decisions read the
 //! identity's key alone, so what they apply is always one whole value.
 //!
-//! The identity's key is written by `lua/runtime_change.lua`, which also moves a monthly quota's
-//! count to the period of a new billing day in the same script (the state key shares the slot):
+//! On a monthly quota the identity's key is written by `lua/runtime_change.lua`, which also moves
+//! the count to the period of a new billing day in the same script (the state key shares the slot):
 //! the node sends the day it assumes the identity has and the two periods at its time, and is
 //! told the day held (or Redis' time, when another period holds it) to try again, as decisions
 //! are (see `anchors`).
@@ -59,7 +59,8 @@ impl RedisStore {
     }
 
     /// Writes (`Some`) or deletes (`None`) the identity's numbers, moving a monthly quota's count
-    /// to the period of the billing day `day` (`None`: the limit's own) in the same script.
+    /// to the period of the billing day `day` (`None`: the limit's own) in the same script (any
+    /// other limit's numbers are one plain `SET` or `DEL`).
     /// Returns what the script answers: 1 when set, whether a key was deleted when removing.
     async fn change_runtime(
         &self,
@@ -69,44 +70,47 @@ impl RedisStore {
         period: Option<&'static Period>,
     ) -> Result<i64, StoreError> {
         let mut conn = self.inner.conn.clone();
+        let Some(period) = period.filter(|p| p.unit() == PeriodUnit::Month) else {
+            // No billing day, no count to move: the key alone, as a plain command.
+            let runtime = self.key(key, Part::Runtime);
+            return match text {
+                Some(text) => redis::cmd("SET")
+                    .arg(runtime)
+                    .arg(text)
+                    .query_async::<()>(&mut conn)
+                    .await
+                    .map(|()| 1),
+                None => redis::cmd("DEL").arg(runtime).query_async(&mut conn).await,
+            }
+            .map_err(store_error);
+        };
         let state = keys::state_key(&self.inner.prefix, key);
-        let month = period.filter(|p| p.unit() == PeriodUnit::Month);
-        let mut held = month.map(|p| self.inner.anchors.get(&state).unwrap_or(p.anchor()));
+        let own = period.anchor();
+        let mut held = self.inner.anchors.get(&state).unwrap_or(own);
         let mut at = self.client_now().unwrap_or_else(|| SystemClock.now_us());
         // One try, one more with the day Redis holds, one more if Redis' time crossed an end.
         for _ in 0..3 {
+            let old = period.with_anchor(held).bounds_at(at);
+            let new = period.with_anchor(day.unwrap_or(own)).bounds_at(at);
             let mut call = self.inner.scripts.runtime_change.key(&state);
             call.key(self.key(key, Part::Runtime))
                 .arg(self.client_now_arg())
-                .arg(text.unwrap_or(""));
-            match (month, held) {
-                (Some(period), Some(from)) => {
-                    let to = day.unwrap_or(period.anchor());
-                    let old = period.with_anchor(from).bounds_at(at);
-                    let new = period.with_anchor(to).bounds_at(at);
-                    call.arg(from)
-                        .arg(period.anchor())
-                        .arg(old.start)
-                        .arg(old.end)
-                        .arg(new.start)
-                        .arg(new.end);
-                }
-                _ => {
-                    call.arg("").arg("").arg("").arg("").arg("").arg("");
-                }
-            }
+                .arg(text.unwrap_or(""))
+                .arg(held)
+                .arg(own)
+                .arg(old.start)
+                .arg(old.end)
+                .arg(new.start)
+                .arg(new.end);
             let reply: Vec<i64> = call.invoke_async(&mut conn).await.map_err(store_error)?;
             match *reply.as_slice() {
                 [done] => {
-                    if let Some(period) = month {
-                        let own = period.anchor();
-                        self.inner.anchors.note(state, day.unwrap_or(own), own);
-                    }
+                    self.inner.anchors.note(state, day.unwrap_or(own), own);
                     return Ok(done);
                 }
                 [now, day_held] => {
                     at = Micros::new(u64::try_from(now).unwrap_or_default());
-                    held = u8::try_from(day_held).ok();
+                    held = u8::try_from(day_held).unwrap_or(own);
                 }
                 _ => break,
             }

@@ -8,7 +8,7 @@
 //! numbers a one-limit or rule script has written into it (`one_script`, `many_script`) are the
 //! ones checked here.
 
-use super::super::constants::{ARGS_PER_LIMIT, GIVE_BACK_ARGS};
+use super::super::constants::{ARGS_PER_LIMIT, CODES_M, DAYS_M, GIVE_BACK_ARGS};
 use crate::algorithm::{Mode, Params};
 use crate::model::{Algorithm, Micros};
 use crate::store::{LimitCall, StoreError};
@@ -177,9 +177,13 @@ pub fn decide_args(
             None => (p.window_us, String::new()),
         };
         args.extend([
-            // Negated for a settable limit: the script then reads the identity's numbers.
+            // Negated for a settable limit: the script then reads the identity's numbers, and
+            // checks a monthly quota's day against the one assumed (no ARGV more for it).
             if s.settable {
-                format!("-{code}")
+                let days = day.zip(p.period).map_or(0, |(day, period)| {
+                    u64::from(day) * DAYS_M + u64::from(period.anchor())
+                });
+                format!("-{}", u64::from(code) + CODES_M * days)
             } else {
                 code.to_string()
             },
@@ -196,12 +200,6 @@ pub fn decide_args(
             micros(penalty.map_or(Micros::ZERO, |p| p.ban_us)),
             micros(penalty.map_or(Micros::ZERO, |p| p.memory_us)),
             start,
-            // The billing day assumed, and the limit's own: the script checks the identity's.
-            day.map_or_else(String::new, |day| day.to_string()),
-            match (day, p.period) {
-                (Some(_), Some(period)) => period.anchor().to_string(),
-                _ => String::new(),
-            },
         ]);
     }
     Ok(args)

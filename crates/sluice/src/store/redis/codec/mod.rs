@@ -28,7 +28,7 @@ pub use marked::{packed_slots, quota as quota_answer, quota_radix};
 use redis::Value;
 use smallvec::SmallVec;
 
-use super::constants::MARKER;
+use super::constants::{DAYS_M, MARKER};
 use crate::algorithm::{LimitOutcome, RuntimeNumbers};
 use crate::model::Micros;
 use crate::store::{LimitCall, StoreError};
@@ -152,9 +152,9 @@ fn outcomes(values: &[i64], calls: &[LimitCall]) -> Option<Decided> {
     let general = WIDTHS[2];
     let width = WIDTHS
         .into_iter()
-        .find(|&w| rest.len() == calls.len() * w + if w == general { 4 * settable } else { 0 })?;
+        .find(|&w| rest.len() == calls.len() * w + if w == general { 2 * settable } else { 0 })?;
     let (limits, runtime) = rest.split_at(calls.len() * width);
-    let mut runtime = runtime.chunks_exact(4);
+    let mut runtime = runtime.chunks_exact(2);
     let outcomes = limits
         .chunks_exact(width)
         .zip(calls)
@@ -162,13 +162,16 @@ fn outcomes(values: &[i64], calls: &[LimitCall]) -> Option<Decided> {
             let at = |i: usize, none: i64| v.get(i).copied().unwrap_or(none);
             let runtime = if width == general && call.step.settable {
                 match runtime.next()? {
-                    [0, 0, 0, 0] => None,
-                    &[count, capacity, anchor, 0] => {
-                        let own = |n: i64| unsigned(n).map(|n| (n > 0).then_some(n));
+                    [0, 0] => None,
+                    &[packed, capacity] => {
+                        // The count with the billing day: count * DAYS_M + day.
+                        let packed = unsigned(packed)?;
+                        let (count, day) = (packed / DAYS_M, packed % DAYS_M);
+                        let own = |n: u64| (n > 0).then_some(n);
                         Some(RuntimeNumbers {
-                            count: own(count)?,
-                            capacity: own(capacity)?,
-                            anchor: u8::try_from(anchor).ok().filter(|&a| a > 0),
+                            count: own(count),
+                            capacity: own(unsigned(capacity)?),
+                            anchor: u8::try_from(day).ok().filter(|&a| a > 0),
                         })
                     }
                     _ => return None,

@@ -13,15 +13,15 @@
 -- ARGV[4]: the token an admitted request's leases are taken under on its concurrency limits
 --   ('' when it takes none).
 -- ARGV[5..]: ARGS_PER_LIMIT per limit: algorithm (its code, model::REGISTRY; negated for a
---   settable limit, whose identity's run-time numbers "<count> <capacity>[ <anchor>]" at
---   `<state key>:r`, same slot, replace count and capacity; "0 0 <anchor>" sets the billing day
---   alone), count, window_us, capacity, cost, count_denied (0/1),
+--   settable limit, whose identity's run-time numbers "<count> <capacity>[ <day>]" at
+--   `<state key>:r`, same slot, replace count and capacity, "0 0 <day>" setting the billing day
+--   alone; for a settable monthly quota, -(code + CODES_M * (assumed * DAYS_M + own)): the
+--   billing day its period was computed from, and the limit's own, which an identity without
+--   one of its own has), count, window_us, capacity, cost, count_denied (0/1),
 --   shadow (0/1; 2: a quota that admits past itself, `over: allow`), block_us ('': none),
 --   warn_after ('': no penalty), ban_after, ban_us,
 --   memory_us, period_start_us ('': none; a quota's window is then its period, from it for
---   window_us), the billing day the period was computed from ('': not a settable monthly
---   quota), the limit's own billing day (what an identity without one of its own has; '' as
---   the one before).
+--   window_us).
 -- Returns: { now_us } alone, writing nothing, when `now` is outside a quota's period (the caller
 --   sends the period that holds it); { now_us, limit (1-based), day } alone, writing nothing,
 --   when that settable monthly quota's identity has another billing day than the one the
@@ -29,9 +29,8 @@
 --   else { now_us, then 8 per limit: allowed (0/1), remaining, reset_after_us,
 --   retry_after_us (-1: none), violations, warning (0/1), delay_us, blocked_until_us (-1: none)
 --   (the one-limit and rule scripts' 4 or 6 values, then these two: codec.rs),
---   then per settable limit, in order, the run-time count, capacity and billing day it decided
---   with (0: none set) and a 0 (an outcome reply's length stays odd: codec::decode tells the
---   kinds of replies apart by it) }.
+--   then per settable limit, in order, the run-time count and capacity it decided with, the
+--   count as count * DAYS_M + billing day (0: none set) }.
 
 
 local now = read_now(ARGV[1])
@@ -50,10 +49,14 @@ local k = 1
 local a = 5
 while ARGV[a] do
   local code = tonumber(ARGV[a])
-  local runtime
+  local runtime, days
   if code < 0 then
     -- Read in this same script: a change applies to the next decision, never halfway into one.
     code = -code
+    if code > CODES_M then
+      days = idiv(code, CODES_M)
+      code = code - days * CODES_M
+    end
     runtime = redis.call('GET', KEYS[k] .. RUNTIME) or ''
   end
   local step = {
@@ -77,23 +80,27 @@ while ARGV[a] do
   }
   k = k + 1
   if runtime then
-    local count, capacity, anchor = string.match(runtime, '^(%d+) (%d+) ?(%d*)$')
-    step.runtime = { 0, 0, 0 }
+    local count, capacity = string.match(runtime, '^(%d+) (%d+)$')
+    local day = 0
+    if not count then
+      count, capacity, day = string.match(runtime, '^(%d+) (%d+) (%d+)$')
+      day = tonumber(day) or 0
+    end
+    step.runtime = { 0, 0 }
     if count then
-      count, capacity, anchor = tonumber(count), tonumber(capacity), tonumber(anchor) or 0
+      count, capacity = tonumber(count), tonumber(capacity)
       if count > 0 then
         step.p.count, step.p.capacity = count, capacity
       end
-      step.runtime = { count, capacity, anchor }
+      step.runtime = { count * DAYS_M + day, capacity }
     end
-    local assumed = ARGV[a + 13]
-    if assumed ~= '' then
+    if days then
       -- The period sent is the assumed day's: another day is another period.
-      local day = step.runtime[3]
+      local assumed = idiv(days, DAYS_M)
       if day == 0 then
-        day = tonumber(ARGV[a + 14])
+        day = days - assumed * DAYS_M
       end
-      if day ~= tonumber(assumed) then
+      if day ~= assumed then
         return { now, #steps + 1, day }
       end
     end
@@ -195,8 +202,6 @@ for _, step in ipairs(steps) do
   if step.runtime then
     reply[#reply + 1] = step.runtime[1]
     reply[#reply + 1] = step.runtime[2]
-    reply[#reply + 1] = step.runtime[3]
-    reply[#reply + 1] = 0
   end
 end
 return reply
