@@ -7,11 +7,12 @@ use std::sync::atomic::Ordering;
 
 use redis::{Arg, Cmd, ErrorKind, Script, ServerErrorKind, Value};
 
+use super::anchors;
 use super::codec::{self, Reading};
 use super::keys::{self, Part};
 use super::{RedisStore, store_error};
 use crate::Error;
-use crate::algorithm::Mode;
+use crate::algorithm::{Mode, RuntimeNumbers};
 use crate::clock::{Clock, SystemClock};
 use crate::limiter::{Attributes, Check, Limiter};
 use crate::model::Micros;
@@ -160,21 +161,23 @@ impl RedisStore {
         }
         let prefix = &self.inner.prefix;
         let mut assumed = self.inner.anchors.assumed(prefix, calls);
+        let first_assumed = assumed.clone();
         let (keys, args) = self.general_parts(calls, mode, None, &assumed)?;
         let mut reply = self.call_general(&keys, &args).await?;
         // A quota's period was sent as the one that holds this node's time, and Redis' time is
         // in another: decide again in the period that holds Redis' (a node within a clock's
         // error of a period's end; a third try would need the time to cross another end). Or a
-        // settable monthly quota's identity has another billing day than the one assumed: decide
-        // again with its day (once per such limit, unless it changes meanwhile).
-        for _ in 0..2 + assumed.iter().flatten().count() {
+        // settable monthly quota's identity keeps another billing day than the one assumed:
+        // decide again with its day (once per such limit, unless it changes meanwhile).
+        let months = calls.iter().filter(|c| anchors::month_of(c).is_some());
+        for _ in 0..2 + months.count() {
             let redis_now = if let Some(redis_now) = codec::period_moved(&reply) {
                 redis_now
             } else if let Some((redis_now, limit, day)) = codec::anchor_moved(&reply) {
-                match assumed.get_mut(limit) {
-                    Some(Some(assumed)) => *assumed = day,
-                    _ => break,
-                }
+                let Some(assumed) = assumed.get_mut(limit) else {
+                    break;
+                };
+                *assumed = day;
                 redis_now
             } else {
                 break;
@@ -182,14 +185,26 @@ impl RedisStore {
             let (keys, args) = self.general_parts(calls, mode, Some(redis_now), &assumed)?;
             reply = self.call_general(&keys, &args).await?;
         }
-        for (call, day) in calls.iter().zip(&assumed) {
-            if let Some(day) = day {
-                self.inner.anchors.saw(prefix, call, *day);
-            }
-        }
-        let decided = codec::decode(&reply, &reading)?.ok_or_else(|| {
+        let mut decided = codec::decode(&reply, &reading)?.ok_or_else(|| {
             StoreError::permanent("redis", "the general decision declined a request")
         })?;
+        // Decided: each settable monthly quota's identity keeps the day it was assumed to keep.
+        for (i, (call, outcome)) in calls.iter().zip(&mut decided.outcomes).enumerate() {
+            if let Some(&day) = assumed.get(i) {
+                // The cache learns what the decision told (it gave the first guess).
+                if first_assumed.get(i) != Some(&day) {
+                    let state = keys::state_key(prefix, &call.key);
+                    self.inner.anchors.note(state, day);
+                }
+                if let Some(day) = day {
+                    let numbers = outcome.runtime.unwrap_or_default();
+                    outcome.runtime = Some(RuntimeNumbers {
+                        anchor: Some(day),
+                        ..numbers
+                    });
+                }
+            }
+        }
         self.saw_time(decided.now_us);
         Ok(StoreReply {
             now_us: decided.now_us,

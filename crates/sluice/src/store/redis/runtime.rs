@@ -105,7 +105,7 @@ impl RedisStore {
             let reply: Vec<i64> = call.invoke_async(&mut conn).await.map_err(store_error)?;
             match *reply.as_slice() {
                 [done] => {
-                    self.inner.anchors.note(state, day.unwrap_or(own), own);
+                    self.inner.anchors.note(state, day);
                     return Ok(done);
                 }
                 [now, day_held] => {

@@ -8,7 +8,7 @@
 //! numbers a one-limit or rule script has written into it (`one_script`, `many_script`) are the
 //! ones checked here.
 
-use super::super::constants::{ARGS_PER_LIMIT, CODES_M, DAYS_M, GIVE_BACK_ARGS};
+use super::super::constants::{ARGS_PER_LIMIT, CODES_M, GIVE_BACK_ARGS};
 use crate::algorithm::{Mode, Params};
 use crate::model::{Algorithm, Micros};
 use crate::store::{LimitCall, StoreError};
@@ -142,8 +142,9 @@ pub fn give_back_args(
 }
 
 /// The ARGV of the general decision script (`lua/decide.lua`); a quota's window is its period
-/// that holds `period_at`, a settable monthly quota's from the billing day `assumed` for it (one
-/// per call: `anchors::Anchors::assumed`; empty: the limits' own).
+/// that holds `period_at`, a settable monthly quota's from the billing day its identity is
+/// `assumed` to keep (one per call, `None`: none, the limit's own; see `anchors`; empty: none
+/// for every call).
 pub fn decide_args(
     calls: &[LimitCall],
     mode: Mode,
@@ -178,12 +179,10 @@ pub fn decide_args(
         };
         args.extend([
             // Negated for a settable limit: the script then reads the identity's numbers, and
-            // checks a monthly quota's day against the one assumed (no ARGV more for it).
+            // checks the billing day it keeps against the one assumed, above the code.
             if s.settable {
-                let days = day.zip(p.period).map_or(0, |(day, period)| {
-                    u64::from(day) * DAYS_M + u64::from(period.anchor())
-                });
-                format!("-{}", u64::from(code) + CODES_M * days)
+                let day = u64::from(day.unwrap_or(0));
+                format!("-{}", u64::from(code) + CODES_M * day)
             } else {
                 code.to_string()
             },

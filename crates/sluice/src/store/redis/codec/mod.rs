@@ -28,7 +28,7 @@ pub use marked::{packed_slots, quota as quota_answer, quota_radix};
 use redis::Value;
 use smallvec::SmallVec;
 
-use super::constants::{DAYS_M, MARKER};
+use super::constants::MARKER;
 use crate::algorithm::{LimitOutcome, RuntimeNumbers};
 use crate::model::Micros;
 use crate::store::{LimitCall, StoreError};
@@ -102,17 +102,17 @@ pub fn period_moved(reply: &Value) -> Option<Micros> {
     }
 }
 
-/// The general decision's answer that a settable monthly quota's identity has another billing
+/// The general decision's answer that a settable monthly quota's identity keeps another billing
 /// day than the one its period was sent for (`lua/decide.lua`): Redis' time, the limit's index
-/// among the calls, and the identity's day. Nothing was written; the caller decides again with
-/// that day.
-pub fn anchor_moved(reply: &Value) -> Option<(Micros, usize, u8)> {
+/// among the calls, and the day it keeps (`None`: none, the limit's own). Nothing was written;
+/// the caller decides again with that day.
+pub fn anchor_moved(reply: &Value) -> Option<(Micros, usize, Option<u8>)> {
     match reply {
         Value::Array(values) if values.len() == 3 => {
             let now = micros(integer(&values[0])?)?;
             let limit = usize::try_from(integer(&values[1])?).ok()?.checked_sub(1)?;
             let day = u8::try_from(integer(&values[2])?).ok()?;
-            Some((now, limit, day))
+            Some((now, limit, (day > 0).then_some(day)))
         }
         _ => None,
     }
@@ -163,17 +163,11 @@ fn outcomes(values: &[i64], calls: &[LimitCall]) -> Option<Decided> {
             let runtime = if width == general && call.step.settable {
                 match runtime.next()? {
                     [0, 0] => None,
-                    &[packed, capacity] => {
-                        // The count with the billing day: count * DAYS_M + day.
-                        let packed = unsigned(packed)?;
-                        let (count, day) = (packed / DAYS_M, packed % DAYS_M);
-                        let own = |n: u64| (n > 0).then_some(n);
-                        Some(RuntimeNumbers {
-                            count: own(count),
-                            capacity: own(unsigned(capacity)?),
-                            anchor: u8::try_from(day).ok().filter(|&a| a > 0),
-                        })
-                    }
+                    // The billing day is the one the call assumed (`decision.rs` adds it).
+                    &[count, capacity] => Some(RuntimeNumbers::counts(
+                        unsigned(count).filter(|&c| c > 0)?,
+                        unsigned(capacity).filter(|&c| c > 0)?,
+                    )),
                     _ => return None,
                 }
             } else {

@@ -15,22 +15,22 @@
 -- ARGV[5..]: ARGS_PER_LIMIT per limit: algorithm (its code, model::REGISTRY; negated for a
 --   settable limit, whose identity's run-time numbers "<count> <capacity>[ <day>]" at
 --   `<state key>:r`, same slot, replace count and capacity, "0 0 <day>" setting the billing day
---   alone; for a settable monthly quota, -(code + CODES_M * (assumed * DAYS_M + own)): the
---   billing day its period was computed from, and the limit's own, which an identity without
---   one of its own has), count, window_us, capacity, cost, count_denied (0/1),
+--   alone; -(code + CODES_M * day) for a settable monthly quota whose period was computed from
+--   the billing day `day` the caller assumed the identity keeps there, plain -code assuming it
+--   keeps none), count, window_us, capacity, cost, count_denied (0/1),
 --   shadow (0/1; 2: a quota that admits past itself, `over: allow`), block_us ('': none),
 --   warn_after ('': no penalty), ban_after, ban_us,
 --   memory_us, period_start_us ('': none; a quota's window is then its period, from it for
 --   window_us).
 -- Returns: { now_us } alone, writing nothing, when `now` is outside a quota's period (the caller
 --   sends the period that holds it); { now_us, limit (1-based), day } alone, writing nothing,
---   when that settable monthly quota's identity has another billing day than the one the
---   period was computed from (the caller sends the period `day` gives: store/redis/anchors.rs);
+--   when that settable limit's identity keeps another billing day than the one assumed (0:
+--   none; the caller sends the period `day` gives: store/redis/anchors.rs);
 --   else { now_us, then 8 per limit: allowed (0/1), remaining, reset_after_us,
 --   retry_after_us (-1: none), violations, warning (0/1), delay_us, blocked_until_us (-1: none)
 --   (the one-limit and rule scripts' 4 or 6 values, then these two: codec.rs),
---   then per settable limit, in order, the run-time count and capacity it decided with, the
---   count as count * DAYS_M + billing day (0: none set) }.
+--   then per settable limit, in order, the run-time count and capacity it decided with (0, 0:
+--   none set; the billing day is the one assumed) }.
 
 
 local now = read_now(ARGV[1])
@@ -49,13 +49,14 @@ local k = 1
 local a = 5
 while ARGV[a] do
   local code = tonumber(ARGV[a])
-  local runtime, days
+  local runtime, day
   if code < 0 then
     -- Read in this same script: a change applies to the next decision, never halfway into one.
     code = -code
     if code > CODES_M then
-      days = idiv(code, CODES_M)
-      code = code - days * CODES_M
+      -- Small integers: `%` is exact, and cheaper than idiv.
+      local low = code % CODES_M
+      day, code = (code - low) / CODES_M, low
     end
     runtime = redis.call('GET', KEYS[k] .. RUNTIME) or ''
   end
@@ -81,28 +82,23 @@ while ARGV[a] do
   k = k + 1
   if runtime then
     local count, capacity = string.match(runtime, '^(%d+) (%d+)$')
-    local day = 0
-    if not count then
-      count, capacity, day = string.match(runtime, '^(%d+) (%d+) (%d+)$')
-      day = tonumber(day) or 0
+    local kept
+    if not count and runtime ~= '' then
+      -- Numbers with a billing day ("0 0 <day>": the day alone), matched second: most have none.
+      count, capacity, kept = string.match(runtime, '^(%d+) (%d+) (%d+)$')
+      kept = tonumber(kept)
+      if count == '0' then
+        count = nil
+      end
+    end
+    if kept ~= day then
+      -- The period sent is the assumed day's: another day is another period.
+      return { now, #steps + 1, kept or 0 }
     end
     step.runtime = { 0, 0 }
     if count then
-      count, capacity = tonumber(count), tonumber(capacity)
-      if count > 0 then
-        step.p.count, step.p.capacity = count, capacity
-      end
-      step.runtime = { count * DAYS_M + day, capacity }
-    end
-    if days then
-      -- The period sent is the assumed day's: another day is another period.
-      local assumed = idiv(days, DAYS_M)
-      if day == 0 then
-        day = days - assumed * DAYS_M
-      end
-      if day ~= assumed then
-        return { now, #steps + 1, day }
-      end
+      step.p.count, step.p.capacity = tonumber(count), tonumber(capacity)
+      step.runtime = { step.p.count, step.p.capacity }
     end
   end
   if ARGV[a + 8] ~= '' then
