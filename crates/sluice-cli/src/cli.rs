@@ -356,6 +356,20 @@ mod tests {
         assert!(parse(&["set", "api", "customer=42"]).is_err());
         assert!(parse(&["set", "api", "--rate", "5/1m"]).is_err());
         assert!(parse(&["set", "jobs", "--max-leases", "3", "--rate", "1/1m", "t=1"]).is_err());
+        // A quota's billing day stands alone, or beside its own count; never beside a rate.
+        let day = parse(&["set", "plan", "--anchor", "15", "tenant=7"]).unwrap();
+        let LimitsAction::Set { anchor, quota, .. } = day else {
+            panic!("parsed as set");
+        };
+        assert_eq!((anchor, quota), (Some(15), None));
+        assert!(parse(&["set", "plan", "--quota", "9", "--anchor", "31", "tenant=7"]).is_ok());
+        assert!(
+            parse(&[
+                "set", "plan", "--anchor", "15", "--rate", "1/1m", "tenant=7"
+            ])
+            .is_err()
+        );
+        assert!(parse(&["set", "plan", "--anchor", "day", "tenant=7"]).is_err());
         assert!(parse(&["get", "api", "customer=42"]).is_ok());
         assert!(parse(&["list"]).is_ok());
         assert!(parse(&["list", "--limit", "x"]).is_err());

@@ -201,7 +201,19 @@ impl Period {
         if anchor == self.anchor || self.unit != PeriodUnit::Month || !(1..=31).contains(&anchor) {
             return self;
         }
-        self.kept(anchor)
+        // The last one asked on this thread, so that steady decisions of identities with their
+        // own day do not all take the kept copies' lock.
+        type Recent = Option<(&'static Period, u8, &'static Period)>;
+        thread_local!(static RECENT: std::cell::Cell<Recent> = const { std::cell::Cell::new(None) });
+        if let Some((base, day, period)) = RECENT.get()
+            && std::ptr::eq(base, self)
+            && day == anchor
+        {
+            return period;
+        }
+        let period = self.kept(anchor);
+        RECENT.set(Some((self, anchor, period)));
+        period
     }
 
     /// The longest a period of this unit lasts, which stands for its window where one length is
