@@ -182,3 +182,57 @@ pub async fn a_billing_day_of_31_falls_on_februarys_last_day(h: Subject) {
         (1, ms("2027-02-28T00:00"), ms("2027-03-31T00:00"))
     );
 }
+
+/// Behaviour: In a rule of several limits, an identity's own billing day holds for its quota:
+/// a request another limit refuses leaves nothing counted in that identity's period (on a Redis
+/// Cluster the limits live in different slots, and what the quota took is given back to the
+/// period of the identity's day).
+pub async fn a_billing_day_holds_in_a_rule_of_several_limits(h: Subject) {
+    let month = Period::new(PeriodUnit::Month);
+    let quota = Limit::quota(&["tenant"], 10, month).settable();
+    let per_ip = Limit::new(
+        &["ip"],
+        "1/1h".parse().unwrap(),
+        crate::model::Algorithm::FixedWindow,
+    );
+    let limiter = h.limiter(vec![("plan", Rule::new(vec![quota, per_ip]))]);
+    h.clock.set_us(at("2027-03-20T00:00", "UTC"));
+    limiter
+        .set_runtime_limit("plan", None, &[("tenant", "t"), ("ip", "-")], &day(15))
+        .await
+        .unwrap();
+    let check = async |ip: &str| {
+        let d = limiter
+            .check("plan", &[("tenant", "t"), ("ip", ip)])
+            .await
+            .unwrap();
+        assert!(!d.degraded, "{d:?}");
+        d
+    };
+    let used = async || {
+        let usage = limiter
+            .usage("plan", &[("tenant", "t"), ("ip", "-")])
+            .await
+            .unwrap();
+        let u = &usage.limits[0];
+        (u.used, u.period_start_ms.unwrap())
+    };
+    // Several addresses, so that on a Cluster some live in slots after the quota's (consumed
+    // there first, then given back) and some before.
+    for (n, ip) in (1..).zip(["a", "b", "c", "d", "e", "f"]) {
+        assert!(check(ip).await.allowed);
+        assert!(!check(ip).await.allowed);
+        assert_eq!(
+            used().await,
+            (n, ms("2027-03-15T00:00")),
+            "refused by the address's limit: not counted"
+        );
+    }
+    let d = check("g").await;
+    assert!(d.allowed);
+    assert_eq!(
+        d.limits[0].reset_after_ms,
+        ms("2027-04-15T00:00") - ms("2027-03-20T00:00")
+    );
+    assert_eq!(used().await, (7, ms("2027-03-15T00:00")));
+}

@@ -201,6 +201,7 @@ macro_rules! conformance_suite {
             a_billing_day_per_identity_decides_its_own_month,
             changing_the_billing_day_keeps_the_count,
             a_billing_day_of_31_falls_on_februarys_last_day,
+            a_billing_day_holds_in_a_rule_of_several_limits,
             token_bucket_bursts_then_refills_keeping_fractions,
             gcra_bursts_then_spaces_units,
             leaky_bucket_delays_then_denies_and_keeps_fractional_leak,
