@@ -88,3 +88,34 @@ async fn an_identitys_day_is_learnt_from_the_decision_and_follows_a_change_made_
     let (read, expected) = period_start(&server, &b, "t", 1).await;
     assert_eq!(read, expected);
 }
+
+#[tokio::test]
+async fn a_day_kept_on_a_limit_no_longer_monthly_is_harmless() {
+    // A named monthly quota made daily in the rule file keeps its id, and so its entries: a day
+    // kept there gives no period, and decisions go on (two calls each, until the entry is set
+    // again or removed).
+    let server = RedisServer::start();
+    let mut daily = Limit::quota(&["tenant"], 2, Period::new(PeriodUnit::Day)).settable();
+    daily.name = Some("plan".into());
+    let limiter = Limiter::builder(Arc::new(redis_store(&server, None).await))
+        .rules([("plan".to_string(), Rule::new(vec![daily]))])
+        .options(Options {
+            timeout: Duration::from_secs(5),
+            ..Options::default()
+        })
+        .build()
+        .unwrap();
+    assert_eq!(calls_for_a_check(&server, &limiter, "t").await, (1, 1));
+    let keys = sluice_test_support::decision_keys(&server.cli(&["KEYS", "sluice:*"]));
+    assert_eq!(keys.len(), 1, "{keys:?}");
+    assert_eq!(
+        server.cli(&["SET", &format!("{}:r", keys[0]), "0 0 15"]),
+        "OK"
+    );
+    assert_eq!(calls_for_a_check(&server, &limiter, "t").await, (2, 0));
+    let d = limiter.check("plan", &[("tenant", "t")]).await.unwrap();
+    assert!(!d.allowed && !d.degraded, "{d:?}");
+    let usage = limiter.usage("plan", &[("tenant", "t")]).await.unwrap();
+    let day = Period::new(PeriodUnit::Day).bounds_at(redis_now(&server));
+    assert_eq!(usage.limits[0].period_start_ms, Some(day.start.as_millis()));
+}

@@ -168,12 +168,17 @@ impl RedisStore {
         // in another: decide again in the period that holds Redis' (a node within a clock's
         // error of a period's end; a third try would need the time to cross another end). Or a
         // settable monthly quota's identity keeps another billing day than the one assumed:
-        // decide again with its day (once per such limit, unless it changes meanwhile).
-        let months = calls.iter().filter(|c| anchors::month_of(c).is_some());
-        for _ in 0..2 + months.count() {
+        // decide again with its day (once per such limit, unless it changes meanwhile). A day
+        // kept on another settable limit (a rule file that made a monthly quota something else
+        // under the same name) is sent back too, and gives no period of its own.
+        let settable = calls.iter().filter(|c| c.step.settable);
+        for _ in 0..2 + settable.count() {
             let redis_now = if let Some(redis_now) = codec::period_moved(&reply) {
                 redis_now
             } else if let Some((redis_now, limit, day)) = codec::anchor_moved(&reply) {
+                if assumed.is_empty() {
+                    assumed = vec![None; calls.len()];
+                }
                 let Some(assumed) = assumed.get_mut(limit) else {
                     break;
                 };
@@ -192,7 +197,7 @@ impl RedisStore {
         for (i, (call, outcome)) in calls.iter().zip(&mut decided.outcomes).enumerate() {
             if let Some(&day) = assumed.get(i) {
                 // The cache learns what the decision told (it gave the first guess).
-                if first_assumed.get(i) != Some(&day) {
+                if anchors::month_of(call).is_some() && first_assumed.get(i) != Some(&day) {
                     let state = keys::state_key(prefix, &call.key);
                     self.inner.anchors.note(state, day);
                 }
