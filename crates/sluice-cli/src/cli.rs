@@ -247,13 +247,14 @@ pub struct Target {
 /// `sluice limits <action>`.
 #[derive(Debug, Clone, Subcommand)]
 pub enum LimitsAction {
-    /// Set an identity's run-time limit: `sluice limits set api --rate 5000/1m customer=42`.
+    /// Set an identity's run-time limit: `sluice limits set api --rate 5000/1m customer=42`; on a
+    /// quota `--quota 50000` and, by the month, `--anchor 15` (the billing day), either or both.
     Set {
         /// Where.
         #[command(flatten)]
         target: Target,
         /// Units per window; the window must be the limit's.
-        #[arg(long, required_unless_present = "max_leases")]
+        #[arg(long, required_unless_present_any = ["max_leases", "quota", "anchor"])]
         rate: Option<String>,
         /// Capacity (token bucket, GCRA, leaky bucket); defaults to the rate's count.
         #[arg(long)]
@@ -261,6 +262,13 @@ pub enum LimitsAction {
         /// For a concurrency limit: leases held at once.
         #[arg(long, conflicts_with_all = ["rate", "burst"])]
         max_leases: Option<u64>,
+        /// For a quota: units per period.
+        #[arg(long, conflicts_with_all = ["rate", "burst", "max_leases"])]
+        quota: Option<u64>,
+        /// For a monthly quota: the day (1-31) each of the identity's months begins on; the
+        /// identity keeps what it used this period.
+        #[arg(long, conflicts_with_all = ["rate", "burst", "max_leases"])]
+        anchor: Option<u8>,
     },
     /// Print an identity's run-time limit; exit 1 when none is set.
     Get {
@@ -348,6 +356,20 @@ mod tests {
         assert!(parse(&["set", "api", "customer=42"]).is_err());
         assert!(parse(&["set", "api", "--rate", "5/1m"]).is_err());
         assert!(parse(&["set", "jobs", "--max-leases", "3", "--rate", "1/1m", "t=1"]).is_err());
+        // A quota's billing day stands alone, or beside its own count; never beside a rate.
+        let day = parse(&["set", "plan", "--anchor", "15", "tenant=7"]).unwrap();
+        let LimitsAction::Set { anchor, quota, .. } = day else {
+            panic!("parsed as set");
+        };
+        assert_eq!((anchor, quota), (Some(15), None));
+        assert!(parse(&["set", "plan", "--quota", "9", "--anchor", "31", "tenant=7"]).is_ok());
+        assert!(
+            parse(&[
+                "set", "plan", "--anchor", "15", "--rate", "1/1m", "tenant=7"
+            ])
+            .is_err()
+        );
+        assert!(parse(&["set", "plan", "--anchor", "day", "tenant=7"]).is_err());
         assert!(parse(&["get", "api", "customer=42"]).is_ok());
         assert!(parse(&["list"]).is_ok());
         assert!(parse(&["list", "--limit", "x"]).is_err());

@@ -31,11 +31,15 @@ pub async fn run(args: LimitsArgs) -> anyhow::Result<ExitCode> {
             rate,
             burst,
             max_leases,
+            quota,
+            anchor,
         } => {
             let mut body = identity(target);
             body["rate"] = json!(rate);
             body["burst"] = json!(burst);
             body["max_leases"] = json!(max_leases);
+            body["quota"] = json!(quota);
+            body["anchor"] = json!(anchor);
             client.put(&endpoint).json(&body)
         }
         LimitsAction::Get { target } => {

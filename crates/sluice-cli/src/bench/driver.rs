@@ -72,9 +72,17 @@ impl Driver {
                 .iter()
                 .enumerate()
             {
-                let set = RuntimeLimit {
-                    burst: limit.burst,
-                    ..RuntimeLimit::rate(limit.rate)
+                let set = if limit.period.is_some() {
+                    // A quota's count is its `quota`.
+                    RuntimeLimit {
+                        quota: Some(limit.rate.count),
+                        ..RuntimeLimit::default()
+                    }
+                } else {
+                    RuntimeLimit {
+                        burst: limit.burst,
+                        ..RuntimeLimit::rate(limit.rate)
+                    }
                 };
                 let id = limit.id();
                 for key in keys {

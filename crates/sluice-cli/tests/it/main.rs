@@ -5,6 +5,7 @@
 
 mod admin;
 mod api;
+mod billing_days;
 mod check_all;
 mod commands;
 mod common;

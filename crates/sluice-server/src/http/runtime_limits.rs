@@ -1,8 +1,9 @@
 //! Run-time limits over HTTP, behind the admin token: `GET|PUT|DELETE /v1/limits`.
 //!
 //! - `PUT /v1/limits` `{"rule", "limit"?, "attributes", "rate", "burst"?}` (or `"max_leases"` for a
-//!   concurrency limit) sets one identity's numbers on a settable limit (`limit`: its id, needed
-//!   only when the rule has several settable limits) and answers the entry as it now stands;
+//!   concurrency limit, `"quota"` and on a monthly quota `"anchor"`, the billing day, for a
+//!   quota) sets one identity's numbers on a settable limit (`limit`: its id, needed only when
+//!   the rule has several settable limits) and answers the entry as it now stands;
 //! - `GET /v1/limits[?rule=R][&limit=L][&attributes={"customer":"42"}]` lists the entries of
 //!   every settable limit (or of one rule, one limit, one identity: `attributes` is a JSON object
 //!   as in a check's body);
@@ -51,6 +52,11 @@ pub(super) struct RuntimeLimitSet<'a> {
     burst: Option<u64>,
     /// For a concurrency limit, instead of `rate`: leases held at once.
     max_leases: Option<u64>,
+    /// For a quota, instead of `rate`: units per period.
+    quota: Option<u64>,
+    /// For a monthly quota: the day (1–31) each of the identity's months begins on. Alone, the
+    /// rule's quota keeps applying; a change keeps what the identity used this period.
+    anchor: Option<u8>,
 }
 
 /// The body of `DELETE /v1/limits`: an identity of a rule's settable limit.
@@ -100,6 +106,12 @@ pub(super) struct RuntimeLimitEntry {
     /// A concurrency limit's leases held at once.
     #[serde(skip_serializing_if = "Option::is_none")]
     max_leases: Option<u64>,
+    /// A quota's units per period (absent when only the billing day is set).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    quota: Option<u64>,
+    /// A monthly quota's billing day for this identity.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    anchor: Option<u8>,
 }
 
 impl RuntimeLimitEntry {
@@ -111,6 +123,8 @@ impl RuntimeLimitEntry {
             rate: info.set.rate,
             burst: info.set.burst,
             max_leases: info.set.max_leases,
+            quota: info.set.quota,
+            anchor: info.set.anchor,
         }
     }
 }
@@ -156,6 +170,8 @@ pub(super) async fn set(
                 rate: request.rate,
                 burst: request.burst,
                 max_leases: request.max_leases,
+                quota: request.quota,
+                anchor: request.anchor,
             },
         )
         .await?;

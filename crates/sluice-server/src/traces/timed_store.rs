@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use sluice::DynStore;
 use sluice::algorithm::{LimitOutcome, LimitStep, Mode, RuntimeNumbers};
-use sluice::model::Micros;
+use sluice::model::{Micros, Period};
 use sluice::store::BoxFuture;
 use sluice::store::{
     BlocksCursor, BlocksPage, GiveBackCall, KeyRef, LeaseCall, LimitCall, LimitKey, ReserveCall,
@@ -160,8 +160,9 @@ impl DynStore for TimedStore {
         key: &'a LimitKey,
         numbers: RuntimeNumbers,
         max_entries: usize,
+        period: Option<&'static Period>,
     ) -> BoxFuture<'a, Result<bool, StoreError>> {
-        self.0.set_runtime(key, numbers, max_entries)
+        self.0.set_runtime(key, numbers, max_entries, period)
     }
 
     fn runtime<'a>(
@@ -179,8 +180,12 @@ impl DynStore for TimedStore {
         self.0.runtime_entries(rule, limit_id)
     }
 
-    fn remove_runtime<'a>(&'a self, key: &'a LimitKey) -> BoxFuture<'a, Result<bool, StoreError>> {
-        self.0.remove_runtime(key)
+    fn remove_runtime<'a>(
+        &'a self,
+        key: &'a LimitKey,
+        period: Option<&'static Period>,
+    ) -> BoxFuture<'a, Result<bool, StoreError>> {
+        self.0.remove_runtime(key, period)
     }
 }
 
@@ -211,15 +216,12 @@ mod tests {
             limit_id: "customer".into(),
             identity: "customer=42".into(),
         };
-        let numbers = RuntimeNumbers {
-            count: 5,
-            capacity: 6,
-        };
-        assert!(store.set_runtime(&key, numbers, 10).await.unwrap());
+        let numbers = RuntimeNumbers::counts(5, 6);
+        assert!(store.set_runtime(&key, numbers, 10, None).await.unwrap());
         assert_eq!(store.runtime(&key).await.unwrap(), Some(numbers));
         let listed = store.runtime_entries("api", "customer").await.unwrap();
         assert_eq!(listed.len(), 1);
-        assert!(store.remove_runtime(&key).await.unwrap());
+        assert!(store.remove_runtime(&key, None).await.unwrap());
         assert_eq!(store.runtime(&key).await.unwrap(), None);
     }
 }

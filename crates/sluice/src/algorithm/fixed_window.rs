@@ -5,7 +5,7 @@
 //! the next admits up to twice the limit across the edge. That is the known price of O(1) state.
 
 use super::{COUNT_CAP, Mode, Outcome, Params};
-use crate::model::Micros;
+use crate::model::{Micros, Period};
 
 /// The current window's start (µs) and the units counted in it.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -57,6 +57,19 @@ pub fn window_at(now: Micros, p: &Params) -> (Micros, Micros) {
     }
 }
 
+/// Moves a quota's count from the period `from` gives at `now` to the one `to` gives (an
+/// identity's billing day changed): what was used in the current period is kept. Returns the new
+/// period's end, until which the state must be kept, or `None` when the state holds no count of
+/// `from`'s current period (nothing was used in it: nothing to keep).
+pub fn carry_over(state: &mut State, now: Micros, from: &Period, to: &Period) -> Option<Micros> {
+    if state.count == 0 || state.window_start != from.bounds_at(now).start {
+        return None;
+    }
+    let bounds = to.bounds_at(now);
+    state.window_start = bounds.start;
+    Some(bounds.end)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -97,6 +110,35 @@ mod tests {
             })
             .count();
         assert_eq!(admitted, 6);
+    }
+
+    #[test]
+    fn a_new_billing_day_keeps_the_count_of_the_current_period() {
+        use crate::model::PeriodUnit;
+        let month = |anchor| {
+            Period::new(PeriodUnit::Month)
+                .anchored(anchor)
+                .unwrap()
+                .interned()
+        };
+        let (first, fifteenth) = (month(1), month(15));
+        let mut p = Params::new(5, first.longest().into(), 5);
+        p.period = Some(first);
+        // 2026-11-20: the period from the 1st holds 3 units.
+        let now = Micros::from_secs(1_795_132_800);
+        let mut s = State::default();
+        decide(&mut s, now, &p, 3, Mode::Apply);
+        let end = carry_over(&mut s, now, first, fifteenth).unwrap();
+        assert_eq!(end, fifteenth.bounds_at(now).end);
+        p.period = Some(fifteenth);
+        let o = decide(&mut s, now, &p, 1, Mode::Apply);
+        assert_eq!(o.remaining, 1, "the 3 units came along");
+        // A count of an earlier period is nothing to keep.
+        let mut stale = State {
+            window_start: Micros::ZERO,
+            count: 2,
+        };
+        assert_eq!(carry_over(&mut stale, now, first, fifteenth), None);
     }
 
     #[test]

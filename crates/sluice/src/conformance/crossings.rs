@@ -159,3 +159,37 @@ pub async fn quota_crossings_follow_what_the_rule_counts(h: Subject) {
     let last: Vec<u64> = drain(&mut rx).iter().map(|c| c.used).collect();
     assert_eq!(last, [4]);
 }
+
+/// Behaviour: An identity's own quota and billing day (set at run time) are the ones its
+/// crossings are counted against and labelled with.
+pub async fn quota_crossings_follow_an_identitys_own_numbers(h: Subject) {
+    let limiter = h.limiter(vec![(
+        "plan",
+        Rule::new(vec![notifying(100, &[0.5]).settable()]),
+    )]);
+    let mut rx = limiter.crossings().unwrap();
+    h.clock.set_us(at("2026-05-20T12:00", "UTC"));
+    let c = [("tenant", "c")];
+    let own = crate::model::RuntimeLimit {
+        quota: Some(10),
+        anchor: Some(15),
+        ..crate::model::RuntimeLimit::default()
+    };
+    limiter
+        .set_runtime_limit("plan", None, &c, &own)
+        .await
+        .unwrap();
+    for _ in 0..5 {
+        assert!(limiter.check("plan", &c).await.unwrap().allowed);
+    }
+    let crossed = drain(&mut rx);
+    assert_eq!(crossed.len(), 1, "{crossed:?}");
+    let own_month = Period::new(PeriodUnit::Month)
+        .anchored(15)
+        .unwrap()
+        .bounds_at(h.now_us());
+    assert_eq!(
+        (crossed[0].quota, crossed[0].used, crossed[0].period),
+        (10, 5, own_month)
+    );
+}

@@ -25,6 +25,7 @@
 
 mod algorithms;
 mod batches;
+mod billing_days;
 mod blocks;
 mod crossings;
 mod leases;
@@ -37,6 +38,7 @@ mod tiers;
 
 pub use algorithms::*;
 pub use batches::*;
+pub use billing_days::*;
 pub use blocks::*;
 pub use crossings::*;
 pub use leases::*;
@@ -198,6 +200,10 @@ macro_rules! conformance_suite {
             a_daily_quota_follows_its_zone_across_daylight_saving,
             weekly_and_yearly_quotas_begin_on_monday_and_new_year,
             a_quota_that_admits_past_itself_marks_the_overage,
+            a_billing_day_per_identity_decides_its_own_month,
+            changing_the_billing_day_keeps_the_count,
+            a_billing_day_of_31_falls_on_februarys_last_day,
+            a_billing_day_holds_in_a_rule_of_several_limits,
             token_bucket_bursts_then_refills_keeping_fractions,
             gcra_bursts_then_spaces_units,
             leaky_bucket_delays_then_denies_and_keeps_fractional_leak,
@@ -207,6 +213,7 @@ macro_rules! conformance_suite {
             peek_consumes_nothing,
             quota_thresholds_are_crossed_once_per_period,
             quota_crossings_follow_what_the_rule_counts,
+            quota_crossings_follow_an_identitys_own_numbers,
             multi_limit_rules_are_all_or_nothing,
             repeated_parts_add_up_against_one_count,
             repeated_parts_share_one_lease,

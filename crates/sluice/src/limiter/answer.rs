@@ -144,7 +144,9 @@ pub(super) fn limit_decision(
 /// The limit's quota for this check: its own, or the identity's numbers set at run time.
 #[inline]
 fn quota(step: &LimitStep, o: &LimitOutcome) -> u64 {
-    o.runtime.map_or(step.params.capacity, |n| n.capacity)
+    o.runtime
+        .and_then(|n| n.capacity)
+        .unwrap_or(step.params.capacity)
 }
 
 /// Whether the limit allowed the request: the store admitted it, within the identity's quota.

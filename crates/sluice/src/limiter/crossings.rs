@@ -47,7 +47,7 @@ pub struct QuotaCrossing {
     pub used: u64,
     /// The store's time at the decision.
     pub at: Micros,
-    /// The period the decision counted in.
+    /// The period the decision counted in (from the identity's billing day when it has one).
     pub period: PeriodBounds,
     /// Where the quota's `notify` posts its events.
     pub webhook: Arc<str>,
@@ -169,11 +169,13 @@ pub(super) fn of_limit(
     now: Micros,
     mut found: impl FnMut(QuotaCrossing),
 ) {
+    // The identity's own numbers, when it has some: its quota and its billing day.
+    let step = outcome.runtime.map_or(*step, |own| own.apply(step));
     let (Some(notify), Some(period), true) = (&limit.notify, step.params.period, outcome.allowed)
     else {
         return;
     };
-    let quota = outcome.runtime.map_or(step.params.count, |r| r.count);
+    let quota = step.params.count;
     let used = quota.saturating_sub(outcome.remaining);
     let before = used.saturating_sub(step.cost);
     for &threshold in notify.at.iter() {

@@ -15,7 +15,7 @@ use super::compile::CompiledRule;
 use super::compiled_limit::CompiledLimit;
 use super::{Attributes, Limiter, keys};
 use crate::error::Error;
-use crate::model::{Limit, RuntimeLimit};
+use crate::model::{Limit, Period, RuntimeLimit};
 use crate::store::{LimitKey, Store};
 
 /// One identity's run-time limit, as the admin API shows it.
@@ -101,7 +101,8 @@ impl Limiter {
 
     /// Sets the run-time limit of one identity on a settable limit of `rule` (`limit`: its id,
     /// or `None` for the rule's only settable one). From the next decision on, every node
-    /// decides that identity with these numbers; its counter carries over.
+    /// decides that identity with these numbers; its counter carries over, and a new billing day
+    /// of a monthly quota keeps what the identity used in its current period.
     ///
     /// `Err` when the limit is unknown or not settable, the numbers are refused as a rule file
     /// would refuse them, an attribute is missing, or the limit already holds
@@ -123,7 +124,13 @@ impl Limiter {
             })?;
         let key = self.runtime_key(&compiled, target, attrs)?;
         let max = self.inner.options.max_runtime_limits;
-        if !self.inner.store.set_runtime(&key, numbers, max).await? {
+        let period = definition.period.as_ref().map(Period::interned);
+        if !self
+            .inner
+            .store
+            .set_runtime(&key, numbers, max, period)
+            .await?
+        {
             return Err(Error::RuntimeLimitsFull {
                 rule: rule.to_string(),
                 limit_id: target.id.to_string(),
@@ -131,7 +138,7 @@ impl Limiter {
             });
         }
         // The local store mirrors the change; it has room whenever the store had.
-        Store::set_runtime(&self.inner.local, &key, numbers, usize::MAX).await?;
+        Store::set_runtime(&self.inner.local, &key, numbers, usize::MAX, period).await?;
         Ok(RuntimeLimitInfo {
             limit_id: target.id.to_string(),
             identity: key.identity,
@@ -192,7 +199,8 @@ impl Limiter {
     }
 
     /// Removes the run-time limit of one identity: its decisions follow the rule file's numbers
-    /// again. Returns whether one was set.
+    /// again, and its billing day the rule's (keeping what it used this period). Returns whether
+    /// one was set.
     pub async fn remove_runtime_limit(
         &self,
         rule: &str,
@@ -200,10 +208,11 @@ impl Limiter {
         attrs: &(impl Attributes + ?Sized),
     ) -> Result<bool, Error> {
         let compiled = self.rule(rule)?;
-        let (target, _) = self.settable(&compiled, limit)?;
+        let (target, definition) = self.settable(&compiled, limit)?;
         let key = self.runtime_key(&compiled, target, attrs)?;
-        let was = self.inner.store.remove_runtime(&key).await?;
-        Store::remove_runtime(&self.inner.local, &key).await?;
+        let period = definition.period.as_ref().map(Period::interned);
+        let was = self.inner.store.remove_runtime(&key, period).await?;
+        Store::remove_runtime(&self.inner.local, &key, period).await?;
         Ok(was)
     }
 }

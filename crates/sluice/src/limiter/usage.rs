@@ -56,17 +56,15 @@ impl Limiter {
             .zip(&reply.outcomes)
             .zip(&own_limits)
             .map(|((call, outcome), &own)| {
-                let p = &call.step.params;
                 let windowed = call.step.algorithm == Algorithm::FixedWindow;
-                let (limit, used) = match outcome.runtime {
-                    Some(numbers) => (
-                        numbers.capacity,
-                        numbers.capacity.saturating_sub(outcome.remaining),
-                    ),
+                let (limit, used) = match outcome.runtime.and_then(|n| n.capacity) {
+                    Some(capacity) => (capacity, capacity.saturating_sub(outcome.remaining)),
                     None if windowed => (own, MAX_COUNT.saturating_sub(outcome.remaining)),
                     None => (own, own.saturating_sub(outcome.remaining)),
                 };
-                let window = windowed.then(|| fixed_window::window_at(reply.now_us, p));
+                // The period is the identity's: from its own billing day, when it has one.
+                let step = outcome.runtime.map_or(call.step, |n| n.apply(&call.step));
+                let window = windowed.then(|| fixed_window::window_at(reply.now_us, &step.params));
                 LimitUsage {
                     id: call.key.limit_id.clone(),
                     limit,

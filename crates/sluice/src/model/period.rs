@@ -169,15 +169,50 @@ impl Period {
     /// are `Copy`). Distinct periods are few (a unit, an IANA zone and an anchor day), so the
     /// copies kept are bounded however often rules are reloaded.
     pub fn interned(&self) -> &'static Period {
+        self.kept(self.anchor)
+    }
+
+    /// The kept copy of this period anchored on `anchor` (valid for its unit), made on first use.
+    /// A copy already kept is found without cloning this one (a decision of an identity with its
+    /// own billing day asks for it).
+    fn kept(&self, anchor: u8) -> &'static Period {
         static KEPT: std::sync::Mutex<Vec<&'static Period>> = std::sync::Mutex::new(Vec::new());
         let mut kept = KEPT
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if let Some(period) = kept.iter().find(|p| **p == self) {
+        let same =
+            |p: &Period| (p.unit, &p.zone_name, p.anchor) == (self.unit, &self.zone_name, anchor);
+        if let Some(period) = kept.iter().find(|p| same(p)) {
             return period;
         }
-        let period: &'static Period = Box::leak(Box::new(self.clone()));
+        let period: &'static Period = Box::leak(Box::new(Period {
+            anchor,
+            ..self.clone()
+        }));
         kept.push(period);
+        period
+    }
+
+    /// The kept copy ([`Period::interned`]) of this period starting on day `anchor` instead: an
+    /// identity's own billing day. A period that is not a month, or an anchor outside 1–31
+    /// (which a stored entry never holds, see [`RuntimeNumbers`](crate::algorithm::RuntimeNumbers)),
+    /// keeps its own.
+    pub fn with_anchor(&'static self, anchor: u8) -> &'static Period {
+        if anchor == self.anchor || self.unit != PeriodUnit::Month || !(1..=31).contains(&anchor) {
+            return self;
+        }
+        // The last one asked on this thread, so that steady decisions of identities with their
+        // own day do not all take the kept copies' lock.
+        type Recent = Option<(&'static Period, u8, &'static Period)>;
+        thread_local!(static RECENT: std::cell::Cell<Recent> = const { std::cell::Cell::new(None) });
+        if let Some((base, day, period)) = RECENT.get()
+            && std::ptr::eq(base, self)
+            && day == anchor
+        {
+            return period;
+        }
+        let period = self.kept(anchor);
+        RECENT.set(Some((self, anchor, period)));
         period
     }
 

@@ -12,7 +12,7 @@ use super::{
     RuntimeEntry, SettleCall, Store, StoreError, StoreReply,
 };
 use crate::algorithm::{LimitOutcome, LimitStep, Mode, RuntimeNumbers};
-use crate::model::Micros;
+use crate::model::{Micros, Period};
 
 /// A boxed, sendable future: what [`DynStore`] returns so that stores can be held as
 /// `Arc<dyn DynStore>`.
@@ -84,6 +84,7 @@ pub trait DynStore: Send + Sync + fmt::Debug + 'static {
         key: &'a LimitKey,
         numbers: RuntimeNumbers,
         max_entries: usize,
+        period: Option<&'static Period>,
     ) -> BoxFuture<'a, Result<bool, StoreError>>;
     /// See [`Store::runtime`].
     fn runtime<'a>(
@@ -97,7 +98,11 @@ pub trait DynStore: Send + Sync + fmt::Debug + 'static {
         limit_id: &'a str,
     ) -> BoxFuture<'a, Result<Vec<RuntimeEntry>, StoreError>>;
     /// See [`Store::remove_runtime`].
-    fn remove_runtime<'a>(&'a self, key: &'a LimitKey) -> BoxFuture<'a, Result<bool, StoreError>>;
+    fn remove_runtime<'a>(
+        &'a self,
+        key: &'a LimitKey,
+        period: Option<&'static Period>,
+    ) -> BoxFuture<'a, Result<bool, StoreError>>;
 }
 
 impl<S: Store> DynStore for S {
@@ -177,8 +182,9 @@ impl<S: Store> DynStore for S {
         key: &'a LimitKey,
         numbers: RuntimeNumbers,
         max_entries: usize,
+        period: Option<&'static Period>,
     ) -> BoxFuture<'a, Result<bool, StoreError>> {
-        Box::pin(Store::set_runtime(self, key, numbers, max_entries))
+        Box::pin(Store::set_runtime(self, key, numbers, max_entries, period))
     }
     fn runtime<'a>(
         &'a self,
@@ -193,7 +199,11 @@ impl<S: Store> DynStore for S {
     ) -> BoxFuture<'a, Result<Vec<RuntimeEntry>, StoreError>> {
         Box::pin(Store::runtime_entries(self, rule, limit_id))
     }
-    fn remove_runtime<'a>(&'a self, key: &'a LimitKey) -> BoxFuture<'a, Result<bool, StoreError>> {
-        Box::pin(Store::remove_runtime(self, key))
+    fn remove_runtime<'a>(
+        &'a self,
+        key: &'a LimitKey,
+        period: Option<&'static Period>,
+    ) -> BoxFuture<'a, Result<bool, StoreError>> {
+        Box::pin(Store::remove_runtime(self, key, period))
     }
 }

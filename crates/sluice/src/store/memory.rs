@@ -58,7 +58,7 @@ use super::{
 };
 use crate::algorithm::{KeyState, LimitOutcome, LimitStep, Mode, RuntimeNumbers, step};
 use crate::clock::{Clock, SystemClock};
-use crate::model::Micros;
+use crate::model::{Micros, Period};
 use crate::store::KeyRef;
 use packed_state::PackedState;
 use shard::{Full, Shard};
@@ -396,8 +396,9 @@ impl Store for MemoryStore {
         key: &LimitKey,
         numbers: RuntimeNumbers,
         max_entries: usize,
+        period: Option<&'static Period>,
     ) -> Result<bool, StoreError> {
-        Ok(self.set_runtime_now(key, numbers, max_entries))
+        Ok(self.set_runtime_now(key, numbers, max_entries, period))
     }
 
     async fn runtime(&self, key: &LimitKey) -> Result<Option<RuntimeNumbers>, StoreError> {
@@ -412,8 +413,12 @@ impl Store for MemoryStore {
         Ok(self.runtime_entries_now(rule, limit_id))
     }
 
-    async fn remove_runtime(&self, key: &LimitKey) -> Result<bool, StoreError> {
-        Ok(self.remove_runtime_now(key))
+    async fn remove_runtime(
+        &self,
+        key: &LimitKey,
+        period: Option<&'static Period>,
+    ) -> Result<bool, StoreError> {
+        Ok(self.remove_runtime_now(key, period))
     }
 }
 

@@ -31,7 +31,7 @@ use std::time::Duration;
 
 use crate::algorithm::concurrency::LeaseToken;
 use crate::algorithm::{LimitOutcome, LimitStep, Mode, RuntimeNumbers};
-use crate::model::{Micros, Name};
+use crate::model::{Micros, Name, Period};
 pub use dyn_store::{BoxFuture, DynStore};
 
 /// The state of one limit for one identity: rule, limit id, escaped identity.
@@ -344,13 +344,25 @@ pub trait Store: Send + Sync + fmt::Debug + 'static {
     /// that key applies (see [`crate::algorithm::runtime`]). `Ok(false)`, changing nothing, when
     /// the limit already holds `max_entries` other identities' numbers. A store without
     /// run-time limits may keep this default, which refuses.
+    ///
+    /// `period` is the limit's own (a quota's, as the rule file writes it). When the change
+    /// moves the identity's billing day, the count of its current period (under the day it had)
+    /// becomes the count of the period the new day gives at that instant, in the same atomic
+    /// step: what was used this month is kept.
     fn set_runtime(
         &self,
         key: &LimitKey,
         numbers: RuntimeNumbers,
         max_entries: usize,
+        period: Option<&'static Period>,
     ) -> impl Future<Output = Result<bool, StoreError>> + Send {
-        let (_, _, _, refused) = (key, numbers, max_entries, no_runtime(Store::name(self)));
+        let (_, _, _, _, refused) = (
+            key,
+            numbers,
+            max_entries,
+            period,
+            no_runtime(Store::name(self)),
+        );
         async move { Err(refused) }
     }
 
@@ -375,12 +387,14 @@ pub trait Store: Send + Sync + fmt::Debug + 'static {
     }
 
     /// Removes one key's run-time numbers: its decisions go back to the limit's. Returns whether
-    /// some were set.
+    /// some were set. A billing day of its own goes back to `period`'s (the limit's) as
+    /// [`Store::set_runtime`] moves one: the count of the current period is kept.
     fn remove_runtime(
         &self,
         key: &LimitKey,
+        period: Option<&'static Period>,
     ) -> impl Future<Output = Result<bool, StoreError>> + Send {
-        let (_, refused) = (key, no_runtime(Store::name(self)));
+        let (_, _, refused) = (key, period, no_runtime(Store::name(self)));
         async move { Err(refused) }
     }
 }

@@ -23,6 +23,7 @@ mod middleware_service;
 mod middleware_store_down;
 mod paths_differential;
 mod redis_auth;
+mod redis_billing_days;
 mod redis_channel;
 mod redis_cluster;
 mod redis_deadlines;

@@ -66,8 +66,11 @@ impl Store for Counting {
         key: &LimitKey,
         numbers: RuntimeNumbers,
         max_entries: usize,
+        period: Option<&'static crate::model::Period>,
     ) -> Result<bool, StoreError> {
-        self.store.set_runtime(key, numbers, max_entries).await
+        self.store
+            .set_runtime(key, numbers, max_entries, period)
+            .await
     }
     async fn runtime(&self, key: &LimitKey) -> Result<Option<RuntimeNumbers>, StoreError> {
         self.store.runtime(key).await

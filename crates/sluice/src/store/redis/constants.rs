@@ -40,6 +40,10 @@ pub const PERIOD_SLOT_US: u64 = 3_600_000_000;
 pub const SLIDING_LOG_REBASE: u64 = 1 << 51;
 /// Values `decide.lua` reads per limit.
 pub const ARGS_PER_LIMIT: usize = 13;
+/// A settable limit's algorithm code in `decide.lua`'s ARGV is negated, with the billing day a
+/// settable monthly quota's identity is assumed to keep above it: `-(code + CODES_M * day)`
+/// (codes are below it; no ARGV more for the day).
+pub const CODES_M: u64 = 16;
 /// Values the give-back script reads per limit (`give_back.lua`).
 pub const GIVE_BACK_ARGS: usize = 6;
 
@@ -73,6 +77,7 @@ static LUA: LazyLock<Vec<(String, String)>> = LazyLock::new(|| {
         ("COUNT_CAP", COUNT_CAP.to_string()),
         ("LEVEL_EPSILON", format!("{LEVEL_EPSILON:e}")),
         ("ARGS_PER_LIMIT", ARGS_PER_LIMIT.to_string()),
+        ("CODES_M", CODES_M.to_string()),
         ("GIVE_BACK_ARGS", GIVE_BACK_ARGS.to_string()),
     ]
     .map(|(name, value)| (name.to_string(), value))

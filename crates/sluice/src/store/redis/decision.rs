@@ -7,11 +7,12 @@ use std::sync::atomic::Ordering;
 
 use redis::{Arg, Cmd, ErrorKind, Script, ServerErrorKind, Value};
 
+use super::anchors;
 use super::codec::{self, Reading};
 use super::keys::{self, Part};
 use super::{RedisStore, store_error};
 use crate::Error;
-use crate::algorithm::Mode;
+use crate::algorithm::{Mode, RuntimeNumbers};
 use crate::clock::{Clock, SystemClock};
 use crate::limiter::{Attributes, Check, Limiter};
 use crate::model::Micros;
@@ -50,7 +51,8 @@ impl RedisStore {
             let cmd = self.spec_command(&scripted.script, calls)?;
             return Ok(cmd.args_iter().map(text).collect());
         }
-        let (keys, args) = self.general_parts(calls, mode, None)?;
+        let assumed = self.inner.anchors.assumed(&self.inner.prefix, calls);
+        let (keys, args) = self.general_parts(calls, mode, None, &assumed)?;
         let mut command = if self.inner.no_functions.load(Ordering::Relaxed) {
             vec!["EVALSHA".to_string(), scripts.decide.get_hash().to_string()]
         } else {
@@ -95,12 +97,14 @@ impl RedisStore {
     }
 
     /// The KEYS and ARGV of the general decision script; a quota's period is the one that holds
-    /// `period_at` (by default the client's clock, or the local one: see `decide_calls`).
+    /// `period_at` (by default the client's clock, or the local one: see `decide_calls`), a
+    /// settable monthly quota's from the billing day `assumed` for its identity.
     fn general_parts(
         &self,
         calls: &[LimitCall],
         mode: Mode,
         period_at: Option<Micros>,
+        assumed: &[Option<u8>],
     ) -> Result<(Vec<String>, Vec<String>), StoreError> {
         let prefix = &self.inner.prefix;
         let mut names = Vec::with_capacity(calls.len() * 3);
@@ -113,7 +117,7 @@ impl RedisStore {
         }
         let now = self.client_now();
         let period_at = period_at.or(now).unwrap_or_else(|| SystemClock.now_us());
-        let args = codec::decide_args(calls, mode, now, period_at, self.inner.min_ttl_us)?;
+        let args = codec::decide_args(calls, mode, now, period_at, self.inner.min_ttl_us, assumed)?;
         Ok((names, args))
     }
 
@@ -159,21 +163,57 @@ impl RedisStore {
                 });
             }
         }
-        let (keys, args) = self.general_parts(calls, mode, None)?;
+        let prefix = &self.inner.prefix;
+        let mut assumed = self.inner.anchors.assumed(prefix, calls);
+        let first_assumed = assumed.clone();
+        let (keys, args) = self.general_parts(calls, mode, None, &assumed)?;
         let mut reply = self.call_general(&keys, &args).await?;
         // A quota's period was sent as the one that holds this node's time, and Redis' time is
         // in another: decide again in the period that holds Redis' (a node within a clock's
-        // error of a period's end; a third try would need the time to cross another end).
-        for _ in 0..2 {
-            let Some(redis_now) = codec::period_moved(&reply) else {
+        // error of a period's end; a third try would need the time to cross another end). Or a
+        // settable monthly quota's identity keeps another billing day than the one assumed:
+        // decide again with its day (once per such limit, unless it changes meanwhile). A day
+        // kept on another settable limit (a rule file that made a monthly quota something else
+        // under the same name) is sent back too, and gives no period of its own.
+        let settable = calls.iter().filter(|c| c.step.settable);
+        for _ in 0..2 + settable.count() {
+            let redis_now = if let Some(redis_now) = codec::period_moved(&reply) {
+                redis_now
+            } else if let Some((redis_now, limit, day)) = codec::anchor_moved(&reply) {
+                if assumed.is_empty() {
+                    assumed = vec![None; calls.len()];
+                }
+                let Some(assumed) = assumed.get_mut(limit) else {
+                    break;
+                };
+                *assumed = day;
+                redis_now
+            } else {
                 break;
             };
-            let (keys, args) = self.general_parts(calls, mode, Some(redis_now))?;
+            let (keys, args) = self.general_parts(calls, mode, Some(redis_now), &assumed)?;
             reply = self.call_general(&keys, &args).await?;
         }
-        let decided = codec::decode(&reply, &reading)?.ok_or_else(|| {
+        let mut decided = codec::decode(&reply, &reading)?.ok_or_else(|| {
             StoreError::permanent("redis", "the general decision declined a request")
         })?;
+        // Decided: each settable monthly quota's identity keeps the day it was assumed to keep.
+        for (i, (call, outcome)) in calls.iter().zip(&mut decided.outcomes).enumerate() {
+            if let Some(&day) = assumed.get(i) {
+                // The cache learns what the decision told (it gave the first guess).
+                if anchors::month_of(call).is_some() && first_assumed.get(i) != Some(&day) {
+                    let state = keys::state_key(prefix, &call.key);
+                    self.inner.anchors.note(state, day);
+                }
+                if let Some(day) = day {
+                    let numbers = outcome.runtime.unwrap_or_default();
+                    outcome.runtime = Some(RuntimeNumbers {
+                        anchor: Some(day),
+                        ..numbers
+                    });
+                }
+            }
+        }
         self.saw_time(decided.now_us);
         Ok(StoreReply {
             now_us: decided.now_us,

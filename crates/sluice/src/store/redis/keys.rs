@@ -138,7 +138,7 @@ pub fn key(prefix: &str, k: &LimitKey, part: Part) -> String {
 }
 
 /// The listing of a limit's run-time numbers, `{prefix}:{rule}:{limit id}:runtime` (a hash:
-/// escaped identity → `"<count> <capacity>"`). It bounds how many identities a limit holds and
+/// escaped identity → its stored numbers, `"<count> <capacity>[ <day>]"`). It bounds how many identities a limit holds and
 /// lists them; decisions never read it.
 pub fn runtime_index(prefix: &str, rule: &str, limit_id: &str) -> String {
     format!("{prefix}:{rule}:{limit_id}:runtime")

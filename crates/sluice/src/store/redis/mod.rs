@@ -27,7 +27,8 @@
 //!   `key_names` (their public view), `slot` (Cluster hash slots);
 //! - the other operations: `admin` (reset, block, unblock, block listings), `lease` (releasing
 //!   and renewing concurrency leases), `reservation` (reserving and settling), `runtime`
-//!   (run-time numbers of settable limits and their listing), `channel` (the
+//!   (run-time numbers of settable limits and their listing), `anchors` (the billing days
+//!   identities were last seen with, a first guess for the next decision), `channel` (the
 //!   invalidation channel on pub/sub), `eviction` (the start-up check of the eviction policy),
 //!   `format` (the key format's version, `{prefix}:format`, written and checked at start-up);
 //! - the connection: `connection` (one type behind one server, Cluster and Sentinel),
@@ -37,7 +38,7 @@
 //!   (`one_head.lua`, `many_head.lua`, `many_violations.lua`, `now.lua`, `marker_answer.lua`,
 //!   `shared_call.lua`), the general decision (`idiv.lua`, `prelude.lua`, `blocked.lua`,
 //!   `decide.lua`), and the other operations' scripts (`block.lua`, `unblock.lua`,
-//!   `lease.lua`, `settle.lua`, `give_back.lua`); `give_back` (what a batch of a hot key did not
+//!   `lease.lua`, `settle.lua`, `give_back.lua`, `runtime_set.lua`, `runtime_change.lua`); `give_back` (what a batch of a hot key did not
 //!   spend, through `give_back.lua`).
 //!
 //! # Which script decides a request
@@ -140,6 +141,7 @@
 //! the side of counting: limits stay safe, a client may lose a unit per timed-out call.
 
 mod admin;
+mod anchors;
 mod channel;
 mod codec;
 mod connection;
@@ -191,7 +193,7 @@ use super::{
 };
 use crate::algorithm::{Mode, RuntimeNumbers};
 use crate::clock::{Clock, SystemClock};
-use crate::model::Micros;
+use crate::model::{Micros, Period};
 use connection::RedisConnection;
 use failover::Dial;
 use keys::Part;
@@ -213,6 +215,8 @@ struct Inner {
     min_ttl_us: Micros,
     list_budget: Duration,
     scripts: Scripts,
+    /// The billing days identities were last seen with (see `anchors`).
+    anchors: anchors::Anchors,
     /// The server refused functions: the general decision runs as a script (see `function`).
     no_functions: AtomicBool,
     /// The latest time Redis reported to the µs (see `RedisStore::saw_time`).
@@ -271,6 +275,7 @@ impl RedisStore {
                 min_ttl_us: options.min_ttl.into(),
                 list_budget: options.list_budget,
                 scripts: Scripts::new(options.min_ttl.into()),
+                anchors: anchors::Anchors::default(),
                 no_functions: AtomicBool::new(false),
                 latest_us: AtomicU64::new(0),
                 subscribe_to,
@@ -423,8 +428,10 @@ impl Store for RedisStore {
         key: &LimitKey,
         numbers: RuntimeNumbers,
         max_entries: usize,
+        period: Option<&'static Period>,
     ) -> Result<bool, StoreError> {
-        self.set_runtime_key(key, numbers, max_entries).await
+        self.set_runtime_key(key, numbers, max_entries, period)
+            .await
     }
 
     async fn runtime(&self, key: &LimitKey) -> Result<Option<RuntimeNumbers>, StoreError> {
@@ -439,7 +446,11 @@ impl Store for RedisStore {
         self.runtime_list(rule, limit_id).await
     }
 
-    async fn remove_runtime(&self, key: &LimitKey) -> Result<bool, StoreError> {
-        self.remove_runtime_key(key).await
+    async fn remove_runtime(
+        &self,
+        key: &LimitKey,
+        period: Option<&'static Period>,
+    ) -> Result<bool, StoreError> {
+        self.remove_runtime_key(key, period).await
     }
 }

@@ -93,6 +93,14 @@ fn settle_text() -> String {
     whole(&format!("{PRELUDE}{driver}"))
 }
 
+/// The run-time change script: the prelude, the fixed window's `general` section (the quota's
+/// count it moves), then `lua/runtime_change.lua`.
+fn runtime_change_text() -> String {
+    let fixed_window = &source::forms(crate::model::Algorithm::FixedWindow).general;
+    let driver = include_str!("lua/runtime_change.lua");
+    whole(&format!("{PRELUDE}{fixed_window}{driver}"))
+}
+
 /// A script of the prelude and `part`.
 fn after_prelude(part: &str) -> String {
     whole(&format!("{PRELUDE}{part}"))
@@ -116,6 +124,8 @@ pub struct Scripts {
     pub settle: Script,
     /// The give-back script of cross-slot requests (see `cross_slot`).
     pub give_back: Script,
+    /// The script that sets or removes an identity's run-time numbers (`lua/runtime_change.lua`).
+    pub runtime_change: Script,
     /// The scripts of a quota alone (`lua/quota.lua`), made per quota and period.
     pub quota: QuotaScripts,
     /// See [`Library`].
@@ -134,6 +144,7 @@ impl Scripts {
             lease: Script::new(&after_prelude(include_str!("lua/lease.lua"))),
             settle: Script::new(&settle_text()),
             give_back: Script::new(&cross_slot::give_back_text()),
+            runtime_change: Script::new(&runtime_change_text()),
             quota: QuotaScripts::new(min_ttl),
             library: Library::new(&definitions),
         }
@@ -149,6 +160,7 @@ impl Scripts {
             &self.lease,
             &self.settle,
             &self.give_back,
+            &self.runtime_change,
         ]
         .into_iter()
     }
@@ -184,6 +196,7 @@ pub(super) fn texts() -> Vec<String> {
         format!("{definitions}{DRIVER}"),
         Library::new(&definitions).source,
         cross_slot::give_back_text(),
+        runtime_change_text(),
     ];
     for part in [
         include_str!("lua/block.lua"),

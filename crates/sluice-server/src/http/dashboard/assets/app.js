@@ -117,6 +117,13 @@ function renderBlocks() {
 
 function describeRuntime(entry) {
   if (entry.max_leases !== undefined) return entry.max_leases + " at once";
+  if (entry.quota !== undefined || entry.anchor !== undefined) {
+    // A quota: its own count, its own billing day, or both.
+    const parts = [];
+    if (entry.quota !== undefined) parts.push("quota " + entry.quota);
+    if (entry.anchor !== undefined) parts.push("from day " + entry.anchor);
+    return parts.join(", ");
+  }
   return entry.rate + (entry.burst ? " burst " + entry.burst : "");
 }
 

@@ -8,7 +8,7 @@
 //! numbers a one-limit or rule script has written into it (`one_script`, `many_script`) are the
 //! ones checked here.
 
-use super::super::constants::{ARGS_PER_LIMIT, GIVE_BACK_ARGS};
+use super::super::constants::{ARGS_PER_LIMIT, CODES_M, GIVE_BACK_ARGS};
 use crate::algorithm::{Mode, Params};
 use crate::model::{Algorithm, Micros};
 use crate::store::{LimitCall, StoreError};
@@ -142,13 +142,16 @@ pub fn give_back_args(
 }
 
 /// The ARGV of the general decision script (`lua/decide.lua`); a quota's window is its period
-/// that holds `period_at`.
+/// that holds `period_at`, a settable monthly quota's from the billing day its identity is
+/// `assumed` to keep (one per call, `None`: none, the limit's own; see `anchors`; empty: none
+/// for every call).
 pub fn decide_args(
     calls: &[LimitCall],
     mode: Mode,
     now_us: Option<Micros>,
     period_at: Micros,
     min_ttl_us: Micros,
+    assumed: &[Option<u8>],
 ) -> Result<Vec<String>, StoreError> {
     let mut args = Vec::with_capacity(4 + calls.len() * ARGS_PER_LIMIT);
     args.push(now_arg(now_us));
@@ -157,9 +160,10 @@ pub fn decide_args(
     // One token per request: every concurrency limit of it takes its lease under the same one.
     let lease = calls.iter().find_map(|c| c.step.lease);
     args.push(lease.map_or_else(String::new, |t| t.to_string()));
-    for call in calls {
+    for (i, call) in calls.iter().enumerate() {
         check_exact(call)?;
         let s = &call.step;
+        let day = assumed.get(i).copied().flatten();
         let p = &s.params;
         let penalty = s.penalty;
         let or_none = |v: Option<u64>| v.map_or_else(String::new, |v| v.to_string());
@@ -167,15 +171,18 @@ pub fn decide_args(
         let code = s.algorithm.wire_code();
         let (window, start) = match p.period {
             Some(period) => {
+                let period = day.map_or(period, |day| period.with_anchor(day));
                 let bounds = period.bounds_at(period_at);
                 (bounds.end - bounds.start, micros(bounds.start))
             }
             None => (p.window_us, String::new()),
         };
         args.extend([
-            // Negated for a settable limit: the script then reads the identity's numbers.
+            // Negated for a settable limit: the script then reads the identity's numbers, and
+            // checks the billing day it keeps against the one assumed, above the code.
             if s.settable {
-                format!("-{code}")
+                let day = u64::from(day.unwrap_or(0));
+                format!("-{}", u64::from(code) + CODES_M * day)
             } else {
                 code.to_string()
             },

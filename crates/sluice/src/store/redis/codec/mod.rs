@@ -102,6 +102,22 @@ pub fn period_moved(reply: &Value) -> Option<Micros> {
     }
 }
 
+/// The general decision's answer that a settable monthly quota's identity keeps another billing
+/// day than the one its period was sent for (`lua/decide.lua`): Redis' time, the limit's index
+/// among the calls, and the day it keeps (`None`: none, the limit's own). Nothing was written;
+/// the caller decides again with that day.
+pub fn anchor_moved(reply: &Value) -> Option<(Micros, usize, Option<u8>)> {
+    match reply {
+        Value::Array(values) if values.len() == 3 => {
+            let now = micros(integer(&values[0])?)?;
+            let limit = usize::try_from(integer(&values[1])?).ok()?.checked_sub(1)?;
+            let day = u8::try_from(integer(&values[2])?).ok()?;
+            Some((now, limit, (day > 0).then_some(day)))
+        }
+        _ => None,
+    }
+}
+
 /// An integer of an array reply (Redis gives Lua's numbers as integers, its strings as text).
 fn integer(value: &Value) -> Option<i64> {
     match value {
@@ -147,10 +163,11 @@ fn outcomes(values: &[i64], calls: &[LimitCall]) -> Option<Decided> {
             let runtime = if width == general && call.step.settable {
                 match runtime.next()? {
                     [0, 0] => None,
-                    &[count, capacity] => Some(RuntimeNumbers {
-                        count: unsigned(count).filter(|&c| c > 0)?,
-                        capacity: unsigned(capacity).filter(|&c| c > 0)?,
-                    }),
+                    // The billing day is the one the call assumed (`decision.rs` adds it).
+                    &[count, capacity] => Some(RuntimeNumbers::counts(
+                        unsigned(count).filter(|&c| c > 0)?,
+                        unsigned(capacity).filter(|&c| c > 0)?,
+                    )),
                     _ => return None,
                 }
             } else {

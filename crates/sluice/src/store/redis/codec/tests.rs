@@ -171,7 +171,7 @@ fn the_general_decision_adds_each_settable_limits_numbers() {
     let (_, o) = with(&[7, 9]).unwrap().unwrap();
     assert_eq!(o[0].runtime, None);
     let numbers = o[1].runtime.expect("the settable limit's numbers");
-    assert_eq!((numbers.count, numbers.capacity), (7, 9));
+    assert_eq!(numbers, crate::algorithm::RuntimeNumbers::counts(7, 9));
     assert_eq!(with(&[0, 0]).unwrap().unwrap().1[1].runtime, None);
     for bad in [&[][..], &[7][..], &[7, 9, 1, 1], &[0, 9], &[-1, 9]] {
         assert!(with(bad).is_err(), "{bad:?}");
@@ -508,4 +508,22 @@ fn a_quota_in_its_periods_key_decodes_from_one_number() {
     assert_eq!((o.allowed, o.remaining), (false, 0));
     // A PTTL past the period's end is no answer.
     assert!(quota_answer(86_400_001, period, &call, Micros::ZERO).is_none());
+}
+
+#[test]
+fn a_billing_day_that_moved_is_told_from_an_outcome() {
+    let moved = Value::Array(vec![Value::Int(5), Value::Int(2), Value::Int(15)]);
+    assert_eq!(
+        super::anchor_moved(&moved),
+        Some((Micros::new(5), 1, Some(15)))
+    );
+    assert_eq!(super::period_moved(&moved), None);
+    let none = Value::Array(vec![Value::Int(5), Value::Int(1), Value::Int(0)]);
+    assert_eq!(super::anchor_moved(&none), Some((Micros::new(5), 0, None)));
+    let first = Value::Array(vec![Value::Int(5), Value::Int(0), Value::Int(15)]);
+    assert_eq!(super::anchor_moved(&first), None, "limits count from 1");
+    assert_eq!(
+        super::anchor_moved(&Value::Array(vec![Value::Int(5)])),
+        None
+    );
 }

@@ -13,18 +13,24 @@
 -- ARGV[4]: the token an admitted request's leases are taken under on its concurrency limits
 --   ('' when it takes none).
 -- ARGV[5..]: ARGS_PER_LIMIT per limit: algorithm (its code, model::REGISTRY; negated for a
---   settable limit, whose identity's run-time numbers "<count> <capacity>" at `<state key>:r`,
---   same slot, replace count and capacity), count, window_us, capacity, cost, count_denied (0/1),
+--   settable limit, whose identity's run-time numbers "<count> <capacity>[ <day>]" at
+--   `<state key>:r`, same slot, replace count and capacity, "0 0 <day>" setting the billing day
+--   alone; -(code + CODES_M * day) for a settable monthly quota whose period was computed from
+--   the billing day `day` the caller assumed the identity keeps there, plain -code assuming it
+--   keeps none), count, window_us, capacity, cost, count_denied (0/1),
 --   shadow (0/1; 2: a quota that admits past itself, `over: allow`), block_us ('': none),
 --   warn_after ('': no penalty), ban_after, ban_us,
 --   memory_us, period_start_us ('': none; a quota's window is then its period, from it for
 --   window_us).
 -- Returns: { now_us } alone, writing nothing, when `now` is outside a quota's period (the caller
---   sends the period that holds it); else { now_us, then 8 per limit: allowed (0/1), remaining, reset_after_us,
+--   sends the period that holds it); { now_us, limit (1-based), day } alone, writing nothing,
+--   when that settable limit's identity keeps another billing day than the one assumed (0:
+--   none; the caller sends the period `day` gives: store/redis/anchors.rs);
+--   else { now_us, then 8 per limit: allowed (0/1), remaining, reset_after_us,
 --   retry_after_us (-1: none), violations, warning (0/1), delay_us, blocked_until_us (-1: none)
 --   (the one-limit and rule scripts' 4 or 6 values, then these two: codec.rs),
 --   then per settable limit, in order, the run-time count and capacity it decided with (0, 0:
---   none set) }.
+--   none set; the billing day is the one assumed) }.
 
 
 local now = read_now(ARGV[1])
@@ -43,10 +49,15 @@ local k = 1
 local a = 5
 while ARGV[a] do
   local code = tonumber(ARGV[a])
-  local runtime
+  local runtime, day
   if code < 0 then
     -- Read in this same script: a change applies to the next decision, never halfway into one.
     code = -code
+    if code > CODES_M then
+      -- Small integers: `%` is exact, and cheaper than idiv.
+      local low = code % CODES_M
+      day, code = (code - low) / CODES_M, low
+    end
     runtime = redis.call('GET', KEYS[k] .. RUNTIME) or ''
   end
   local step = {
@@ -71,6 +82,19 @@ while ARGV[a] do
   k = k + 1
   if runtime then
     local count, capacity = string.match(runtime, '^(%d+) (%d+)$')
+    local kept
+    if not count and runtime ~= '' then
+      -- Numbers with a billing day ("0 0 <day>": the day alone), matched second: most have none.
+      count, capacity, kept = string.match(runtime, '^(%d+) (%d+) (%d+)$')
+      kept = tonumber(kept)
+      if count == '0' then
+        count = nil
+      end
+    end
+    if kept ~= day then
+      -- The period sent is the assumed day's: another day is another period.
+      return { now, #steps + 1, kept or 0 }
+    end
     step.runtime = { 0, 0 }
     if count then
       step.p.count, step.p.capacity = tonumber(count), tonumber(capacity)

@@ -1,8 +1,8 @@
 -- runtime_set: records an identity's run-time numbers in its limit's listing, within the bound.
 -- Not prefixed by the prelude: it reads no time and no state.
 --
--- KEYS[1]: the limit's listing (hash: escaped identity -> "<count> <capacity>").
--- ARGV[1]: the escaped identity. ARGV[2]: "<count> <capacity>". ARGV[3]: the most identities
+-- KEYS[1]: the limit's listing (hash: escaped identity -> the stored numbers, algorithm/runtime.rs).
+-- ARGV[1]: the escaped identity. ARGV[2]: the stored numbers. ARGV[3]: the most identities
 --   the listing may hold.
 -- Returns: 1 when recorded (new, or replacing the identity's own), 0 when the listing is full
 --   of other identities (nothing changed).
