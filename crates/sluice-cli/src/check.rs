@@ -23,6 +23,7 @@ use sluice_server::config::{Config, closest};
 use sluice_server::store_url;
 
 use crate::cli::CheckArgs;
+use crate::stdout::line;
 
 /// Decides once and prints `{"status", "headers", "decision"}`; or releases or renews a lease
 /// and prints `{"released"}` / `{"renewed", "lease_until_ms"}`.
@@ -38,7 +39,7 @@ pub async fn run(args: CheckArgs) -> anyhow::Result<ExitCode> {
     limiter.set_enabled(config.enabled);
     if let Some(lease) = &args.release {
         let released = limiter.release(lease).await?;
-        println!("{}", serde_json::json!({ "released": released }));
+        line(serde_json::json!({ "released": released }))?;
         return Ok(exit(released));
     }
     if let Some(lease) = &args.renew {
@@ -47,12 +48,12 @@ pub async fn run(args: CheckArgs) -> anyhow::Result<ExitCode> {
             Some(until) => serde_json::json!({ "renewed": true, "lease_until_ms": until }),
             None => serde_json::json!({ "renewed": false }),
         };
-        println!("{out}");
+        line(out)?;
         return Ok(exit(until.is_some()));
     }
     if let Some(reservation) = &args.settle {
         let settled = limiter.settle(reservation, args.cost).await?;
-        println!("{}", serde_json::json!({ "settled": settled }));
+        line(serde_json::json!({ "settled": settled }))?;
         return Ok(exit(settled));
     }
     let rule = args.rule.as_deref().context("no rule to check")?;
@@ -70,7 +71,7 @@ pub async fn run(args: CheckArgs) -> anyhow::Result<ExitCode> {
         .collect();
     let status = if decision.allowed { 200 } else { 429 };
     let out = serde_json::json!({ "status": status, "headers": headers, "decision": decision });
-    println!("{}", serde_json::to_string_pretty(&out)?);
+    line(serde_json::to_string_pretty(&out)?)?;
     if decision.degraded {
         return Ok(ExitCode::from(EXIT_DEGRADED));
     }

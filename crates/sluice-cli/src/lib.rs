@@ -36,6 +36,7 @@ pub mod limits;
 pub mod logging;
 pub mod manual;
 pub mod service;
+pub mod stdout;
 pub mod usage;
 pub mod validate;
 pub mod version;
@@ -60,16 +61,14 @@ pub fn run(cli: Cli) -> ExitCode {
     // Generated text for the terminal or a file: no logging, no runtime.
     match &cli.command {
         Command::Completions(args) => {
-            return finish(
-                completions::run(args, &mut std::io::stdout().lock()).map_err(Into::into),
-            );
+            return finish(completions::run(args, &mut stdout::Stdout).map_err(Into::into));
         }
-        Command::Man(args) => return finish(manual::run(args, &mut std::io::stdout().lock())),
+        Command::Man(args) => return finish(manual::run(args, &mut stdout::Stdout)),
         Command::Import(args) => return import::run(args),
         Command::Schema => {
             return finish(
                 std::io::Write::write_all(
-                    &mut std::io::stdout().lock(),
+                    &mut stdout::Stdout,
                     sluice_server::config::schema_json().as_bytes(),
                 )
                 .map_err(Into::into),
@@ -106,12 +105,12 @@ pub fn run(cli: Cli) -> ExitCode {
                 .await
                 .map(|()| ExitCode::SUCCESS)
                 .map_err(anyhow::Error::from),
-            Command::Validate(args) => Ok(validate::run(&args)),
+            Command::Validate(args) => Ok(validate::run(&args)?),
             Command::Check(args) => check::run(args).await,
             Command::Bench(args) => bench::run(args).await.map(|()| ExitCode::SUCCESS),
             Command::Limits(args) => limits::run(args).await,
             Command::Usage(args) => usage::run(args).await,
-            Command::Simulate(args) => sluice_simulate::run(*args)
+            Command::Simulate(args) => sluice_simulate::run(*args, &mut stdout::Stdout)
                 .await
                 .map(|()| ExitCode::SUCCESS)
                 .map_err(anyhow::Error::from),

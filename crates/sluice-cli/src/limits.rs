@@ -57,7 +57,7 @@ pub async fn run(args: LimitsArgs) -> anyhow::Result<ExitCode> {
         LimitsAction::Remove { target } => client.delete(&endpoint).json(&identity(target)),
     };
     let answer = crate::service::answer(request.bearer_auth(&args.token), &args.url).await?;
-    println!("{}", serde_json::to_string_pretty(&answer)?);
+    crate::stdout::line(serde_json::to_string_pretty(&answer)?)?;
     let negative = match &args.action {
         LimitsAction::Get { .. } => answer["limits"].as_array().is_none_or(Vec::is_empty),
         LimitsAction::Remove { .. } => answer["removed"] != json!(true),

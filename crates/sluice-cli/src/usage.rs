@@ -24,7 +24,7 @@ pub async fn run(args: UsageArgs) -> anyhow::Result<ExitCode> {
     let endpoint = format!("{}/v1/usage", args.url.trim_end_matches('/'));
     let request = crate::service::client()?.get(&endpoint).query(&query);
     let answer = crate::service::answer(request, &args.url).await?;
-    println!("{}", serde_json::to_string_pretty(&answer)?);
+    crate::stdout::line(serde_json::to_string_pretty(&answer)?)?;
     let over = answer["limits"]
         .as_array()
         .is_some_and(|limits| limits.iter().any(|l| l["over"] == true));

@@ -11,18 +11,19 @@ use sluice::store::url::redact;
 use sluice_server::config::{Config, ConfigError};
 
 use crate::cli::{OutputFormat, ValidateArgs};
+use crate::stdout::line;
 
 /// Validates the file; 0 and a summary on standard output, or 1 and the errors (on standard
 /// error as text; on standard output as JSON).
-pub fn run(args: &ValidateArgs) -> ExitCode {
+pub fn run(args: &ValidateArgs) -> std::io::Result<ExitCode> {
     let file = args.file.display().to_string();
     match (Config::check_file(&args.file), args.format) {
         (Ok(config), OutputFormat::Text) => {
-            println!("{}", summary(&file, &config));
+            line(summary(&file, &config))?;
             for warning in warnings(&config) {
                 eprintln!("warning: {warning}");
             }
-            ExitCode::SUCCESS
+            Ok(ExitCode::SUCCESS)
         }
         (Ok(config), OutputFormat::Json) => {
             let names: Vec<&str> = config.rules.iter().map(|(n, _)| n.as_str()).collect();
@@ -36,19 +37,19 @@ pub fn run(args: &ValidateArgs) -> ExitCode {
                 "warnings": warnings(&config),
                 "errors": [],
             });
-            println!("{out}");
-            ExitCode::SUCCESS
+            line(out)?;
+            Ok(ExitCode::SUCCESS)
         }
         (Err(errors), OutputFormat::Text) => {
             for error in &errors {
                 eprintln!("error: {error}");
             }
             eprintln!("{file}: {}", counted(errors.len(), "error", "errors"));
-            ExitCode::FAILURE
+            Ok(ExitCode::FAILURE)
         }
         (Err(errors), OutputFormat::Json) => {
-            println!("{}", json_errors(&file, &errors));
-            ExitCode::FAILURE
+            line(json_errors(&file, &errors))?;
+            Ok(ExitCode::FAILURE)
         }
     }
 }

@@ -44,6 +44,7 @@ pub mod trace;
 pub mod traffic;
 pub mod window;
 
+use std::io::Write;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -386,8 +387,8 @@ fn describe_pattern(t: &TrafficArgs) -> String {
     )
 }
 
-/// `sluice simulate`: runs, prints the report, writes the files of `--out`.
-pub async fn run(args: SimulateArgs) -> Result<(), SimulateError> {
+/// `sluice simulate`: runs, prints the report to `out`, writes the files of `--out`.
+pub async fn run(args: SimulateArgs, out: &mut (impl Write + Send)) -> Result<(), SimulateError> {
     if args.nodes == 0 {
         bail!("--nodes must be at least 1");
     }
@@ -400,16 +401,22 @@ pub async fn run(args: SimulateArgs) -> Result<(), SimulateError> {
     let simulation = simulate(&args, &progress)
         .with_subscriber(tracing::subscriber::NoSubscriber::default())
         .await?;
-    print!("{}", simulation.report.text());
-    println!(
+    let printed = |e: std::io::Error| SimulateError::Failed {
+        what: "printing the report".to_string(),
+        source: Box::new(e),
+    };
+    write!(out, "{}", simulation.report.text()).map_err(printed)?;
+    writeln!(
+        out,
         "\nsimulated {:.0} s in {:.2} s",
         simulation.report.setup.simulated_s,
         started.elapsed().as_secs_f64()
-    );
+    )
+    .map_err(printed)?;
     if let Some(dir) = &args.out {
         let files = output::write(&simulation, dir)?;
         let noun = if files.len() == 1 { "file" } else { "files" };
-        println!("wrote {} {noun} to {}", files.len(), dir.display());
+        writeln!(out, "wrote {} {noun} to {}", files.len(), dir.display()).map_err(printed)?;
     }
     Ok(())
 }

@@ -165,9 +165,9 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
     }
     let report = measure(&args).await?;
     if args.json {
-        println!("{}", serde_json::to_string(&report)?);
+        crate::stdout::line(serde_json::to_string(&report)?)?;
     } else {
-        report.print();
+        report.print()?;
     }
     Ok(())
 }

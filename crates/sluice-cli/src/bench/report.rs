@@ -2,6 +2,8 @@
 
 use serde::Serialize;
 
+use crate::stdout::line;
+
 /// What a run measured.
 #[derive(Debug, Clone, Serialize)]
 pub struct Report {
@@ -62,40 +64,41 @@ pub struct BatchTotals {
 
 impl Report {
     /// Prints the report as text.
-    pub(super) fn print(&self) {
-        println!(
+    pub(super) fn print(&self) -> std::io::Result<()> {
+        line(format_args!(
             "{} on {}: {}, {}, {:.1} s",
             self.algorithm,
             self.target,
             crate::validate::counted(self.concurrency, "task", "tasks"),
             crate::validate::counted(self.keys, "key", "keys"),
             self.duration_s
-        );
+        ))?;
         match self.offered_per_sec {
-            Some(offered) => println!(
+            Some(offered) => line(format_args!(
                 "decisions/s  {:.0} of {offered:.0} offered (open loop: latency from when due)",
                 self.decisions_per_sec
-            ),
-            None => println!("decisions/s  {:.0}", self.decisions_per_sec),
+            ))?,
+            None => line(format_args!("decisions/s  {:.0}", self.decisions_per_sec))?,
         }
-        println!(
+        line(format_args!(
             "latency µs   p50 {:.2}   p99 {:.2}   p99.9 {:.2}",
             self.p50_us, self.p99_us, self.p999_us
-        );
+        ))?;
         if self.offered_per_sec.is_some() {
-            println!(
+            line(format_args!(
                 "service µs   p50 {:.2}   p99 {:.2}   (from each call, not from when it was due)",
                 self.service_p50_us, self.service_p99_us
-            );
+            ))?;
         }
-        println!(
+        line(format_args!(
             "allowed {}   denied {}   errors {}   (p99 of the answered {:.2} µs)",
             self.allowed, self.denied, self.errors, self.p99_answered_us
-        );
+        ))?;
         if let (Some(ceiling), Some(ratio)) = (self.ceiling_per_sec, self.ratio_to_ceiling) {
-            println!(
+            line(format_args!(
                 "redis-benchmark on the same script: {ceiling:.0}/s; Sluice reaches {ratio:.2} of it"
-            );
+            ))?;
         }
+        Ok(())
     }
 }

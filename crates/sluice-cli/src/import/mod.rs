@@ -138,7 +138,7 @@ fn write(imported: &Imported, output: &OutputArgs) -> Result<(), ImportError> {
     }
     let written = match &output.output {
         Some(file) => std::fs::write(file, &text),
-        None => std::io::Write::write_all(&mut std::io::stdout().lock(), text.as_bytes()),
+        None => std::io::Write::write_all(&mut crate::stdout::Stdout, text.as_bytes()),
     };
     written.map_err(|source| ImportError::Write { path, source })
 }

@@ -1,5 +1,6 @@
 //! `sluice validate` and `sluice check`: exit codes and messages; `serve` refusing a bad file;
-//! `sluice bench` stopping at the decisions asked for.
+//! `sluice bench` stopping at the decisions asked for; a closed standard output ending the output
+//! quietly.
 
 use crate::common;
 
@@ -214,4 +215,27 @@ fn bench_at_a_fixed_rate_makes_the_decisions_offered() {
     assert!((700..=810).contains(&made), "{made} decisions: {report}");
     let refused = sluice().args(["bench", "--rate", "0"]).output().unwrap();
     assert_eq!(refused.status.code(), Some(2), "{refused:?}");
+}
+
+/// A reader that goes away (`sluice simulate … | head`) ends the output quietly: the command
+/// finishes with its own exit code, without a panic or an error.
+#[test]
+fn a_closed_standard_output_ends_the_output_quietly() {
+    let mut child = sluice()
+        .args(["simulate", "--config"])
+        .arg(example())
+        .args(["--duration", "1h"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("the sluice binary runs");
+    // The read end closes before the report is written (the simulation runs first).
+    drop(child.stdout.take());
+    let out = child.wait_with_output().expect("it ends");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{:?}: {stderr}", out.status);
+    assert!(
+        !stderr.contains("panicked") && !stderr.contains("error"),
+        "{stderr}"
+    );
 }
