@@ -116,7 +116,7 @@ impl RedisStore {
             }
         }
         let now = self.client_now();
-        let period_at = period_at.or(now).unwrap_or_else(|| SystemClock.now_us());
+        let period_at = period_at.unwrap_or_else(|| self.period_clock());
         let args = codec::decide_args(calls, mode, now, period_at, self.inner.min_ttl_us, assumed)?;
         Ok((names, args))
     }

@@ -43,11 +43,12 @@ pub struct Spec {
 }
 
 impl Spec {
-    /// The spec of a call's limit, a quota's in the period that holds `at`.
-    pub fn of(call: &LimitCall, at: &mut impl FnMut() -> Micros) -> Spec {
+    /// The spec of a call's limit, a quota's in the period that holds `at` (given whenever a
+    /// call is a quota).
+    pub fn of(call: &LimitCall, at: Option<Micros>) -> Spec {
         let s = &call.step;
-        let period = s.params.period.map(|period| {
-            let bounds = period.bounds_at(at());
+        let period = s.params.period.zip(at).map(|(period, at)| {
+            let bounds = period.bounds_at(at);
             (
                 bounds.start.get(),
                 bounds.end.get(),

@@ -180,10 +180,11 @@ impl Scripts {
         {
             return None;
         }
-        let mut at = Some(at);
-        let mut now = None;
-        let mut clock = || *now.get_or_insert_with(|| (at.take().expect("read once"))());
-        let specs: SmallVec<[Spec; 4]> = calls.iter().map(|c| Spec::of(c, &mut clock)).collect();
+        let at = calls
+            .iter()
+            .any(|c| c.step.params.period.is_some())
+            .then(at);
+        let specs: SmallVec<[Spec; 4]> = calls.iter().map(|c| Spec::of(c, at)).collect();
         self.scripted.get(&specs)
     }
 }
