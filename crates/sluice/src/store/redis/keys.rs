@@ -66,7 +66,8 @@
 //! with a penalty adds the violations key (120 bytes), and its marker holds their copy (136
 //! bytes with it, `{ip=203.0.113.9}`; the `redis_memory` test prints these, 2026-11-27).
 
-use super::constants::{BLOCK, PARKED, RUNTIME, VIOLATIONS};
+use super::constants::{BLOCK, FIXED_WINDOW_SLOTS, PARKED, PERIOD_SLOT_US, RUNTIME, VIOLATIONS};
+use crate::model::Micros;
 use crate::store::{LimitCall, LimitKey};
 
 /// The part of an identity's state a key holds.
@@ -82,6 +83,11 @@ pub enum Part {
     Violations,
     /// The identity's numbers set at run time (`{state key}:r`), on a settable limit.
     Runtime,
+}
+
+/// A calendar period's slot in its fixed-window key (`lua/fixed_window.lua`, `fixed_window_slot`).
+pub fn period_slot(start: Micros) -> u64 {
+    start.get() / PERIOD_SLOT_US % FIXED_WINDOW_SLOTS + 1
 }
 
 /// The 8-character hash of a rule's limit in state keys.

@@ -248,7 +248,7 @@ mod tests {
         quota.period = Some((
             period.start.get(),
             period.end.get(),
-            super::super::quota::slot(period.start),
+            super::super::keys::period_slot(period.start),
         ));
         let text = many_text(&[quota, quota], Micros::ZERO).expect("a rule script");
         server.cli(&["EVAL", &text, "2", "a", "b", "1", "1"])
@@ -271,7 +271,7 @@ mod tests {
         assert_eq!(server.cli(&["DBSIZE"]), "0", "nothing written");
         // Counted in the period's keys without reading TIME but to start them: each key's value
         // (its period's slot and count) and PTTL, as fixed windows in their marked windows.
-        let slot = super::super::quota::slot(today.start) as i64;
+        let slot = super::super::keys::period_slot(today.start) as i64;
         let counted = quotas_in(&server, today);
         let values: Vec<i64> = counted.lines().map(|v| v.parse().unwrap()).collect();
         assert_eq!(values.len(), 4, "{counted}");

@@ -52,7 +52,7 @@ impl Spec {
             (
                 bounds.start.get(),
                 bounds.end.get(),
-                super::quota::slot(bounds.start),
+                super::keys::period_slot(bounds.start),
             )
         });
         Spec {

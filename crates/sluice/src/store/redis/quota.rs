@@ -19,7 +19,7 @@ use redis::{Cmd, Script, Value};
 
 use super::RedisStore;
 use super::codec::{self, Decided, Reading};
-use super::constants::{FIXED_WINDOW_SLOTS, PERIOD_SLOT_US, declare};
+use super::constants::declare;
 use super::keys;
 use crate::algorithm::Mode;
 use crate::model::{Micros, Period, PeriodBounds};
@@ -62,11 +62,6 @@ impl QuotaScripts {
     }
 }
 
-/// A period's slot in its key (`lua/fixed_window.lua`, `fixed_window_slot`).
-pub(super) fn slot(start: Micros) -> u64 {
-    start.get() / PERIOD_SLOT_US % FIXED_WINDOW_SLOTS + 1
-}
-
 /// The quota script of a quota of `limit` in `period`, its numbers written in.
 fn text(limit: u64, over: bool, period: PeriodBounds, min_ttl: Micros) -> String {
     let body = include_str!("lua/quota.lua");
@@ -74,7 +69,7 @@ fn text(limit: u64, over: bool, period: PeriodBounds, min_ttl: Micros) -> String
     format!(
         "local limit, over, slot, start, finish, radix, packable, min_ttl = {limit}, {over}, {}, \
          {}, {}, {radix}, {packable}, {}\n{}{body}",
-        slot(period.start),
+        keys::period_slot(period.start),
         period.start.get(),
         period.end.get(),
         min_ttl.get(),

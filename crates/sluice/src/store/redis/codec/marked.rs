@@ -105,7 +105,7 @@
 use smallvec::SmallVec;
 
 use super::super::constants::{FIXED_WINDOW_M, FIXED_WINDOW_SLOTS, MARKER_AT_END};
-use super::super::quota;
+use super::super::keys;
 use super::{Decided, Reading};
 use crate::algorithm::LimitOutcome;
 use crate::model::{Micros, Period, PeriodBounds};
@@ -299,7 +299,7 @@ fn in_period(counted: Unpacked, limit: u64, period: &Period, local_us: u64) -> O
     let after = period.bounds_at(here.end);
     let bounds = [here, before, after]
         .into_iter()
-        .find(|p| quota::slot(p.start) - 1 == residue)?;
+        .find(|p| keys::period_slot(p.start) - 1 == residue)?;
     let end_ms = bounds.end.get().div_ceil(1000);
     if count < 1 || count > limit || ttl_ms < 1 || ttl_ms > end_ms - bounds.start.get() / 1000 {
         return None;
