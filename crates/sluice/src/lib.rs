@@ -71,7 +71,7 @@
 //! 4. Add its behaviour to the conformance suite ([`conformance`]): at least one behaviour in
 //!    `conformance/algorithms.rs` (or `blocks.rs`, `leases.rs`, `requests.rs`,
 //!    `reservations.rs`) that names `Algorithm::<Variant>`; and a reference model in
-//!    `tests/it/algorithms_model.rs`.
+//!    `algorithm/reference_models.rs`.
 //! 5. Rewrite the generated files the new algorithm reaches: `crates/sluice/public-api.txt`
 //!    (`scripts/public-api --bless`), the rule-file schema and reference
 //!    (`SLUICE_BLESS=1 cargo test -p sluice-ratelimit-cli --test it schema`) and the OpenAPI

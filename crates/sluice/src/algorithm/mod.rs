@@ -8,33 +8,37 @@
 //! [`Mode::Peek`] the answer is the same, the state is not consumed. `Mode` is the one
 //! representation of "consume or only look", from the API ([`crate::Check`]) down to the Redis
 //! scripts, which receive it as `'apply'`/`'peek'`.
-//! [`step`] combines the algorithms with [`block`] and [`penalty`] into one decision over all
+//! [`step`] combines the algorithms with `block` and `penalty` into one decision over all
 //! the limits of a request.
 //!
 //! # Layout
 //! - `mod.rs` (this file): [`Params`], [`Outcome`], [`Level`] (the buckets' draining level) and
 //!   [`AlgoState`], which dispatches to the algorithm of a limit;
-//! - one module per algorithm: [`sliding_log`], [`sliding_window`], [`fixed_window`],
-//!   [`token_bucket`], [`gcra`], [`leaky_bucket`], [`concurrency`] (leases);
-//! - [`block`]: block locks; [`penalty`]: violations, warnings and bans;
+//! - one module per algorithm: `sliding_log`, `sliding_window`, `fixed_window`,
+//!   `token_bucket`, `gcra`, `leaky_bucket`, [`concurrency`] (leases);
+//! - `block`: block locks; `penalty`: violations, warnings and bans;
 //! - [`step`]: one decision over all the limits of a request ([`KeyState`], [`LimitStep`],
 //!   [`LimitOutcome`], [`Mode`]);
 //! - [`settle`]: a reservation charged at its actual cost;
-//! - [`runtime`]: numbers given to one identity at run time ([`RuntimeNumbers`]).
+//! - `runtime`: numbers given to one identity at run time ([`RuntimeNumbers`]).
 
-pub mod block;
+pub(crate) mod block;
 pub mod concurrency;
-pub mod fixed_window;
-pub mod gcra;
-pub mod leaky_bucket;
-pub mod penalty;
-pub mod runtime;
+pub(crate) mod fixed_window;
+pub(crate) mod gcra;
+pub(crate) mod leaky_bucket;
+pub(crate) mod penalty;
+#[cfg(test)]
+mod reference_models;
+pub(crate) mod runtime;
 pub mod settle;
-pub mod sliding_log;
-pub mod sliding_window;
+pub(crate) mod sliding_log;
+pub(crate) mod sliding_window;
 pub mod step;
-pub mod token_bucket;
+pub(crate) mod token_bucket;
 
+pub use concurrency::{BadToken, LeaseToken};
+pub use penalty::PenaltyParams;
 pub use runtime::RuntimeNumbers;
 pub use step::{KeyState, LimitOutcome, LimitStep, Mode};
 
@@ -162,17 +166,17 @@ pub enum AlgoState {
     /// No history.
     #[default]
     Empty,
-    /// See [`sliding_log`].
+    /// See `sliding_log`.
     SlidingLog(sliding_log::State),
-    /// See [`sliding_window`].
+    /// See `sliding_window`.
     SlidingWindow(sliding_window::State),
-    /// See [`fixed_window`].
+    /// See `fixed_window`.
     FixedWindow(fixed_window::State),
-    /// See [`token_bucket`].
+    /// See `token_bucket`.
     TokenBucket(Level),
-    /// See [`gcra`].
+    /// See `gcra`.
     Gcra(gcra::State),
-    /// See [`leaky_bucket`].
+    /// See `leaky_bucket`.
     LeakyBucket(Level),
     /// See [`concurrency`].
     Concurrency(concurrency::State),

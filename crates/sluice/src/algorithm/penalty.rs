@@ -9,7 +9,7 @@ use crate::model::Micros;
 
 /// Penalty settings.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Settings {
+pub struct PenaltyParams {
     /// Warning threshold.
     pub warn_after: u64,
     /// Ban threshold.
@@ -40,7 +40,7 @@ impl State {
     }
 
     /// Records one violation; returns the new count and whether it earns a ban.
-    pub fn record(&mut self, now: Micros, p: &Settings) -> (u64, bool) {
+    pub fn record(&mut self, now: Micros, p: &PenaltyParams) -> (u64, bool) {
         self.violations = self.current(now) + 1;
         self.expires_us = now + p.memory_us;
         (self.violations, self.violations >= p.ban_after)
@@ -48,7 +48,7 @@ impl State {
 }
 
 /// Whether `violations` deserve a warning.
-pub fn warns(violations: u64, p: &Settings) -> bool {
+pub fn warns(violations: u64, p: &PenaltyParams) -> bool {
     violations > 0 && violations >= p.warn_after
 }
 
@@ -56,7 +56,7 @@ pub fn warns(violations: u64, p: &Settings) -> bool {
 mod tests {
     use super::*;
 
-    const P: Settings = Settings {
+    const P: PenaltyParams = PenaltyParams {
         warn_after: 3,
         ban_after: 5,
         ban_us: Micros::new(1_000),

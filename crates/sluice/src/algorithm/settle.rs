@@ -1,8 +1,8 @@
 //! Settling a reservation: a request admitted at `t0` for an estimated cost is charged its
 //! actual cost once that is known, as if it had cost that from the start.
 //!
-//! Only the draining meters settle, [`token_bucket`](super::token_bucket) and
-//! [`gcra`]: their state is one level that drains at the rate, and an admission of
+//! Only the draining meters settle, `token_bucket` and
+//! `gcra`: their state is one level that drains at the rate, and an admission of
 //! `c` units at `t0` weighs `max(c − d, 0)` on it at `now`, where `d` is what drained since `t0`.
 //! A settlement swaps the estimate's weight for the actual cost's:
 //!

@@ -8,7 +8,7 @@
 //! an existing block) records a violation and may set a block or ban.
 
 use super::concurrency::LeaseToken;
-use super::{AlgoState, Params, block, penalty};
+use super::{AlgoState, Params, PenaltyParams, block, penalty};
 use crate::model::{Algorithm, Micros};
 
 /// Consume, or only look.
@@ -32,7 +32,7 @@ pub struct LimitStep {
     /// Block length once the limit denies.
     pub block_us: Option<Micros>,
     /// Escalating penalty.
-    pub penalty: Option<penalty::Settings>,
+    pub penalty: Option<PenaltyParams>,
     /// A shadow limit: its denial is reported but does not deny the request.
     pub shadow: bool,
     /// On a concurrency limit, the token an admitted request's lease is held under (`None`:
@@ -351,7 +351,7 @@ mod tests {
     #[test]
     fn penalty_warns_then_bans() {
         let mut s = step(1);
-        s.penalty = Some(penalty::Settings {
+        s.penalty = Some(PenaltyParams {
             warn_after: 2,
             ban_after: 3,
             ban_us: 60 * S,

@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use super::{S, Subject, call, step};
-use crate::algorithm::penalty;
+use crate::algorithm::PenaltyParams;
 use crate::limiter::BlockInfo;
 use crate::model::{Algorithm, Limit, Micros, Penalty};
 use crate::store::BlocksCursor;
@@ -104,7 +104,7 @@ pub async fn penalty_warns_then_bans(h: Subject) {
     assert_eq!((d.violations, d.warning), (0, false));
     // Direct store call: penalty parameters with a zero-length memory.
     let mut s = step(Algorithm::Gcra, 1, S);
-    s.penalty = Some(penalty::Settings {
+    s.penalty = Some(PenaltyParams {
         warn_after: 1,
         ban_after: 9,
         ban_us: S,

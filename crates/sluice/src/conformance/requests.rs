@@ -3,7 +3,7 @@
 
 use super::{S, Subject, call, key, step};
 use crate::Check;
-use crate::algorithm::{Mode, penalty};
+use crate::algorithm::{Mode, PenaltyParams};
 use crate::model::{Algorithm, Limit};
 use crate::store::LimitCall;
 use crate::{Attributes, Rule};
@@ -103,7 +103,7 @@ pub async fn peek_consumes_nothing(h: Subject) {
     for algorithm in Algorithm::ALL {
         let mut s = step(algorithm, 2, 60 * S);
         s.block_us = Some(60 * S);
-        s.penalty = Some(penalty::Settings {
+        s.penalty = Some(PenaltyParams {
             warn_after: 1,
             ban_after: 1,
             ban_us: 120 * S,

@@ -5,7 +5,7 @@
 //! decisions, so that everything that reads it sits above it.
 
 use crate::algorithm::concurrency::LeaseToken;
-use crate::algorithm::{LimitStep, Params, penalty};
+use crate::algorithm::{LimitStep, Params, PenaltyParams};
 use std::sync::Arc;
 
 use crate::model::{AddressGroup, Algorithm, Limit, Micros, Name, Notify, Over, Period, Threshold};
@@ -22,7 +22,7 @@ pub(crate) struct CompiledLimit {
     algorithm: Algorithm,
     params: Params,
     block_us: Option<Micros>,
-    penalty: Option<penalty::Settings>,
+    penalty: Option<PenaltyParams>,
     shadow: bool,
     /// Whether identities may have numbers set at run time: the store looks them up, and a
     /// cost is checked against the identity's capacity there rather than the file's here.
@@ -132,7 +132,7 @@ pub(crate) fn compile_limit(l: &Limit) -> CompiledLimit {
             admits_over,
         },
         block_us: l.block.map(Micros::from),
-        penalty: l.penalty.map(|p| penalty::Settings {
+        penalty: l.penalty.map(|p| PenaltyParams {
             warn_after: p.warn_after.into(),
             ban_after: p.ban_after.into(),
             ban_us: p.ban.into(),

@@ -29,8 +29,7 @@ use std::fmt;
 use std::future::Future;
 use std::time::Duration;
 
-use crate::algorithm::concurrency::LeaseToken;
-use crate::algorithm::{LimitOutcome, LimitStep, Mode, RuntimeNumbers};
+use crate::algorithm::{LeaseToken, LimitOutcome, LimitStep, Mode, RuntimeNumbers};
 use crate::model::{Micros, Name, Period};
 pub use dyn_store::{BoxFuture, DynStore};
 
@@ -341,7 +340,7 @@ pub trait Store: Send + Sync + fmt::Debug + 'static {
     }
 
     /// Sets an identity's run-time numbers on a settable limit, which every later decision of
-    /// that key applies (see [`crate::algorithm::runtime`]). `Ok(false)`, changing nothing, when
+    /// that key applies (see [`RuntimeNumbers`]). `Ok(false)`, changing nothing, when
     /// the limit already holds `max_entries` other identities' numbers. A store without
     /// run-time limits may keep this default, which refuses.
     ///

@@ -3,7 +3,6 @@
 //!
 //! Run one subject with `cargo test -p sluice-ratelimit --all-features --test it <module>::`.
 
-mod algorithms_model;
 mod check_all;
 mod common;
 mod concurrency;

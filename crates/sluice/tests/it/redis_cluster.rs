@@ -12,8 +12,8 @@ use std::time::{Duration, Instant};
 
 use common::load::{Load, admits_exactly, check_failover};
 use common::{S, key, step, unique_prefix, url_store};
-use sluice::algorithm::concurrency::LeaseToken;
-use sluice::algorithm::{LimitStep, Mode, penalty};
+use sluice::algorithm::LeaseToken;
+use sluice::algorithm::{LimitStep, Mode, PenaltyParams};
 use sluice::model::{Algorithm, Limit};
 use sluice::store::LimitCall;
 use sluice::{FailPolicy, Limiter, ManualClock, Rule, Store};
@@ -115,7 +115,7 @@ async fn a_flagged_fixed_window_count_is_given_back_too() {
         key: key("member", "member=m"),
         step: step(Algorithm::FixedWindow, 5, 100 * S),
     };
-    member.step.penalty = Some(penalty::Settings {
+    member.step.penalty = Some(PenaltyParams {
         warn_after: 1,
         ban_after: 100,
         ban_us: S,

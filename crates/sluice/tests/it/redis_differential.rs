@@ -17,8 +17,8 @@ use std::time::Duration;
 
 use common::seeded::{Rng, seed};
 use common::{S, redis_now, redis_store};
-use sluice::algorithm::concurrency::LeaseToken;
-use sluice::algorithm::{LimitStep, Mode, Params, penalty};
+use sluice::algorithm::LeaseToken;
+use sluice::algorithm::{LimitStep, Mode, Params, PenaltyParams};
 use sluice::model::Algorithm;
 use sluice::store::{LeaseCall, LimitCall, LimitKey, Store};
 use sluice::{ManualClock, MemoryStore, Micros};
@@ -97,7 +97,7 @@ fn random_step(rng: &mut Rng, scale: &Scale) -> LimitStep {
         },
         cost: 1,
         block_us: rng.chance(20).then(|| rng.pick(scale.blocks)),
-        penalty: rng.chance(25).then(|| penalty::Settings {
+        penalty: rng.chance(25).then(|| PenaltyParams {
             warn_after: rng.pick(&[0, 1, 2]),
             ban_after: rng.pick(&[2, 3, 5]),
             ban_us: rng.pick(scale.blocks),
@@ -120,7 +120,7 @@ fn random_steps(rng: &mut Rng, scale: &Scale, case: usize) -> Vec<LimitStep> {
         let mut step = random_step(rng, scale);
         step.algorithm = Algorithm::FixedWindow;
         step.params.capacity = step.params.count;
-        step.penalty = Some(penalty::Settings {
+        step.penalty = Some(PenaltyParams {
             warn_after: rng.pick(&[0, 1, 2]),
             ban_after: rng.pick(&[3, 5]),
             ban_us: rng.pick(scale.blocks),

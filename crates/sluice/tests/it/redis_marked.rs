@@ -9,7 +9,7 @@ use crate::common;
 use common::marked::{assert_blocked_until, decide_one};
 use common::{S, call, redis_now, redis_store, step};
 use sluice::Micros;
-use sluice::algorithm::{Mode, penalty};
+use sluice::algorithm::{Mode, PenaltyParams};
 use sluice::model::Algorithm;
 use sluice::store::Store;
 use sluice::store::redis::KeyNames;
@@ -99,7 +99,7 @@ async fn a_penalized_fixed_window_reports_its_violations_from_its_marked_window(
     let server = RedisServer::start();
     let store = redis_store(&server, None).await;
     let mut c = call("fwp", step(Algorithm::FixedWindow, 5, 86_400 * S));
-    c.step.penalty = Some(penalty::Settings {
+    c.step.penalty = Some(PenaltyParams {
         warn_after: 1,
         ban_after: 5,
         ban_us: 3600 * S,

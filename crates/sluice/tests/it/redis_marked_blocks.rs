@@ -8,7 +8,7 @@ use crate::common;
 use common::marked::{assert_blocked_until, banned_at_first_denial, decide_one};
 use common::{S, call, redis_now, redis_store, step};
 use sluice::Micros;
-use sluice::algorithm::penalty;
+use sluice::algorithm::PenaltyParams;
 use sluice::model::Algorithm;
 use sluice::store::redis::KeyNames;
 use sluice_test_support::RedisServer;
@@ -159,10 +159,7 @@ async fn a_banned_gcra_limit_is_answered_without_reading_time() {
     // Another identity of the same limit, with a violation and no ban: admitted on TIME, warned.
     let mut h = g.clone();
     h.key.identity = "user=other".into();
-    h.step.penalty = g
-        .step
-        .penalty
-        .map(|p| penalty::Settings { ban_after: 5, ..p });
+    h.step.penalty = g.step.penalty.map(|p| PenaltyParams { ban_after: 5, ..p });
     let decide = || decide_one(&store, &h);
     assert!(decide().await.outcomes[0].allowed);
     assert!(!decide().await.outcomes[0].allowed);

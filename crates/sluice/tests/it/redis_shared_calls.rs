@@ -14,7 +14,7 @@ use crate::common;
 use std::collections::BTreeMap;
 
 use common::{S, answered, call, key, redis_store, step};
-use sluice::algorithm::{Mode, penalty};
+use sluice::algorithm::{Mode, PenaltyParams};
 use sluice::model::Algorithm;
 use sluice::store::redis::RedisStore;
 use sluice::store::{LimitCall, Store, StoreError, StoreReply};
@@ -177,7 +177,7 @@ async fn waiting_decisions_of_a_rule_share_one_call() {
             );
             let mut gcra = call(&format!("gcra {case}"), step(Algorithm::Gcra, 7, 3600 * S));
             if penalized {
-                gcra.step.penalty = Some(penalty::Settings {
+                gcra.step.penalty = Some(PenaltyParams {
                     warn_after: 3,
                     ban_after: 5,
                     ban_us: 3600 * S,

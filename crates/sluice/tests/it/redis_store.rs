@@ -369,7 +369,7 @@ async fn peek_writes_nothing() {
     for (i, algorithm) in Algorithm::ALL.into_iter().enumerate() {
         let mut s = step(algorithm, 2, 60 * S);
         s.block_us = Some(S);
-        s.penalty = Some(sluice::algorithm::penalty::Settings {
+        s.penalty = Some(sluice::algorithm::PenaltyParams {
             warn_after: 1,
             ban_after: 3,
             ban_us: S,
@@ -546,7 +546,7 @@ async fn a_rule_with_blocks_and_penalties_is_one_rule_script_call_while_it_admit
             &format!("p{}", algorithm.name()),
             step(algorithm, 2, 60 * S),
         );
-        penalized.step.penalty = Some(sluice::algorithm::penalty::Settings {
+        penalized.step.penalty = Some(sluice::algorithm::PenaltyParams {
             warn_after: 1,
             ban_after: 3,
             ban_us: 600 * S,
@@ -610,7 +610,7 @@ async fn a_rule_with_blocks_and_penalties_is_one_rule_script_call_while_it_admit
                     step(algorithm, 3, 60 * S),
                 );
                 c.step.block_us = Some(60 * S);
-                c.step.penalty = Some(sluice::algorithm::penalty::Settings {
+                c.step.penalty = Some(sluice::algorithm::PenaltyParams {
                     warn_after: 2,
                     ban_after: 3,
                     ban_us: 60 * S,

@@ -2,7 +2,7 @@
 //! `redis_marked_blocks.rs`): a call decided alone, a blocked answer, a limit that bans at its
 //! first denial.
 
-use sluice::algorithm::{Mode, penalty};
+use sluice::algorithm::{Mode, PenaltyParams};
 use sluice::model::Algorithm;
 use sluice::store::redis::RedisStore;
 use sluice::store::{LimitCall, StoreReply};
@@ -29,7 +29,7 @@ pub fn assert_blocked_until(r: &StoreReply, until: Micros) {
 /// A limit of 1 a minute whose first denial warns and bans its identity for an hour.
 pub fn banned_at_first_denial(name: &str, algorithm: Algorithm) -> LimitCall {
     let mut c = call(name, step(algorithm, 1, 60 * S));
-    c.step.penalty = Some(penalty::Settings {
+    c.step.penalty = Some(PenaltyParams {
         warn_after: 1,
         ban_after: 1,
         ban_us: 3600 * S,

@@ -2,7 +2,7 @@
 //! where a run starts, so a failure that prints its seed replays exactly
 //! (`SLUICE_DIFF_SEED=<seed>`, decimal or `0x` hex as printed).
 
-use sluice::algorithm::concurrency::LeaseToken;
+use sluice::algorithm::LeaseToken;
 
 /// splitmix64: small, seedable, good enough to pick test inputs.
 pub struct Rng(pub u64);

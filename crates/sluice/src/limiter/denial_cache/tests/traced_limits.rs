@@ -59,7 +59,7 @@ fn a_block_speaks_for_every_cost_and_a_block_lock_only_while_it_lasts() {
 fn a_penalty_is_cached_only_while_its_ban_lasts_and_keeps_its_violations() {
     let (cache, clock) = cache(100);
     let mut punishing = step(Algorithm::Gcra, 1, 60 * S, 1);
-    punishing.penalty = Some(crate::algorithm::penalty::Settings {
+    punishing.penalty = Some(crate::algorithm::PenaltyParams {
         warn_after: 1,
         ban_after: 3,
         ban_us: 30 * S,
@@ -111,7 +111,7 @@ fn a_penalty_is_cached_only_while_its_ban_lasts_and_keeps_its_violations() {
 #[test]
 fn a_ban_is_not_cached_while_the_violations_it_reports_may_be_forgotten_before_it_ends() {
     let (cache, _clock) = cache(100);
-    let settings = crate::algorithm::penalty::Settings {
+    let settings = crate::algorithm::PenaltyParams {
         warn_after: 1,
         ban_after: 2,
         ban_us: 60 * S,
@@ -126,7 +126,7 @@ fn a_ban_is_not_cached_while_the_violations_it_reports_may_be_forgotten_before_i
     // Violations forgotten 20 s after the last, a ban of 60 s: the store stops reporting them
     // in the middle of the ban.
     let mut forgetful = step(Algorithm::Gcra, 1, 60 * S, 1);
-    forgetful.penalty = Some(crate::algorithm::penalty::Settings {
+    forgetful.penalty = Some(crate::algorithm::PenaltyParams {
         memory_us: 20 * S,
         ..settings
     });
@@ -173,7 +173,7 @@ fn limits_whose_denials_leave_a_trace_are_not_cached() {
     let mut counting = plain;
     counting.params.count_denied = true;
     let mut punishing = plain;
-    punishing.penalty = Some(crate::algorithm::penalty::Settings {
+    punishing.penalty = Some(crate::algorithm::PenaltyParams {
         warn_after: 1,
         ban_after: 3,
         ban_us: S,

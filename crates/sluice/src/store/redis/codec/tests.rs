@@ -11,7 +11,7 @@ const FIXED_WINDOW_SLOTS: i64 = constants::FIXED_WINDOW_SLOTS as i64;
 
 /// A fixed-window call of `limit` units per `window_us`, with a penalty warning from 2.
 fn fixed_window(limit: u64, window_us: u64) -> LimitCall {
-    use crate::algorithm::{LimitStep, Params, penalty};
+    use crate::algorithm::{LimitStep, Params, PenaltyParams};
     use crate::model::Algorithm;
     LimitCall {
         key: crate::store::LimitKey {
@@ -24,7 +24,7 @@ fn fixed_window(limit: u64, window_us: u64) -> LimitCall {
             params: Params::new(limit, Micros::new(window_us), limit),
             cost: 1,
             block_us: None,
-            penalty: Some(penalty::Settings {
+            penalty: Some(PenaltyParams {
                 warn_after: 2,
                 ban_after: 5,
                 ban_us: Micros::new(1),

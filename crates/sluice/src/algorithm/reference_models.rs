@@ -5,13 +5,13 @@
 //! Besides the allow/deny sequence, every denial's `retry_after_us` is checked: waiting exactly
 //! that long admits the same request, waiting one microsecond less does not.
 
-use proptest::prelude::*;
-use sluice::Micros;
-use sluice::algorithm::concurrency::LeaseToken;
-use sluice::algorithm::{
+use crate::Micros;
+use crate::algorithm::concurrency::LeaseToken;
+use crate::algorithm::{
     Level, Mode, Outcome, Params, concurrency, fixed_window, gcra, leaky_bucket, sliding_log,
     sliding_window, token_bucket,
 };
+use proptest::prelude::*;
 
 /// A timeline: (gap before the request in µs, cost).
 fn timeline() -> impl Strategy<Value = Vec<(u64, u64)>> {
@@ -248,13 +248,13 @@ proptest! {
     fn single_limit_fast_path_equals_the_general_step(
         p in params(),
         tl in timeline(),
-        algorithm in prop::sample::select(sluice::Algorithm::ALL.to_vec()),
+        algorithm in prop::sample::select(crate::Algorithm::ALL.to_vec()),
         block in prop::option::of(1u64..50_000),
         penalty in prop::option::of((0u64..3, 1u64..4)),
         count_denied: bool,
         peek_every in 2usize..7,
     ) {
-        use sluice::algorithm::{KeyState, LimitStep, Mode, penalty as pen, step};
+        use crate::algorithm::{KeyState, LimitStep, Mode, PenaltyParams, step};
         let p = Params {
             capacity: if algorithm.supports_burst() { p.capacity } else { p.count },
             count_denied: count_denied && algorithm.supports_count_denied(),
@@ -267,7 +267,7 @@ proptest! {
                 params: p,
                 cost,
                 block_us: block.map(Micros::new),
-                penalty: penalty.map(|(warn, ban)| pen::Settings {
+                penalty: penalty.map(|(warn, ban)| PenaltyParams {
                     warn_after: warn,
                     ban_after: warn + ban,
                     ban_us: Micros::new(30_000),
