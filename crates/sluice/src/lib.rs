@@ -86,7 +86,7 @@
 //!
 //! # Adding a store
 //! Implement [`Store`] with plain `async fn`s; a store outside this crate needs nothing else.
-//! Each method is one atomic step: [`Store::decide`] runs [`algorithm::step`] (or a
+//! Each method is one atomic step: [`Store::decide`] runs [`algorithm::decide`] (or a
 //! restatement of it) over all the calls of a request at one instant and returns one outcome
 //! per call, in call order; an `Err` is an infrastructure failure (say whether it is transient:
 //! only transient ones feed the breaker), never a denial. Give the store to

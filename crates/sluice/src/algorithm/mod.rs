@@ -3,27 +3,29 @@
 //! Every store runs these (the memory store directly, the Redis store as Lua that restates the
 //! same arithmetic and is tested against it). Time is [`Micros`] since the Unix epoch.
 //!
-//! Each algorithm exposes `decide(state, now, params, cost, mode) -> Outcome` ([`concurrency`]
-//! takes the lease's token too, and has `release` and `renew`). With
-//! [`Mode::Peek`] the answer is the same, the state is not consumed. `Mode` is the one
-//! representation of "consume or only look", from the API ([`crate::Check`]) down to the Redis
-//! scripts, which receive it as `'apply'`/`'peek'`.
-//! [`step`] combines the algorithms with `block` and `penalty` into one decision over all
-//! the limits of a request.
+//! What a store needs is public here, each item by one path: [`decide`] (one decision over all
+//! the limits of a request: each limit's algorithm, with its block and penalty) and
+//! [`decide_one`] (the same for one limit), over [`KeyState`]s and [`LimitStep`]s, answering
+//! [`LimitOutcome`]s; [`settle`] (a reservation charged at its actual cost); [`release`] and
+//! [`renew`] (a concurrency limit's leases). [`Mode::Peek`] answers the same without consuming
+//! the state; `Mode` is the one representation of "consume or only look", from the API
+//! ([`crate::Check`]) down to the Redis scripts, which receive it as `'apply'`/`'peek'`.
 //!
 //! # Layout
 //! - `mod.rs` (this file): [`Params`], [`Outcome`], [`Level`] (the buckets' draining level) and
 //!   [`AlgoState`], which dispatches to the algorithm of a limit;
-//! - one module per algorithm: `sliding_log`, `sliding_window`, `fixed_window`,
-//!   `token_bucket`, `gcra`, `leaky_bucket`, [`concurrency`] (leases);
-//! - `block`: block locks; `penalty`: violations, warnings and bans;
-//! - [`step`]: one decision over all the limits of a request ([`KeyState`], [`LimitStep`],
-//!   [`LimitOutcome`], [`Mode`]);
-//! - [`settle`]: a reservation charged at its actual cost;
+//! - one module per algorithm, each exposing `decide(state, now, params, cost, mode) -> Outcome`
+//!   to this crate: `sliding_log`, `sliding_window`, `fixed_window`, `token_bucket`, `gcra`,
+//!   `leaky_bucket`, `concurrency` (leases; it takes the lease's token too, and has `release`
+//!   and `renew`), each tested against a reference model written differently
+//!   (`reference_models`);
+//! - `block`: block locks; `penalty`: violations, warnings and bans ([`PenaltyParams`]);
+//! - `step`: one decision over all the limits of a request;
+//! - `settle`: a reservation charged at its actual cost ([`Settlement`]);
 //! - `runtime`: numbers given to one identity at run time ([`RuntimeNumbers`]).
 
 pub(crate) mod block;
-pub mod concurrency;
+pub(crate) mod concurrency;
 pub(crate) mod fixed_window;
 pub(crate) mod gcra;
 pub(crate) mod leaky_bucket;
@@ -31,16 +33,17 @@ pub(crate) mod penalty;
 #[cfg(test)]
 mod reference_models;
 pub(crate) mod runtime;
-pub mod settle;
+pub(crate) mod settle;
 pub(crate) mod sliding_log;
 pub(crate) mod sliding_window;
-pub mod step;
+pub(crate) mod step;
 pub(crate) mod token_bucket;
 
-pub use concurrency::{BadToken, LeaseToken};
+pub use concurrency::{BadToken, LeaseToken, release, renew};
 pub use penalty::PenaltyParams;
 pub use runtime::RuntimeNumbers;
-pub use step::{KeyState, LimitOutcome, LimitStep, Mode};
+pub use settle::{Settlement, settle};
+pub use step::{KeyState, LimitOutcome, LimitStep, Mode, decide, decide_one};
 
 use crate::model::{Algorithm, Micros, Period};
 
@@ -178,7 +181,7 @@ pub enum AlgoState {
     Gcra(gcra::State),
     /// See `leaky_bucket`.
     LeakyBucket(Level),
-    /// See [`concurrency`].
+    /// See [`release`] and [`renew`].
     Concurrency(concurrency::State),
 }
 

@@ -6,7 +6,7 @@
 //! that long admits the same request, waiting one microsecond less does not.
 
 use crate::Micros;
-use crate::algorithm::concurrency::LeaseToken;
+use crate::algorithm::LeaseToken;
 use crate::algorithm::{
     Level, Mode, Outcome, Params, concurrency, fixed_window, gcra, leaky_bucket, sliding_log,
     sliding_window, token_bucket,

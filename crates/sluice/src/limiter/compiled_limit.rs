@@ -4,7 +4,7 @@
 //! Plain data, read by every check: it knows nothing of the compiled rule, choices, keys or
 //! decisions, so that everything that reads it sits above it.
 
-use crate::algorithm::concurrency::LeaseToken;
+use crate::algorithm::LeaseToken;
 use crate::algorithm::{LimitStep, Params, PenaltyParams};
 use std::sync::Arc;
 

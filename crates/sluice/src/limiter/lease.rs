@@ -208,7 +208,7 @@ impl Limiter {
 mod tests {
     use super::super::lease_id::MAX_LEASE_LEN;
     use super::*;
-    use crate::algorithm::concurrency::LeaseToken;
+    use crate::algorithm::LeaseToken;
 
     #[test]
     fn ids_parse_back_and_anything_else_is_refused() {

@@ -15,7 +15,7 @@
 
 use super::compiled_limit::CompiledLimit;
 use super::identity::MAX_PLAIN_LEN;
-use crate::algorithm::concurrency::LeaseToken;
+use crate::algorithm::LeaseToken;
 use crate::error::Error;
 use crate::model::{MAX_COUNT, ModelError};
 use crate::store::LimitCall;

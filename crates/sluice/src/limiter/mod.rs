@@ -3,7 +3,7 @@
 //! Rules are compiled once (validated, limit ids and algorithm parameters computed) and swapped
 //! atomically by [`Limiter::set_rules`], so a reload never disturbs a check in flight. Each check
 //! is one store call for all limits of the rule (all-or-nothing, see
-//! [`step`](crate::algorithm::step)) under a deadline; when the store fails, times out or is being
+//! [`step`](crate::algorithm::decide)) under a deadline; when the store fails, times out or is being
 //! skipped by the breaker, the rule's [`FailPolicy`](crate::FailPolicy) decides and the decision
 //! is marked `degraded`.
 //!

@@ -235,7 +235,7 @@ pub trait Store: Send + Sync + fmt::Debug + 'static {
         false
     }
 
-    /// Decides one request over its limits, atomically (see [`crate::algorithm::step`]): one
+    /// Decides one request over its limits, atomically (see [`crate::algorithm::decide`]): one
     /// outcome per call, in call order. The calls name distinct keys: the limiter adds up parts
     /// of a request that count on the same key into one call before asking (see
     /// [`Limiter::check_all`](crate::Limiter::check_all)).
@@ -285,7 +285,7 @@ pub trait Store: Send + Sync + fmt::Debug + 'static {
     /// Checks that the store answers (for readiness probes).
     fn ping(&self) -> impl Future<Output = Result<(), StoreError>> + Send;
 
-    /// Ends leases of concurrency limits (see [`crate::algorithm::concurrency`]): for each,
+    /// Ends leases of concurrency limits (see [`crate::algorithm::release`]): for each,
     /// whether it was still in force. A lease that expired or was released already changes
     /// nothing. Each lease is its own atomic step. A store without concurrency limits may keep
     /// this default, which refuses.

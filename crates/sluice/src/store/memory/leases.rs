@@ -1,5 +1,5 @@
 //! Leases in the memory store: releasing and renewing the leases a concurrency limit's state
-//! holds (see [`crate::algorithm::concurrency`]), each under its shard's lock like a decision.
+//! holds (see [`crate::algorithm::release`]), each under its shard's lock like a decision.
 
 use super::{KeyRef, MemoryStore};
 use crate::algorithm::{AlgoState, concurrency};

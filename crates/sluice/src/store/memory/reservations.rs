@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use parking_lot::Mutex;
 
 use super::{KeyRef, MemoryStore, StoreError};
-use crate::algorithm::concurrency::LeaseToken;
+use crate::algorithm::LeaseToken;
 use crate::algorithm::settle::{Settlement, settle};
 use crate::model::Micros;
 use crate::store::{LimitKey, ReserveCall, SettleCall};

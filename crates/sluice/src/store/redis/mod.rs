@@ -76,7 +76,7 @@
 //!   beyond its Lua (on one server or Sentinel; a Cluster spreads identities over nodes);
 //! - anything else runs `lua/decide.lua` after the prelude (`lua/idiv.lua`, `lua/prelude.lua`)
 //!   and one file per algorithm, as the function of a library loaded once (`FCALL`, see
-//!   `function`), which restates [`crate::algorithm::step`]: block check, each algorithm's
+//!   `function`), which restates [`crate::algorithm::decide`]: block check, each algorithm's
 //!   look (one read), the all-or-nothing records (one write each, only once every enforcing
 //!   limit passes), violations and penalty, block/ban. Only limits with a penalty read a
 //!   violations key; no decision reads a block key (see Keys).

@@ -9,7 +9,7 @@
 use futures::future::try_join_all;
 
 use super::{RedisStore, keys, store_error};
-use crate::algorithm::concurrency::LeaseToken;
+use crate::algorithm::LeaseToken;
 use crate::store::{LimitKey, ReserveCall, SettleCall, StoreError};
 
 fn reservation_key(prefix: &str, key: &LimitKey, token: LeaseToken) -> String {

@@ -14,7 +14,7 @@
 //!   leaves to the general script what a one-limit script leaves, a sliding log's denial and a
 //!   block marker.
 //! - anything else (a peek, `count_denied` among several limits, what a one-limit or rule script left):
-//!   `decide`, the prelude, every algorithm's `general` section and `lua/decide.lua`, which restates [`crate::algorithm::step`].
+//!   `decide`, the prelude, every algorithm's `general` section and `lua/decide.lua`, which restates [`crate::algorithm::decide`].
 //!   Its first part, `lua/blocked.lua`, answers a one-limit request of a blocked identity before
 //!   anything else (a blocked identity costs Redis a read), and otherwise keeps its read for the
 //!   look.
