@@ -11,7 +11,7 @@
 //! - `mod.rs` (this file): [`Limiter`] and its entry points;
 //! - `options`: [`Options`] (the limiter's settings) and [`Check`] (one check's cost and mode);
 //! - `builder`: [`LimiterBuilder`], the one way to make a limiter;
-//! - `compile`: [`CompiledRule`], a rule turned into per-limit algorithm parameters, plain data
+//! - `compile`: `CompiledRule`, a rule turned into per-limit algorithm parameters, plain data
 //!   that everything deciding reads; `compiled_limit`: one limit of it; `compiled_choice`: its
 //!   conditions and overrides; `compiled_condition`: a `when` made ready for checks;
 //!   `choice`: which limits apply to a request and with which numbers (`when`, `overrides`);
@@ -42,7 +42,7 @@
 //! - `breaker`: skips a failing store for a while;
 //! - `in_flight` ([`InFlightLimit`]): bounds the decisions waiting for a remote store at once,
 //!   fixed or adapted to its latency by `gradient`; the excess is shed to the fail policy;
-//! - `denial_cache` ([`DenialCache`], [`DenialCacheOptions`]): on a remote store, answers
+//! - `denial_cache` (`DenialCache`, [`DenialCacheOptions`]): on a remote store, answers
 //!   requests the store already denied until they could pass; admin operations and rule changes
 //!   clear it here at once and, through the builder's
 //!   [`invalidation_channel`](LimiterBuilder::invalidation_channel), on other nodes. Its
@@ -100,11 +100,12 @@ pub use builder::{IntoDynStore, LimiterBuilder};
 pub use check_all::RuleCheck;
 #[cfg(feature = "tower")]
 pub(crate) use choice::denial_message as denied_by_override;
-pub use compile::{CompiledRule, RuleBook};
+pub(crate) use compile::{CompiledRule, RuleBook};
 use crossings::Crossings;
 pub use crossings::QuotaCrossing;
-pub use denial_cache::{DenialCache, DenialCacheOptions};
-pub use held::{HeldUnits, MAX_HELD_KEYS};
+pub(crate) use denial_cache::DenialCache;
+pub use denial_cache::DenialCacheOptions;
+pub use held::HeldUnits;
 pub use identity::Attributes;
 use in_flight::InFlight;
 pub use in_flight::InFlightLimit;

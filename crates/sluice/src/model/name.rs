@@ -49,7 +49,7 @@ static INTERNER: LazyLock<Mutex<Interner>> = LazyLock::new(|| {
 
 impl Name {
     /// The interned name `text`, stored once per process; reference-counted instead once the
-    /// process has interned [`MAX_INTERNED`] names or [`MAX_INTERNED_BYTES`] bytes.
+    /// process has interned `MAX_INTERNED` (65,536) names or `MAX_INTERNED_BYTES` (4 MiB) of them.
     pub fn interned(text: &str) -> Name {
         let mut interner = INTERNER.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(&kept) = interner.names.get(text) {

@@ -311,7 +311,7 @@ mod tests {
         let n = RuntimeLimit::max_leases(10).numbers(&limit).unwrap();
         assert_eq!(n, RuntimeNumbers::counts(10, 10));
         assert_eq!(RuntimeLimit::of(&limit, n), RuntimeLimit::max_leases(10));
-        let too_many = RuntimeLimit::max_leases(super::super::MAX_LEASES + 1);
+        let too_many = RuntimeLimit::max_leases(super::super::limit::MAX_LEASES + 1);
         assert_eq!(too_many.numbers(&limit).unwrap_err().field, "max_leases");
         let rate = RuntimeLimit::rate("5/30s".parse().unwrap());
         assert!(rate.numbers(&limit).is_err());

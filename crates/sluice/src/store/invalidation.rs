@@ -3,7 +3,7 @@
 //! A node that resets, blocks or unblocks an identity, or changes its rules, publishes an
 //! [`Invalidation`] on an [`InvalidationChannel`]; every node subscribes to the channel and hands
 //! what arrives to an [`InvalidationListener`] (the limiter's
-//! [`DenialCache`](crate::limiter::denial_cache::DenialCache)). The channel also tells the
+//! denial cache). The channel also tells the
 //! listener how fresh its view is ([`InvalidationListener::confirmed`]): the listener, not the
 //! channel, decides what a silent channel means.
 //!
