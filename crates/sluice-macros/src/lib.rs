@@ -253,14 +253,14 @@ fn expand(args: TokenStream2, item: TokenStream2) -> syn::Result<TokenStream2> {
                 let __sluice_attributes: [(&'static str, ::std::string::String); #count] = [
                     #((#names, ::std::string::ToString::to_string(&(#values))),)*
                 ];
-                let __sluice_decision = ::sluice::check_call(
+                let __sluice_decision = ::sluice::__macro_support::check_call(
                     __sluice_limiter,
                     #rule,
                     &__sluice_attributes[..],
                     #cost,
                 )
                 .await #question;
-                ::sluice::hold_lease(__sluice_limiter, __sluice_decision)
+                ::sluice::__macro_support::hold_lease(__sluice_limiter, __sluice_decision)
             };
             #block
         }

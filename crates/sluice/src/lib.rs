@@ -33,8 +33,8 @@
 //! - [`limiter`]: rules → keys → store, fail policy, breaker, the denial cache and hot keys;
 //! - [`store`]: the [`Store`] trait, [`MemoryStore`], and `store::redis` (feature `redis`);
 //! - [`algorithm`]: the pure algorithms (time in, decision out) and the multi-limit step;
-//! - [`model`]: rules, limits, rates, decisions, the algorithm registry; [`clock`]: injectable
-//!   time (on [`Micros`], from `model`); `metric_catalog`: every metric the library records,
+//! - [`model`]: rules, limits, rates, decisions, the algorithm registry; `clock`: injectable
+//!   time ([`Clock`], [`ManualClock`], [`SystemClock`], on [`Micros`], from `model`); `metric_catalog`: every metric the library records,
 //!   declared once (its name for the code that records it, its help and unit for the recorder).
 //!
 //! The exceptions: a [`model::Condition`] matches the [`Attributes`] of `limiter`, and a
@@ -108,7 +108,7 @@
 struct ReadmeDoctests;
 
 pub mod algorithm;
-pub mod clock;
+mod clock;
 #[cfg(feature = "conformance")]
 pub mod conformance;
 mod error;
@@ -122,7 +122,7 @@ pub mod store;
 
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use error::Error;
-pub use limited::{Limited, check_call, global_limiter, hold_lease, set_global_limiter};
+pub use limited::{Limited, check_call, global_limiter, set_global_limiter};
 pub use limiter::{
     Attributes, Check, Limiter, LimiterBuilder, Options, QuotaCrossing, RuntimeLimitInfo,
 };
@@ -134,3 +134,9 @@ pub use model::{
 pub use sluice_macros::{limit, limited};
 pub use store::memory::MemoryStore;
 pub use store::{DynStore, Store, StoreError};
+
+/// What `#[sluice::limited]` expands to; not an API of its own.
+#[doc(hidden)]
+pub mod __macro_support {
+    pub use crate::limited::{check_call, hold_lease};
+}
