@@ -59,6 +59,13 @@ pub struct StoreConfig {
     #[serde(default, with = "in_flight_text")]
     #[schemars(with = "in_flight_text::InFlightText")]
     pub in_flight: InFlightLimit,
+    /// How many nodes decide the same limits through this store. While the store cannot be
+    /// asked, `fail: local` gives each node its share of every limit (count and burst divided by
+    /// `nodes`, at least one unit), so a fleet cut off from its store admits about the limit in
+    /// all instead of `nodes` times it. 1 (the default) lets each node decide the whole limit.
+    #[serde(default = "default_nodes")]
+    #[schemars(range(min = 1), example = 4)]
+    pub nodes: std::num::NonZeroU32,
 }
 
 /// `in_flight` written as a number or a word.
@@ -141,8 +148,13 @@ impl Default for StoreConfig {
             max_keys: default_max_keys(),
             tls: StoreTls::default(),
             in_flight: InFlightLimit::DEFAULT,
+            nodes: default_nodes(),
         }
     }
+}
+
+fn default_nodes() -> std::num::NonZeroU32 {
+    std::num::NonZeroU32::MIN
 }
 
 fn default_url() -> String {

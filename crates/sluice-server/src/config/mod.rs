@@ -270,6 +270,7 @@ impl Config {
             max_runtime_limits: self.runtime_limits.max_per_limit,
             in_flight: self.store.in_flight,
             crossing_queue: self.notifications.queue,
+            nodes: self.store.nodes,
             ..Options::default()
         }
     }

@@ -84,6 +84,19 @@ impl Params {
         }
     }
 
+    /// One node's share of these numbers when `nodes` nodes decide the limit apart: the count
+    /// and the capacity divided among them, rounded down but never below one unit, so that the
+    /// nodes together admit at most the limit (or one unit each, when the limit is smaller than
+    /// the fleet). The window is the limit's.
+    pub fn share(self, nodes: std::num::NonZeroU32) -> Params {
+        let n = u64::from(nodes.get());
+        Params {
+            count: (self.count / n).max(1),
+            capacity: (self.capacity / n).max(1),
+            ..self
+        }
+    }
+
     /// GCRA's spacing between units, rounded up to whole µs.
     pub fn emission_interval_us(&self) -> Micros {
         Micros::new(self.window_us.get().div_ceil(self.count))

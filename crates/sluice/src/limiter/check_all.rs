@@ -343,7 +343,7 @@ impl Limiter {
                 Mode::Apply
             };
             let (calls, at) = repeated::unique(&group);
-            match self.inner.local.decide_now(&calls, mode) {
+            match self.decide_locally(&calls, mode) {
                 Ok(reply) => {
                     denied |= denies(&calls, &reply);
                     local_replies.extend(split(&reply, &group, &at));

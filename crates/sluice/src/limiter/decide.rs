@@ -143,7 +143,7 @@ impl Limiter {
                     .increment(1);
                 let reply = match policy {
                     // A local store full of live keys cannot count this identity: deny it.
-                    FailPolicy::Local => self.inner.local.decide_now(&calls, check.mode()).ok(),
+                    FailPolicy::Local => self.decide_locally(&calls, check.mode()).ok(),
                     FailPolicy::Open | FailPolicy::Closed => None,
                 };
                 (reply, Some(error))

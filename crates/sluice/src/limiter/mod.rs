@@ -75,6 +75,7 @@ mod keys;
 mod lease;
 mod lease_guard;
 mod lease_id;
+mod local;
 mod meters;
 mod options;
 mod repeated;

@@ -1,6 +1,7 @@
 //! What a limiter and a single check are told: [`Options`] for the limiter, [`Check`] for one
 //! request (its cost, and whether it only peeks).
 
+use std::num::NonZeroU32;
 use std::time::Duration;
 
 use super::denial_cache::DenialCacheOptions;
@@ -32,6 +33,11 @@ pub struct Options {
     /// [`DEFAULT_CROSSING_QUEUE`]); past it, new ones are dropped and counted, never waited for
     /// (see [`Limiter::crossings`](super::Limiter::crossings)).
     pub crossing_queue: usize,
+    /// How many nodes decide the same limits through the store (default 1). While the store
+    /// cannot be asked, `fail: local` gives this node its share of each limit (the count and
+    /// burst divided by `nodes`, at least one unit), so that a fleet cut off from its store
+    /// admits about the limit in all, not `nodes` times it.
+    pub nodes: NonZeroU32,
 }
 
 /// Default [`Options::crossing_queue`].
@@ -50,6 +56,7 @@ impl Default for Options {
             max_runtime_limits: DEFAULT_MAX_RUNTIME_LIMITS,
             in_flight: InFlightLimit::DEFAULT,
             crossing_queue: DEFAULT_CROSSING_QUEUE,
+            nodes: NonZeroU32::MIN,
         }
     }
 }

@@ -36,6 +36,7 @@ mod redis_marked;
 mod redis_marked_blocks;
 mod redis_memory;
 mod redis_quotas;
+mod redis_regions;
 mod redis_reshard;
 mod redis_sentinel;
 mod redis_shared_calls;
