@@ -45,6 +45,7 @@ pub mod traffic;
 pub mod window;
 
 use std::io::Write;
+use std::num::NonZeroU32;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -101,6 +102,16 @@ pub struct SimulateArgs {
     /// fail policies `open`, `closed` and `local` admit across `--nodes` nodes meanwhile.
     #[arg(long, value_parser = parse_span)]
     pub store_down: Option<(Duration, Duration)>,
+    /// Cut one region off from the store from FROM to TO (`10m..20m`): the second half of
+    /// `--nodes` lose it while the others keep deciding through it, and the fail policies are
+    /// compared on what the fleet admits meanwhile.
+    #[arg(long, value_parser = parse_span, conflicts_with = "store_down")]
+    pub partition: Option<(Duration, Duration)>,
+    /// With `--store-down` or `--partition`, `fail: local` decides each node's share of each
+    /// limit (as `store.nodes: N` does, N = `--nodes`) instead of the whole limit. A `--config`
+    /// file's own `store.nodes` applies without it.
+    #[arg(long)]
+    pub shares: bool,
     /// Also replay each rule whose limit can take batches (token_bucket, gcra, fixed_window)
     /// across `--nodes` nodes taking batches of up to this many units, beside the exact path (rows
     /// `<rule>+batches`).
@@ -130,15 +141,20 @@ pub struct Simulation {
 /// What to simulate: the rules, the attribute names requests carry, the rate patterns aim at.
 struct Plan {
     rules: Vec<(String, Rule)>,
+    /// The config file's `store.nodes` (1 without a file).
+    store_nodes: NonZeroU32,
     attributes: Vec<String>,
     limit: u64,
     window: Duration,
 }
 
 fn plan(args: &SimulateArgs) -> Result<Plan, SimulateError> {
-    let rules = match &args.config {
-        Some(path) => Config::load(path)?.rules_in_force(),
-        None => algorithm_rules(args),
+    let (rules, store_nodes) = match &args.config {
+        Some(path) => {
+            let config = Config::load(path)?;
+            (config.rules_in_force(), config.store.nodes)
+        }
+        None => (algorithm_rules(args), NonZeroU32::MIN),
     };
     let first = rules
         .first()
@@ -153,6 +169,7 @@ fn plan(args: &SimulateArgs) -> Result<Plan, SimulateError> {
     attributes.sort();
     attributes.dedup();
     Ok(Plan {
+        store_nodes,
         limit: first.rate.count,
         window: first.rate.window,
         rules,
@@ -246,13 +263,20 @@ pub async fn simulate(
     }
     let main_count = subjects.len();
     // Offsets from the start of the run, as the report shows them.
-    let outage = args
-        .store_down
-        .map(|(from, to)| (Micros::from(from), Micros::from(to)));
+    let shares = if args.shares {
+        NonZeroU32::new(u32::try_from(args.nodes).unwrap_or(u32::MAX)).unwrap_or(NonZeroU32::MIN)
+    } else {
+        plan.store_nodes
+    };
+    let (outage, cut) = match (args.store_down, args.partition) {
+        (Some(span), _) => (Some(span), outage::Cut::store_down(args.nodes, shares)),
+        (None, span) => (span, outage::Cut::partition(args.nodes, shares)),
+    };
+    let outage = outage.map(|(from, to)| (Micros::from(from), Micros::from(to)));
     if let Some((from, to)) = outage {
         let down = (start + from, start + to);
         for policy in outage::POLICIES {
-            let fleet = outage::fleet(&plan.rules, policy, args.nodes, &clock, down)?;
+            let fleet = outage::fleet(&plan.rules, policy, cut, &clock, down)?;
             for (name, rule) in &plan.rules {
                 let label = format!("{}/{name}", outage::policy_name(policy));
                 subjects.push(Subject::new(
@@ -303,6 +327,8 @@ pub async fn simulate(
         limits: measured.iter().map(|m| m.summary.clone()).collect(),
         outage: outage.map(|(from, to)| Outage {
             nodes: args.nodes.max(1),
+            cut_off: cut.cut_off.min(args.nodes.max(1)),
+            shares: cut.shares.get(),
             from_s: from.as_secs_f64(),
             to_s: to.as_secs_f64(),
             limits: outage_rows.iter().map(|m| m.summary.clone()).collect(),

@@ -1,18 +1,22 @@
-//! The store going down: what the fail policies admit across several nodes meanwhile.
+//! The store going down, or a partition cutting one region's nodes off from it: what the fail
+//! policies admit across several nodes meanwhile.
 //!
 //! [`DownStore`] is the memory store, except that every call fails (as a lost connection would)
 //! while the simulated clock is inside the outage. Each fail policy gets its own store and `N`
 //! limiters on it, so `open`, `closed` and `local` are compared on the same requests: `open` admits
 //! everything, `closed` nothing, and `local` up to the limit on each node (`N` times the limit in
-//! all) until the store is back.
+//! all), or its share of it with `store.nodes` (`shares`), until the store is back. In a
+//! partition only the cut-off nodes ask through the failing store; the others reach the same
+//! state directly and keep deciding exactly.
 
+use std::num::NonZeroU32;
 use std::sync::Arc;
 use std::time::Duration;
 
 use sluice::algorithm::Mode;
 use sluice::store::{BlocksCursor, BlocksPage, LimitCall, LimitKey, StoreReply};
 use sluice::{
-    Clock, FailPolicy, Limiter, ManualClock, MemoryStore, Micros, Rule, Store, StoreError,
+    Clock, FailPolicy, Limiter, ManualClock, MemoryStore, Micros, Options, Rule, Store, StoreError,
 };
 
 use crate::error::SimulateError;
@@ -95,16 +99,50 @@ impl Store for DownStore {
     }
 }
 
-/// `nodes` limiters deciding `rules` with `policy`, sharing one store that is down from `from_us`
-/// to `to_us`.
+/// Who loses the store, and how `local` divides a limit.
+#[derive(Debug, Clone, Copy)]
+pub struct Cut {
+    /// Nodes in all.
+    pub nodes: usize,
+    /// The nodes that lose the store (the last ones): all of them when the store goes down, one
+    /// region's in a partition.
+    pub cut_off: usize,
+    /// `store.nodes`: `local` decides `1 / shares` of each limit on each node.
+    pub shares: NonZeroU32,
+}
+
+impl Cut {
+    /// The store down for all `nodes`.
+    pub fn store_down(nodes: usize, shares: NonZeroU32) -> Cut {
+        Cut {
+            nodes,
+            cut_off: nodes,
+            shares,
+        }
+    }
+
+    /// A partition of `nodes`: the second half of them (at least one) cut off.
+    pub fn partition(nodes: usize, shares: NonZeroU32) -> Cut {
+        Cut {
+            nodes,
+            cut_off: nodes - nodes / 2,
+            shares,
+        }
+    }
+}
+
+/// `cut.nodes` limiters deciding `rules` with `policy`, sharing one store that is down from
+/// `from_us` to `to_us` for the last `cut.cut_off` of them.
 pub fn fleet(
     rules: &[(String, Rule)],
     policy: FailPolicy,
-    nodes: usize,
+    cut: Cut,
     clock: &ManualClock,
     (from_us, to_us): (Micros, Micros),
 ) -> Result<Vec<Limiter>, SimulateError> {
     let store = Arc::new(DownStore::new(clock.clone(), from_us, to_us));
+    let nodes = cut.nodes.max(1);
+    let reached = nodes - cut.cut_off.min(nodes);
     let rules: Vec<(String, Rule)> = rules
         .iter()
         .map(|(name, rule)| {
@@ -113,10 +151,19 @@ pub fn fleet(
             (name.clone(), rule)
         })
         .collect();
-    (0..nodes.max(1))
-        .map(|_| {
-            Ok(Limiter::builder(store.clone())
+    (0..nodes)
+        .map(|n| {
+            let builder = if n < reached {
+                Limiter::builder(store.inner.clone())
+            } else {
+                Limiter::builder(store.clone())
+            };
+            Ok(builder
                 .clock(Arc::new(clock.clone()))
+                .options(Options {
+                    nodes: cut.shares,
+                    ..Options::default()
+                })
                 .rules(rules.clone())
                 .build()?)
         })

@@ -5,7 +5,7 @@
 //! - `window_peak`: the most units admitted to one identity in a window of the limit's length,
 //!   against the limit (limits other than quotas, which have their own);
 //! - `window_edge` (comparing algorithms): the same for bursts on both sides of a window edge;
-//! - `store_down` (with `--store-down`): what each fail policy admitted across the nodes;
+//! - `store_down` (with `--store-down`) or `partition` (with `--partition`): what each fail policy admitted across the nodes;
 //! - `quota_<rule>` (per quota limit; `quota_<rule>_<limit>` when a rule has several): what the
 //!   busiest identity had used of the quota over time, with a line at each reset labelled with
 //!   the period's first day in the quota's zone.
@@ -187,13 +187,20 @@ fn store_down(sim: &Simulation) -> Option<Chart> {
         })
         .collect();
     Some(Chart {
-        title: format!(
-            "Store down, {} nodes: admitted by fail policy (rule {rule})",
-            outage.nodes
-        ),
+        title: if outage.cut_off >= outage.nodes {
+            format!(
+                "Store down, {} nodes: admitted by fail policy (rule {rule})",
+                outage.nodes
+            )
+        } else {
+            format!(
+                "Partition, {} of {} nodes cut off: admitted by fail policy (rule {rule})",
+                outage.cut_off, outage.nodes
+            )
+        },
         y_label: "units per second".into(),
         lines,
-        span: Some((outage.from_s, outage.to_s, "store down".into())),
+        span: Some((outage.from_s, outage.to_s, outage.span_label().into())),
         ..Chart::default()
     })
 }
@@ -294,8 +301,8 @@ pub fn write(sim: &Simulation, dir: &Path) -> Result<Vec<PathBuf>, SimulateError
     if !sim.edge.is_empty() {
         charts.push(("window_edge".to_string(), window_edge(&sim.edge)));
     }
-    if let Some(chart) = store_down(sim) {
-        charts.push(("store_down".to_string(), chart));
+    if let (Some(chart), Some(outage)) = (store_down(sim), &sim.report.outage) {
+        charts.push((outage.span_label().replace(' ', "_"), chart));
     }
     charts.extend(quotas(&sim.measured));
     let mut files = Vec::new();

@@ -32,17 +32,52 @@ pub struct Setup {
     pub command: String,
 }
 
-/// The store outage and what each fail policy admitted.
+/// The store outage (or a partition) and what each fail policy admitted.
 #[derive(Debug, Clone, Serialize)]
 pub struct Outage {
     /// Nodes sharing the store.
     pub nodes: usize,
+    /// The nodes that lost the store: all of them when it went down, one region's in a partition.
+    pub cut_off: usize,
+    /// `store.nodes`: `local` decided `1 / shares` of each limit on each node.
+    pub shares: u32,
     /// Start of the outage (seconds from the start).
     pub from_s: f64,
     /// Its end.
     pub to_s: f64,
     /// One row per policy and limit; `subject` is `policy/rule`.
     pub limits: Vec<Summary>,
+}
+
+impl Outage {
+    /// `store down from 3600 s to 5400 s, 3 nodes` or `partition from … s to … s: 2 of 4 nodes
+    /// cut off from the store`, with `, local deciding 1/4 of each limit per node` when shared.
+    pub fn title(&self) -> String {
+        let what = if self.cut_off >= self.nodes {
+            format!(
+                "store down from {:.0} s to {:.0} s, {} nodes",
+                self.from_s, self.to_s, self.nodes
+            )
+        } else {
+            format!(
+                "partition from {:.0} s to {:.0} s: {} of {} nodes cut off from the store",
+                self.from_s, self.to_s, self.cut_off, self.nodes
+            )
+        };
+        match self.shares {
+            1 => what,
+            n => format!("{what}, local deciding 1/{n} of each limit per node"),
+        }
+    }
+
+    /// What the plots call the span: `store down` or `partition`.
+    pub fn span_label(&self) -> &'static str {
+        if self.cut_off >= self.nodes {
+            "store down"
+        } else {
+            "partition"
+        }
+    }
 }
 
 /// The whole report.
@@ -248,10 +283,8 @@ impl Report {
             let rows: Vec<_> = outage.limits.iter().map(outage_row).collect();
             let _ = write!(
                 out,
-                "\nstore down from {:.0} s to {:.0} s, {} nodes:\n{}",
-                outage.from_s,
-                outage.to_s,
-                outage.nodes,
+                "\n{}:\n{}",
+                outage.title(),
                 text_table(OUTAGE_HEADER, &rows)
             );
         }
@@ -293,10 +326,8 @@ impl Report {
             let rows: Vec<_> = outage.limits.iter().map(outage_row).collect();
             let _ = write!(
                 out,
-                "\n## Store down from {:.0} s to {:.0} s, {} nodes\n\n{}",
-                outage.from_s,
-                outage.to_s,
-                outage.nodes,
+                "\n## {}\n\n{}",
+                upper_first(&outage.title()),
                 markdown_table(OUTAGE_HEADER, &rows)
             );
         }

@@ -191,6 +191,63 @@ async fn the_attacker_is_denied_quickly_and_recovers_and_fail_policies_differ_wh
     );
 }
 
+/// A partition: the attacker's requests spread over 4 nodes, 2 of which lose the store for 2
+/// minutes while the other 2 keep deciding through it.
+async fn partition(shares: bool) -> Simulation {
+    let mut args = vec![
+        "--rate",
+        "10/1m",
+        "--algorithms",
+        "sliding_log",
+        "--pattern",
+        "attacker",
+        "--identities",
+        "5",
+        "--rps",
+        "0.05",
+        "--attack-rps",
+        "5",
+        "--attack",
+        "10m..20m",
+        "--duration",
+        "30m",
+        "--partition",
+        "12m..14m",
+        "--nodes",
+        "4",
+    ];
+    if shares {
+        args.push("--shares");
+    }
+    run(&args).await
+}
+
+#[tokio::test]
+async fn a_region_cut_off_adds_its_share_to_the_limit_not_the_limit_again() {
+    let sim = partition(true).await;
+    let outage = sim.report.outage.as_ref().unwrap();
+    assert_eq!((outage.nodes, outage.cut_off, outage.shares), (4, 2, 4));
+    assert!(
+        outage
+            .title()
+            .starts_with("partition from 720 s to 840 s: 2 of 4 nodes cut off")
+    );
+    let closed = limit(&sim, "closed/sliding_log").span.unwrap();
+    let local = limit(&sim, "local/sliding_log").span.unwrap();
+    // The near region decides through the store as before: closed only refuses the far one's.
+    assert!(closed.admitted > 0 && closed.peak <= 10, "{closed:?}");
+    // Each cut-off node adds its share, 10 / 4 = 2, to what the store admits.
+    assert!(local.peak > 10 && local.peak <= 10 + 2 * 2, "{local:?}");
+
+    // Each deciding the whole limit, the two cut-off nodes add up to the limit each.
+    let whole = partition(false).await;
+    let local = limit(&whole, "local/sliding_log").span.unwrap();
+    assert!(
+        local.peak > 10 + 2 * 2 && local.peak <= 10 + 2 * 10,
+        "{local:?}"
+    );
+}
+
 fn out_dir(name: &str) -> PathBuf {
     let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(name);
     let _ = std::fs::remove_dir_all(&dir);

@@ -1,5 +1,5 @@
-//! `docs/src/simulate` (every algorithm under an attacker) and `docs/src/simulate-quota` (a year
-//! of a quota) are what the book's commands write: each `simulate` command of the chapter
+//! `docs/src/simulate` (every algorithm under an attacker), `docs/src/simulate-quota` (a year
+//! of a quota) and `docs/src/simulate-partition` (a region cut off from the store) are what the book's commands write: each `simulate` command of the chapter
 //! `operations/see-it.md` is run in this process, and every file it writes (report, JSON, plots
 //! as SVG and PNG) must equal the committed one byte for byte, with no committed file left over. The run is deterministic (a
 //! simulated clock and seeded traffic), so any difference is a change of behaviour to look at and
@@ -14,7 +14,7 @@ use indicatif::ProgressBar;
 use sluice_cli::cli::{Cli, Command as Sub};
 
 /// The directories under `docs/src` the book's commands write, in the chapter's order.
-const WRITTEN: [&str; 2] = ["simulate", "simulate-quota"];
+const WRITTEN: [&str; 3] = ["simulate", "simulate-quota", "simulate-partition"];
 
 /// The book's `simulate` command lines, their `\` continuations joined: the words after `--`.
 fn book_commands() -> Vec<Vec<String>> {

@@ -43,7 +43,7 @@ fn shares(calls: &[LimitCall], nodes: std::num::NonZeroU32) -> Cow<'_, [LimitCal
                 key: call.key.clone(),
                 step: LimitStep {
                     params: call.step.params.share(nodes),
-                    ..call.step.clone()
+                    ..call.step
                 },
             })
             .collect(),
