@@ -170,8 +170,8 @@ fn plan(args: &SimulateArgs) -> Result<Plan, SimulateError> {
     attributes.dedup();
     Ok(Plan {
         store_nodes,
-        limit: first.rate.count,
-        window: first.rate.window,
+        limit: first.rate.count(),
+        window: first.rate.window(),
         rules,
         attributes,
     })

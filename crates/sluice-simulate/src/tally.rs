@@ -166,7 +166,7 @@ impl Tally {
                 subject: subject.to_string(),
                 limit_id: limit.id(),
                 algorithm: limit.algorithm,
-                limit: limit.rate.count,
+                limit: limit.rate.count(),
                 capacity: limit.capacity(),
                 window_ms: window_us.as_millis(),
                 offered_requests: 0,
@@ -192,14 +192,14 @@ impl Tally {
                 quota: None,
             },
             window_us,
-            reference: ExactSlidingLog::new(limit.rate.count, window_us),
+            reference: ExactSlidingLog::new(limit.rate.count(), window_us),
             admitted_windows: HashMap::new(),
             series: Series::new(bucket_us),
             attack,
             quota: limit
                 .period
                 .as_ref()
-                .map(|period| QuotaTally::new(period, limit.rate.count)),
+                .map(|period| QuotaTally::new(period, limit.rate.count())),
         }
     }
 

@@ -75,7 +75,7 @@ impl Driver {
                 let set = if limit.period.is_some() {
                     // A quota's count is its `quota`.
                     RuntimeLimit {
-                        quota: Some(limit.rate.count),
+                        quota: Some(limit.rate.count()),
                         ..RuntimeLimit::default()
                     }
                 } else {
@@ -150,11 +150,13 @@ impl Driver {
 fn rule(args: &BenchArgs) -> anyhow::Result<Rule> {
     let limits = (0..args.limits)
         .map(|i| {
-            let mut rate = args.limit;
-            rate.window += Duration::from_secs(i as u64);
+            let rate = Rate::new(
+                args.limit.count(),
+                args.limit.window() + Duration::from_secs(i as u64),
+            )?;
             let mut limit = match args.period {
                 Some(unit) => {
-                    let mut quota = Limit::quota(&["key"], rate.count, Period::new(unit));
+                    let mut quota = Limit::quota(&["key"], rate.count(), Period::new(unit));
                     // Quotas of one period share an id unless named.
                     quota.name = (args.limits > 1).then(|| format!("quota{i}"));
                     quota
@@ -191,14 +193,14 @@ fn tier_overrides(limit: &Limit) -> anyhow::Result<Vec<Override>> {
     // Twice the count, or half of it where twice is above the maximum: other numbers in the
     // same window or period (an override keeps it, and so the identity's counter).
     let rate = &limit.rate;
-    let count = match rate.count.checked_mul(2).filter(|c| *c <= MAX_COUNT) {
+    let count = match rate.count().checked_mul(2).filter(|c| *c <= MAX_COUNT) {
         Some(twice) => twice,
-        None => (rate.count / 2).max(1),
+        None => (rate.count() / 2).max(1),
     };
     let pro = match limit.period {
         Some(_) => serde_json::json!({"when": {"plan": "pro"}, "quota": count}),
         None => {
-            serde_json::json!({"when": {"plan": "pro"}, "rate": Rate { count, ..*rate }.to_string()})
+            serde_json::json!({"when": {"plan": "pro"}, "rate": Rate::new(count, rate.window())?.to_string()})
         }
     };
     Ok(serde_json::from_value(serde_json::json!([

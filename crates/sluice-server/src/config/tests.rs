@@ -483,7 +483,7 @@ fn quotas_take_a_quota_and_a_calendar_period_instead_of_a_rate() {
     let limit = &c.rules[0].1.limits[0];
     let pro = limit.overridden(&limit.overrides[0]).unwrap();
     assert_eq!(
-        (pro.rate.count, pro.period.clone()),
+        (pro.rate.count(), pro.period.clone()),
         (50, limit.period.clone())
     );
     let e = yaml_error(&line("{ by: [t], period: fortnight, quota: 5 }"));

@@ -262,13 +262,13 @@ const UNITS: [(Unit, u64); 5] = [
 
 /// A rate in Envoy's terms: over the smallest unit that holds the window, rounded down.
 pub fn current_limit(name: String, rate: Rate) -> RateLimit {
-    let window_ms = rate.window.as_millis().max(1);
+    let window_ms = rate.window().as_millis().max(1);
     let (unit, secs) = UNITS
         .iter()
         .copied()
         .find(|&(_, secs)| u128::from(secs) * 1000 >= window_ms)
         .unwrap_or(UNITS[UNITS.len() - 1]);
-    let per_unit = u128::from(rate.count) * u128::from(secs) * 1000 / window_ms;
+    let per_unit = u128::from(rate.count()) * u128::from(secs) * 1000 / window_ms;
     RateLimit {
         name,
         requests_per_unit: u32::try_from(per_unit).unwrap_or(u32::MAX),
@@ -292,10 +292,7 @@ mod tests {
     fn unit_of(count: u64, window_secs: u64) -> (u32, Unit) {
         let limit = current_limit(
             "r".into(),
-            Rate {
-                count,
-                window: Duration::from_secs(window_secs),
-            },
+            Rate::new(count, Duration::from_secs(window_secs)).unwrap(),
         );
         (limit.requests_per_unit, limit.unit())
     }

@@ -129,8 +129,8 @@ proptest! {
     ) {
         match text.parse::<Rate>() {
             Ok(rate) => {
-                prop_assert!(rate.count > 0);
-                prop_assert!(rate.window > Duration::ZERO);
+                prop_assert!(rate.count() > 0);
+                prop_assert!(rate.window() > Duration::ZERO);
             }
             Err(error) => prop_assert!(!error.to_string().is_empty()),
         }

@@ -123,7 +123,7 @@ pub(crate) fn compile_limit(l: &Limit) -> CompiledLimit {
             .collect(),
         algorithm: l.algorithm,
         params: Params {
-            count: l.rate.count,
+            count: l.rate.count(),
             window_us: l.rate.window_us(),
             capacity: l.capacity(),
             // Past itself, a quota that admits counts as `count_denied` does (what passes).

@@ -37,7 +37,7 @@ use super::{
 /// use std::time::Duration;
 /// use sluice::model::Limit;
 /// let limit = Limit::concurrency(&["tenant"], 3, Duration::from_secs(30));
-/// assert_eq!((limit.rate.count, limit.rate.window.as_secs()), (3, 30));
+/// assert_eq!((limit.rate.count(), limit.rate.window().as_secs()), (3, 30));
 /// assert_eq!(limit.id(), "tenant-concurrency-30s");
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -115,10 +115,7 @@ impl Limit {
     pub fn concurrency(by: &[&str], max_leases: u64, lease: Duration) -> Limit {
         Limit::new(
             by,
-            Rate {
-                count: max_leases,
-                window: lease,
-            },
+            Rate::unvalidated(max_leases, lease),
             Algorithm::Concurrency,
         )
     }
@@ -126,10 +123,7 @@ impl Limit {
     /// A quota: `quota` units per calendar `period` per identity (a fixed window whose windows
     /// are the period's days, weeks, months or years).
     pub fn quota(by: &[&str], quota: u64, period: Period) -> Limit {
-        let rate = Rate {
-            count: quota,
-            window: period.longest(),
-        };
+        let rate = Rate::unvalidated(quota, period.longest());
         Limit {
             period: Some(period),
             ..Limit::new(by, rate, Algorithm::FixedWindow)
@@ -188,13 +182,13 @@ impl Limit {
         format!(
             "{by}-{}-{}",
             self.algorithm.name(),
-            format_duration(self.rate.window)
+            format_duration(self.rate.window())
         )
     }
 
     /// The most units one request may ever be admitted for.
     pub fn capacity(&self) -> u64 {
-        self.burst.unwrap_or(self.rate.count)
+        self.burst.unwrap_or(self.rate.count())
     }
 
     /// Checks the invariants listed in the module docs.
@@ -211,7 +205,7 @@ impl Limit {
                 format!("`{name}`: 1 to 64 characters of a-z, A-Z, 0-9, _ and -"),
             ));
         }
-        Rate::new(self.rate.count, self.rate.window)?;
+        Rate::new(self.rate.count(), self.rate.window())?;
         if self.over == Over::Allow && self.period.is_none() {
             return Err(ModelError::new(
                 "over",
@@ -244,12 +238,12 @@ impl Limit {
                 ));
             }
         }
-        if self.algorithm.holds_leases() && self.rate.count > MAX_LEASES {
+        if self.algorithm.holds_leases() && self.rate.count() > MAX_LEASES {
             return Err(ModelError::new(
                 "max_leases",
                 format!(
                     "{} leases is above the maximum of {MAX_LEASES} held at once",
-                    self.rate.count
+                    self.rate.count()
                 ),
             ));
         }
@@ -276,7 +270,7 @@ impl Limit {
         // The algorithms compute `capacity × interval` (GCRA's burst offset, the buckets' time to
         // drain a full bucket) in integer µs, exactly in Rust and in the Redis scripts' Lua
         // numbers: refuse rules where it reaches 2^53 (e.g. `burst: 10000000` on `1/30d`).
-        let interval = self.rate.window_us().get().div_ceil(self.rate.count);
+        let interval = self.rate.window_us().get().div_ceil(self.rate.count());
         if self
             .capacity()
             .checked_mul(interval)

@@ -10,7 +10,7 @@
 use std::collections::BTreeMap;
 
 use super::{
-    AddressGroup, Condition, Limit, MAX_DENY_MESSAGE, ModelError, Override, OverrideOutcome,
+    AddressGroup, Condition, Limit, MAX_DENY_MESSAGE, ModelError, Override, OverrideOutcome, Rate,
 };
 
 impl Limit {
@@ -72,8 +72,12 @@ impl Limit {
         if let Some(rate) = rate {
             limit.rate = *rate;
         }
-        if let Some(count) = max_leases.or(*quota) {
-            limit.rate.count = count;
+        // A count no rate can hold was refused when the rule was validated (`validate_override`).
+        if let Some(rate) = max_leases
+            .or(*quota)
+            .and_then(|count| Rate::new(count, limit.rate.window()).ok())
+        {
+            limit.rate = rate;
         }
         if burst.is_some() {
             limit.burst = *burst;
@@ -167,7 +171,7 @@ impl Limit {
                     ));
                 }
                 if let Some(rate) = rate
-                    && rate.window != self.rate.window
+                    && rate.window() != self.rate.window()
                 {
                     return Err(ModelError::new(
                         "rate",
@@ -178,6 +182,15 @@ impl Limit {
                             self.rate
                         ),
                     ));
+                }
+                if let Some(count) = max_leases.or(*quota) {
+                    let field = if max_leases.is_some() {
+                        "max_leases"
+                    } else {
+                        "quota"
+                    };
+                    Rate::new(count, self.rate.window())
+                        .map_err(|e| ModelError::new(field, e.message))?;
                 }
                 let limit = self.overridden(o).unwrap_or_else(|| self.clone());
                 limit.validate()

@@ -276,7 +276,7 @@ impl From<Limit> for LimitFields {
             by: l.by,
             rate: (!leases && !quota).then_some(l.rate),
             algorithm: (!quota).then_some(l.algorithm),
-            quota: quota.then_some(l.rate.count),
+            quota: quota.then_some(l.rate.count()),
             period: l.period.as_ref().map(Period::unit),
             timezone: l
                 .period
@@ -290,8 +290,8 @@ impl From<Limit> for LimitFields {
                 .map(Period::anchor),
             over: l.over,
             notify: l.notify,
-            max_leases: leases.then_some(l.rate.count),
-            lease: leases.then_some(l.rate.window),
+            max_leases: leases.then_some(l.rate.count()),
+            lease: leases.then_some(l.rate.window()),
             burst: l.burst,
             block: l.block,
             penalty: l.penalty,

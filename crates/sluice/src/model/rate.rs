@@ -22,22 +22,22 @@ pub const MAX_COUNT: u64 = 10_000_000;
 /// The longest window a rate may carry (one year).
 pub const MAX_WINDOW: Duration = Duration::from_secs(366 * 86_400);
 
-/// `count` units per `window`.
+/// `count` units per `window`, valid by construction: its fields are read through
+/// [`count`](Rate::count) and [`window`](Rate::window) and set only by [`Rate::new`] or parsing,
+/// which refuse a zero count, a count above [`MAX_COUNT`] and a window outside 1 ms to 366 days.
 ///
 /// ```
 /// use sluice::model::Rate;
 /// let rate: Rate = "100/1m".parse().unwrap();
-/// assert_eq!(rate.count, 100);
-/// assert_eq!(rate.window.as_secs(), 60);
+/// assert_eq!(rate.count(), 100);
+/// assert_eq!(rate.window().as_secs(), 60);
 /// assert!("0/1m".parse::<Rate>().is_err());
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(try_from = "String", into = "String")]
 pub struct Rate {
-    /// Units admitted per window.
-    pub count: u64,
-    /// The window length.
-    pub window: Duration,
+    count: u64,
+    window: Duration,
 }
 
 impl Rate {
@@ -62,6 +62,23 @@ impl Rate {
             return Err(ModelError::new("rate", "the window must not exceed 366d"));
         }
         Ok(Rate { count, window })
+    }
+
+    /// A rate for a limit's constructor whose arguments are not checked until the limit is
+    /// ([`Limit::validate`](super::Limit::validate) refuses what [`Rate::new`] refuses), so that
+    /// the constructor stays infallible.
+    pub(crate) const fn unvalidated(count: u64, window: Duration) -> Rate {
+        Rate { count, window }
+    }
+
+    /// Units admitted per window: at least 1, at most [`MAX_COUNT`].
+    pub const fn count(&self) -> u64 {
+        self.count
+    }
+
+    /// The window's length: at least 1 ms, at most [`MAX_WINDOW`].
+    pub const fn window(&self) -> Duration {
+        self.window
     }
 
     /// The window in the unit every algorithm computes in.

@@ -120,7 +120,8 @@ impl RuntimeLimit {
                     "a concurrency limit takes only `max_leases`",
                 ));
             }
-            effective.rate.count = max_leases;
+            effective.rate = Rate::new(max_leases, limit.rate.window())
+                .map_err(|e| ModelError::new("max_leases", e.message))?;
         } else {
             if self.max_leases.is_some() {
                 return Err(ModelError::new(
@@ -136,13 +137,13 @@ impl RuntimeLimit {
                     "rate",
                     format!(
                         "missing: write e.g. `{}/{}`",
-                        limit.rate.count,
-                        super::format_duration(limit.rate.window)
+                        limit.rate.count(),
+                        super::format_duration(limit.rate.window())
                     ),
                 ));
             };
-            if rate.window != limit.rate.window {
-                let window = super::format_duration(limit.rate.window);
+            if rate.window() != limit.rate.window() {
+                let window = super::format_duration(limit.rate.window());
                 return Err(ModelError::new(
                     "rate",
                     format!(
@@ -157,7 +158,7 @@ impl RuntimeLimit {
         }
         effective.validate()?;
         Ok(RuntimeNumbers::counts(
-            effective.rate.count,
+            effective.rate.count(),
             effective.capacity(),
         ))
     }
@@ -210,7 +211,7 @@ impl RuntimeLimit {
                     "quota",
                     format!(
                         "missing: write e.g. `quota: {}`{}",
-                        limit.rate.count,
+                        limit.rate.count(),
                         if period.unit() == PeriodUnit::Month {
                             ", or the billing day alone, `anchor: 15`"
                         } else {
@@ -225,8 +226,9 @@ impl RuntimeLimit {
             });
         };
         let mut effective = limit.clone();
-        effective.rate.count = quota;
         // The count is the rate's in the rule, and `quota` here.
+        effective.rate = Rate::new(quota, limit.rate.window())
+            .map_err(|e| ModelError::new("quota", e.message))?;
         effective.validate().map_err(|e| match e.field.as_str() {
             "rate" => ModelError::new("quota", e.message),
             _ => e,
@@ -246,16 +248,14 @@ impl RuntimeLimit {
                 ..RuntimeLimit::default()
             };
         }
-        let count = numbers.count.unwrap_or(limit.rate.count);
+        let count = numbers.count.unwrap_or(limit.rate.count());
         let capacity = numbers.capacity.unwrap_or(count);
         if limit.algorithm.holds_leases() {
             return RuntimeLimit::max_leases(count);
         }
         RuntimeLimit {
-            rate: Some(Rate {
-                count,
-                window: limit.rate.window,
-            }),
+            // Numbers a store holds were valid when set; a count no rate can hold shows none.
+            rate: Rate::new(count, limit.rate.window()).ok(),
             burst: (capacity != count).then_some(capacity),
             ..RuntimeLimit::default()
         }

@@ -219,10 +219,11 @@ fn random_limit(rng: &mut Rng, i: usize, plain: bool) -> Limit {
     } else {
         rng.pick(&EXACT)
     };
-    let rate = Rate {
-        count: rng.pick(&[1, 2, 3, 5, 10]),
-        window: rng.pick(&[secs(1), secs(10), secs(60), secs(3600)]),
-    };
+    let rate = Rate::new(
+        rng.pick(&[1, 2, 3, 5, 10]),
+        rng.pick(&[secs(1), secs(10), secs(60), secs(3600)]),
+    )
+    .unwrap();
     let mut limit = Limit::new(&["user"], rate, algorithm);
     // Two limits of a rule may share algorithm and window: a name tells their keys apart.
     limit.name = Some(format!("l{i}"));
@@ -276,7 +277,9 @@ fn describe(rule: &Rule) -> String {
         let _ = write!(
             text,
             "[{} {}/{:?}",
-            l.algorithm, l.rate.count, l.rate.window
+            l.algorithm,
+            l.rate.count(),
+            l.rate.window()
         );
         if let Some(burst) = l.burst {
             let _ = write!(text, " burst {burst}");

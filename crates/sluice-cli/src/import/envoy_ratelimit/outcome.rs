@@ -131,12 +131,15 @@ impl Outcome {
                 format!("{count} is above the {MAX_COUNT} a Sluice rate may count; imported as {MAX_COUNT}"),
             );
         }
-        Outcome::Rate {
-            rate: Rate {
-                count: count.min(MAX_COUNT),
-                window,
+        match Rate::new(count.min(MAX_COUNT), window) {
+            Ok(rate) => Outcome::Rate {
+                rate,
+                shadow: node.shadow,
             },
-            shadow: node.shadow,
+            Err(e) => {
+                report.lose(&node.file, &at, format!("{}; left out", e.message));
+                Outcome::NoLimit
+            }
         }
     }
 
@@ -144,7 +147,7 @@ impl Outcome {
     pub fn window(&self) -> Option<Duration> {
         match self {
             Outcome::Deny { window } => Some(*window),
-            Outcome::Rate { rate, .. } => Some(rate.window),
+            Outcome::Rate { rate, .. } => Some(rate.window()),
             Outcome::NoLimit | Outcome::Unlimited => None,
         }
     }

@@ -224,7 +224,7 @@ impl<'r> Translation<'r> {
             Outcome::NoLimit | Outcome::Unlimited => true,
             Outcome::Deny { .. } => !shadow,
             Outcome::Rate { rate, shadow: s } => {
-                rate.window == window && *s == shadow && !node.share_threshold
+                rate.window() == window && *s == shadow && !node.share_threshold
             }
         };
         let mut overrides = scope.taken.clone();
@@ -283,7 +283,11 @@ impl<'r> Translation<'r> {
             Outcome::Rate { rate, .. } => rate,
             _ => {
                 overrides.push(Override::deny(Condition::default(), DENY_MESSAGE));
-                Rate { count: 1, window }
+                // The window is one of Envoy's units, which a rate can hold.
+                let Ok(rate) = Rate::new(1, window) else {
+                    return;
+                };
+                rate
             }
         };
         self.add(
@@ -331,13 +335,14 @@ impl<'r> Translation<'r> {
             let values: Vec<String> = members.iter().map(|m| m.2.clone()).collect();
             scope.when.insert(attr.to_string(), one_of(values));
             scope.by.push(attr.to_string());
-            let rate = members
-                .iter()
-                .find_map(|m| match m.1 {
-                    Outcome::Rate { rate, .. } => Some(rate),
-                    _ => None,
-                })
-                .unwrap_or(Rate { count: 1, window });
+            let found = members.iter().find_map(|m| match m.1 {
+                Outcome::Rate { rate, .. } => Some(rate),
+                _ => None,
+            });
+            // A group's window is one of Envoy's units, which a rate can hold.
+            let Some(rate) = found.or_else(|| Rate::new(1, window).ok()) else {
+                continue;
+            };
             let mut overrides = scope.taken.clone();
             let refused: Vec<String> = members
                 .iter()
@@ -403,10 +408,12 @@ impl<'r> Translation<'r> {
             Outcome::Rate { rate, .. } => rate,
             _ => {
                 overrides.push(Override::deny(Condition::default(), DENY_MESSAGE));
-                Rate {
-                    count: 1,
-                    window: outcome.window().unwrap_or(Duration::from_secs(1)),
-                }
+                // A denying limit's window is one of Envoy's units, which a rate can hold.
+                let window = outcome.window().unwrap_or(Duration::from_secs(1));
+                let Ok(rate) = Rate::new(1, window) else {
+                    return;
+                };
+                rate
             }
         };
         self.add(

@@ -279,14 +279,9 @@ fn one_limit(
         );
         return None;
     }
-    let mut l = Limit::new(
-        &[],
-        Rate {
-            count: limit.max_value.clamp(1, MAX_COUNT),
-            window,
-        },
-        Algorithm::FixedWindow,
-    );
+    // The window was checked above and the count is clamped: a rate can hold both.
+    let rate = Rate::new(limit.max_value.clamp(1, MAX_COUNT), window).ok()?;
+    let mut l = Limit::new(&[], rate, Algorithm::FixedWindow);
     l.by = by
         .into_iter()
         .map(|b| By {
