@@ -1,5 +1,6 @@
 //! The gateway sections of a rule file: `grpc_listen`, `envoy` (Envoy rate-limit descriptors →
-//! rules and attributes) and `forward_auth` (request headers → attributes for the forward-auth
+//! rules and attributes, for RLS and for RLQS bucket ids), `rlqs` (the timing of Envoy's Rate
+//! Limit Quota Service) and `forward_auth` (request headers → attributes for the forward-auth
 //! endpoint that nginx `auth_request`, Traefik ForwardAuth and Caddy `forward_auth` call).
 //!
 //! ```yaml
@@ -11,6 +12,9 @@
 //!     - descriptor: [generic_key=login, remote_address]  # `key=value`: the value must be this
 //!       rule: login
 //!       attributes: { remote_address: ip }           # entry key → the rule's attribute name
+//! rlqs:
+//!   report_interval: 5s                # the filter's `reporting_interval`
+//!   assignment_ttl: 10s                # how long a proxy keeps an assignment
 //! forward_auth:
 //!   header_prefix: x-sluice-           # `X-Sluice-Member: m1` → member=m1 ("" turns it off)
 //!   headers: { x-user-id: member }     # header → attribute
@@ -26,13 +30,15 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
+use std::time::Duration;
 
 use ipnet::IpNet;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::ConfigError;
-use sluice::model::Rule;
+use super::duration_text as serde_text;
+use sluice::model::{DurationText, Rule};
 
 /// The `envoy` section: Envoy's `domain` → the descriptors Sluice answers in that domain.
 pub type EnvoyDomains = BTreeMap<String, Vec<DescriptorMapping>>;
@@ -138,6 +144,95 @@ impl DescriptorMapping {
     fn attribute_name<'a>(&'a self, key: &'a str) -> &'a str {
         self.attributes.get(key).map_or(key, String::as_str)
     }
+}
+
+/// The mapping an RLQS bucket id of `domain` matches: the first whose entry keys are exactly
+/// the bucket's keys. A bucket id is unordered, so its entries are taken in the mapping's order
+/// and then matched as a descriptor would be ([`DescriptorMapping::attributes_of`]).
+pub fn find_bucket_mapping<'a>(
+    domains: &'a EnvoyDomains,
+    domain: &str,
+    bucket: &'a BTreeMap<String, String>,
+) -> Option<(&'a DescriptorMapping, Vec<(&'a str, &'a str)>)> {
+    domains.get(domain)?.iter().find_map(|m| {
+        if m.descriptor.len() != bucket.len() {
+            return None;
+        }
+        let entries: Option<Vec<(&str, &str)>> = m
+            .descriptor
+            .iter()
+            .map(|e| {
+                bucket
+                    .get_key_value(&e.key)
+                    .map(|(k, v)| (k.as_str(), v.as_str()))
+            })
+            .collect();
+        m.attributes_of(&entries?).map(|attrs| (m, attrs))
+    })
+}
+
+/// The `rlqs` section: the timing of Envoy's Rate Limit Quota Service (see the book's "Rate
+/// Limit Quota Service"). Which bucket ids a domain answers comes from the `envoy` section.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RlqsConfig {
+    /// The filter's `reporting_interval`: each assignment is sized for this long, and the units
+    /// behind it are taken from the limit for this long.
+    #[serde(default = "default_report_interval", with = "serde_text")]
+    #[schemars(with = "DurationText")]
+    pub report_interval: Duration,
+    /// `assignment_time_to_live` of every assignment: how long a proxy that hears nothing more
+    /// keeps it. At least `report_interval`; what it adds beyond that is the over-admission a
+    /// broken stream can cause.
+    #[serde(default = "default_assignment_ttl", with = "serde_text")]
+    #[schemars(with = "DurationText")]
+    pub assignment_ttl: Duration,
+}
+
+fn default_report_interval() -> Duration {
+    Duration::from_secs(5)
+}
+
+fn default_assignment_ttl() -> Duration {
+    Duration::from_secs(10)
+}
+
+impl Default for RlqsConfig {
+    fn default() -> RlqsConfig {
+        RlqsConfig {
+            report_interval: default_report_interval(),
+            assignment_ttl: default_assignment_ttl(),
+        }
+    }
+}
+
+/// Checks the `rlqs` section.
+pub(super) fn validate_rlqs(rlqs: &RlqsConfig, text: &str) -> Result<(), ConfigError> {
+    let fail = |field: &str, message: &str| {
+        ConfigError::new(field, message).at_line(super::key_line(text, "rlqs"))
+    };
+    if rlqs.report_interval < Duration::from_millis(100) {
+        return Err(fail(
+            "rlqs.report_interval",
+            "at least 100ms, as Envoy requires",
+        ));
+    }
+    if rlqs.report_interval > Duration::from_secs(3600) {
+        return Err(fail("rlqs.report_interval", "at most 1h"));
+    }
+    if rlqs.assignment_ttl < rlqs.report_interval {
+        return Err(fail(
+            "rlqs.assignment_ttl",
+            "at least `report_interval`: an assignment must outlive the wait for the next one",
+        ));
+    }
+    if rlqs.assignment_ttl > rlqs.report_interval * 10 {
+        return Err(fail(
+            "rlqs.assignment_ttl",
+            "at most 10 × `report_interval`: a longer one lets a lost proxy admit for long",
+        ));
+    }
+    Ok(())
 }
 
 /// The mapping a descriptor of `domain` matches: the first whose shape it has.
