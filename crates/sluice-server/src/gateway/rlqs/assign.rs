@@ -10,6 +10,9 @@
 //! `2s` (the fill and the full bucket). When the store grants less, the share shrinks to what
 //! was granted; when it grants nothing, the assignment is `DENY_ALL`.
 //!
+//! The steady shares add up to 90 % of the limit's rate ([`HEADROOM_PERCENT`]): the rest pays
+//! for the full buckets of new and changed assignments.
+//!
 //! A rule that does not limit the bucket (disabled, shadow, its condition false, an `unlimited`
 //! override) is `ALLOW_ALL`. A store that cannot answer (the decision is `degraded`, or the
 //! call failed) gets no assignment at all: the proxy keeps the one it has until its time to live
@@ -39,9 +42,14 @@ pub enum Assignment {
     Units(u64),
 }
 
-/// How many units a rule's limits let through in one report interval: the smallest
-/// `count × interval / window` among them (at least 1), with each limit's rate as its
-/// attributes choose it. `None` when the rule has no limits.
+/// The part of a limit's rate kept out of the steady shares, in percent: the room that the full
+/// buckets of new and changed assignments are drawn from, so that a proxy whose share grows
+/// is not refused by a limit the steady shares already fill.
+pub const HEADROOM_PERCENT: u128 = 10;
+
+/// How many units the proxies of a bucket share in one report interval: the smallest
+/// `count × interval / window` among the rule's limits, less [`HEADROOM_PERCENT`] (at least 1),
+/// with each limit's rate as its attributes choose it. `None` when the rule has no limits.
 pub fn interval_allowance(
     limits: &[Limit],
     attributes: &[(&str, &str)],
@@ -52,7 +60,8 @@ pub fn interval_allowance(
         .map(|limit| {
             let rate = rate_in_force(limit, attributes);
             let window = rate.window.as_micros().max(1);
-            let units = u128::from(rate.count) * interval.as_micros() / window;
+            let units = u128::from(rate.count) * interval.as_micros() * (100 - HEADROOM_PERCENT)
+                / (window * 100);
             u64::try_from(units).unwrap_or(u64::MAX).max(1)
         })
         .min()
@@ -161,8 +170,8 @@ mod tests {
     fn the_allowance_is_the_tightest_limit_over_one_interval() {
         let limits = [limit("1000/10s"), limit("60/1s")];
         let second = Duration::from_secs(1);
-        assert_eq!(interval_allowance(&limits, &[], second), Some(60));
-        assert_eq!(interval_allowance(&limits[..1], &[], second), Some(100));
+        assert_eq!(interval_allowance(&limits, &[], second), Some(54));
+        assert_eq!(interval_allowance(&limits[..1], &[], second), Some(90));
         // A limit slower than one unit per interval still hands out one.
         assert_eq!(interval_allowance(&[limit("1/1h")], &[], second), Some(1));
         assert_eq!(interval_allowance(&[], &[], second), None);
