@@ -4,8 +4,9 @@
 //! Each message is checked whole before anything changes ([`Report::read`]): a message with a
 //! bad bucket id, a different domain or more buckets than [`MAX_BUCKETS_PER_STREAM`] ends the
 //! stream with `INVALID_ARGUMENT` or `RESOURCE_EXHAUSTED` and changes nothing. A checked message
-//! is answered with one response holding an action for each bucket it reported (a bucket whose
-//! units could not be drawn is left out, see [`super::assign`]).
+//! is answered with one response holding an action for each bucket it reported; a bucket whose
+//! units could not be drawn is left out (see [`super::assign`]), so while the store is down the
+//! answer to a report may hold no action at all: it is sent all the same, as an acknowledgement.
 //!
 //! Buckets are matched to rules through the `envoy` section, as RLS descriptors are
 //! ([`find_bucket_mapping`]); a bucket no mapping covers is `ALLOW_ALL`, as an unmatched RLS
@@ -42,8 +43,8 @@ use crate::state::AppState;
 struct Held {
     /// The last demand reported, per report interval.
     demand: u64,
-    /// The last assignment sent.
-    sent: Option<Assignment>,
+    /// The last assignment sent, and when its time to live ends (microseconds).
+    sent: Option<(Assignment, u64)>,
 }
 
 /// One bucket's usage from a checked message.
@@ -205,7 +206,7 @@ impl QuotaStream {
                 actions.push(action);
             }
         }
-        self.send(actions).await;
+        self.answer(actions).await;
         Ok(())
     }
 
@@ -269,14 +270,24 @@ impl QuotaStream {
                             pool,
                         };
                         let share = self.state.rlqs.demands.share(domain, bucket, ask);
-                        assign::draw(&self.state, &mapping.rule, &attributes, share, held.sent)
-                            .await?
+                        // An assignment past its time to live is no longer the proxy's: the next
+                        // one starts a new bucket.
+                        let holds = held
+                            .sent
+                            .and_then(|(sent, until)| (now_us < until).then_some(sent));
+                        assign::draw(&self.state, &mapping.rule, &attributes, share, holds).await?
                     }
                 }
             }
         };
         if let Some(entry) = self.held.get_mut(bucket) {
-            entry.sent = Some(assignment);
+            let until = self
+                .state
+                .clock
+                .now_us()
+                .get()
+                .saturating_add(micros(settings.assignment_ttl));
+            entry.sent = Some((assignment, until));
         }
         Some(BucketAction {
             bucket_id: Some(bucket_id::wire(bucket)),
@@ -287,10 +298,15 @@ impl QuotaStream {
         })
     }
 
+    /// Sends actions the server decided by itself (after a reload), when there are any.
     async fn send(&self, actions: Vec<BucketAction>) {
-        if actions.is_empty() {
-            return;
+        if !actions.is_empty() {
+            self.answer(actions).await;
         }
+    }
+
+    /// Sends one response.
+    async fn answer(&self, actions: Vec<BucketAction>) {
         let _ = self
             .out
             .send(Ok(RateLimitQuotaResponse {

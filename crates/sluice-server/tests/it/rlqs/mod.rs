@@ -408,3 +408,45 @@ async fn bad_reports_are_refused_with_a_status_and_change_nothing() {
         );
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_store_that_hangs_gets_no_units_assigned_and_the_fleet_falls_to_its_expired_behaviour() {
+    let redis = RedisServer::start();
+    let clock = Arc::new(ManualClock::at_2026());
+    let one = server(&redis, &clock, &config()).await;
+    let mut fleet = Fleet::new(clock.clone(), &[&one], skewed());
+    for _ in 0..12 {
+        fleet.interval().await;
+    }
+    let assigned: Vec<usize> = fleet.proxies.iter().map(|p| p.assignments.len()).collect();
+    // The store stops answering: reports are acknowledged, but nothing new is assigned.
+    redis.pause();
+    for _ in 0..4 {
+        fleet.interval().await;
+    }
+    for (proxy, before) in fleet.proxies.iter().zip(&assigned) {
+        assert_eq!(proxy.assignments.len(), *before, "{}", proxy.name);
+        assert_eq!(
+            proxy.in_force(),
+            Applied::Deny,
+            "{} is on its expired behaviour",
+            proxy.name
+        );
+    }
+    let ticks = fleet.admitted.len();
+    // Past the TTL (two intervals) the fleet admits nothing: its expired behaviour is DENY_ALL.
+    assert_eq!(fleet.admitted[ticks - 20..].iter().sum::<u64>(), 0);
+    redis.resume();
+    for _ in 0..12 {
+        fleet.interval().await;
+    }
+    for proxy in &fleet.proxies {
+        assert!(
+            units(proxy.assignments.last()) > 0,
+            "{} is served again",
+            proxy.name
+        );
+    }
+    let most = fleet.check_bound();
+    println!("most admitted in a window: {most} (limit {LIMIT})");
+}

@@ -246,7 +246,9 @@ impl Proxy {
                     let ttl = a
                         .assignment_time_to_live
                         .map_or(0, |d| d.seconds as u64 * 1_000_000 + d.nanos as u64 / 1_000);
-                    let same = self.assignment.is_some_and(|(old, _)| old == new);
+                    let same = self
+                        .assignment
+                        .is_some_and(|(old, until)| old == new && now < until);
                     if !same && let Applied::Bucket { max, .. } = new {
                         self.tokens = f64::from(max);
                         self.filled_at_us = now;
