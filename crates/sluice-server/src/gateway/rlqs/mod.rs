@@ -62,6 +62,10 @@ pub const MAX_BUCKETS_PER_STREAM: usize = 4_096;
 /// Largest message a proxy may send: a report of every bucket of a stream with long ids.
 pub const MAX_RLQS_MESSAGE_BYTES: usize = 1024 * 1024;
 
+/// The path prefix of the service's methods: their responses are long-lived streams, which the
+/// connection keeps in flight until they end (see `http::connections`).
+pub const STREAM_PATH_PREFIX: &str = "/envoy.service.rate_limit_quota.v3.RateLimitQuotaService/";
+
 /// What every stream of one server shares.
 #[derive(Debug)]
 pub struct Rlqs {

@@ -450,3 +450,31 @@ async fn a_store_that_hangs_gets_no_units_assigned_and_the_fleet_falls_to_its_ex
     let most = fleet.check_bound();
     println!("most admitted in a window: {most} (limit {LIMIT})");
 }
+
+/// The connection's idle and head timeouts apply to requests waiting for their answer; a quota
+/// stream is answered at once and then lives on, quiet between reports.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_outlives_the_connection_timeouts() {
+    let redis = RedisServer::start();
+    let clock = Arc::new(ManualClock::at_2026());
+    let text = format!(
+        "{}server: {{ header_read_timeout: 100ms, keep_alive_timeout: 100ms }}\n",
+        config()
+    );
+    let one = server(&redis, &clock, &text).await;
+    let mut proxy = Proxy::new("quiet", clock.clone(), one.url.clone(), "tenant", "t1");
+    proxy.request().await;
+    // Several times both timeouts, in real time: the connection's watchdog runs on it.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    clock.advance(INTERVAL);
+    proxy.report().await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    proxy.report().await;
+    assert_eq!(
+        proxy.assignments.len(),
+        3,
+        "every report answered on the one stream"
+    );
+    assert_eq!(proxy.opened, 1, "the first stream is still the one open");
+    assert_eq!(one.state.rlqs.streams(), 1);
+}

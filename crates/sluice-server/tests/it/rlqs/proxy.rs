@@ -82,6 +82,8 @@ pub struct Proxy {
     pub server: String,
     /// Assignments received, newest last.
     pub assignments: Vec<Applied>,
+    /// Streams opened so far.
+    pub opened: usize,
 }
 
 impl Proxy {
@@ -110,6 +112,7 @@ impl Proxy {
             stream: None,
             server,
             assignments: Vec::new(),
+            opened: 0,
         }
     }
 
@@ -197,6 +200,7 @@ impl Proxy {
         for _ in 0..2 {
             if self.stream.is_none() {
                 self.stream = open(&self.server).await;
+                self.opened += usize::from(self.stream.is_some());
             }
             let Some((sender, answers)) = self.stream.as_mut() else {
                 return;
