@@ -42,6 +42,15 @@ pub enum Assignment {
     Units(u64),
 }
 
+/// An assignment and the units drawn for it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Drawn {
+    /// What the proxy is told.
+    pub assignment: Assignment,
+    /// The units taken from the limit for it.
+    pub units: u64,
+}
+
 /// The part of a limit's rate kept out of the steady shares, in percent: the room that the full
 /// buckets of new and changed assignments are drawn from, so that a proxy whose share grows
 /// is not refused by a limit the steady shares already fill.
@@ -75,9 +84,13 @@ pub async fn draw(
     attributes: &[(&str, &str)],
     share: u64,
     held: Option<Assignment>,
-) -> Option<Assignment> {
+) -> Option<Drawn> {
+    let only = |assignment| Drawn {
+        assignment,
+        units: 0,
+    };
     if share == 0 {
-        return Some(Assignment::Deny);
+        return Some(only(Assignment::Deny));
     }
     let cost = |s: u64| match held {
         Some(Assignment::Units(h)) if h == s => s,
@@ -85,10 +98,13 @@ pub async fn draw(
     };
     let decision = take(state, rule, attributes, cost(share)).await?;
     if decision.limits.is_empty() || decision.shadow {
-        return Some(Assignment::Allow);
+        return Some(only(Assignment::Allow));
     }
     if decision.allowed {
-        return Some(Assignment::Units(share));
+        return Some(Drawn {
+            assignment: Assignment::Units(share),
+            units: cost(share),
+        });
     }
     // Less is left than asked: the share shrinks to what the limit still has.
     let left = decision.remaining.min(share.saturating_mul(2));
@@ -97,12 +113,15 @@ pub async fn draw(
         _ => left / 2,
     };
     if smaller == 0 {
-        return Some(Assignment::Deny);
+        return Some(only(Assignment::Deny));
     }
     let decision = take(state, rule, attributes, cost(smaller)).await?;
     Some(match decision.allowed {
-        true => Assignment::Units(smaller),
-        false => Assignment::Deny,
+        true => Drawn {
+            assignment: Assignment::Units(smaller),
+            units: cost(smaller),
+        },
+        false => only(Assignment::Deny),
     })
 }
 

@@ -17,6 +17,9 @@
 //! (one interval's fill and its token bucket: `2s`), plus `s × (assignment_ttl − report_interval)
 //! / report_interval` for each proxy whose stream broke in the window.
 //!
+//! Metrics: `sluice_rlqs_streams`, `sluice_rlqs_reports_total{result}`,
+//! `sluice_rlqs_actions_total{action}`, `sluice_rlqs_units_drawn_total{rule}`.
+//!
 //! Bounds on what a caller can grow: [`MAX_STREAMS`] open streams per server (more are refused
 //! `RESOURCE_EXHAUSTED`), [`MAX_BUCKETS_PER_STREAM`] buckets per stream, bucket ids as
 //! [`bucket_id`] checks them, and messages of at most [`MAX_RLQS_MESSAGE_BYTES`].
@@ -109,6 +112,7 @@ impl Rlqs {
             (n < MAX_STREAMS).then_some(n + 1)
         })
         .ok()?;
+        metrics::gauge!(crate::metrics::RLQS_STREAMS).increment(1.0);
         Some(StreamSlot {
             id: self.next_id.fetch_add(1, Ordering::Relaxed),
             open,
@@ -133,6 +137,7 @@ impl StreamSlot {
 impl Drop for StreamSlot {
     fn drop(&mut self) {
         self.open.fetch_sub(1, Ordering::AcqRel);
+        metrics::gauge!(crate::metrics::RLQS_STREAMS).decrement(1.0);
     }
 }
 

@@ -36,6 +36,7 @@ use super::bucket_id::{self, BucketKey};
 use super::demand::Ask;
 use super::{MAX_BUCKETS_PER_STREAM, StreamSlot};
 use crate::config::gateway::find_bucket_mapping;
+use crate::metrics::{RLQS_ACTIONS, RLQS_REPORTS, RLQS_UNITS};
 use crate::state::AppState;
 
 /// What this stream knows of one bucket.
@@ -166,9 +167,11 @@ impl QuotaStream {
                 message = reports.message() => match message {
                     Ok(Some(message)) => {
                         if let Err(status) = self.report(&message).await {
+                            metrics::counter!(RLQS_REPORTS, "result" => "refused").increment(1);
                             let _ = self.out.send(Err(status)).await;
                             break;
                         }
+                        metrics::counter!(RLQS_REPORTS, "result" => "answered").increment(1);
                     }
                     // The proxy closed its side, or the connection broke.
                     Ok(None) | Err(_) => break,
@@ -226,6 +229,7 @@ impl QuotaStream {
                     .rlqs
                     .demands
                     .forget(&domain, &bucket, self.slot.id());
+                metrics::counter!(RLQS_ACTIONS, "action" => "abandon").increment(1);
                 actions.push(BucketAction {
                     bucket_id: Some(bucket_id::wire(&bucket)),
                     bucket_action: Some(Action::AbandonAction(AbandonAction {})),
@@ -275,11 +279,26 @@ impl QuotaStream {
                         let holds = held
                             .sent
                             .and_then(|(sent, until)| (now_us < until).then_some(sent));
-                        assign::draw(&self.state, &mapping.rule, &attributes, share, holds).await?
+                        let drawn =
+                            assign::draw(&self.state, &mapping.rule, &attributes, share, holds)
+                                .await;
+                        let Some(drawn) = drawn else {
+                            metrics::counter!(RLQS_ACTIONS, "action" => "unanswered").increment(1);
+                            return None;
+                        };
+                        metrics::counter!(RLQS_UNITS, "rule" => mapping.rule.clone())
+                            .increment(drawn.units);
+                        drawn.assignment
                     }
                 }
             }
         };
+        let action = match assignment {
+            Assignment::Allow => "allow_all",
+            Assignment::Deny => "deny_all",
+            Assignment::Units(_) => "token_bucket",
+        };
+        metrics::counter!(RLQS_ACTIONS, "action" => action).increment(1);
         if let Some(entry) = self.held.get_mut(bucket) {
             let until = self
                 .state
