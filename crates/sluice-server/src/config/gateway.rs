@@ -490,3 +490,61 @@ pub(super) fn validate(
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn domains() -> EnvoyDomains {
+        let mapping =
+            |descriptor: &[&str], rule: &str, attributes: &[(&str, &str)]| DescriptorMapping {
+                descriptor: descriptor
+                    .iter()
+                    .map(|e| DescriptorEntry::try_from(e.to_string()).unwrap())
+                    .collect(),
+                rule: rule.into(),
+                attributes: attributes
+                    .iter()
+                    .map(|&(k, v)| (k.to_string(), v.to_string()))
+                    .collect(),
+            };
+        [(
+            "edge".to_string(),
+            vec![
+                mapping(&["name=api", "tenant"], "per_tenant", &[]),
+                mapping(
+                    &["remote_address"],
+                    "per_client",
+                    &[("remote_address", "ip")],
+                ),
+            ],
+        )]
+        .into()
+    }
+
+    fn bucket(entries: &[(&str, &str)]) -> BTreeMap<String, String> {
+        entries
+            .iter()
+            .map(|&(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn a_bucket_id_matches_as_a_descriptor_in_any_order() {
+        let domains = domains();
+        let api = bucket(&[("tenant", "acme"), ("name", "api")]);
+        let (mapping, attributes) = find_bucket_mapping(&domains, "edge", &api).unwrap();
+        assert_eq!(mapping.rule, "per_tenant");
+        assert_eq!(attributes, vec![("tenant", "acme")]);
+        let client = bucket(&[("remote_address", "192.0.2.1")]);
+        let (mapping, attributes) = find_bucket_mapping(&domains, "edge", &client).unwrap();
+        assert_eq!(mapping.rule, "per_client");
+        assert_eq!(attributes, vec![("ip", "192.0.2.1")]);
+        // A fixed value that differs, a key more or less, another domain: no rule.
+        let other = bucket(&[("tenant", "acme"), ("name", "web")]);
+        assert!(find_bucket_mapping(&domains, "edge", &other).is_none());
+        let more = bucket(&[("tenant", "acme"), ("name", "api"), ("x", "y")]);
+        assert!(find_bucket_mapping(&domains, "edge", &more).is_none());
+        assert!(find_bucket_mapping(&domains, "other", &api).is_none());
+    }
+}

@@ -87,18 +87,23 @@ impl Report {
                 message.bucket_quota_usages.len()
             )));
         }
-        let mut usages = Vec::with_capacity(message.bucket_quota_usages.len());
+        let mut usages: Vec<Usage> = Vec::with_capacity(message.bucket_quota_usages.len());
+        let mut seen: HashMap<BucketKey, usize> = HashMap::new();
         let mut new = 0;
         for usage in &message.bucket_quota_usages {
             let bucket = bucket_id::canonical(usage.bucket_id.as_ref())?;
-            new += usize::from(!held.contains_key(&bucket));
             let asked = usage
                 .num_requests_allowed
                 .saturating_add(usage.num_requests_denied);
-            usages.push(Usage {
-                bucket,
-                demand: per_interval(asked, usage.time_elapsed.as_ref(), interval),
-            });
+            let demand = per_interval(asked, usage.time_elapsed.as_ref(), interval);
+            // A bucket reported twice in one message asks for both.
+            if let Some(&at) = seen.get(&bucket) {
+                usages[at].demand = usages[at].demand.saturating_add(demand);
+                continue;
+            }
+            new += usize::from(!held.contains_key(&bucket));
+            seen.insert(bucket.clone(), usages.len());
+            usages.push(Usage { bucket, demand });
         }
         if held.len() + new > MAX_BUCKETS_PER_STREAM {
             return Err(Status::resource_exhausted(format!(
@@ -371,5 +376,42 @@ mod tests {
         assert_eq!(per_interval(10, Some(&half), second), 20);
         assert_eq!(per_interval(10, None, second), 10);
         assert_eq!(per_interval(0, None, second), 1);
+    }
+
+    #[test]
+    fn a_bucket_reported_twice_in_one_message_asks_for_both() {
+        use envoy_types::pb::envoy::service::rate_limit_quota::v3::BucketId;
+        use envoy_types::pb::envoy::service::rate_limit_quota::v3::rate_limit_quota_usage_reports::BucketQuotaUsage;
+        let usage = |order: [(&str, &str); 2], allowed| BucketQuotaUsage {
+            bucket_id: Some(BucketId {
+                bucket: order
+                    .iter()
+                    .map(|&(k, v)| (k.to_string(), v.to_string()))
+                    .collect(),
+            }),
+            num_requests_allowed: allowed,
+            ..BucketQuotaUsage::default()
+        };
+        let message = RateLimitQuotaUsageReports {
+            domain: "edge".into(),
+            bucket_quota_usages: vec![
+                usage([("a", "1"), ("b", "2")], 3),
+                usage([("b", "2"), ("a", "1")], 4),
+            ],
+        };
+        let report = Report::read(&message, None, &HashMap::new(), Duration::from_secs(1)).unwrap();
+        assert_eq!(report.usages.len(), 1);
+        assert_eq!(report.usages[0].demand, 7);
+        // Another domain on the same stream is refused.
+        let refused = Report::read(
+            &message,
+            Some("other"),
+            &HashMap::new(),
+            Duration::from_secs(1),
+        );
+        assert_eq!(
+            refused.err().map(|s| s.code()),
+            Some(tonic::Code::InvalidArgument)
+        );
     }
 }
