@@ -4,11 +4,13 @@
 //! states ("Rate Limit Quota Service").
 //!
 //! A token bucket assignment of `s` units per report interval `R` is
-//! `{max_tokens: s, tokens_per_fill: s, fill_interval: R}`. Envoy starts a token bucket full when
-//! it is new or its settings change, and keeps an unchanged one as it is; so an assignment that
-//! repeats the one this stream holds draws `s` (the next interval's fill) and any other draws
-//! `2s` (the fill and the full bucket). When the store grants less, the share shrinks to what
-//! was granted; when it grants nothing, the assignment is `DENY_ALL`.
+//! `{max_tokens: b, tokens_per_fill: s, fill_interval: R}` with a burst `b = ⌈s/4⌉`
+//! ([`burst`]): Envoy fills it continuously at `s/R`, and a proxy may run a quarter of an
+//! interval's share ahead. Envoy starts a token bucket full when it is new or its settings
+//! change, and keeps an unchanged one as it is; so an assignment that repeats the one this
+//! stream holds draws `s` (the next interval's fill) and any other draws `s + b` (the fill and
+//! the full bucket). When the store grants less, the share shrinks to what was granted; when it
+//! grants nothing, the assignment is `DENY_ALL`.
 //!
 //! The steady shares add up to 90 % of the limit's rate ([`HEADROOM_PERCENT`]): the rest pays
 //! for the full buckets of new and changed assignments.
@@ -40,6 +42,14 @@ pub enum Assignment {
     Deny,
     /// A token bucket of this many units per report interval.
     Units(u64),
+}
+
+/// A token bucket's burst is its share over this.
+pub const BURST_DIVISOR: u64 = 4;
+
+/// The burst (`max_tokens`) of a token bucket of `share` units per interval: `⌈share/4⌉`.
+pub fn burst(share: u64) -> u64 {
+    share.div_ceil(BURST_DIVISOR).max(1)
 }
 
 /// An assignment and the units drawn for it.
@@ -94,7 +104,7 @@ pub async fn draw(
     }
     let cost = |s: u64| match held {
         Some(Assignment::Units(h)) if h == s => s,
-        _ => s.saturating_mul(2),
+        _ => s.saturating_add(burst(s)),
     };
     let decision = take(state, rule, attributes, cost(share)).await?;
     if decision.limits.is_empty() || decision.shadow {
@@ -106,11 +116,18 @@ pub async fn draw(
             units: cost(share),
         });
     }
-    // Less is left than asked: the share shrinks to what the limit still has.
-    let left = decision.remaining.min(share.saturating_mul(2));
+    // Less is left than asked: the share shrinks to what the limit still has (the one held, if
+    // it fits, else the largest new one whose fill and bucket do).
+    let left = decision.remaining.min(cost(share));
     let smaller = match held {
         Some(Assignment::Units(h)) if h <= left => h,
-        _ => left / 2,
+        _ => {
+            let mut s = left.saturating_mul(BURST_DIVISOR) / (BURST_DIVISOR + 1);
+            while s > 0 && s + burst(s) > left {
+                s -= 1;
+            }
+            s
+        }
     };
     if smaller == 0 {
         return Some(only(Assignment::Deny));
@@ -152,9 +169,10 @@ pub fn strategy(assignment: Assignment, interval: Duration) -> RateLimitStrategy
         Assignment::Allow => Strategy::BlanketRule(BlanketRule::AllowAll.into()),
         Assignment::Deny => Strategy::BlanketRule(BlanketRule::DenyAll.into()),
         Assignment::Units(units) => {
+            let max_tokens = u32::try_from(burst(units)).unwrap_or(u32::MAX);
             let units = u32::try_from(units).unwrap_or(u32::MAX);
             Strategy::TokenBucket(TokenBucket {
-                max_tokens: units,
+                max_tokens,
                 tokens_per_fill: Some(UInt32Value { value: units }),
                 fill_interval: Some(proto_duration(interval)),
             })
@@ -194,5 +212,13 @@ mod tests {
         // A limit slower than one unit per interval still hands out one.
         assert_eq!(interval_allowance(&[limit("1/1h")], &[], second), Some(1));
         assert_eq!(interval_allowance(&[], &[], second), None);
+    }
+
+    #[test]
+    fn a_bucket_bursts_a_quarter_of_its_share() {
+        assert_eq!(burst(100), 25);
+        assert_eq!(burst(5), 2);
+        assert_eq!(burst(1), 1);
+        assert_eq!(burst(0), 1);
     }
 }

@@ -13,9 +13,9 @@
 //!
 //! Over-admission bound, per bucket and window `W` of the rule's limit `L` (the book's "Rate
 //! Limit Quota Service" derives it): the fleet admits at most what the store granted in the
-//! window plus, for each proxy, the units of the assignment it held when the window opened
-//! (one interval's fill and its token bucket: `2s`), plus `s × (assignment_ttl − report_interval)
-//! / report_interval` for each proxy whose stream broke in the window.
+//! window plus, for each proxy, the units of the assignment it held when the window opened (one
+//! interval's fill `s` and its bucket `⌈s/4⌉`), plus `s × (assignment_ttl − report_interval) /
+//! report_interval` for each proxy whose stream broke in the window.
 //!
 //! Metrics: `sluice_rlqs_streams`, `sluice_rlqs_reports_total{result}`,
 //! `sluice_rlqs_actions_total{action}`, `sluice_rlqs_units_drawn_total{rule}`.
@@ -181,5 +181,23 @@ impl RateLimitQuotaService for QuotaService {
             answers.recv().await.map(|answer| (answer, answers))
         });
         Ok(Response::new(Box::pin(answers)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn streams_past_the_bound_get_no_slot_until_one_ends() {
+        let rlqs = Rlqs::default();
+        let mut slots: Vec<StreamSlot> = (0..MAX_STREAMS).map(|_| rlqs.slot().unwrap()).collect();
+        assert_eq!(rlqs.streams(), MAX_STREAMS);
+        assert!(rlqs.slot().is_none());
+        slots.pop();
+        let again = rlqs.slot().expect("a slot freed by a stream that ended");
+        assert_eq!(rlqs.streams(), MAX_STREAMS);
+        // Ids are never reused, so a new stream never inherits an old one's demands.
+        assert!(slots.iter().all(|s| s.id() != again.id()));
     }
 }

@@ -11,8 +11,8 @@
 //! Buckets are matched to rules through the `envoy` section, as RLS descriptors are
 //! ([`find_bucket_mapping`]); a bucket no mapping covers is `ALLOW_ALL`, as an unmatched RLS
 //! descriptor is `OK`. When the rules are reloaded, the stream answers at once, without waiting
-//! for a report: `abandon_action` for each bucket that no longer maps to a rule, and a fresh
-//! assignment for each other one.
+//! for a report: `abandon_action` for each bucket that mapped to a rule and no longer does, and a
+//! fresh assignment for each one whose mapping, rule or timing changed; the others keep theirs.
 //!
 //! When the stream ends (the proxy went away, the server is stopping), its demands are forgotten
 //! here; the proxy keeps its assignments until their time to live.
@@ -37,7 +37,7 @@ use super::demand::Ask;
 use super::{MAX_BUCKETS_PER_STREAM, StreamSlot};
 use crate::config::gateway::find_bucket_mapping;
 use crate::metrics::{RLQS_ACTIONS, RLQS_REPORTS, RLQS_UNITS};
-use crate::state::AppState;
+use crate::state::{AppState, Live};
 
 /// What this stream knows of one bucket.
 #[derive(Debug, Clone, Copy)]
@@ -141,6 +141,8 @@ pub struct QuotaStream {
     domain: Option<String>,
     held: HashMap<BucketKey, Held>,
     out: mpsc::Sender<Result<RateLimitQuotaResponse, Status>>,
+    /// The config this stream last answered a reload with (or started under).
+    live: Arc<Live>,
 }
 
 impl QuotaStream {
@@ -151,6 +153,7 @@ impl QuotaStream {
         out: mpsc::Sender<Result<RateLimitQuotaResponse, Status>>,
     ) -> QuotaStream {
         QuotaStream {
+            live: state.live.load_full(),
             state,
             slot,
             domain: None,
@@ -218,17 +221,22 @@ impl QuotaStream {
         Ok(())
     }
 
-    /// After a reload: abandons the buckets no rule covers, assigns the others afresh. False
-    /// when the answers can no longer be sent.
+    /// After a reload: abandons the buckets that a rule covered and none covers now, assigns
+    /// afresh those whose mapping, rule or timing changed, and leaves the others as they are (a
+    /// fresh assignment would draw its units again). False when the answers can no longer be
+    /// sent.
     async fn rules_changed(&mut self) -> bool {
+        let now = self.state.live.load_full();
+        let before = std::mem::replace(&mut self.live, now.clone());
         let Some(domain) = self.domain.clone() else {
             return true;
         };
-        let live = self.state.live.load_full();
         let buckets: Vec<BucketKey> = self.held.keys().cloned().collect();
         let mut actions = Vec::with_capacity(buckets.len());
         for bucket in buckets {
-            if find_bucket_mapping(&live.config.envoy, &domain, &bucket).is_none() {
+            let covered = find_bucket_mapping(&now.config.envoy, &domain, &bucket).is_some();
+            let was = find_bucket_mapping(&before.config.envoy, &domain, &bucket).is_some();
+            if !covered && was {
                 self.held.remove(&bucket);
                 self.state
                     .rlqs
@@ -239,6 +247,9 @@ impl QuotaStream {
                     bucket_id: Some(bucket_id::wire(&bucket)),
                     bucket_action: Some(Action::AbandonAction(AbandonAction {})),
                 });
+                continue;
+            }
+            if same_terms(&before, &now, &domain, &bucket) {
                 continue;
             }
             if let Some(action) = self.assign(&domain, &bucket).await {
@@ -349,6 +360,33 @@ impl QuotaStream {
             }
         }
         self.held.clear();
+    }
+}
+
+/// The rule of that name in a config.
+fn rule_in<'a>(live: &'a Live, name: &str) -> Option<&'a sluice::model::Rule> {
+    live.config
+        .rules
+        .iter()
+        .find(|(n, _)| n == name)
+        .map(|(_, rule)| rule)
+}
+
+/// Whether a bucket is assigned on the same terms under two configs: the same mapping and
+/// attributes, the same rule, the same RLQS timing and the same on/off switch.
+fn same_terms(before: &Live, now: &Live, domain: &str, bucket: &BucketKey) -> bool {
+    if before.config.rlqs != now.config.rlqs || before.config.enabled != now.config.enabled {
+        return false;
+    }
+    match (
+        find_bucket_mapping(&before.config.envoy, domain, bucket),
+        find_bucket_mapping(&now.config.envoy, domain, bucket),
+    ) {
+        (None, None) => true,
+        (Some((m1, a1)), Some((m2, a2))) => {
+            m1 == m2 && a1 == a2 && rule_in(before, &m1.rule) == rule_in(now, &m2.rule)
+        }
+        _ => false,
     }
 }
 

@@ -2,10 +2,11 @@
 //! Sluice servers sharing a real Redis (started here on a free port), all on one manual clock.
 //!
 //! The bound checked in every window of the limit (`W`, sliding, one tick apart): the fleet
-//! admits at most `L + 2·U(a) + E`, where `U(a)` is the units per interval of the assignments in
-//! force when the window opens and `E` the units of the assignments of proxies whose stream
-//! broke in the window (with `assignment_ttl = 2 × report_interval` a broken proxy fills one
-//! interval more than was drawn for it). The book's "Rate Limit Quota Service" derives it.
+//! admits at most `L + U(a) + E`, where `U(a)` adds up, over the token buckets in force when the
+//! window opens, one interval's fill and the burst (what a proxy may spend from draws made before
+//! the window), and `E` the fills of the assignments of proxies whose stream broke in the window
+//! (with `assignment_ttl = 2 × report_interval` a broken proxy fills one interval more than was
+//! drawn for it). The book's "Rate Limit Quota Service" derives it.
 
 mod proxy;
 
@@ -88,7 +89,7 @@ struct Fleet {
     demand: Vec<Option<u64>>,
     /// Admitted by the whole fleet in each tick.
     admitted: Vec<u64>,
-    /// `U`: units per interval in force at the start of each tick.
+    /// `U`: fill and burst of the buckets in force at the start of each tick.
     in_force: Vec<u64>,
     /// `E` added at each tick (streams broken then).
     broken: Vec<u64>,
@@ -120,7 +121,7 @@ impl Fleet {
                 .iter()
                 .zip(&self.demand)
                 .filter(|(_, d)| d.is_some())
-                .map(|(p, _)| p.units())
+                .map(|(p, _)| p.exposure())
                 .sum();
             self.in_force.push(units);
             self.broken.push(0);
@@ -158,7 +159,7 @@ impl Fleet {
         self.demand[i] = None;
     }
 
-    /// Checks `L + 2·U(a) + E` in every window; returns the most admitted in one window.
+    /// Checks `L + U(a) + E` in every window; returns the most admitted in one window.
     fn check_bound(&self) -> u64 {
         let w = WINDOW_INTERVALS * TICKS as usize;
         let mut most = 0;
@@ -166,7 +167,7 @@ impl Fleet {
             let end = (start + w).min(self.admitted.len());
             let admitted: u64 = self.admitted[start..end].iter().sum();
             let broken: u64 = self.broken[start..end].iter().sum();
-            let bound = LIMIT + 2 * self.in_force[start] + broken;
+            let bound = LIMIT + self.in_force[start] + broken;
             assert!(
                 admitted <= bound,
                 "window from tick {start}: admitted {admitted} > bound {bound}"

@@ -137,6 +137,15 @@ impl Proxy {
         }
     }
 
+    /// What the token bucket in force may admit undrawn from a moment on: its burst (the tokens
+    /// it may hold then) and one interval's fill (drawn before). 0 when none is in force.
+    pub fn exposure(&self) -> u64 {
+        match self.in_force() {
+            Applied::Bucket { per_fill, max, .. } => u64::from(per_fill) + u64::from(max),
+            _ => 0,
+        }
+    }
+
     /// One request now: whether it is admitted. The first one subscribes.
     pub async fn request(&mut self) -> bool {
         let admitted = match self.in_force() {
