@@ -14,7 +14,7 @@
 //!       attributes: { remote_address: ip }           # entry key → the rule's attribute name
 //! rlqs:
 //!   report_interval: 5s                # the filter's `reporting_interval`
-//!   assignment_ttl: 10s                # how long a proxy keeps an assignment
+//!   assignment_ttl: 10s                # how long a proxy keeps an assignment (2 × the interval)
 //! forward_auth:
 //!   header_prefix: x-sluice-           # `X-Sluice-Member: m1` → member=m1 ("" turns it off)
 //!   headers: { x-user-id: member }     # header → attribute
@@ -182,26 +182,34 @@ pub struct RlqsConfig {
     #[schemars(with = "DurationText")]
     pub report_interval: Duration,
     /// `assignment_time_to_live` of every assignment: how long a proxy that hears nothing more
-    /// keeps it. At least `report_interval`; what it adds beyond that is the over-admission a
-    /// broken stream can cause.
-    #[serde(default = "default_assignment_ttl", with = "serde_text")]
-    #[schemars(with = "DurationText")]
-    pub assignment_ttl: Duration,
+    /// keeps it; twice `report_interval` when absent. At least `report_interval`; what it adds
+    /// beyond that is the over-admission a broken stream can cause.
+    #[serde(
+        default,
+        with = "serde_text::option",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[schemars(with = "Option<DurationText>", extend("default" = null))]
+    pub assignment_ttl: Option<Duration>,
 }
 
 fn default_report_interval() -> Duration {
     Duration::from_secs(5)
 }
 
-fn default_assignment_ttl() -> Duration {
-    Duration::from_secs(10)
+impl RlqsConfig {
+    /// The time to live of every assignment: `assignment_ttl`, else twice `report_interval`.
+    pub fn ttl(&self) -> Duration {
+        self.assignment_ttl
+            .unwrap_or(self.report_interval.saturating_mul(2))
+    }
 }
 
 impl Default for RlqsConfig {
     fn default() -> RlqsConfig {
         RlqsConfig {
             report_interval: default_report_interval(),
-            assignment_ttl: default_assignment_ttl(),
+            assignment_ttl: None,
         }
     }
 }
@@ -220,13 +228,13 @@ pub(super) fn validate_rlqs(rlqs: &RlqsConfig, text: &str) -> Result<(), ConfigE
     if rlqs.report_interval > Duration::from_secs(3600) {
         return Err(fail("rlqs.report_interval", "at most 1h"));
     }
-    if rlqs.assignment_ttl < rlqs.report_interval {
+    if rlqs.ttl() < rlqs.report_interval {
         return Err(fail(
             "rlqs.assignment_ttl",
             "at least `report_interval`: an assignment must outlive the wait for the next one",
         ));
     }
-    if rlqs.assignment_ttl > rlqs.report_interval * 10 {
+    if rlqs.ttl() > rlqs.report_interval * 10 {
         return Err(fail(
             "rlqs.assignment_ttl",
             "at most 10 × `report_interval`: a longer one lets a lost proxy admit for long",
@@ -527,6 +535,30 @@ mod tests {
             .iter()
             .map(|&(k, v)| (k.to_string(), v.to_string()))
             .collect()
+    }
+
+    #[test]
+    fn the_ttl_follows_the_interval_unless_set_and_is_checked() {
+        use crate::config::{Config, Format};
+        let parse = |rlqs: &str| Config::parse(&format!("{rlqs}\nrules: {{}}\n"), Format::Yaml);
+        let config = parse("rlqs: { report_interval: 30s }").unwrap();
+        assert_eq!(config.rlqs.ttl(), Duration::from_secs(60));
+        let config = parse("rlqs: { report_interval: 1s, assignment_ttl: 3s }").unwrap();
+        assert_eq!(config.rlqs.ttl(), Duration::from_secs(3));
+        for (bad, field) in [
+            (
+                "rlqs: { report_interval: 5s, assignment_ttl: 1s }",
+                "rlqs.assignment_ttl",
+            ),
+            (
+                "rlqs: { report_interval: 1s, assignment_ttl: 11s }",
+                "rlqs.assignment_ttl",
+            ),
+            ("rlqs: { report_interval: 50ms }", "rlqs.report_interval"),
+        ] {
+            let error = parse(bad).unwrap_err().to_string();
+            assert!(error.contains(field), "{bad}: {error}");
+        }
     }
 
     #[test]

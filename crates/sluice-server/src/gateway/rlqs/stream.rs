@@ -281,7 +281,7 @@ impl QuotaStream {
                     None => Assignment::Allow,
                     Some(pool) => {
                         let now_us = self.state.clock.now_us().get();
-                        let ttl_us = micros(settings.assignment_ttl);
+                        let ttl_us = micros(settings.ttl());
                         let ask = Ask {
                             stream: self.slot.id(),
                             demand: held.demand,
@@ -321,13 +321,13 @@ impl QuotaStream {
                 .clock
                 .now_us()
                 .get()
-                .saturating_add(micros(settings.assignment_ttl));
+                .saturating_add(micros(settings.ttl()));
             entry.sent = Some((assignment, until));
         }
         Some(BucketAction {
             bucket_id: Some(bucket_id::wire(bucket)),
             bucket_action: Some(Action::QuotaAssignmentAction(QuotaAssignmentAction {
-                assignment_time_to_live: Some(assign::proto_duration(settings.assignment_ttl)),
+                assignment_time_to_live: Some(assign::proto_duration(settings.ttl())),
                 rate_limit_strategy: Some(assign::strategy(assignment, settings.report_interval)),
             })),
         })
