@@ -2,7 +2,8 @@
 //!
 //! The library records its metrics through the `metrics` facade and describes them
 //! ([`sluice::limiter::METRICS`]); the service adds [`METRICS`]: config reloads, connections
-//! closed for stalling, request latency per route (see `http::latency`), the decisions waiting
+//! closed for stalling, request latency per route (see `http::latency`), the Rate Limit Quota
+//! Service's streams, reports, actions and units drawn, the decisions waiting
 //! for the store and their bound (read at scrape time) and `sluice_build_info`; the top denied identities are rendered separately for bounded cardinality
 //! (see `topk`). Every family on `/metrics` has its `# HELP` and `# TYPE`, and its name ends with
 //! its unit. The recorder is process-global and installed once; a second install (several
@@ -63,6 +64,32 @@ pub const METRICS: &[MetricDoc] = &[
                retried (a try failed and another follows), abandoned (the last try failed)",
     },
     MetricDoc {
+        name: RLQS_STREAMS,
+        kind: MetricKind::Gauge,
+        unit: Unit::Count,
+        help: "Envoy Rate Limit Quota Service streams open on this server",
+    },
+    MetricDoc {
+        name: RLQS_REPORTS,
+        kind: MetricKind::Counter,
+        unit: Unit::Count,
+        help: "RLQS usage reports received, by result: answered, or refused (a bad report, which \
+               ends its stream)",
+    },
+    MetricDoc {
+        name: RLQS_ACTIONS,
+        kind: MetricKind::Counter,
+        unit: Unit::Count,
+        help: "RLQS bucket actions, by action: allow_all, deny_all, token_bucket, abandon, or \
+               unanswered (the units could not be drawn: the store did not answer)",
+    },
+    MetricDoc {
+        name: RLQS_UNITS,
+        kind: MetricKind::Counter,
+        unit: Unit::Count,
+        help: "Units drawn from the rules' limits for RLQS token bucket assignments, by rule",
+    },
+    MetricDoc {
         name: BUILD_INFO,
         kind: MetricKind::Gauge,
         unit: Unit::Count,
@@ -109,6 +136,10 @@ pub const LABELS: &[(&str, &[&str])] = &[
     (NOTIFICATIONS, &["result"]),
     ("sluice_quota_crossings_total", &["rule", "outcome"]),
     ("sluice_redis_give_back_failures_total", &[]),
+    (RLQS_ACTIONS, &["action"]),
+    (RLQS_REPORTS, &["result"]),
+    (RLQS_STREAMS, &[]),
+    (RLQS_UNITS, &["rule"]),
     ("sluice_settlements_total", &["rule", "settled"]),
     ("sluice_shed_decisions_total", &["store"]),
     ("sluice_store_errors_total", &["store"]),
@@ -180,6 +211,14 @@ pub const STORE_IN_FLIGHT: &str = "sluice_store_in_flight";
 pub const STORE_IN_FLIGHT_LIMIT: &str = "sluice_store_in_flight_limit";
 /// `sluice_build_info`, always 1.
 pub const BUILD_INFO: &str = "sluice_build_info";
+/// `sluice_rlqs_streams`: RLQS streams open.
+pub const RLQS_STREAMS: &str = "sluice_rlqs_streams";
+/// `sluice_rlqs_reports_total`, by `result`.
+pub const RLQS_REPORTS: &str = "sluice_rlqs_reports_total";
+/// `sluice_rlqs_actions_total`, by `action`.
+pub const RLQS_ACTIONS: &str = "sluice_rlqs_actions_total";
+/// `sluice_rlqs_units_drawn_total`, by `rule`.
+pub const RLQS_UNITS: &str = "sluice_rlqs_units_drawn_total";
 /// Quota notice events by delivery result.
 pub const NOTIFICATIONS: &str = "sluice_notifications_total";
 

@@ -178,6 +178,7 @@ fn apply(
         headers: config.headers,
         config,
     }));
+    state.rlqs.rules_changed();
     metrics::reload("ok");
     Reloaded::Applied
 }

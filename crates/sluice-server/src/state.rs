@@ -9,11 +9,12 @@ use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use arc_swap::ArcSwap;
-use sluice::Limiter;
 use sluice::model::HeaderStyle;
+use sluice::{Clock, Limiter, SystemClock};
 
 use crate::config::Config;
 use crate::error::ServeError;
+use crate::gateway::rlqs::Rlqs;
 use crate::http::latency::RouteTimer;
 use crate::store_url::OpenedStore;
 use crate::topk;
@@ -55,6 +56,10 @@ pub struct AppState {
     pub(crate) decision_timers: [RouteTimer; 2],
     /// Traces of decisions, when an OTLP endpoint is configured.
     pub(crate) traces: Option<Traces>,
+    /// The limiter's clock: the Rate Limit Quota Service ages demands on it.
+    pub clock: Arc<dyn Clock>,
+    /// The Rate Limit Quota Service's streams and the demands they report.
+    pub rlqs: Rlqs,
 }
 
 impl AppState {
@@ -77,12 +82,44 @@ impl AppState {
         admin_token: Option<String>,
         traces: Option<Traces>,
     ) -> Result<Arc<AppState>, ServeError> {
+        AppState::build(
+            config,
+            config_path,
+            store,
+            admin_token,
+            traces,
+            Arc::new(SystemClock),
+        )
+    }
+
+    /// [`AppState::new`] on `clock` (the store's own clock, when it has one, is the store's):
+    /// tests move time by hand.
+    pub fn with_clock(
+        config: Config,
+        config_path: Option<PathBuf>,
+        store: &OpenedStore,
+        admin_token: Option<String>,
+        clock: Arc<dyn Clock>,
+    ) -> Result<Arc<AppState>, ServeError> {
+        AppState::build(config, config_path, store, admin_token, None, clock)
+    }
+
+    fn build(
+        config: Config,
+        config_path: Option<PathBuf>,
+        store: &OpenedStore,
+        admin_token: Option<String>,
+        traces: Option<Traces>,
+        clock: Arc<dyn Clock>,
+    ) -> Result<Arc<AppState>, ServeError> {
         // Only a traced decision times its store calls.
         let decisions = match traces {
             Some(_) => TimedStore::wrap(store.store.clone()),
             None => store.store.clone(),
         };
-        let mut builder = Limiter::builder(decisions).options(config.limiter_options());
+        let mut builder = Limiter::builder(decisions)
+            .options(config.limiter_options())
+            .clock(clock.clone());
         if let Some(channel) = &store.channel {
             builder = builder.invalidation_channel(channel.clone());
         }
@@ -116,6 +153,8 @@ impl AppState {
             remote_store: !store.store.in_process(),
             decision_timers: [RouteTimer::new("/v1/check"), RouteTimer::new("/v1/peek")],
             traces,
+            clock,
+            rlqs: Rlqs::default(),
         }))
     }
 

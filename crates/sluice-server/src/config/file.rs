@@ -12,7 +12,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::duration_text as serde_text;
-use super::gateway::{EnvoyDomains, ForwardAuthConfig};
+use super::gateway::{EnvoyDomains, ForwardAuthConfig, RlqsConfig};
 use sluice::limiter::{DenialCacheOptions, InFlightLimit};
 use sluice::model::{DurationText, FailPolicy, HeaderStyle, Rule};
 
@@ -495,6 +495,11 @@ pub(crate) struct ConfigFile {
     #[serde(default)]
     #[schemars(extend("x-sluice-applies" = "reload"))]
     pub envoy: EnvoyDomains,
+    /// Envoy's Rate Limit Quota Service (on `grpc_listen`): how often proxies report and how
+    /// long their assignments live.
+    #[serde(default)]
+    #[schemars(extend("x-sluice-applies" = "reload"))]
+    pub rlqs: RlqsConfig,
     /// How the forward-auth endpoint (`/v1/auth/{rule}`, for nginx, Traefik and Caddy) reads a
     /// request.
     #[serde(default)]

@@ -1,5 +1,6 @@
 //! The gateway sections of a rule file: `grpc_listen`, `envoy` (Envoy rate-limit descriptors →
-//! rules and attributes) and `forward_auth` (request headers → attributes for the forward-auth
+//! rules and attributes, for RLS and for RLQS bucket ids), `rlqs` (the timing of Envoy's Rate
+//! Limit Quota Service) and `forward_auth` (request headers → attributes for the forward-auth
 //! endpoint that nginx `auth_request`, Traefik ForwardAuth and Caddy `forward_auth` call).
 //!
 //! ```yaml
@@ -11,6 +12,9 @@
 //!     - descriptor: [generic_key=login, remote_address]  # `key=value`: the value must be this
 //!       rule: login
 //!       attributes: { remote_address: ip }           # entry key → the rule's attribute name
+//! rlqs:
+//!   report_interval: 5s                # the filter's `reporting_interval`
+//!   assignment_ttl: 10s                # how long a proxy keeps an assignment (2 × the interval)
 //! forward_auth:
 //!   header_prefix: x-sluice-           # `X-Sluice-Member: m1` → member=m1 ("" turns it off)
 //!   headers: { x-user-id: member }     # header → attribute
@@ -26,13 +30,15 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
+use std::time::Duration;
 
 use ipnet::IpNet;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::ConfigError;
-use sluice::model::Rule;
+use super::duration_text as serde_text;
+use sluice::model::{DurationText, Rule};
 
 /// The `envoy` section: Envoy's `domain` → the descriptors Sluice answers in that domain.
 pub type EnvoyDomains = BTreeMap<String, Vec<DescriptorMapping>>;
@@ -138,6 +144,103 @@ impl DescriptorMapping {
     fn attribute_name<'a>(&'a self, key: &'a str) -> &'a str {
         self.attributes.get(key).map_or(key, String::as_str)
     }
+}
+
+/// The mapping an RLQS bucket id of `domain` matches: the first whose entry keys are exactly
+/// the bucket's keys. A bucket id is unordered, so its entries are taken in the mapping's order
+/// and then matched as a descriptor would be ([`DescriptorMapping::attributes_of`]).
+pub fn find_bucket_mapping<'a>(
+    domains: &'a EnvoyDomains,
+    domain: &str,
+    bucket: &'a BTreeMap<String, String>,
+) -> Option<(&'a DescriptorMapping, Vec<(&'a str, &'a str)>)> {
+    domains.get(domain)?.iter().find_map(|m| {
+        if m.descriptor.len() != bucket.len() {
+            return None;
+        }
+        let entries: Option<Vec<(&str, &str)>> = m
+            .descriptor
+            .iter()
+            .map(|e| {
+                bucket
+                    .get_key_value(&e.key)
+                    .map(|(k, v)| (k.as_str(), v.as_str()))
+            })
+            .collect();
+        m.attributes_of(&entries?).map(|attrs| (m, attrs))
+    })
+}
+
+/// The `rlqs` section: the timing of Envoy's Rate Limit Quota Service (see the book's "Rate
+/// Limit Quota Service"). Which bucket ids a domain answers comes from the `envoy` section.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RlqsConfig {
+    /// The filter's `reporting_interval`: each assignment is sized for this long, and the units
+    /// behind it are taken from the limit for this long.
+    #[serde(default = "default_report_interval", with = "serde_text")]
+    #[schemars(with = "DurationText")]
+    pub report_interval: Duration,
+    /// `assignment_time_to_live` of every assignment: how long a proxy that hears nothing more
+    /// keeps it; twice `report_interval` when absent. At least `report_interval`; what it adds
+    /// beyond that is the over-admission a broken stream can cause.
+    #[serde(
+        default,
+        with = "serde_text::option",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[schemars(with = "Option<DurationText>", extend("default" = null))]
+    pub assignment_ttl: Option<Duration>,
+}
+
+fn default_report_interval() -> Duration {
+    Duration::from_secs(5)
+}
+
+impl RlqsConfig {
+    /// The time to live of every assignment: `assignment_ttl`, else twice `report_interval`.
+    pub fn ttl(&self) -> Duration {
+        self.assignment_ttl
+            .unwrap_or(self.report_interval.saturating_mul(2))
+    }
+}
+
+impl Default for RlqsConfig {
+    fn default() -> RlqsConfig {
+        RlqsConfig {
+            report_interval: default_report_interval(),
+            assignment_ttl: None,
+        }
+    }
+}
+
+/// Checks the `rlqs` section.
+pub(super) fn validate_rlqs(rlqs: &RlqsConfig, text: &str) -> Result<(), ConfigError> {
+    let fail = |field: &str, message: &str| {
+        ConfigError::new(field, message).at_line(super::key_line(text, "rlqs"))
+    };
+    if rlqs.report_interval < Duration::from_millis(100) {
+        return Err(fail(
+            "rlqs.report_interval",
+            "at least 100ms, as Envoy requires",
+        ));
+    }
+    if rlqs.report_interval > Duration::from_secs(3600) {
+        return Err(fail("rlqs.report_interval", "at most 1h"));
+    }
+    if rlqs.ttl() < rlqs.report_interval {
+        return Err(fail(
+            "rlqs.assignment_ttl",
+            "at least `report_interval`: an assignment must outlive the wait for the next one",
+        ));
+    }
+    if rlqs.ttl() > rlqs.report_interval * 10 {
+        return Err(fail(
+            "rlqs.assignment_ttl",
+            "at most 10 × `report_interval`: a longer one lets a lost proxy admit for long",
+        ));
+    }
+    Ok(())
 }
 
 /// The mapping a descriptor of `domain` matches: the first whose shape it has.
@@ -394,4 +497,86 @@ pub(super) fn validate(
         ));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn domains() -> EnvoyDomains {
+        let mapping =
+            |descriptor: &[&str], rule: &str, attributes: &[(&str, &str)]| DescriptorMapping {
+                descriptor: descriptor
+                    .iter()
+                    .map(|e| DescriptorEntry::try_from(e.to_string()).unwrap())
+                    .collect(),
+                rule: rule.into(),
+                attributes: attributes
+                    .iter()
+                    .map(|&(k, v)| (k.to_string(), v.to_string()))
+                    .collect(),
+            };
+        [(
+            "edge".to_string(),
+            vec![
+                mapping(&["name=api", "tenant"], "per_tenant", &[]),
+                mapping(
+                    &["remote_address"],
+                    "per_client",
+                    &[("remote_address", "ip")],
+                ),
+            ],
+        )]
+        .into()
+    }
+
+    fn bucket(entries: &[(&str, &str)]) -> BTreeMap<String, String> {
+        entries
+            .iter()
+            .map(|&(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn the_ttl_follows_the_interval_unless_set_and_is_checked() {
+        use crate::config::{Config, Format};
+        let parse = |rlqs: &str| Config::parse(&format!("{rlqs}\nrules: {{}}\n"), Format::Yaml);
+        let config = parse("rlqs: { report_interval: 30s }").unwrap();
+        assert_eq!(config.rlqs.ttl(), Duration::from_secs(60));
+        let config = parse("rlqs: { report_interval: 1s, assignment_ttl: 3s }").unwrap();
+        assert_eq!(config.rlqs.ttl(), Duration::from_secs(3));
+        for (bad, field) in [
+            (
+                "rlqs: { report_interval: 5s, assignment_ttl: 1s }",
+                "rlqs.assignment_ttl",
+            ),
+            (
+                "rlqs: { report_interval: 1s, assignment_ttl: 11s }",
+                "rlqs.assignment_ttl",
+            ),
+            ("rlqs: { report_interval: 50ms }", "rlqs.report_interval"),
+        ] {
+            let error = parse(bad).unwrap_err().to_string();
+            assert!(error.contains(field), "{bad}: {error}");
+        }
+    }
+
+    #[test]
+    fn a_bucket_id_matches_as_a_descriptor_in_any_order() {
+        let domains = domains();
+        let api = bucket(&[("tenant", "acme"), ("name", "api")]);
+        let (mapping, attributes) = find_bucket_mapping(&domains, "edge", &api).unwrap();
+        assert_eq!(mapping.rule, "per_tenant");
+        assert_eq!(attributes, vec![("tenant", "acme")]);
+        let client = bucket(&[("remote_address", "192.0.2.1")]);
+        let (mapping, attributes) = find_bucket_mapping(&domains, "edge", &client).unwrap();
+        assert_eq!(mapping.rule, "per_client");
+        assert_eq!(attributes, vec![("ip", "192.0.2.1")]);
+        // A fixed value that differs, a key more or less, another domain: no rule.
+        let other = bucket(&[("tenant", "acme"), ("name", "web")]);
+        assert!(find_bucket_mapping(&domains, "edge", &other).is_none());
+        let more = bucket(&[("tenant", "acme"), ("name", "api"), ("x", "y")]);
+        assert!(find_bucket_mapping(&domains, "edge", &more).is_none());
+        assert!(find_bucket_mapping(&domains, "other", &api).is_none());
+    }
 }

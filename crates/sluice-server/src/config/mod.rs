@@ -25,7 +25,7 @@
 //!
 //! # Layout
 //! - `file`: the serde shape of the file and its defaults;
-//! - [`gateway`]: the `grpc_listen`, `envoy` and `forward_auth` sections;
+//! - [`gateway`]: the `grpc_listen`, `envoy`, `rlqs` and `forward_auth` sections;
 //! - `yaml_read`, `toml_read`: every parse error of a file, each rule and section read on its own
 //!   once the whole file failed (and, in YAML, every mistake within one piece);
 //! - `locate`: lines of rules and limits in the text, for errors found after parsing;
@@ -127,6 +127,8 @@ pub struct Config {
     pub grpc_listen: Option<SocketAddr>,
     /// Envoy domains and descriptors → rules and attributes.
     pub envoy: EnvoyDomains,
+    /// Envoy's Rate Limit Quota Service timing.
+    pub rlqs: gateway::RlqsConfig,
     /// How the forward-auth endpoint reads a request.
     pub forward_auth: ForwardAuthConfig,
 }
@@ -216,6 +218,9 @@ impl Config {
         {
             errors.push(e);
         }
+        if let Err(e) = gateway::validate_rlqs(&file.rlqs, text) {
+            errors.push(e);
+        }
         if let Some(var) = &file.admin_token_env
             && (var.is_empty() || var.contains('=') || var.contains('\0'))
         {
@@ -257,6 +262,7 @@ impl Config {
             version: sha1_smol::Sha1::from(text.as_bytes()).digest().to_string(),
             grpc_listen: file.grpc_listen,
             envoy: file.envoy,
+            rlqs: file.rlqs,
             forward_auth: file.forward_auth,
         })
     }

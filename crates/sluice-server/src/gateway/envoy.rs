@@ -227,7 +227,7 @@ pub async fn answer(
 
 /// The rate a limit decided a descriptor with: the first override whose `when` holds for its
 /// attributes, when that override gives other numbers, else the limit's own.
-fn rate_in_force(limit: &Limit, attributes: &[(&str, &str)]) -> Rate {
+pub(crate) fn rate_in_force(limit: &Limit, attributes: &[(&str, &str)]) -> Rate {
     limit
         .overrides
         .iter()

@@ -4,14 +4,17 @@
 //!   Envoy, Istio, Envoy Gateway, Gloo/kgateway and Contour speak; served with the standard gRPC
 //!   health service, Sluice's own API ([`crate::grpc`]) and server reflection on its own address
 //!   (`grpc_listen` / `--grpc-listen`, off unless set);
+//! - [`rlqs`]: Envoy's Rate Limit Quota Service (`StreamRateLimitQuotas`), on the same address
+//!   as RLS: quotas assigned to proxies by their demand, drawn from the rules' shared limits;
 //! - [`forward_auth`]: `/v1/auth/{rule}` on the HTTP service, for nginx `auth_request`, Traefik
 //!   ForwardAuth and Caddy `forward_auth`.
 //!
-//! Both read their mapping (descriptors → rules, headers → attributes) from the config in force,
+//! All read their mapping (descriptors → rules, headers → attributes) from the config in force,
 //! so a reload applies to them as to the rules; the gRPC address needs a restart.
 
 pub mod envoy;
 pub mod forward_auth;
+pub mod rlqs;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -27,11 +30,14 @@ use crate::state::AppState;
 /// hundred bytes.
 pub const MAX_GRPC_MESSAGE_BYTES: usize = 64 * 1024;
 
-/// Serves the Envoy rate-limit service, Sluice's own API (`sluice.v1`), gRPC health and server
+/// Serves the Envoy rate-limit service, the Rate Limit Quota Service, Sluice's own API (`sluice.v1`), gRPC health and server
 /// reflection on `listener` until `shutdown`, with the HTTP service's connection cap, timeouts
 /// and streams per connection (the `server` section, `http::connections`): each call is answered
 /// `DEADLINE_EXCEEDED` once it has waited `request_timeout` (a body that never ends included),
-/// and every service takes messages of at most [`MAX_GRPC_MESSAGE_BYTES`].
+/// and every service takes messages of at most [`MAX_GRPC_MESSAGE_BYTES`] (RLQS reports, which
+/// carry every bucket of a proxy, [`rlqs::MAX_RLQS_MESSAGE_BYTES`]). The deadline bounds the
+/// wait for a response's head: an RLQS stream, answered at once, stays open until its proxy or
+/// the shutdown ends it.
 pub async fn serve_grpc(
     listener: TcpListener,
     state: Arc<AppState>,
@@ -44,6 +50,8 @@ pub async fn serve_grpc(
         .set_serving::<RateLimitServiceServer<envoy::RateLimitService>>()
         .await;
     let limits = state.startup.server.clone();
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let quotas = rlqs::QuotaService::server(state.clone(), stopped.clone());
     let service = RateLimitServiceServer::new(envoy::RateLimitService::new(state.clone()))
         .max_decoding_message_size(MAX_GRPC_MESSAGE_BYTES);
     let sluice =
@@ -65,6 +73,7 @@ pub async fn serve_grpc(
     let app = tonic::service::Routes::new(service)
         .add_service(health_service)
         .add_service(sluice)
+        .add_service(quotas)
         .add_service(reflection_v1)
         .add_service(reflection_v1alpha)
         .into_axum_router()
@@ -75,7 +84,6 @@ pub async fn serve_grpc(
         .layer(DeadlineLayer::grpc(limits.request_timeout))
         .layer(axum::middleware::from_fn(crate::http::timed));
     tracing::info!(%address, "Envoy rate-limit service (gRPC) on {address}");
-    let (stop, stopped) = tokio::sync::watch::channel(false);
     tokio::spawn(async move {
         shutdown.await;
         health

@@ -10,6 +10,8 @@
 //!   `header_read_timeout`;
 //! - from a complete head to the response, a request has `request_timeout` (body reading
 //!   included; 408 past it, `DEADLINE_EXCEEDED` on the gRPC port) — see [`super::deadline`];
+//! - a response that is a long-lived stream (Envoy's RLQS, whose messages come every report
+//!   interval) keeps its request in flight until the stream ends, so neither timeout cuts it;
 //! - an HTTP/2 connection (gRPC, Envoy) carries at most [`MAX_STREAMS_PER_CONNECTION`] requests
 //!   at once: more wait in the client, so stalled streams on one connection cannot take more
 //!   than that many tasks;
@@ -39,7 +41,7 @@ use tokio::sync::{Semaphore, watch};
 use tokio::time::Instant;
 
 use super::front::Front;
-use super::tracker::{CLOSE, DRAIN, TrackedIo, Tracker};
+use super::tracker::{CLOSE, DRAIN, StreamingBody, TrackedIo, Tracker};
 
 /// The most requests (HTTP/2 streams) one connection may have in progress at once, announced
 /// in the connection's settings.
@@ -132,9 +134,18 @@ async fn serve_connection(
     let service =
         hyper::service::service_fn(move |request: http::Request<hyper::body::Incoming>| {
             let guard = service_tracker.request();
+            let streaming = request
+                .uri()
+                .path()
+                .starts_with(crate::gateway::rlqs::STREAM_PATH_PREFIX);
             let response = front.call(request, peer);
             async move {
                 let response = response.await;
+                if streaming {
+                    return response.map(|r| {
+                        r.map(|body| axum::body::Body::new(StreamingBody::new(body, guard)))
+                    });
+                }
                 drop(guard);
                 response
             }

@@ -189,6 +189,43 @@ impl AsyncWrite for TrackedIo {
 /// Decrements the in-flight count when a request's future ends, however it ends.
 pub(super) struct InFlight(Arc<Tracker>);
 
+pin_project_lite::pin_project! {
+    /// The body of a response that is a long-lived stream (an RLQS stream): the request stays in
+    /// flight until the body ends or is dropped, so the connection's idle and head timeouts do
+    /// not cut a stream whose messages come every report interval.
+    pub(super) struct StreamingBody {
+        #[pin]
+        body: axum::body::Body,
+        in_flight: InFlight,
+    }
+}
+
+impl StreamingBody {
+    pub(super) fn new(body: axum::body::Body, in_flight: InFlight) -> StreamingBody {
+        StreamingBody { body, in_flight }
+    }
+}
+
+impl hyper::body::Body for StreamingBody {
+    type Data = axum::body::Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<hyper::body::Frame<Self::Data>, Self::Error>>> {
+        self.project().body.poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        self.body.size_hint()
+    }
+}
+
 impl Drop for InFlight {
     fn drop(&mut self) {
         self.0.on_response();

@@ -4,3 +4,4 @@
 
 mod fuzz;
 mod in_process;
+mod rlqs;

@@ -1,0 +1,203 @@
+//! Envoy's Rate Limit Quota Service, `envoy.service.rate_limit_quota.v3.RateLimitQuotaService`
+//! (`StreamRateLimitQuotas`), on the gRPC port beside RLS.
+//!
+//! Each proxy keeps one stream open, sorts requests into buckets (an unordered map of strings),
+//! reports what each bucket allowed and denied every report interval, and applies the quota it
+//! is assigned (`ALLOW_ALL`, `DENY_ALL` or a token bucket) until the assignment's time to live
+//! runs out. Sluice matches a bucket id to a rule through the `envoy` section, splits the rule's
+//! allowance for one interval among the proxies reporting the bucket by their demand (max-min
+//! fair, [`fair_share`]), and takes the units of every assignment from the rule's limit in the
+//! store before sending it ([`assign`]). The authoritative state is the store's counter: several
+//! servers on one store share it, a proxy may reconnect to any of them, and a server that
+//! restarts forgets only who was asking ([`demand`]).
+//!
+//! Over-admission bound, per bucket and window `W` of the rule's limit `L` (the book's "Rate
+//! Limit Quota Service" derives it): the fleet admits at most what the store granted in the
+//! window plus, for each proxy, the units of the assignment it held when the window opened (one
+//! interval's fill `s` and its bucket `⌈s/4⌉`), plus `s × (assignment_ttl − report_interval) /
+//! report_interval` for each proxy whose stream broke in the window.
+//!
+//! Metrics: `sluice_rlqs_streams`, `sluice_rlqs_reports_total{result}`,
+//! `sluice_rlqs_actions_total{action}`, `sluice_rlqs_units_drawn_total{rule}`.
+//!
+//! Bounds on what a caller can grow: [`MAX_STREAMS`] open streams per server (more are refused
+//! `RESOURCE_EXHAUSTED`), [`MAX_BUCKETS_PER_STREAM`] buckets per stream, bucket ids as
+//! [`bucket_id`] checks them, and messages of at most [`MAX_RLQS_MESSAGE_BYTES`].
+//!
+//! # Layout
+//! - `mod.rs` (this file): the gRPC service, the server-wide state ([`Rlqs`]) and stream slots;
+//! - `stream`: one stream's reports and answers;
+//! - `bucket_id`: bucket ids checked and made canonical;
+//! - `demand`: the demands reported to this server and each stream's share;
+//! - `fair_share`: max-min fair shares (pure);
+//! - `assign`: the units behind an assignment, drawn from the store, and Envoy's strategies.
+
+pub mod assign;
+pub mod bucket_id;
+pub mod demand;
+pub mod fair_share;
+mod stream;
+
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+
+use envoy_types::pb::envoy::service::rate_limit_quota::v3::rate_limit_quota_service_server::{
+    RateLimitQuotaService, RateLimitQuotaServiceServer,
+};
+use envoy_types::pb::envoy::service::rate_limit_quota::v3::{
+    RateLimitQuotaResponse, RateLimitQuotaUsageReports,
+};
+use futures::Stream;
+use tokio::sync::{mpsc, watch};
+use tonic::{Request, Response, Status, Streaming};
+
+use crate::state::AppState;
+use demand::Demands;
+use stream::QuotaStream;
+
+/// Most streams one server keeps open at once.
+pub const MAX_STREAMS: usize = 10_000;
+
+/// Most buckets one stream may report.
+pub const MAX_BUCKETS_PER_STREAM: usize = 4_096;
+
+/// Largest message a proxy may send: a report of every bucket of a stream with long ids.
+pub const MAX_RLQS_MESSAGE_BYTES: usize = 1024 * 1024;
+
+/// The path prefix of the service's methods: their responses are long-lived streams, which the
+/// connection keeps in flight until they end (see `http::connections`).
+pub const STREAM_PATH_PREFIX: &str = "/envoy.service.rate_limit_quota.v3.RateLimitQuotaService/";
+
+/// What every stream of one server shares.
+#[derive(Debug)]
+pub struct Rlqs {
+    /// Demands reported to this server, by bucket and stream.
+    pub demands: Demands,
+    open: Arc<AtomicUsize>,
+    next_id: AtomicU64,
+    reloaded: watch::Sender<u64>,
+}
+
+impl Default for Rlqs {
+    fn default() -> Rlqs {
+        Rlqs {
+            demands: Demands::default(),
+            open: Arc::new(AtomicUsize::new(0)),
+            next_id: AtomicU64::new(1),
+            reloaded: watch::Sender::new(0),
+        }
+    }
+}
+
+impl Rlqs {
+    /// Tells every open stream that the rules changed, so that each answers at once.
+    pub fn rules_changed(&self) {
+        self.reloaded.send_modify(|n| *n = n.wrapping_add(1));
+    }
+
+    /// How many streams are open.
+    pub fn streams(&self) -> usize {
+        self.open.load(Ordering::Relaxed)
+    }
+
+    fn reloads(&self) -> watch::Receiver<u64> {
+        self.reloaded.subscribe()
+    }
+
+    /// A slot for a new stream, or `None` when [`MAX_STREAMS`] are open.
+    fn slot(&self) -> Option<StreamSlot> {
+        let open = self.open.clone();
+        open.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+            (n < MAX_STREAMS).then_some(n + 1)
+        })
+        .ok()?;
+        metrics::gauge!(crate::metrics::RLQS_STREAMS).increment(1.0);
+        Some(StreamSlot {
+            id: self.next_id.fetch_add(1, Ordering::Relaxed),
+            open,
+        })
+    }
+}
+
+/// One open stream's place in the count; given back when dropped.
+#[derive(Debug)]
+pub struct StreamSlot {
+    id: u64,
+    open: Arc<AtomicUsize>,
+}
+
+impl StreamSlot {
+    /// The stream's id in this server.
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+}
+
+impl Drop for StreamSlot {
+    fn drop(&mut self) {
+        self.open.fetch_sub(1, Ordering::AcqRel);
+        metrics::gauge!(crate::metrics::RLQS_STREAMS).decrement(1.0);
+    }
+}
+
+/// The gRPC service over the server's state.
+#[derive(Debug, Clone)]
+pub struct QuotaService {
+    state: Arc<AppState>,
+    stopping: watch::Receiver<bool>,
+}
+
+impl QuotaService {
+    /// The service, its streams ended when `stopping` turns true.
+    pub fn server(
+        state: Arc<AppState>,
+        stopping: watch::Receiver<bool>,
+    ) -> RateLimitQuotaServiceServer<QuotaService> {
+        RateLimitQuotaServiceServer::new(QuotaService { state, stopping })
+            .max_decoding_message_size(MAX_RLQS_MESSAGE_BYTES)
+    }
+}
+
+type Answers = Pin<Box<dyn Stream<Item = Result<RateLimitQuotaResponse, Status>> + Send>>;
+
+#[tonic::async_trait]
+impl RateLimitQuotaService for QuotaService {
+    type StreamRateLimitQuotasStream = Answers;
+
+    async fn stream_rate_limit_quotas(
+        &self,
+        request: Request<Streaming<RateLimitQuotaUsageReports>>,
+    ) -> Result<Response<Answers>, Status> {
+        let Some(slot) = self.state.rlqs.slot() else {
+            return Err(Status::resource_exhausted(format!(
+                "this server has {MAX_STREAMS} quota streams open"
+            )));
+        };
+        let (out, answers) = mpsc::channel(4);
+        let stream = QuotaStream::new(self.state.clone(), slot, out);
+        tokio::spawn(stream.run(request.into_inner(), self.stopping.clone()));
+        let answers = futures::stream::unfold(answers, |mut answers| async move {
+            answers.recv().await.map(|answer| (answer, answers))
+        });
+        Ok(Response::new(Box::pin(answers)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn streams_past_the_bound_get_no_slot_until_one_ends() {
+        let rlqs = Rlqs::default();
+        let mut slots: Vec<StreamSlot> = (0..MAX_STREAMS).map(|_| rlqs.slot().unwrap()).collect();
+        assert_eq!(rlqs.streams(), MAX_STREAMS);
+        assert!(rlqs.slot().is_none());
+        slots.pop();
+        let again = rlqs.slot().expect("a slot freed by a stream that ended");
+        assert_eq!(rlqs.streams(), MAX_STREAMS);
+        // Ids are never reused, so a new stream never inherits an old one's demands.
+        assert!(slots.iter().all(|s| s.id() != again.id()));
+    }
+}
