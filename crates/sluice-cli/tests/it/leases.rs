@@ -119,7 +119,10 @@ async fn on_redis_services_and_sluice_check_share_leases() {
     let dir = TempDir::new();
     // A fresh process's first calls on a busy machine can take longer than the default 50 ms,
     // and a renewal or release has no fail policy to answer in its place.
-    let config = dir.write("sluice.yaml", &format!("store: {{ timeout: 5s }}\n{CONFIG}"));
+    let config = dir.write(
+        "sluice.yaml",
+        &format!("store: {{ timeout: 5s }}\n{CONFIG}"),
+    );
     let run = |args: &[&str]| {
         sluice()
             .args(["check", "--store", &redis.url(), "--config"])
