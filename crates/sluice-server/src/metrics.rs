@@ -107,6 +107,7 @@ pub const LABELS: &[(&str, &[&str])] = &[
     ("sluice_memory_evictions_total", &[]),
     ("sluice_memory_refused_keys_total", &[]),
     (NOTIFICATIONS, &["result"]),
+    ("sluice_queue_shed_decisions_total", &["store"]),
     ("sluice_quota_crossings_total", &["rule", "outcome"]),
     ("sluice_redis_give_back_failures_total", &[]),
     ("sluice_settlements_total", &["rule", "settled"]),

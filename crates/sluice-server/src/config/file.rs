@@ -186,6 +186,28 @@ pub struct ServerConfig {
     #[serde(default = "default_shutdown_timeout", with = "serde_text")]
     #[schemars(with = "DurationText")]
     pub shutdown_timeout: Duration,
+    /// Remote stores: once every decision has waited in the service longer than this for a
+    /// whole `queue_interval` (a queue that stands), the decisions that waited longer are
+    /// answered at once by their rule's fail policy, marked `reason: "queue"`, instead of
+    /// asking the store. `0s` turns it off.
+    #[serde(default = "default_queue_target", with = "serde_text")]
+    #[schemars(with = "DurationText")]
+    pub queue_target: Duration,
+    /// How long the waits must all stay above `queue_target` before any decision is shed; a
+    /// queue that drains within it (a burst) is never shed.
+    #[serde(default = "default_queue_interval", with = "serde_text")]
+    #[schemars(with = "DurationText")]
+    pub queue_interval: Duration,
+}
+
+impl ServerConfig {
+    /// The limiter's standing-queue bound these settings ask for.
+    pub fn queue(&self) -> Option<sluice::limiter::QueueLimit> {
+        (!self.queue_target.is_zero()).then_some(sluice::limiter::QueueLimit {
+            target: self.queue_target,
+            interval: self.queue_interval,
+        })
+    }
 }
 
 impl Default for ServerConfig {
@@ -196,6 +218,8 @@ impl Default for ServerConfig {
             keep_alive_timeout: default_keep_alive_timeout(),
             max_connections: default_max_connections(),
             shutdown_timeout: default_shutdown_timeout(),
+            queue_target: default_queue_target(),
+            queue_interval: default_queue_interval(),
         }
     }
 }
@@ -219,6 +243,14 @@ fn default_max_connections() -> usize {
 /// Under Kubernetes' default grace period of 30 s, with room for the pre-stop pause.
 fn default_shutdown_timeout() -> Duration {
     Duration::from_secs(10)
+}
+
+fn default_queue_target() -> Duration {
+    sluice::limiter::QueueLimit::DEFAULT.target
+}
+
+fn default_queue_interval() -> Duration {
+    sluice::limiter::QueueLimit::DEFAULT.interval
 }
 
 /// How `/metrics` shows the identities of its top-denied series.

@@ -18,6 +18,8 @@
 //! - `identity`: attributes → escaped identities; `keys`: identities → store keys and calls;
 //! - `decide`: the store call with deadline, breaker, fail policy, metrics, and the decision;
 //!   [`deadline`]: the caller's deadline, past which a decision asks no store;
+//!   [`standing_queue`]: the decisions that waited too long in a queue that stands, answered
+//!   by the fail policy instead of asking the store;
 //!   `at_once`: the same decision, allocation-free, for a one-limit rule on an in-process store;
 //!   `answer`: each limit's part of a decision, a check's answer as asked (the full
 //!   [`Decision`] or the compact [`Verdict`]) and a `deny` override's refusal, built in one
@@ -81,6 +83,7 @@ mod repeated;
 mod reservation;
 mod resolved;
 mod runtime;
+pub mod standing_queue;
 mod usage;
 
 use std::sync::Arc;
@@ -113,6 +116,8 @@ pub use lease_id::MAX_LEASE_LEN;
 use meters::StoreLatency;
 pub use options::{Check, DEFAULT_CROSSING_QUEUE, DEFAULT_MAX_RUNTIME_LIMITS, MAX_COST, Options};
 pub use runtime::RuntimeLimitInfo;
+pub use standing_queue::QueueLimit;
+use standing_queue::StandingQueue;
 
 /// Decides requests against named rules. Cheap to clone; clones share everything.
 ///
@@ -143,6 +148,7 @@ struct Inner {
     local: MemoryStore,
     breaker: Breaker,
     in_flight: InFlight,
+    queue: StandingQueue,
     options: Options,
     enabled: AtomicBool,
     denials: Option<Arc<DenialCache>>,
