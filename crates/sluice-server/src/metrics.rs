@@ -52,8 +52,7 @@ pub const METRICS: &[MetricDoc] = &[
         name: STORE_IN_FLIGHT_LIMIT,
         kind: MetricKind::Gauge,
         unit: Unit::Count,
-        help: "How many decisions may wait for the store at once (store.in_flight; an adaptive \
-               bound as it stands)",
+        help: "How many decisions may wait for the store at once (store.in_flight)",
     },
     MetricDoc {
         name: NOTIFICATIONS,

@@ -53,9 +53,9 @@ pub struct StoreConfig {
     /// Certificate files for `rediss…` URLs.
     #[serde(default)]
     pub tls: StoreTls,
-    /// Remote stores: how many decisions may wait for the store at once — a number,
-    /// `adaptive` (follows the store's latency) or `unbounded`. Past it, the fail policy answers
-    /// at once, marked degraded.
+    /// Remote stores: how many decisions may wait for the store at once — a number or
+    /// `unbounded`. Past it, the fail policy answers at once, marked degraded. `adaptive` was
+    /// removed: a file that still says it gets the default, with a warning.
     #[serde(default, with = "in_flight_text")]
     #[schemars(with = "in_flight_text::InFlightText")]
     pub in_flight: InFlightLimit,
@@ -81,7 +81,7 @@ mod in_flight_text {
             json_schema!({
                 "anyOf": [
                     { "type": "integer", "minimum": 1, "maximum": u32::MAX, "description": "At most this many calls wait at once." },
-                    { "const": "adaptive", "description": "A bound that follows the store's latency." },
+                    { "const": "adaptive", "deprecated": true, "description": "Removed: read as the default, with a warning." },
                     { "const": "unbounded", "description": "No bound." }
                 ]
             })
@@ -91,7 +91,6 @@ mod in_flight_text {
     pub fn serialize<S: Serializer>(limit: &InFlightLimit, s: S) -> Result<S::Ok, S::Error> {
         match limit {
             InFlightLimit::Fixed(n) => s.serialize_u32(*n),
-            InFlightLimit::Adaptive { .. } => s.serialize_str("adaptive"),
             InFlightLimit::Unbounded => s.serialize_str("unbounded"),
         }
     }
@@ -108,6 +107,15 @@ mod in_flight_text {
             Text::Number(n) => n.to_string(),
             Text::Word(word) => word,
         };
+        if text.trim() == "adaptive" {
+            // Files written for an earlier release keep loading, as with no setting at all.
+            tracing::warn!(
+                "store.in_flight: `adaptive` is no longer read: {}; using the default, {}",
+                sluice::limiter::ADAPTIVE_REMOVED,
+                InFlightLimit::DEFAULT
+            );
+            return Ok(InFlightLimit::DEFAULT);
+        }
         text.parse().map_err(serde::de::Error::custom)
     }
 }

@@ -269,7 +269,8 @@ impl Limiter {
         };
         let started = inner.latency.start();
         let result = tokio::time::timeout(wait, inner.store.decide(calls, mode)).await;
-        permit.done(inner.latency.record(started));
+        inner.latency.record(started);
+        drop(permit);
         let result = match result {
             Ok(result) => result,
             Err(_) if for_caller => {

@@ -43,7 +43,7 @@
 //!   others, [`RuntimeLimitInfo`]);
 //! - `breaker`: skips a failing store for a while;
 //! - `in_flight` ([`InFlightLimit`]): bounds the decisions waiting for a remote store at once,
-//!   fixed or adapted to its latency by `gradient`; the excess is shed to the fail policy;
+//!   the excess is shed to the fail policy;
 //! - `denial_cache` ([`DenialCache`], [`DenialCacheOptions`]): on a remote store, answers
 //!   requests the store already denied until they could pass; admin operations and rule changes
 //!   clear it here at once and, through the builder's
@@ -68,7 +68,6 @@ mod crossings;
 pub mod deadline;
 mod decide;
 pub(crate) mod denial_cache;
-mod gradient;
 mod held;
 mod identity;
 mod in_flight;
@@ -110,7 +109,7 @@ pub use denial_cache::{DenialCache, DenialCacheOptions};
 pub use held::{HeldUnits, MAX_HELD_KEYS};
 pub use identity::Attributes;
 use in_flight::InFlight;
-pub use in_flight::InFlightLimit;
+pub use in_flight::{ADAPTIVE_REMOVED, InFlightLimit};
 pub use lease_guard::LeaseGuard;
 pub use lease_id::MAX_LEASE_LEN;
 use meters::StoreLatency;
@@ -357,8 +356,8 @@ impl Limiter {
         self.inner.breaker.is_open()
     }
 
-    /// Decisions waiting for the store now, and how many may ([`Options::in_flight`]; an
-    /// adaptive bound as it stands). Zero waiting on an in-process store, which nothing waits for.
+    /// Decisions waiting for the store now, and how many may ([`Options::in_flight`]). Zero
+    /// waiting on an in-process store, which nothing waits for.
     pub fn store_in_flight(&self) -> (u32, u32) {
         (self.inner.in_flight.count(), self.inner.in_flight.bound())
     }
