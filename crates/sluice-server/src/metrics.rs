@@ -53,8 +53,7 @@ pub const METRICS: &[MetricDoc] = &[
         name: STORE_IN_FLIGHT_LIMIT,
         kind: MetricKind::Gauge,
         unit: Unit::Count,
-        help: "How many decisions may wait for the store at once (store.in_flight; an adaptive \
-               bound as it stands)",
+        help: "How many decisions may wait for the store at once (store.in_flight)",
     },
     MetricDoc {
         name: NOTIFICATIONS,
@@ -134,6 +133,7 @@ pub const LABELS: &[(&str, &[&str])] = &[
     ("sluice_memory_evictions_total", &[]),
     ("sluice_memory_refused_keys_total", &[]),
     (NOTIFICATIONS, &["result"]),
+    ("sluice_queue_shed_decisions_total", &["store"]),
     ("sluice_quota_crossings_total", &["rule", "outcome"]),
     ("sluice_redis_give_back_failures_total", &[]),
     (RLQS_ACTIONS, &["action"]),

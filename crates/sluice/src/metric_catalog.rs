@@ -71,6 +71,8 @@ catalog! {
         "Store calls that failed for their request alone (a script or type error, not the connection), by store";
     SHED_DECISIONS_TOTAL: "sluice_shed_decisions_total", Counter, Count,
         "Decisions answered by their rule's fail policy without waiting for the store, because as many as the in-flight bound allows were already waiting, by store";
+    QUEUE_SHED_DECISIONS_TOTAL: "sluice_queue_shed_decisions_total", Counter, Count,
+        "Decisions answered by their rule's fail policy without asking the store, because they had waited in a standing queue longer than its target (server.queue_target), by store";
     DEADLINE_DECISIONS_TOTAL: "sluice_deadline_decisions_total", Counter, Count,
         "Decisions answered by their rule's fail policy because the caller's deadline passed, by store and when: `before` the store was asked (it was not), or `waiting` for its answer";
     DEGRADED_DECISIONS_TOTAL: "sluice_degraded_decisions_total", Counter, Count,

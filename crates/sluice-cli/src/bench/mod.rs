@@ -117,7 +117,7 @@ pub struct BenchArgs {
     #[arg(long, value_parser = parse_rate_arg)]
     pub rate: Option<f64>,
     /// Library mode on a remote store: how many decisions may wait for it at once (a number,
-    /// `adaptive` or `unbounded`); past it, the fail policy answers at once (counted as errors).
+    /// or `unbounded`); past it, the fail policy answers at once (counted as errors).
     #[arg(long, default_value_t = InFlightLimit::DEFAULT, value_parser = parse_in_flight)]
     pub in_flight: InFlightLimit,
     /// Visit every key this many times before the timed run (with `--limit 1/60s`, 2 passes

@@ -307,7 +307,7 @@ impl<'a> Reference<'a> {
                 "By" => "attribute names".into(),
                 "Matcher" => "matcher".into(),
                 "Condition" => "condition: map of attribute → matcher".into(),
-                "InFlight" => "number, `adaptive` or `unbounded`".into(),
+                "InFlight" => "number or `unbounded`".into(),
                 "DescriptorEntry" => "descriptor entry".into(),
                 _ if target["properties"].is_object() => "section".into(),
                 other => other.to_string(),

@@ -53,9 +53,9 @@ pub struct StoreConfig {
     /// Certificate files for `rediss…` URLs.
     #[serde(default)]
     pub tls: StoreTls,
-    /// Remote stores: how many decisions may wait for the store at once — a number,
-    /// `adaptive` (follows the store's latency) or `unbounded`. Past it, the fail policy answers
-    /// at once, marked degraded.
+    /// Remote stores: how many decisions may wait for the store at once — a number or
+    /// `unbounded`. Past it, the fail policy answers at once, marked degraded. `adaptive` was
+    /// removed: a file that still says it gets the default, with a warning.
     #[serde(default, with = "in_flight_text")]
     #[schemars(with = "in_flight_text::InFlightText")]
     pub in_flight: InFlightLimit,
@@ -88,7 +88,7 @@ mod in_flight_text {
             json_schema!({
                 "anyOf": [
                     { "type": "integer", "minimum": 1, "maximum": u32::MAX, "description": "At most this many calls wait at once." },
-                    { "const": "adaptive", "description": "A bound that follows the store's latency." },
+                    { "const": "adaptive", "deprecated": true, "description": "Removed: read as the default, with a warning." },
                     { "const": "unbounded", "description": "No bound." }
                 ]
             })
@@ -98,7 +98,6 @@ mod in_flight_text {
     pub fn serialize<S: Serializer>(limit: &InFlightLimit, s: S) -> Result<S::Ok, S::Error> {
         match limit {
             InFlightLimit::Fixed(n) => s.serialize_u32(*n),
-            InFlightLimit::Adaptive { .. } => s.serialize_str("adaptive"),
             InFlightLimit::Unbounded => s.serialize_str("unbounded"),
         }
     }
@@ -115,6 +114,15 @@ mod in_flight_text {
             Text::Number(n) => n.to_string(),
             Text::Word(word) => word,
         };
+        if text.trim() == "adaptive" {
+            // Files written for an earlier release keep loading, as with no setting at all.
+            tracing::warn!(
+                "store.in_flight: `adaptive` is no longer read: {}; using the default, {}",
+                sluice::limiter::ADAPTIVE_REMOVED,
+                InFlightLimit::DEFAULT
+            );
+            return Ok(InFlightLimit::DEFAULT);
+        }
         text.parse().map_err(serde::de::Error::custom)
     }
 }
@@ -198,6 +206,28 @@ pub struct ServerConfig {
     #[serde(default = "default_shutdown_timeout", with = "serde_text")]
     #[schemars(with = "DurationText")]
     pub shutdown_timeout: Duration,
+    /// Remote stores: once every decision has waited in the service longer than this for a
+    /// whole `queue_interval` (a queue that stands), the decisions that waited longer are
+    /// answered at once by their rule's fail policy, marked `reason: "queue"`, instead of
+    /// asking the store. `0s` turns it off.
+    #[serde(default = "default_queue_target", with = "serde_text")]
+    #[schemars(with = "DurationText")]
+    pub queue_target: Duration,
+    /// How long the waits must all stay above `queue_target` before any decision is shed; a
+    /// queue that drains within it (a burst) is never shed.
+    #[serde(default = "default_queue_interval", with = "serde_text")]
+    #[schemars(with = "DurationText")]
+    pub queue_interval: Duration,
+}
+
+impl ServerConfig {
+    /// The limiter's standing-queue bound these settings ask for.
+    pub fn queue(&self) -> Option<sluice::limiter::QueueLimit> {
+        (!self.queue_target.is_zero()).then_some(sluice::limiter::QueueLimit {
+            target: self.queue_target,
+            interval: self.queue_interval,
+        })
+    }
 }
 
 impl Default for ServerConfig {
@@ -208,6 +238,8 @@ impl Default for ServerConfig {
             keep_alive_timeout: default_keep_alive_timeout(),
             max_connections: default_max_connections(),
             shutdown_timeout: default_shutdown_timeout(),
+            queue_target: default_queue_target(),
+            queue_interval: default_queue_interval(),
         }
     }
 }
@@ -231,6 +263,14 @@ fn default_max_connections() -> usize {
 /// Under Kubernetes' default grace period of 30 s, with room for the pre-stop pause.
 fn default_shutdown_timeout() -> Duration {
     Duration::from_secs(10)
+}
+
+fn default_queue_target() -> Duration {
+    sluice::limiter::QueueLimit::DEFAULT.target
+}
+
+fn default_queue_interval() -> Duration {
+    sluice::limiter::QueueLimit::DEFAULT.interval
 }
 
 /// How `/metrics` shows the identities of its top-denied series.

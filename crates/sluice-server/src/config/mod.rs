@@ -275,6 +275,7 @@ impl Config {
             denial_cache: self.denial_cache.into(),
             max_runtime_limits: self.runtime_limits.max_per_limit,
             in_flight: self.store.in_flight,
+            queue: self.server.queue(),
             crossing_queue: self.notifications.queue,
             nodes: self.store.nodes,
             ..Options::default()
@@ -364,6 +365,7 @@ fn check_server(server: &ServerConfig, text: &str) -> Result<(), ConfigError> {
         ("request_timeout", server.request_timeout),
         ("keep_alive_timeout", server.keep_alive_timeout),
         ("shutdown_timeout", server.shutdown_timeout),
+        ("queue_interval", server.queue_interval),
     ];
     for (key, value) in positive {
         if value.is_zero() || value > sluice::model::MAX_WINDOW {
@@ -373,6 +375,12 @@ fn check_server(server: &ServerConfig, text: &str) -> Result<(), ConfigError> {
             )
             .at_line(key_line(text, key)));
         }
+    }
+    if server.queue_target > server.queue_interval {
+        return Err(
+            ConfigError::new("server.queue_target", "must be at most `queue_interval`")
+                .at_line(key_line(text, "queue_target")),
+        );
     }
     if server.max_connections == 0 || server.max_connections > 1_000_000 {
         return Err(ConfigError::new(

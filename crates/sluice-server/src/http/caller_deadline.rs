@@ -6,8 +6,8 @@
 //! - `x-envoy-expected-rq-timeout-ms` (Envoy's own, on HTTP), and `sluice-timeout-ms` (Sluice's,
 //!   for any HTTP client): whole milliseconds.
 //!
-//! The deadline counts from the moment the request's head was read; with several headers the
-//! earliest deadline holds. Checks made for the request run under it
+//! The deadline counts from the moment the connection handed the request to the service, once
+//! its head was read ([`Arrived`]); with several headers the earliest deadline holds. Checks made for the request run under it
 //! ([`sluice::limiter::deadline`]): past it, a decision asks no store and is answered by its
 //! rule's fail policy with `reason: "deadline"`. A value that is not one of these forms is
 //! ignored, as if the header were absent: a deadline is a caller's hint, and a proxy that writes
@@ -61,30 +61,48 @@ fn grpc_timeout(text: &str) -> Option<Duration> {
     })
 }
 
-/// The deadline of a request with `headers`, counted from now. A timeout too long for the clock
-/// to add is no deadline.
-pub fn deadline(headers: &HeaderMap) -> Option<Instant> {
-    timeout(headers).and_then(|t| Instant::now().checked_add(t))
+/// The deadline of a request with `headers` that arrived at `arrived`. A timeout too long for
+/// the clock to add is no deadline.
+pub fn deadline(headers: &HeaderMap, arrived: Instant) -> Option<Instant> {
+    timeout(headers).and_then(|t| arrived.checked_add(t))
 }
 
-/// Runs `answer` under `deadline`, if there is one.
-pub fn scoped<F: Future>(deadline: Option<Instant>, answer: F) -> impl Future<Output = F::Output> {
-    match deadline {
+/// When the connection handed a request to the service: the instant its caller's deadline and
+/// its wait in the service ([`sluice::limiter::standing_queue`]) count from. Set on the
+/// requests that go through the router ([`super::front`]).
+#[derive(Debug, Clone, Copy)]
+pub struct Arrived(pub Instant);
+
+/// Runs `answer` as the work of a request that arrived at `arrived`, under `deadline` if there
+/// is one; without an arrival (an in-process store), as it is.
+pub fn scoped<F: Future>(
+    arrived: Option<Instant>,
+    deadline: Option<Instant>,
+    answer: F,
+) -> impl Future<Output = F::Output> {
+    let Some(arrived) = arrived else {
+        return Either::Right(answer);
+    };
+    let answer = match deadline {
         Some(deadline) => Either::Left(sluice::limiter::deadline::within(deadline, answer)),
         None => Either::Right(answer),
-    }
+    };
+    Either::Left(sluice::limiter::standing_queue::arrived(arrived, answer))
 }
 
-/// The router's middleware: every request runs under its caller's deadline, when the store is a
-/// remote one (`remote`, the middleware's state). A decision on an in-process store is always
-/// made, so its requests skip reading the headers.
+/// The router's middleware: every request runs under its caller's deadline and with its
+/// arrival, when the store is a remote one (`remote`, the middleware's state). A decision on
+/// an in-process store is always made, so its requests skip reading the headers.
 pub async fn middleware(State(remote): State<bool>, request: Request, next: Next) -> Response {
-    let deadline = if remote {
-        deadline(request.headers())
-    } else {
-        None
-    };
-    scoped(deadline, next.run(request)).await
+    if !remote {
+        return next.run(request).await;
+    }
+    let arrived = request
+        .extensions()
+        .get::<Arrived>()
+        .map_or_else(Instant::now, |a| a.0);
+    let deadline = deadline(request.headers(), arrived);
+    scoped(Some(arrived), deadline, next.run(request)).await
 }
 
 #[cfg(test)]

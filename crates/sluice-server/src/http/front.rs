@@ -25,6 +25,7 @@ use futures::future::Either;
 use http::{Method, Request};
 use hyper::body::Incoming;
 use sluice::algorithm::Mode;
+use tokio::time::Instant;
 use tower::ServiceExt;
 
 use super::caller_deadline;
@@ -86,21 +87,24 @@ impl Front {
             let start = RouteTimer::start();
             let state = decisions.state.clone();
             let (budget, store_bounded) = (Budget::new(decisions.timeout), decisions.store_bounded);
-            // A decision on an in-process store is always made: no deadline to read.
-            let deadline = if decisions.remote {
-                caller_deadline::deadline(request.headers())
-            } else {
-                None
-            };
+            // A decision on an in-process store is always made: no deadline to read, no wait
+            // in the service to measure.
+            let arrived = decisions.remote.then(Instant::now);
+            let deadline = arrived.and_then(|at| caller_deadline::deadline(request.headers(), at));
             return Either::Left(async move {
                 let answer = routes::answer_request(&state, request, mode, budget, store_bounded);
-                let response = caller_deadline::scoped(deadline, answer).await;
+                let response = caller_deadline::scoped(arrived, deadline, answer).await;
                 // The state holds the timers: cloning its `Arc` is all a request pays.
                 state.decision_timers[usize::from(mode == Mode::Peek)].record(start);
                 Ok(response)
             });
         }
         request.extensions_mut().insert(ConnectInfo(peer));
+        // Read here, where the connection hands the request over: a gRPC call's own task may
+        // wait its turn on the runtime before it first runs.
+        request
+            .extensions_mut()
+            .insert(caller_deadline::Arrived(Instant::now()));
         Either::Right(self.router.clone().oneshot(request.map(Body::new)))
     }
 }

@@ -14,6 +14,7 @@ use super::compile::compile;
 use super::denial_cache::DenialCache;
 use super::in_flight::InFlight;
 use super::meters::StoreLatency;
+use super::standing_queue::StandingQueue;
 use super::{Crossings, Inner, Limiter, Options};
 use crate::clock::{Clock, SystemClock};
 use crate::error::Error;
@@ -153,6 +154,7 @@ impl LimiterBuilder {
                 breaker: Breaker::new(self.clock.clone(), self.options.timeout),
                 clock: self.clock,
                 in_flight: InFlight::new(self.options.in_flight),
+                queue: StandingQueue::new(self.options.queue),
                 crossings: Crossings::new(self.options.crossing_queue),
                 options: self.options,
                 enabled: AtomicBool::new(true),

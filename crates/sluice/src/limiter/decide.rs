@@ -16,7 +16,9 @@ use super::compile::CompiledRule;
 use super::denial_cache::DenialCache;
 use super::identity::attribute_names;
 use super::options::{Check, MAX_COST};
-use super::{Attributes, Limiter, crossings, deadline, held, keys, lease_id, reservation};
+use super::{
+    Attributes, Limiter, crossings, deadline, held, keys, lease_id, reservation, standing_queue,
+};
 use crate::algorithm::{LimitOutcome, Mode};
 use crate::error::Error;
 use crate::metric_catalog::names;
@@ -233,6 +235,15 @@ impl Limiter {
                 "not asked: the caller's deadline had passed",
             ));
         }
+        if let Some(sojourn) = inner.queue.shed_now() {
+            metrics::counter!(names::QUEUE_SHED_DECISIONS_TOTAL, "store" => inner.store.name())
+                .increment(1);
+            tracing::trace!(?sojourn, "shed from a standing queue");
+            return Err(StoreError::transient(
+                inner.store.name(),
+                standing_queue::SHED,
+            ));
+        }
         if !inner.breaker.allow() {
             return Err(StoreError::transient(
                 inner.store.name(),
@@ -258,7 +269,8 @@ impl Limiter {
         };
         let started = inner.latency.start();
         let result = tokio::time::timeout(wait, inner.store.decide(calls, mode)).await;
-        permit.done(inner.latency.record(started));
+        inner.latency.record(started);
+        drop(permit);
         let result = match result {
             Ok(result) => result,
             Err(_) if for_caller => {
@@ -300,10 +312,14 @@ impl Limiter {
 }
 
 /// Why a decision was made by the fail policy: the caller's deadline once it has passed (the
-/// store's failure, if any, no longer matters to anyone), else the store's error.
+/// store's failure, if any, no longer matters to anyone), a standing queue it was shed from,
+/// else the store's error.
 pub(super) fn degraded_reason(error: &StoreError, policy: FailPolicy) -> String {
     if deadline::passed() {
         return deadline::REASON.to_string();
+    }
+    if error.message == standing_queue::SHED {
+        return standing_queue::REASON.to_string();
     }
     format!("{error}; decided by fail policy `{policy:?}`").to_lowercase()
 }

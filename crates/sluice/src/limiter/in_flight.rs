@@ -17,41 +17,38 @@
 //! increments, which each take back at once; a shed call does not reach the store and does not
 //! count as a store failure for the breaker. In-process stores are never bounded (nothing waits).
 
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicU32, Ordering};
-
-use super::gradient::Gradient;
 
 /// How many decisions may wait for a remote store at once ([`Options::in_flight`](super::Options::in_flight)).
 ///
 /// ```
 /// use sluice::limiter::InFlightLimit;
 /// assert_eq!("512".parse::<InFlightLimit>(), Ok(InFlightLimit::Fixed(512)));
-/// assert_eq!("adaptive".parse::<InFlightLimit>(), Ok(InFlightLimit::ADAPTIVE));
 /// assert_eq!("unbounded".parse::<InFlightLimit>(), Ok(InFlightLimit::Unbounded));
 /// ```
+///
+/// There is no adaptive bound: none measured better than every fixed one (RELIABILITY.md), and
+/// `"adaptive"` no longer parses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum InFlightLimit {
     /// No bound but the store timeout.
     Unbounded,
     /// At most this many.
     Fixed(u32),
-    /// A bound between `min` and `max` that follows the store's latency: it shrinks when calls
-    /// start to wait in the store and grows back while they do not.
-    Adaptive {
-        /// The floor, and the bound before any call was measured.
-        min: u32,
-        /// The ceiling.
-        max: u32,
-    },
 }
 
 impl InFlightLimit {
     /// The default: a fixed 1,024, far above what a store that keeps up ever has in flight.
     pub const DEFAULT: InFlightLimit = InFlightLimit::Fixed(1024);
-    /// `adaptive`: from 16 up to 4,096.
-    pub const ADAPTIVE: InFlightLimit = InFlightLimit::Adaptive { min: 16, max: 4096 };
 }
+
+/// The word of the adaptive bound, which is no more.
+const ADAPTIVE: &str = "adaptive";
+
+/// Why `adaptive`, the word of a bound that is no more, is refused, and what to write instead.
+pub const ADAPTIVE_REMOVED: &str = "the adaptive bound was removed, as no adaptive bound \
+measured better than every fixed one past the store's capacity; write a number of calls (the \
+default is 1024) or `unbounded`";
 
 impl Default for InFlightLimit {
     fn default() -> InFlightLimit {
@@ -62,16 +59,14 @@ impl Default for InFlightLimit {
 impl std::str::FromStr for InFlightLimit {
     type Err = String;
 
-    /// `unbounded`, `adaptive`, or a number from 1.
+    /// `unbounded`, or a number from 1.
     fn from_str(text: &str) -> Result<InFlightLimit, String> {
         match text.trim() {
             "unbounded" => Ok(InFlightLimit::Unbounded),
-            "adaptive" => Ok(InFlightLimit::ADAPTIVE),
+            ADAPTIVE => Err(format!("`{ADAPTIVE}`: {ADAPTIVE_REMOVED}")),
             number => match number.parse::<u32>() {
                 Ok(n) if n > 0 => Ok(InFlightLimit::Fixed(n)),
-                _ => Err(format!(
-                    "`{text}`: `unbounded`, `adaptive` or a number of calls from 1"
-                )),
+                _ => Err(format!("`{text}`: `unbounded` or a number of calls from 1")),
             },
         }
     }
@@ -82,7 +77,6 @@ impl std::fmt::Display for InFlightLimit {
         match self {
             InFlightLimit::Unbounded => f.write_str("unbounded"),
             InFlightLimit::Fixed(n) => write!(f, "{n}"),
-            InFlightLimit::Adaptive { min, max } => write!(f, "adaptive ({min} to {max})"),
         }
     }
 }
@@ -92,8 +86,7 @@ impl std::fmt::Display for InFlightLimit {
 pub(crate) struct InFlight {
     count: AtomicU32,
     /// `u32::MAX` when unbounded.
-    bound: AtomicU32,
-    gradient: Option<Mutex<Gradient>>,
+    bound: u32,
 }
 
 /// One call in flight; dropping it ends the call.
@@ -105,25 +98,20 @@ pub(crate) struct Permit<'a> {
 
 impl InFlight {
     pub(crate) fn new(limit: InFlightLimit) -> InFlight {
-        let (bound, gradient) = match limit {
-            InFlightLimit::Unbounded => (u32::MAX, None),
-            InFlightLimit::Fixed(n) => (n.max(1), None),
-            InFlightLimit::Adaptive { min, max } => {
-                let gradient = Gradient::new(min, max);
-                (gradient.bound(), Some(Mutex::new(gradient)))
-            }
+        let bound = match limit {
+            InFlightLimit::Unbounded => u32::MAX,
+            InFlightLimit::Fixed(n) => n.max(1),
         };
         InFlight {
             count: AtomicU32::new(0),
-            bound: AtomicU32::new(bound),
-            gradient,
+            bound,
         }
     }
 
     /// A permit for one more call of `limits` limits (its weight, at most the bound), or `None`
     /// when it would take the weight in flight past the bound.
     pub(crate) fn enter(&self, limits: usize) -> Option<Permit<'_>> {
-        let bound = self.bound.load(Ordering::Relaxed);
+        let bound = self.bound;
         let weight = u32::try_from(limits).unwrap_or(u32::MAX).clamp(1, bound);
         let before = self.count.fetch_add(weight, Ordering::AcqRel);
         if before > bound - weight {
@@ -135,27 +123,12 @@ impl InFlight {
 
     /// The bound now.
     pub(crate) fn bound(&self) -> u32 {
-        self.bound.load(Ordering::Relaxed)
+        self.bound
     }
 
     /// The weight of the calls in flight now.
     pub(crate) fn count(&self) -> u32 {
         self.count.load(Ordering::Relaxed)
-    }
-}
-
-impl Permit<'_> {
-    /// Ends the call, which took `rtt_ns` (a call cut by the store timeout gives the timeout:
-    /// the store was at least that late). Feeds an adaptive bound.
-    pub(crate) fn done(self, rtt_ns: u64) {
-        let of = self.of;
-        if let Some(gradient) = &of.gradient {
-            // Never blocks a decision for long: a poisoned lock keeps the last bound.
-            if let Ok(mut gradient) = gradient.lock() {
-                let bound = gradient.sample(rtt_ns as f64, of.count());
-                of.bound.store(bound, Ordering::Relaxed);
-            }
-        }
     }
 }
 
@@ -205,29 +178,13 @@ mod tests {
     }
 
     #[test]
-    fn an_adaptive_bound_shrinks_when_calls_get_slow() {
-        let in_flight = InFlight::new(InFlightLimit::Adaptive { min: 4, max: 256 });
-        let feed = |rtt_ns: u64, rounds: usize| {
-            for _ in 0..rounds {
-                let permits: Vec<_> = (0..in_flight.bound())
-                    .filter_map(|_| in_flight.enter(1))
-                    .collect();
-                permits.into_iter().for_each(|p| p.done(rtt_ns));
-            }
-        };
-        feed(1_000_000, 100);
-        assert_eq!(in_flight.bound(), 256, "grown to its ceiling");
-        feed(20_000_000, 1);
-        assert!(in_flight.bound() < 64, "shrunk to {}", in_flight.bound());
-        assert_eq!(in_flight.count(), 0, "every permit returned");
-    }
-
-    #[test]
     fn limits_read_from_text() {
         assert_eq!("1".parse(), Ok(InFlightLimit::Fixed(1)));
         assert!("0".parse::<InFlightLimit>().is_err());
         assert!("-3".parse::<InFlightLimit>().is_err());
         assert!("lots".parse::<InFlightLimit>().is_err());
+        let removed = "adaptive".parse::<InFlightLimit>().unwrap_err();
+        assert!(removed.contains("removed"), "{removed}");
         for limit in [InFlightLimit::Unbounded, InFlightLimit::Fixed(9)] {
             assert_eq!(limit.to_string().parse(), Ok(limit));
         }

@@ -18,6 +18,8 @@
 //! - `identity`: attributes → escaped identities; `keys`: identities → store keys and calls;
 //! - `decide`: the store call with deadline, breaker, fail policy, metrics, and the decision;
 //!   [`deadline`]: the caller's deadline, past which a decision asks no store;
+//!   [`standing_queue`]: the decisions that waited too long in a queue that stands, answered
+//!   by the fail policy instead of asking the store;
 //!   `at_once`: the same decision, allocation-free, for a one-limit rule on an in-process store;
 //!   `answer`: each limit's part of a decision, a check's answer as asked (the full
 //!   [`Decision`] or the compact [`Verdict`]) and a `deny` override's refusal, built in one
@@ -41,7 +43,7 @@
 //!   others, [`RuntimeLimitInfo`]);
 //! - `breaker`: skips a failing store for a while;
 //! - `in_flight` ([`InFlightLimit`]): bounds the decisions waiting for a remote store at once,
-//!   fixed or adapted to its latency by `gradient`; the excess is shed to the fail policy;
+//!   the excess is shed to the fail policy;
 //! - `denial_cache` (`DenialCache`, [`DenialCacheOptions`]): on a remote store, answers
 //!   requests the store already denied until they could pass; admin operations and rule changes
 //!   clear it here at once and, through the builder's
@@ -66,7 +68,6 @@ mod crossings;
 pub mod deadline;
 mod decide;
 pub(crate) mod denial_cache;
-mod gradient;
 mod held;
 mod identity;
 mod in_flight;
@@ -82,6 +83,7 @@ mod repeated;
 mod reservation;
 mod resolved;
 mod runtime;
+pub mod standing_queue;
 mod usage;
 
 use std::sync::Arc;
@@ -109,12 +111,14 @@ pub use denial_cache::DenialCacheOptions;
 pub use held::HeldUnits;
 pub use identity::Attributes;
 use in_flight::InFlight;
-pub use in_flight::InFlightLimit;
+pub use in_flight::{ADAPTIVE_REMOVED, InFlightLimit};
 pub use lease_guard::LeaseGuard;
 pub use lease_id::MAX_LEASE_LEN;
 use meters::StoreLatency;
 pub use options::{Check, DEFAULT_CROSSING_QUEUE, DEFAULT_MAX_RUNTIME_LIMITS, MAX_COST, Options};
 pub use runtime::RuntimeLimitInfo;
+pub use standing_queue::QueueLimit;
+use standing_queue::StandingQueue;
 
 /// Decides requests against named rules. Cheap to clone; clones share everything.
 ///
@@ -145,6 +149,7 @@ struct Inner {
     local: MemoryStore,
     breaker: Breaker,
     in_flight: InFlight,
+    queue: StandingQueue,
     options: Options,
     enabled: AtomicBool,
     denials: Option<Arc<DenialCache>>,
@@ -353,8 +358,8 @@ impl Limiter {
         self.inner.breaker.is_open()
     }
 
-    /// Decisions waiting for the store now, and how many may ([`Options::in_flight`]; an
-    /// adaptive bound as it stands). Zero waiting on an in-process store, which nothing waits for.
+    /// Decisions waiting for the store now, and how many may ([`Options::in_flight`]). Zero
+    /// waiting on an in-process store, which nothing waits for.
     pub fn store_in_flight(&self) -> (u32, u32) {
         (self.inner.in_flight.count(), self.inner.in_flight.bound())
     }

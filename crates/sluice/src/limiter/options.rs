@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use super::denial_cache::DenialCacheOptions;
 use super::in_flight::InFlightLimit;
+use super::standing_queue::QueueLimit;
 use crate::algorithm::Mode;
 use crate::model::{FailPolicy, MAX_COUNT};
 
@@ -29,6 +30,11 @@ pub struct Options {
     /// How many decisions may wait for a remote store at once; past it, the fail policy answers
     /// at once (see [`InFlightLimit`]).
     pub in_flight: InFlightLimit,
+    /// How long a decision may wait in a queue that stands before the fail policy answers it
+    /// instead of a remote store (`None`: as long as it takes); counted from the arrival given
+    /// to [`standing_queue::arrived`](super::standing_queue::arrived), so only checks made
+    /// inside it are ever shed.
+    pub queue: Option<QueueLimit>,
     /// How many quota crossings (`notify`) may wait for delivery (default
     /// [`DEFAULT_CROSSING_QUEUE`]); past it, new ones are dropped and counted, never waited for
     /// (see [`Limiter::crossings`](super::Limiter::crossings)).
@@ -55,6 +61,7 @@ impl Default for Options {
             denial_cache: DenialCacheOptions::default(),
             max_runtime_limits: DEFAULT_MAX_RUNTIME_LIMITS,
             in_flight: InFlightLimit::DEFAULT,
+            queue: Some(QueueLimit::DEFAULT),
             crossing_queue: DEFAULT_CROSSING_QUEUE,
             nodes: NonZeroU32::MIN,
         }

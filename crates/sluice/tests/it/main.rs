@@ -41,3 +41,4 @@ mod redis_reshard;
 mod redis_sentinel;
 mod redis_shared_calls;
 mod redis_store;
+mod standing_queue;

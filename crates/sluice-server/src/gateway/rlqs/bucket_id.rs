@@ -3,7 +3,7 @@
 //! says they are.
 //!
 //! Bounds, each a refusal with `INVALID_ARGUMENT` naming the bucket: at least one entry, at most
-//! [`MAX_ENTRIES`](crate::gateway::envoy::MAX_ENTRIES) entries (as for an RLS descriptor), keys
+//! [`MAX_ENTRIES`] entries (as for an RLS descriptor), keys
 //! not empty, and at most [`MAX_BUCKET_ID_BYTES`] bytes of keys and values together.
 
 use std::collections::BTreeMap;
