@@ -14,7 +14,7 @@ use sluice::{Clock, Limiter, SystemClock};
 
 use crate::config::Config;
 use crate::error::ServeError;
-use crate::gateway::rlqs::Rlqs;
+use crate::gateway::rlqs::streams::Rlqs;
 use crate::http::latency::RouteTimer;
 use crate::store_url::OpenedStore;
 use crate::topk;

@@ -40,6 +40,9 @@ use super::ConfigError;
 use super::duration_text as serde_text;
 use sluice::model::{DurationText, Rule};
 
+/// Most entries one descriptor (or RLQS bucket id) may carry.
+pub const MAX_ENTRIES: usize = 32;
+
 /// The `envoy` section: Envoy's `domain` → the descriptors Sluice answers in that domain.
 pub type EnvoyDomains = BTreeMap<String, Vec<DescriptorMapping>>;
 

@@ -48,8 +48,7 @@ use crate::traces::timed_store::timing;
 /// Most descriptors one request may carry; Envoy sends one per rate-limit action of a route.
 pub const MAX_DESCRIPTORS: usize = 64;
 
-/// Most entries one descriptor may carry.
-pub const MAX_ENTRIES: usize = 32;
+pub use crate::config::gateway::MAX_ENTRIES;
 
 /// The gRPC service over the server's state.
 #[derive(Debug, Clone)]

@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use envoy_types::pb::envoy::service::rate_limit_quota::v3::BucketId;
 use tonic::Status;
 
-use crate::gateway::envoy::MAX_ENTRIES;
+use crate::config::gateway::MAX_ENTRIES;
 
 /// Most bytes the keys and values of one bucket id may hold together.
 pub const MAX_BUCKET_ID_BYTES: usize = 1024;

@@ -25,7 +25,9 @@
 //! [`bucket_id`] checks them, and messages of at most [`MAX_RLQS_MESSAGE_BYTES`].
 //!
 //! # Layout
-//! - `mod.rs` (this file): the gRPC service, the server-wide state ([`Rlqs`]) and stream slots;
+//! - `mod.rs` (this file): the gRPC service;
+//! - [`streams`]: the server-wide state ([`Rlqs`](streams::Rlqs)): open streams and their slots,
+//!   the demands, the reload signal;
 //! - `stream`: one stream's reports and answers;
 //! - `bucket_id`: bucket ids checked and made canonical;
 //! - `demand`: the demands reported to this server and each stream's share;
@@ -37,10 +39,10 @@ pub mod bucket_id;
 pub mod demand;
 pub mod fair_share;
 mod stream;
+pub mod streams;
 
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use envoy_types::pb::envoy::service::rate_limit_quota::v3::rate_limit_quota_service_server::{
     RateLimitQuotaService, RateLimitQuotaServiceServer,
@@ -53,11 +55,8 @@ use tokio::sync::{mpsc, watch};
 use tonic::{Request, Response, Status, Streaming};
 
 use crate::state::AppState;
-use demand::Demands;
 use stream::QuotaStream;
-
-/// Most streams one server keeps open at once.
-pub const MAX_STREAMS: usize = 10_000;
+use streams::MAX_STREAMS;
 
 /// Most buckets one stream may report.
 pub const MAX_BUCKETS_PER_STREAM: usize = 4_096;
@@ -68,78 +67,6 @@ pub const MAX_RLQS_MESSAGE_BYTES: usize = 1024 * 1024;
 /// The path prefix of the service's methods: their responses are long-lived streams, which the
 /// connection keeps in flight until they end (see `http::connections`).
 pub const STREAM_PATH_PREFIX: &str = "/envoy.service.rate_limit_quota.v3.RateLimitQuotaService/";
-
-/// What every stream of one server shares.
-#[derive(Debug)]
-pub struct Rlqs {
-    /// Demands reported to this server, by bucket and stream.
-    pub demands: Demands,
-    open: Arc<AtomicUsize>,
-    next_id: AtomicU64,
-    reloaded: watch::Sender<u64>,
-}
-
-impl Default for Rlqs {
-    fn default() -> Rlqs {
-        Rlqs {
-            demands: Demands::default(),
-            open: Arc::new(AtomicUsize::new(0)),
-            next_id: AtomicU64::new(1),
-            reloaded: watch::Sender::new(0),
-        }
-    }
-}
-
-impl Rlqs {
-    /// Tells every open stream that the rules changed, so that each answers at once.
-    pub fn rules_changed(&self) {
-        self.reloaded.send_modify(|n| *n = n.wrapping_add(1));
-    }
-
-    /// How many streams are open.
-    pub fn streams(&self) -> usize {
-        self.open.load(Ordering::Relaxed)
-    }
-
-    fn reloads(&self) -> watch::Receiver<u64> {
-        self.reloaded.subscribe()
-    }
-
-    /// A slot for a new stream, or `None` when [`MAX_STREAMS`] are open.
-    fn slot(&self) -> Option<StreamSlot> {
-        let open = self.open.clone();
-        open.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
-            (n < MAX_STREAMS).then_some(n + 1)
-        })
-        .ok()?;
-        metrics::gauge!(crate::metrics::RLQS_STREAMS).increment(1.0);
-        Some(StreamSlot {
-            id: self.next_id.fetch_add(1, Ordering::Relaxed),
-            open,
-        })
-    }
-}
-
-/// One open stream's place in the count; given back when dropped.
-#[derive(Debug)]
-pub struct StreamSlot {
-    id: u64,
-    open: Arc<AtomicUsize>,
-}
-
-impl StreamSlot {
-    /// The stream's id in this server.
-    pub fn id(&self) -> u64 {
-        self.id
-    }
-}
-
-impl Drop for StreamSlot {
-    fn drop(&mut self) {
-        self.open.fetch_sub(1, Ordering::AcqRel);
-        metrics::gauge!(crate::metrics::RLQS_STREAMS).decrement(1.0);
-    }
-}
 
 /// The gRPC service over the server's state.
 #[derive(Debug, Clone)]
@@ -181,23 +108,5 @@ impl RateLimitQuotaService for QuotaService {
             answers.recv().await.map(|answer| (answer, answers))
         });
         Ok(Response::new(Box::pin(answers)))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn streams_past_the_bound_get_no_slot_until_one_ends() {
-        let rlqs = Rlqs::default();
-        let mut slots: Vec<StreamSlot> = (0..MAX_STREAMS).map(|_| rlqs.slot().unwrap()).collect();
-        assert_eq!(rlqs.streams(), MAX_STREAMS);
-        assert!(rlqs.slot().is_none());
-        slots.pop();
-        let again = rlqs.slot().expect("a slot freed by a stream that ended");
-        assert_eq!(rlqs.streams(), MAX_STREAMS);
-        // Ids are never reused, so a new stream never inherits an old one's demands.
-        assert!(slots.iter().all(|s| s.id() != again.id()));
     }
 }

@@ -31,10 +31,11 @@ use envoy_types::pb::envoy::service::rate_limit_quota::v3::{
 use tokio::sync::{mpsc, watch};
 use tonic::{Status, Streaming};
 
+use super::MAX_BUCKETS_PER_STREAM;
 use super::assign::{self, Assignment};
 use super::bucket_id::{self, BucketKey};
 use super::demand::Ask;
-use super::{MAX_BUCKETS_PER_STREAM, StreamSlot};
+use super::streams::StreamSlot;
 use crate::config::gateway::find_bucket_mapping;
 use crate::metrics::{RLQS_ACTIONS, RLQS_REPORTS, RLQS_UNITS};
 use crate::state::{AppState, Live};
