@@ -123,9 +123,14 @@ def main():
         raise SystemExit("usage: rlqs_fleet.py HOST:PORT PROTO_ROOT")
     address, root = sys.argv[1], sys.argv[2]
     pb, rpc = generated(root)
-    channel = grpc.insecure_channel(address)
-    stub = rpc.RateLimitQuotaServiceStub(channel)
+    # Closing the channel ends every stream still open, so the interpreter's exit never waits
+    # on a stream's thread.
+    with grpc.insecure_channel(address) as channel:
+        fleet(pb, rpc.RateLimitQuotaServiceStub(channel))
 
+
+def fleet(pb, stub):
+    """Runs the fleet's checks on one channel's stub."""
     # All the proxies report one bucket (one tenant): 4 ask 10 times what each of 16 others asks.
     demands = [100] * 4 + [10] * 16
     proxies = [Proxy(pb, stub, "acme") for _ in demands]
