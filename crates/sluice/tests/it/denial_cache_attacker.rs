@@ -12,41 +12,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use sluice::algorithm::Mode;
+use crate::common::remote::Remote;
 use sluice::limiter::DenialCacheOptions;
 use sluice::model::{Algorithm, Limit, Penalty};
-use sluice::store::{
-    BlocksCursor, BlocksPage, DynStore, LimitCall, LimitKey, StoreError, StoreReply,
-};
-use sluice::{Check, Clock, Limiter, ManualClock, MemoryStore, Micros, Options, Rule, Store};
-
-/// The memory store, saying it lives in another process (so the limiter gives it a cache).
-#[derive(Debug)]
-struct Remote(MemoryStore);
-
-impl Store for Remote {
-    fn name(&self) -> &'static str {
-        "remote"
-    }
-    async fn decide(&self, calls: &[LimitCall], mode: Mode) -> Result<StoreReply, StoreError> {
-        Store::decide(&self.0, calls, mode).await
-    }
-    async fn reset(&self, keys: &[LimitKey]) -> Result<(), StoreError> {
-        Store::reset(&self.0, keys).await
-    }
-    async fn block(&self, key: &LimitKey, duration: Duration) -> Result<Micros, StoreError> {
-        Store::block(&self.0, key, duration).await
-    }
-    async fn unblock(&self, key: &LimitKey) -> Result<bool, StoreError> {
-        Store::unblock(&self.0, key).await
-    }
-    async fn blocks(&self, rule: &str, cursor: &BlocksCursor) -> Result<BlocksPage, StoreError> {
-        Store::blocks(&self.0, rule, cursor).await
-    }
-    async fn ping(&self) -> Result<(), StoreError> {
-        Store::ping(&self.0).await
-    }
-}
+use sluice::store::DynStore;
+use sluice::{Check, Clock, Limiter, ManualClock, MemoryStore, Micros, Options, Rule};
 
 const ATTACKER: [(&str, &str); 1] = [("ip", "203.0.113.9")];
 
@@ -256,7 +226,9 @@ async fn an_attacker_is_told_the_same_and_recovers_as_soon_with_the_cache_as_wit
     for (name, rule, may_cache) in rules() {
         let run = async |cache| {
             let clock = ManualClock::at_2026();
-            let store = Arc::new(Remote(MemoryStore::with_clock(Arc::new(clock.clone()))));
+            let store = Arc::new(Remote::new(MemoryStore::with_clock(Arc::new(
+                clock.clone(),
+            ))));
             let limiter = limiter(store, &clock, "login", &rule, cache);
             replay(&limiter, "login", &clock, clock.now_us(), &trace).await
         };

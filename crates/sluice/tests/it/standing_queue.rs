@@ -7,50 +7,18 @@
 //! - a steady load whose waits dip below the target within every interval (below capacity)
 //!   has nothing shed: the store decides every request.
 
+use crate::common::remote::Remote;
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use sluice::algorithm::Mode;
 use sluice::limiter::{QueueLimit, standing_queue};
-use sluice::model::{Algorithm, Limit, Micros};
-use sluice::store::{BlocksCursor, BlocksPage, LimitCall, LimitKey, StoreError, StoreReply};
-use sluice::{FailPolicy, Limiter, MemoryStore, Options, Rule, Store};
+use sluice::model::{Algorithm, Limit};
+use sluice::{FailPolicy, Limiter, Options, Rule};
 use tokio::time::Instant;
 
 const MS: Duration = Duration::from_millis(1);
-
-/// The memory store, as if it were outside the process, counting the decisions asked of it.
-#[derive(Debug, Default)]
-struct Remote {
-    store: MemoryStore,
-    calls: Arc<AtomicUsize>,
-}
-
-impl Store for Remote {
-    fn name(&self) -> &'static str {
-        "remote"
-    }
-    async fn decide(&self, calls: &[LimitCall], mode: Mode) -> Result<StoreReply, StoreError> {
-        self.calls.fetch_add(1, Ordering::SeqCst);
-        self.store.decide(calls, mode).await
-    }
-    async fn reset(&self, keys: &[LimitKey]) -> Result<(), StoreError> {
-        self.store.reset(keys).await
-    }
-    async fn block(&self, key: &LimitKey, duration: Duration) -> Result<Micros, StoreError> {
-        self.store.block(key, duration).await
-    }
-    async fn unblock(&self, key: &LimitKey) -> Result<bool, StoreError> {
-        self.store.unblock(key).await
-    }
-    async fn blocks(&self, rule: &str, cursor: &BlocksCursor) -> Result<BlocksPage, StoreError> {
-        self.store.blocks(rule, cursor).await
-    }
-    async fn ping(&self) -> Result<(), StoreError> {
-        Ok(())
-    }
-}
 
 /// A limiter on a [`Remote`] store with rules `open` and `closed`, and its store's call count.
 fn limiter() -> (Limiter, Arc<AtomicUsize>) {

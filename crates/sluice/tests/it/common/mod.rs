@@ -15,6 +15,7 @@ mod http;
 pub mod load;
 #[cfg(all(feature = "redis", feature = "conformance"))]
 pub mod marked;
+pub mod remote;
 pub mod seeded;
 
 #[allow(unused_imports)]
